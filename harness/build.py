@@ -1,0 +1,220 @@
+"""Out-of-tree kernel build with ccache, progress, and a store of finished kernels.
+
+A kernel is identified by (tree id, .config hash, toolchain): when that key is in the
+store, no make runs at all. Otherwise make runs in the persistent O= directory for the
+(source, config) pair, under a lock, and the result is copied into the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths, proc
+from .model import KernelImage
+from .sources import git, locked
+
+log = logging.getLogger(__name__)
+
+BUILD_TIMEOUT_S = 3 * 3600
+# Fixed build identity: otherwise init/version.c and everything that embeds the
+# timestamp differ on every build and ccache cannot hit.
+_BUILD_ENV = {
+    "KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 1970",
+    "KBUILD_BUILD_USER": "harness",
+    "KBUILD_BUILD_HOST": "harness",
+}
+_OBJ_LINE = re.compile(r"^\s+(CC|AS|LD|AR|HOSTCC|BTF|OBJCOPY|GEN|CHK|UPD|BTFIDS|SORTTAB)\s")
+
+
+class BuildError(Exception):
+    def __init__(self, message: str, log_path: Path) -> None:
+        super().__init__(message)
+        self.log_path = log_path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toolchain:
+    gcc: str
+    pahole: str
+    ccache: bool
+
+    @property
+    def ident(self) -> str:
+        return f"{self.gcc}|{self.pahole}"
+
+
+def toolchain() -> Toolchain:
+    gcc = proc.run(["gcc", "--version"], timeout=30).output.splitlines()
+    pahole = proc.run(["pahole", "--version"], timeout=30)
+    return Toolchain(
+        gcc=gcc[0] if gcc else "unknown",
+        pahole=pahole.output.strip() if pahole.ok else "missing",
+        ccache=proc.which("ccache") is not None,
+    )
+
+
+def kernel_key(tree_id: str, config_path: Path, tools: Toolchain) -> str:
+    h = hashlib.sha256()
+    h.update(tree_id.encode() + b"\n")
+    h.update(config_path.read_bytes())
+    h.update(tools.ident.encode())
+    return h.hexdigest()[:20]
+
+
+def make_env(tools: Toolchain) -> dict[str, str]:
+    env = dict(_BUILD_ENV)
+    if tools.ccache:
+        root = paths.cache_root()
+        env.update(
+            {
+                "CCACHE_DIR": str(root / "ccache"),
+                # Relative paths in the hash: worktrees at other paths still hit.
+                "CCACHE_BASEDIR": str(root),
+                "CCACHE_NOHASHDIR": "1",
+                "CCACHE_SLOPPINESS": "time_macros,include_file_mtime,include_file_ctime",
+                "CCACHE_MAXSIZE": os.environ.get("CCACHE_MAXSIZE", "20G"),
+            }
+        )
+    return env
+
+
+def make_argv(tree: Path, build_dir: Path, tools: Toolchain, *targets: str,
+              jobs: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    argv = ["make", "-C", str(tree), f"O={build_dir}", f"-j{jobs or os.cpu_count() or 1}"]
+    if tools.ccache:
+        argv += ["CC=ccache gcc", "HOSTCC=ccache gcc"]
+    return [*argv, *extra, *targets]
+
+
+class Progress:
+    """A progress line on a terminal (stage, elapsed, objects, percent); periodic lines otherwise."""
+
+    def __init__(self, stage: str, expected: int | None) -> None:
+        self.stage = stage
+        self.expected = expected
+        self.count = 0
+        self.start = time.monotonic()
+        self.tty = sys.stderr.isatty() and not os.environ.get("CI")
+        self.last = 0.0
+
+    def line(self, text: str) -> None:
+        if not _OBJ_LINE.match(text):
+            return
+        self.count += 1
+        now = time.monotonic()
+        if self.tty and now - self.last > 0.5:
+            self.last = now
+            sys.stderr.write("\r\x1b[K" + self.render())
+            sys.stderr.flush()
+        elif not self.tty and now - self.last > 120:
+            self.last = now
+            log.info("%s", self.render())
+
+    def render(self) -> str:
+        elapsed = time.monotonic() - self.start
+        pct = ""
+        if self.expected:
+            pct = f" ~{min(99, 100 * self.count // self.expected)}%"
+        return f"[{self.stage}] {elapsed:5.0f}s  {self.count} steps{pct}"
+
+    def done(self) -> None:
+        if self.tty:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Toolchain,
+          jobs: int | None = None) -> KernelImage:
+    """Build (or fetch from the store) the kernel for the tree's HEAD and build_dir/.config."""
+    config = build_dir / ".config"
+    tree_id = git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
+    key = kernel_key(tree_id, config, tools)
+    stored = paths.sub("kernels") / key
+    if (stored / "bzImage").exists():
+        log.info("kernel %s already built (%s); not building again", key, stored)
+        return _image_from_store(stored, tree, build_dir, cached=True)
+    build_log = log_dir / "build.log"
+    with locked(f"build-{build_dir.name}", wait_message=f"building in {build_dir}"):
+        stats = build_dir / ".harness-steps"
+        expected = int(stats.read_text()) if stats.exists() else 2600
+        progress = Progress("build", expected)
+        # A dirty tree inside the source dir makes out-of-tree builds refuse to start.
+        argv = make_argv(tree, build_dir, tools, "bzImage", jobs=jobs)
+        result = proc.run(argv, env=make_env(tools), timeout=BUILD_TIMEOUT_S,
+                          log_path=build_log, on_line=progress.line, keep_output=False)
+        progress.done()
+        if not result.ok:
+            raise BuildError(_build_failure(build_log, result), build_log)
+        if progress.count > 100:
+            stats.write_text(str(progress.count))
+        log.info("built in %.0fs (%d steps)", result.duration_s, progress.count)
+        _store(build_dir, stored, key=key, tree_id=tree_id, tools=tools,
+               seconds=result.duration_s)
+    return _image_from_store(stored, tree, build_dir, cached=False)
+
+
+def _build_failure(build_log: Path, result: proc.Completed) -> str:
+    if result.timed_out:
+        return f"kernel build timed out after {result.duration_s:.0f}s (log: {build_log})"
+    text = build_log.read_text(errors="replace").splitlines()
+    errors = [ln for ln in text if re.search(r"\berror\b|Error \d|undefined reference", ln)]
+    shown = "\n".join((errors or text)[-20:])
+    return f"kernel build failed (exit {result.returncode}); log: {build_log}\n{shown}"
+
+
+def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Toolchain,
+           seconds: float) -> None:
+    """Copy the artifacts in, atomically: a half-copied kernel is never seen as built."""
+    scratch = Path(tempfile.mkdtemp(prefix=".store-", dir=stored.parent))
+    try:
+        shutil.copyfile(build_dir / "arch/x86/boot/bzImage", scratch / "bzImage")
+        shutil.copyfile(build_dir / "vmlinux", scratch / "vmlinux")
+        shutil.copyfile(build_dir / ".config", scratch / "config")
+        shutil.copyfile(build_dir / "System.map", scratch / "System.map")
+        release = (build_dir / "include/config/kernel.release").read_text().strip()
+        meta = {"key": key, "tree_id": tree_id, "release": release, "gcc": tools.gcc,
+                "pahole": tools.pahole, "build_seconds": round(seconds, 1)}
+        (scratch / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if stored.exists():
+            shutil.rmtree(stored)
+        scratch.rename(stored)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _image_from_store(stored: Path, tree: Path, build_dir: Path, *, cached: bool) -> KernelImage:
+    meta = json.loads((stored / "meta.json").read_text())
+    return KernelImage(
+        bzimage=stored / "bzImage",
+        vmlinux=stored / "vmlinux",
+        config=stored / "config",
+        version=str(meta["release"]),
+        build_dir=build_dir,
+        source_dir=tree,
+        cached=cached,
+    )
+
+
+def image_from_file(path: Path) -> KernelImage:
+    """`image:PATH`: a prebuilt bzImage/vmlinuz; vmlinux with BTF next to it if present."""
+    if not path.is_file():
+        raise BuildError(f"kernel image {path} does not exist", path)
+    out = proc.run(["file", "-bL", str(path)], timeout=30).output
+    m = re.search(r"version (\S+)", out)
+    version = m.group(1) if m else "unknown"
+    vmlinux = next((c for c in (path.parent / "vmlinux", path.with_name(f"vmlinux-{version}"))
+                    if c.exists()), None)
+    config = next((c for c in (path.parent / "config", path.parent / f"config-{version}")
+                   if c.exists()), None)
+    return KernelImage(bzimage=path, vmlinux=vmlinux, config=config, version=version)

@@ -1,0 +1,84 @@
+"""`harness doctor`: every tool the pipeline needs, disk space, and whether KVM really boots."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths, proc, vm
+
+MIN_FREE_GB = 15  # a 6.12 source import + worktree + O= build with BTF, plus the store
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+TOOLS = ("git", "make", "gcc", "ccache", "clang-19", "bpftool", "pahole",
+         "qemu-system-x86_64", "vng", "flex", "bison", "bc", "xz", "perl")
+
+
+def _version(program: str) -> str:
+    path = proc.which(program)
+    if path is None:
+        return ""
+    flag = "version" if program == "bpftool" else "--version"
+    res = proc.run([path, flag], timeout=30)
+    first = res.output.strip().splitlines()
+    return first[0] if first else "?"
+
+
+def tool_versions() -> dict[str, str]:
+    """Versions recorded in results.json."""
+    return {t: (_version(t) or "missing") for t in
+            ("gcc", "clang-19", "pahole", "qemu-system-x86_64", "vng", "bpftool", "git",
+             "make", "ccache")}
+
+
+def checks(*, probe_kvm: bool = True) -> list[Check]:
+    out = []
+    for tool in TOOLS:
+        version = _version(tool)
+        out.append(Check(name=tool, ok=bool(version), detail=version or "not found",
+                         fix="" if version else proc.INSTALL_HINTS.get(tool, f"install {tool}")))
+    out.append(Check(name="libbpf headers", ok=Path("/usr/include/bpf/libbpf.h").exists(),
+                     detail="/usr/include/bpf/libbpf.h",
+                     fix="apt-get install -y libbpf-dev libelf-dev zlib1g-dev"))
+    out.append(Check(name="libelf headers", ok=Path("/usr/include/libelf.h").exists(),
+                     detail="/usr/include/libelf.h", fix="apt-get install -y libelf-dev"))
+    root = paths.cache_root()
+    free_gb = shutil.disk_usage(root).free / 2**30
+    out.append(Check(name="disk", ok=free_gb >= MIN_FREE_GB,
+                     detail=f"{free_gb:.0f} GiB free under {root}",
+                     fix=f"free at least {MIN_FREE_GB} GiB, or set HARNESS_CACHE to a bigger disk"))
+    kernels = sorted(paths.sub("kernels").glob("*/bzImage"), key=lambda p: p.stat().st_mtime)
+    if not probe_kvm:
+        pass
+    elif not Path("/dev/kvm").exists():
+        out.append(Check(name="kvm", ok=True, detail="/dev/kvm absent: guests run under TCG"))
+    elif not kernels or proc.which("qemu-system-x86_64") is None:
+        out.append(Check(name="kvm", ok=True,
+                         detail="/dev/kvm exists; not probed yet (needs a built kernel and "
+                                "QEMU; the first `harness run` probes it)"))
+    else:
+        verdict = vm.probe_kvm(kernels[-1])
+        note = " (remembered)" if verdict.cached else ""
+        out.append(Check(name="kvm", ok=True,
+                         detail=("usable: " if verdict.kvm_works else "NOT usable, TCG will be "
+                                 "used: ") + verdict.reason + note))
+    return out
+
+
+def render(results: list[Check]) -> str:
+    lines = []
+    for c in results:
+        mark = "ok " if c.ok else "BAD"
+        lines.append(f"[{mark}] {c.name:<20} {c.detail}")
+        if not c.ok and c.fix:
+            lines.append(f"      fix: {c.fix}")
+    return "\n".join(lines)

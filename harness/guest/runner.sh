@@ -1,0 +1,43 @@
+#!/bin/sh
+# Guest side of the harness: runs each planned test with its own timeout, its output
+# to a file on the shared read-write directory (never over the console, where forked
+# kselftests lose and duplicate lines), and brackets it in the kernel log so splats can
+# be attributed to the test that was running.
+#
+# usage: runner.sh OUTDIR PLANFILE
+# PLANFILE lines: NAME<TAB>TIMEOUT_S<TAB>CWD<TAB>SHELL_COMMAND
+set -u
+out=$1
+plan=$2
+status=$out/status.tsv
+: > "$status"
+
+kmsg() { echo "harness: $*" > /dev/kmsg 2>/dev/null || true; }
+
+mountpoint -q /sys/kernel/debug 2>/dev/null || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || {
+	mkdir -p /sys/fs/cgroup
+	mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
+}
+# Hung tasks and soft lockups must be reported while a test runs.
+echo 30 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null || true
+echo "uname	$(uname -r)" >> "$out/guest-info.tsv"
+echo "tainted_at_boot	$(cat /proc/sys/kernel/tainted)" >> "$out/guest-info.tsv"
+echo "ready	$(cat /proc/uptime)" >> "$out/guest-info.tsv"
+
+tab=$(printf '\t')
+while IFS="$tab" read -r name tmo dir cmd; do
+	[ -n "$name" ] || continue
+	t0=$(cat /proc/sys/kernel/tainted)
+	s0=$(cut -d' ' -f1 /proc/uptime)
+	printf '%s\tstarted\t%s\n' "$name" "$s0" >> "$status"
+	kmsg "test-start $name"
+	(cd "$dir" && exec timeout -k 5 "$tmo" sh -c "$cmd") > "$out/$name.out" 2>&1 < /dev/null
+	rc=$?
+	s1=$(cut -d' ' -f1 /proc/uptime)
+	t1=$(cat /proc/sys/kernel/tainted)
+	kmsg "test-end $name rc=$rc"
+	printf '%s\tended\t%s\t%s\t%s\t%s\t%s\n' "$name" "$s1" "$rc" "$t0" "$t1" "$s0" >> "$status"
+done < "$plan"
+dmesg > "$out/dmesg.txt" 2>&1
+echo "done" > "$out/runner-done"

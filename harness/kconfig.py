@@ -1,0 +1,231 @@
+"""Base + fragments -> merge_config.sh -> olddefconfig -> a verified .config.
+
+Parsing (`parse_config`, `requested_symbols`, `verify`, `explain_dependency`) is pure
+text in, data out; `generate` runs the kernel's own tools in a scratch O= directory and
+`install` writes the build's .config only when it changed, so incremental builds stay
+incremental.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths, proc
+from .model import ConfigResult, DroppedSymbol
+
+log = logging.getLogger(__name__)
+
+BASE = "tinyconfig"  # the make target every test config starts from
+_SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
+_UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
+_IDENT = re.compile(r"\b([A-Z][A-Z0-9_]+)\b")
+
+
+class ConfigError(Exception):
+    """Requested options did not survive olddefconfig, or a fragment is unusable."""
+
+    def __init__(self, message: str, dropped: tuple[DroppedSymbol, ...] = ()) -> None:
+        super().__init__(message)
+        self.dropped = dropped
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """CONFIG_X -> value ('n' for '# CONFIG_X is not set'), as in a .config or fragment."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if m := _SET.match(line):
+            values[m.group(1)] = m.group(2)
+        elif m := _UNSET.match(line):
+            values[m.group(1)] = "n"
+    return values
+
+
+def requested_symbols(fragments: list[Path]) -> dict[str, str]:
+    """What the fragments ask for; later fragments override earlier ones (as merge_config does)."""
+    wanted: dict[str, str] = {}
+    for frag in fragments:
+        wanted.update(parse_config(frag.read_text()))
+    return wanted
+
+
+@dataclass(frozen=True, kw_only=True)
+class KconfigEntry:
+    symbol: str
+    file: str
+    depends: tuple[str, ...]
+    selects: tuple[str, ...] = ()
+
+
+def index_kconfig(tree: Path) -> dict[str, KconfigEntry]:
+    """`config SYM` -> its `depends on` lines (plus those of enclosing `if` and `menu` blocks)."""
+    index: dict[str, KconfigEntry] = {}
+    for kfile in tree.rglob("Kconfig*"):
+        if not kfile.is_file():
+            continue
+        try:
+            lines = kfile.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        rel = str(kfile.relative_to(tree))
+        block_deps: list[list[str]] = []  # stack of `if EXPR` / `menu ... depends on` scopes
+        current: str | None = None
+        deps: list[str] = []
+        selects: list[str] = []
+
+        def flush() -> None:
+            if current is not None:
+                scoped = [d for scope in block_deps for d in scope]
+                old = index.get(current)
+                merged = tuple(dict.fromkeys((*(old.depends if old else ()), *scoped, *deps)))
+                sel = tuple(dict.fromkeys((*(old.selects if old else ()), *selects)))
+                index[current] = KconfigEntry(symbol=current, file=rel, depends=merged,
+                                              selects=sel)
+
+        for raw in lines:
+            line = raw.strip()
+            words = line.split(None, 1)
+            if not words:
+                continue
+            head = words[0]
+            if head in ("config", "menuconfig") and len(words) == 2:
+                flush()
+                current, deps, selects = words[1].strip(), [], []
+            elif head in ("select", "imply") and current is not None and len(words) == 2:
+                selects.append(words[1].split()[0])
+            elif head == "depends" and line.startswith("depends on") and current is not None:
+                deps.append(line[len("depends on"):].strip())
+            elif head == "if" and len(words) == 2:
+                flush()
+                current = None
+                block_deps.append([words[1]])
+            elif head == "endif":
+                flush()
+                current = None
+                if block_deps:
+                    block_deps.pop()
+            elif head in ("menu", "choice", "endmenu", "endchoice", "comment", "source"):
+                flush()
+                current = None
+        flush()
+    return index
+
+
+def explain_dependency(symbol: str, config: dict[str, str],
+                       index: dict[str, KconfigEntry]) -> str:
+    """Why SYMBOL is not what was asked: its unmet `depends on` terms with their values."""
+    name = symbol.removeprefix("CONFIG_")
+    entry = index.get(name)
+    if entry is None:
+        return f"unknown symbol: no Kconfig file defines {name} (a typo, or not in this kernel)"
+    if config.get(symbol, "n") != "n":
+        by = sorted(e.symbol for e in index.values()
+                    if name in e.selects and config.get("CONFIG_" + e.symbol, "n") != "n")
+        if by:
+            return f"{name} ({entry.file}) is selected by " + ", ".join(
+                f"{s}={config.get('CONFIG_' + s)}" for s in by)
+    unmet: list[str] = []
+    for expr in entry.depends:
+        terms = []
+        for ident in _IDENT.findall(expr):
+            if ident in ("if", "on", "y", "m", "n"):
+                continue
+            terms.append(f"{ident}={config.get('CONFIG_' + ident, 'n')}")
+        if any(t.endswith("=n") for t in terms) or "!" in expr:
+            unmet.append(f"depends on {expr} ({', '.join(terms)})")
+    if not unmet:
+        if entry.depends:
+            return f"{name} ({entry.file}) depends on " + " && ".join(entry.depends)
+        return f"{name} ({entry.file}) has no unmet depends; check its choice group or range"
+    return f"{name} ({entry.file}): unmet " + "; ".join(unmet)
+
+
+def verify(final: dict[str, str], wanted: dict[str, str],
+           index: dict[str, KconfigEntry] | None) -> tuple[DroppedSymbol, ...]:
+    dropped = []
+    for sym, want in wanted.items():
+        have = final.get(sym, "n")
+        if want == have or (want == "n" and sym not in final):
+            continue
+        reason = explain_dependency(sym, final, index) if index is not None else ""
+        dropped.append(DroppedSymbol(symbol=sym, requested=want, actual=have, reason=reason))
+    return tuple(dropped)
+
+
+def resolve_fragment(name: str) -> Path:
+    """A fragment by name (kconfigs/NAME.config) or by path."""
+    candidate = Path(name)
+    if candidate.suffix == ".config" and candidate.exists():
+        return candidate.resolve()
+    in_repo = paths.repo_root() / "kconfigs" / f"{name}.config"
+    if in_repo.exists():
+        return in_repo
+    known = sorted(p.stem for p in (paths.repo_root() / "kconfigs").glob("*.config"))
+    raise ConfigError(f"config fragment {name!r} not found; known: {', '.join(known)} "
+                      "(or pass a path to a .config fragment)")
+
+
+def generate(tree: Path, tree_id: str, fragments: list[Path], *, log_dir: Path) -> tuple[Path, str]:
+    """Produce the merged, olddefconfig'd config in the cache; returns (path, its sha256).
+
+    Cached by (tree id, fragment contents): the same inputs never run Kconfig twice.
+    """
+    h = hashlib.sha256(f"{BASE}\n{tree_id}\n".encode())
+    for frag in fragments:
+        h.update(frag.name.encode() + b"\n" + frag.read_bytes())
+    key = h.hexdigest()[:16]
+    out = paths.sub("kconfig") / f"{key}.config"
+    if out.exists():
+        return out, hashlib.sha256(out.read_bytes()).hexdigest()
+    scratch = paths.sub("kconfig-scratch") / tree.name
+    scratch.mkdir(parents=True, exist_ok=True)
+    klog = log_dir / "kconfig.log"
+    proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", BASE],
+               what=f"make {BASE}", timeout=600, log_path=klog)
+    proc.check([str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),
+                str(scratch / ".config"), *map(str, fragments)],
+               what="merge_config.sh", timeout=600, cwd=tree, log_path=klog)
+    proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", "olddefconfig"],
+               what="make olddefconfig", timeout=600, log_path=klog)
+    tmp = out.with_suffix(".tmp")
+    shutil.copyfile(scratch / ".config", tmp)
+    tmp.rename(out)
+    return out, hashlib.sha256(out.read_bytes()).hexdigest()
+
+
+def configure(tree: Path, tree_id: str, build_dir: Path, fragments: list[Path], *,
+              log_dir: Path) -> ConfigResult:
+    """Generate, verify, and install the .config into build_dir only if it changed."""
+    generated, _ = generate(tree, tree_id, fragments, log_dir=log_dir)
+    final = parse_config(generated.read_text())
+    wanted = requested_symbols(fragments)
+    dropped = verify(final, wanted, None)
+    if dropped:
+        index = index_kconfig(tree)
+        dropped = verify(final, wanted, index)
+        lines = "\n".join(
+            f"  {d.symbol}: asked {d.requested}, got {d.actual}: {d.reason}" for d in dropped
+        )
+        raise ConfigError(
+            f"{len(dropped)} requested config option(s) did not survive olddefconfig:\n{lines}\n"
+            "fix: add the missing dependencies to the fragment, or drop the option",
+            dropped,
+        )
+    build_dir.mkdir(parents=True, exist_ok=True)
+    target = build_dir / ".config"
+    changed = not target.exists() or target.read_bytes() != generated.read_bytes()
+    if changed:
+        shutil.copyfile(generated, target)
+        log.info("wrote new .config to %s", target)
+    return ConfigResult(
+        config_path=target,
+        requested=tuple(sorted(wanted)),
+        dropped=(),
+        fragments=tuple(str(f) for f in fragments),
+        changed=changed,
+    )

@@ -1,0 +1,35 @@
+"""The cache layout, decided here and nowhere else.
+
+    $HARNESS_CACHE (default ~/.cache/harness)/
+      src/<source>/          git repo per kernel source (Debian import or shared clone)
+      work/<source>-<cfg>/   persistent worktree per (source, config), moved with checkout/am
+      build/<source>-<cfg>/  out-of-tree O= directory for that worktree
+      kernels/<key>/         finished images by (tree id, .config hash, toolchain)
+      selftests/<key>/       built selftests by (kernel key, test sources)
+      ccache/                CCACHE_DIR
+      kvm-verdict.json       accel probe verdict per (host kernel, qemu version)
+      locks/                 one lock file per build directory
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    env = os.environ.get("HARNESS_CACHE")
+    root = Path(env) if env else Path.home() / ".cache" / "harness"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def sub(name: str) -> Path:
+    path = cache_root() / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def repo_root() -> Path:
+    """The harness checkout (patches/, kconfigs/, selftests/ live here)."""
+    return Path(__file__).resolve().parent.parent

@@ -1,0 +1,264 @@
+"""Selftests: find them, build them on the host against the built kernel, plan their run.
+
+Two kinds:
+- our own, a directory with `test.toml` (`selftests/<name>/` or any path): BPF objects
+  compiled with clang for the BPF target against a `vmlinux.h` from the kernel's BTF,
+  bpftool skeletons, userspace linked against libbpf; emits KTAP.
+- `kselftest:<target>[:test,...]`: the tree's own tools/testing/selftests/<target>, built
+  from the same tree and run in the guest through its own runner (run_kselftest.sh).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths, proc
+from .model import KernelImage
+
+log = logging.getLogger(__name__)
+
+CLANG = "clang-19"
+BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-D__TARGET_ARCH_x86", "-Wall", "-Werror")
+# Curated kselftest subsets: the tests that run in a TCG guest in bounded time.
+# What still fails there for reasons outside our patches is in expectations.toml.
+CURATED = {
+    "cgroup": ("test_core", "test_freezer", "test_kill", "test_memcontrol", "test_cpuset"),
+}
+KSELFTEST_TIMEOUT_S = 240
+
+
+class SelftestError(Exception):
+    """A selftest cannot be found or built."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    name: str
+    directory: Path
+    description: str
+    bpf: tuple[str, ...]
+    userspace: tuple[str, ...]
+    command: tuple[str, ...]
+    timeout_s: int
+    fmt: str
+    cflags: tuple[str, ...] = ()
+    bpf_cflags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestRef:
+    """What --test named: our own test directory, or an in-tree kselftest target."""
+
+    kind: str  # "own" | "kselftest"
+    name: str
+    manifest: Manifest | None = None
+    target: str = ""
+    only: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuestTest:
+    """One line of the guest runner's plan."""
+
+    name: str
+    timeout_s: int
+    cwd: Path
+    command: str  # a shell command line, run by sh -c in cwd
+    fmt: str = "ktap"
+    suite: str = ""
+
+
+def load_manifest(directory: Path) -> Manifest:
+    toml_path = directory / "test.toml"
+    if not toml_path.exists():
+        raise SelftestError(f"{directory} has no test.toml; a test directory describes its "
+                            "build and run there (see selftests/cgroup_iter_rstat/test.toml)")
+    try:
+        data = tomllib.loads(toml_path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SelftestError(f"{toml_path}: {exc}") from None
+    try:
+        build = data.get("build", {})
+        run = data["run"]
+        return Manifest(
+            name=str(data["name"]),
+            directory=directory.resolve(),
+            description=str(data.get("description", "")),
+            bpf=tuple(build.get("bpf", ())),
+            userspace=tuple(build.get("userspace", ())),
+            command=tuple(run["command"]),
+            timeout_s=int(run.get("timeout", 120)),
+            fmt=str(run.get("format", "ktap")),
+            cflags=tuple(build.get("cflags", ())),
+            bpf_cflags=tuple(build.get("bpf_cflags", ())),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SelftestError(f"{toml_path}: missing or invalid field {exc}") from None
+
+
+def resolve(text: str) -> TestRef:
+    if text.startswith("kselftest:"):
+        _, target, *rest = text.split(":")
+        if not target:
+            raise SelftestError("kselftest: needs a target, e.g. kselftest:cgroup")
+        only = tuple(rest[0].split(",")) if rest and rest[0] else CURATED.get(target, ())
+        return TestRef(kind="kselftest", name=text, target=target, only=only)
+    candidate = Path(text)
+    if candidate.is_dir():
+        m = load_manifest(candidate)
+        return TestRef(kind="own", name=m.name, manifest=m)
+    in_repo = paths.repo_root() / "selftests" / text
+    if in_repo.is_dir():
+        m = load_manifest(in_repo)
+        return TestRef(kind="own", name=m.name, manifest=m)
+    known = sorted(p.name for p in (paths.repo_root() / "selftests").iterdir()
+                   if (p / "test.toml").exists())
+    raise SelftestError(f"test {text!r} not found: not a directory with test.toml, nor one of "
+                        f"{', '.join(known)}, nor kselftest:TARGET")
+
+
+def skeleton_name(bpf_source: str) -> str:
+    """cgroup_iter_rstat.bpf.c -> cgroup_iter_rstat_bpf (the C identifier bpftool uses)."""
+    stem = bpf_source.removesuffix(".c").replace(".", "_")
+    return re.sub(r"[^A-Za-z0-9_]", "_", stem)
+
+
+def _tree_hash(directory: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(directory.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(directory)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def vmlinux_h(kernel: KernelImage, *, log_dir: Path) -> Path:
+    """vmlinux.h from the kernel's BTF, once per kernel."""
+    if kernel.vmlinux is None:
+        raise SelftestError(f"{kernel.bzimage} has no vmlinux with BTF next to it; BPF tests "
+                            "need one (put vmlinux beside the image)")
+    key = hashlib.sha256(str(kernel.vmlinux).encode() + str(kernel.vmlinux.stat().st_mtime_ns)
+                         .encode()).hexdigest()[:16]
+    out = paths.sub("vmlinux-h") / key / "vmlinux.h"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        res = proc.check([proc.require("bpftool"), "btf", "dump", "file", str(kernel.vmlinux),
+                          "format", "c"], what="bpftool btf dump", timeout=300,
+                         log_path=None)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(res.output)
+        tmp.rename(out)
+    return out
+
+
+def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path:
+    """Compile the BPF objects, skeletons and userspace; returns the output directory."""
+    header = vmlinux_h(kernel, log_dir=log_dir)
+    key = hashlib.sha256(f"{header.parent.name}|{_tree_hash(manifest.directory)}".encode())
+    out = paths.sub("selftests") / f"{manifest.name}-{key.hexdigest()[:16]}"
+    if (out / ".built").exists():
+        return out
+    blog = log_dir / f"build-{manifest.name}.log"
+    clang = proc.require(CLANG)
+    bpftool = proc.require("bpftool")
+    scratch = Path(tempfile.mkdtemp(prefix=f".{manifest.name}-", dir=out.parent))
+    try:
+        shutil.copyfile(header, scratch / "vmlinux.h")
+        for src in manifest.bpf:
+            stem = src.removesuffix(".c")
+            obj = scratch / f"{stem}.o"
+            proc.check([clang, *BPF_CFLAGS, *manifest.bpf_cflags, f"-I{scratch}",
+                        f"-I{manifest.directory}", "-c", str(manifest.directory / src),
+                        "-o", str(obj)], what=f"clang {src}", timeout=300, log_path=blog)
+            skel = proc.check([bpftool, "gen", "skeleton", str(obj), "name",
+                               skeleton_name(src)], what=f"bpftool gen skeleton {src}",
+                              timeout=120, log_path=None)
+            (scratch / f"{src.removesuffix('.bpf.c')}.skel.h").write_text(skel.output)
+        if manifest.userspace:
+            proc.check(["gcc", "-O2", "-g", "-Wall", "-Wextra", *manifest.cflags,
+                        f"-I{scratch}", f"-I{manifest.directory}",
+                        *(str(manifest.directory / s) for s in manifest.userspace),
+                        "-o", str(scratch / manifest.name), "-lbpf", "-lelf", "-lz"],
+                       what=f"building {manifest.name}", timeout=300, log_path=blog)
+        (scratch / ".built").write_text("ok\n")
+        if out.exists():
+            shutil.rmtree(out)
+        scratch.rename(out)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
+def build_kselftest(target: str, tree: Path, build_dir: Path, *, log_dir: Path) -> Path:
+    """Build and install tools/testing/selftests/<target> from the tree, with its runner."""
+    tree_id = proc.check(["git", "-C", str(tree), "rev-parse", "HEAD^{tree}"],
+                         what="git rev-parse", timeout=60).output.strip()
+    out = paths.sub("kselftests") / f"{target}-{tree_id[:16]}"
+    if (out / "run_kselftest.sh").exists():
+        return out
+    klog = log_dir / f"build-kselftest-{target}.log"
+    proc.check(["make", "-C", str(tree), f"O={build_dir}", "-s", "headers"],
+               what="make headers", timeout=900, log_path=klog)
+    kbuild = paths.sub("kselftest-build") / f"{target}-{tree_id[:16]}"
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target}-", dir=out.parent))
+    try:
+        proc.check(["make", "-C", str(tree / "tools/testing/selftests"), f"TARGETS={target}",
+                    f"O={kbuild}", f"KHDR_INCLUDES=-isystem {build_dir}/usr/include",
+                    f"INSTALL_PATH={scratch}", "install"],
+                   what=f"building kselftest {target}", timeout=1800, log_path=klog)
+        if out.exists():
+            shutil.rmtree(out)
+        scratch.rename(out)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
+def plan_own(manifest: Manifest, built: Path) -> GuestTest:
+    import shlex
+
+    return GuestTest(name=manifest.name, timeout_s=manifest.timeout_s, cwd=built,
+                     command=shlex.join(manifest.command), fmt=manifest.fmt,
+                     suite=manifest.name)
+
+
+def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
+    available = set()
+    listing = installed / "kselftest-list.txt"
+    if listing.exists():
+        for line in listing.read_text().splitlines():
+            t, _, name = line.partition(":")
+            if t == ref.target:
+                available.add(name)
+    wanted = ref.only or tuple(sorted(available))
+    missing = [w for w in wanted if available and w not in available]
+    if missing:
+        raise SelftestError(f"kselftest {ref.target} has no test(s) {', '.join(missing)}; "
+                            f"it has: {', '.join(sorted(available))}")
+    return [
+        GuestTest(name=f"kselftest-{ref.target}-{t}", timeout_s=KSELFTEST_TIMEOUT_S,
+                  cwd=installed,
+                  command=f"./run_kselftest.sh -o {KSELFTEST_TIMEOUT_S - 10} "
+                          f"-t {ref.target}:{t}",
+                  suite=f"kselftest:{ref.target}")
+        for t in wanted
+    ]
+
+
+def write_plan(tests: list[GuestTest], path: Path) -> None:
+    lines = []
+    for t in tests:
+        for field in (t.name, t.command, str(t.cwd)):
+            if "\t" in field or "\n" in field:
+                raise SelftestError(f"test {t.name}: tabs and newlines are not allowed in its "
+                                    "name, command or directory")
+        lines.append(f"{t.name}\t{t.timeout_s}\t{t.cwd}\t{t.command}\n")
+    path.write_text("".join(lines))

@@ -1,0 +1,178 @@
+"""Patch series -> `git am -3` in the worktree -> per-patch status.
+
+A series is `patches/<name>/` with a `series` file listing format-patch files in order;
+`series-<base>` (e.g. `series-6.1`) is a per-base variant chosen when the kernel spec
+names that base. Each patch is reported applied, already in base, or conflicting. A
+conflict stops the cell, names the patch, files and rejected hunks, and the worktree is
+reset to the base commit: no half-applied state survives.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths, proc
+from .model import PatchResult, PatchState
+from .sources import git
+
+log = logging.getLogger(__name__)
+
+_AM_ENV = {
+    "GIT_COMMITTER_NAME": "harness",
+    "GIT_COMMITTER_EMAIL": "harness@localhost",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
+
+
+class SeriesError(Exception):
+    """A series cannot be found or read."""
+
+
+class PatchConflictError(Exception):
+    def __init__(self, message: str, results: tuple[PatchResult, ...]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
+@dataclass(frozen=True, kw_only=True)
+class Patch:
+    path: Path
+    series: str  # the series it belongs to, or "--patch"
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+@dataclass(frozen=True, kw_only=True)
+class Series:
+    name: str
+    directory: Path
+    patches: tuple[Patch, ...]
+    variant: str  # which series file was used
+
+
+def series_dir(name: str) -> Path:
+    candidate = Path(name)
+    if candidate.is_dir() and (candidate / "series").exists():
+        return candidate.resolve()
+    d = paths.repo_root() / "patches" / name
+    if not d.is_dir():
+        known = sorted(p.name for p in (paths.repo_root() / "patches").iterdir() if p.is_dir())
+        raise SeriesError(f"patch series {name!r} not found; known: {', '.join(known) or 'none'}")
+    return d
+
+
+def load(name: str, base: str | None) -> Series:
+    """Read a series, picking `series-<base>` when present for that base (e.g. 6.1)."""
+    d = series_dir(name)
+    chosen = d / "series"
+    if base:
+        variant = d / f"series-{base}"
+        if variant.exists():
+            chosen = variant
+    if not chosen.exists():
+        raise SeriesError(f"{d} has no series file; fix: list the patches, one per line, in "
+                          f"{d / 'series'}")
+    patches = []
+    for raw in chosen.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        path = d / line
+        if not path.exists():
+            raise SeriesError(f"{chosen}: lists {line!r} but {path} does not exist")
+        patches.append(Patch(path=path, series=name))
+    return Series(name=name, directory=d, patches=tuple(patches), variant=chosen.name)
+
+
+def subject_of(patch: Path) -> str:
+    msg = email.message_from_bytes(patch.read_bytes(), policy=email.policy.default)
+    subject = str(msg.get("Subject", "")).replace("\n", " ")
+    return re.sub(r"^\[[^]]*\]\s*", "", subject).strip() or patch.name
+
+
+def files_of(tree: Path, patch: Path) -> tuple[str, ...]:
+    res = proc.run(["git", "-C", str(tree), "apply", "--numstat", str(patch)], timeout=60)
+    files = []
+    for line in res.output.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3:
+            files.append(parts[2])
+    return tuple(files)
+
+
+def reset_to(tree: Path, commit: str) -> None:
+    """Move the worktree to commit; only files that differ are rewritten (mtimes kept)."""
+    if (_git_dir(tree) / "rebase-apply").exists():
+        proc.run(["git", "-C", str(tree), "am", "--abort"], timeout=120)
+    git(tree, "checkout", "-q", "-f", "--detach", commit, what="git checkout")
+    git(tree, "clean", "-q", "-fd", what="git clean")
+
+
+def _git_dir(tree: Path) -> Path:
+    out = proc.check(["git", "-C", str(tree), "rev-parse", "--absolute-git-dir"],
+                     what="git rev-parse", timeout=60).output.strip()
+    return Path(out)
+
+
+def apply(tree: Path, base_commit: str, patches: list[Patch], *,
+          log_dir: Path) -> tuple[PatchResult, ...]:
+    """Reset to base and apply the patches in order; raises PatchConflictError on the first conflict."""
+    reset_to(tree, base_commit)
+    results: list[PatchResult] = []
+    am_log = log_dir / "git-am.log"
+    for i, patch in enumerate(patches):
+        subject = subject_of(patch.path)
+        files = files_of(tree, patch.path)
+        # Already in base: the reverse applies cleanly and the forward does not.
+        fwd = proc.run(["git", "-C", str(tree), "apply", "--check", str(patch.path)], timeout=60)
+        if not fwd.ok:
+            rev = proc.run(["git", "-C", str(tree), "apply", "--check", "--reverse",
+                            str(patch.path)], timeout=60)
+            if rev.ok:
+                log.info("%s: already in base, skipped", patch.name)
+                results.append(PatchResult(name=patch.name, subject=subject,
+                                           state=PatchState.ALREADY_IN_BASE, files=files))
+                continue
+        res = proc.run(["git", "-C", str(tree), "am", "-3", "--keep-cr", "--no-gpg-sign",
+                        str(patch.path)], env=_AM_ENV, timeout=300, log_path=am_log)
+        if res.ok:
+            results.append(PatchResult(name=patch.name, subject=subject,
+                                       state=PatchState.APPLIED, files=files))
+            continue
+        detail = _conflict_detail(tree, patch.path, res.output)
+        reset_to(tree, base_commit)
+        results.append(PatchResult(name=patch.name, subject=subject, state=PatchState.CONFLICT,
+                                   files=files, detail=detail))
+        results.extend(PatchResult(name=p.name, subject=subject_of(p.path),
+                                   state=PatchState.NOT_TRIED) for p in patches[i + 1:])
+        raise PatchConflictError(
+            f"patch {patch.name} ({patch.series}) does not apply to the base:\n{detail}\n"
+            "fix: rebase the patch onto this base, or add a per-base variant "
+            f"(series-<base>) to {patch.path.parent}",
+            tuple(results),
+        )
+    return tuple(results)
+
+
+def _conflict_detail(tree: Path, patch: Path, am_output: str) -> str:
+    unmerged = proc.run(["git", "-C", str(tree), "diff", "--name-only", "--diff-filter=U"],
+                        timeout=60).output.split()
+    # git apply -v names each hunk that fails, with its line.
+    check = proc.run(["git", "-C", str(tree), "apply", "--check", "-v", str(patch)],
+                     timeout=60).output
+    hunks = [ln.strip() for ln in check.splitlines()
+             if ln.startswith("error:") or "does not apply" in ln or "patch failed" in ln]
+    lines = []
+    if unmerged:
+        lines.append("conflicting files: " + ", ".join(unmerged))
+    lines += [f"  {h}" for h in hunks]
+    if not lines:
+        lines = [ln for ln in am_output.splitlines() if ln.strip()][-8:]
+    return "\n".join(lines)

@@ -1,0 +1,257 @@
+"""Kernel specs -> a git repository in the cache with one base commit.
+
+`debian:X` imports Debian's linux-source-X tarball once; `git:PATH[@REV]` makes a
+shared clone of the user's tree and never writes to it; `image:PATH` needs no source.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import git as gitpython
+
+from . import paths, proc
+from .model import KernelSpec, PreparedSource, SourceKind
+
+log = logging.getLogger(__name__)
+
+# A fixed identity and date make an import of the same tarball produce the same commit.
+_IMPORT_ENV = {
+    "GIT_AUTHOR_NAME": "harness import",
+    "GIT_AUTHOR_EMAIL": "harness@localhost",
+    "GIT_COMMITTER_NAME": "harness import",
+    "GIT_COMMITTER_EMAIL": "harness@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
+
+
+class SourceError(Exception):
+    """A kernel spec cannot be turned into a source tree."""
+
+
+def parse_spec(text: str) -> KernelSpec:
+    kind_text, sep, rest = text.partition(":")
+    if not sep or not rest:
+        raise SourceError(
+            f"kernel spec {text!r} is not KIND:VALUE; use debian:6.12, git:PATH[@REV] or image:PATH"
+        )
+    try:
+        kind = SourceKind(kind_text)
+    except ValueError:
+        raise SourceError(
+            f"unknown kernel spec kind {kind_text!r} in {text!r}; use debian:, git: or image:"
+        ) from None
+    if kind is SourceKind.GIT and "@" in rest:
+        path, _, rev = rest.rpartition("@")
+        return KernelSpec(kind=kind, value=str(Path(path).expanduser()), rev=rev or None)
+    if kind in (SourceKind.GIT, SourceKind.IMAGE):
+        rest = str(Path(rest).expanduser())
+    return KernelSpec(kind=kind, value=rest)
+
+
+def git(repo: Path, *args: str, what: str, timeout: float = 600,
+        env: dict[str, str] | None = None, log_path: Path | None = None) -> str:
+    """The one typed entry point for git commands that change state (cwd=, never chdir)."""
+    return proc.check(
+        ["git", "-C", str(repo), *args], what=what, timeout=timeout, env=env, log_path=log_path
+    ).output
+
+
+@contextmanager
+def locked(name: str, *, wait_message: str) -> Iterator[None]:
+    """An exclusive lock on a cache resource; waits (saying so) if another run holds it."""
+    lock_path = paths.sub("locks") / f"{name}.lock"
+    with lock_path.open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.warning("%s: another harness run holds %s; waiting", wait_message, lock_path)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def prepare(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
+    if spec.kind is SourceKind.DEBIAN:
+        return _prepare_debian(spec, log_dir=log_dir)
+    if spec.kind is SourceKind.GIT:
+        return _prepare_git(spec, log_dir=log_dir)
+    raise SourceError(f"{spec.text} is a prebuilt image and has no source tree")
+
+
+def debian_package_version(package: str) -> str | None:
+    res = proc.run(
+        ["dpkg-query", "-W", "-f", "${Status}|${Version}", package], timeout=30
+    )
+    if res.returncode != 0:
+        return None
+    status, _, version = res.output.strip().partition("|")
+    return version if status.endswith(" installed") else None
+
+
+def _ensure_debian_package(package: str, log_dir: Path) -> str:
+    version = debian_package_version(package)
+    if version:
+        return version
+    if os.geteuid() != 0:
+        raise SourceError(f"{package} is not installed; fix: sudo apt-get install -y {package}")
+    log.info("installing %s with apt", package)
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    res = proc.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", package],
+        env=env, timeout=1200, log_path=log_dir / "apt.log",
+    )
+    if not res.ok:
+        # Fresh machines start with empty package lists.
+        proc.run(["apt-get", "update"], env=env, timeout=600, log_path=log_dir / "apt.log")
+        res = proc.run(
+            ["apt-get", "install", "-y", "--no-install-recommends", package],
+            env=env, timeout=1200, log_path=log_dir / "apt.log",
+        )
+    version = debian_package_version(package)
+    if not res.ok or not version:
+        raise SourceError(
+            f"could not install {package} (see {log_dir / 'apt.log'}); "
+            f"fix: apt-get update && apt-get install -y {package}"
+        )
+    return version
+
+
+def _prepare_debian(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
+    package = f"linux-source-{spec.value}"
+    version = _ensure_debian_package(package, log_dir)
+    tarball = Path(f"/usr/src/{package}.tar.xz")
+    if not tarball.exists():
+        raise SourceError(f"{tarball} is missing although {package} is installed; "
+                          f"fix: apt-get install --reinstall {package}")
+    # Path-safe: '~' and '+' in Debian versions confuse some kbuild scripts.
+    safe_version = re.sub(r"[^A-Za-z0-9._-]", "_", version)
+    dest = paths.sub("src") / f"debian-{spec.value}-{safe_version}"
+    with locked(f"src-{dest.name}", wait_message=f"importing {package}"):
+        if not (dest / ".git" / "harness-imported").exists():
+            _import_tarball(tarball, dest, message=f"Debian {package} {version}", log_dir=log_dir)
+    base = gitpython.Repo(dest).head.commit.hexsha
+    return PreparedSource(
+        spec=spec, repo=dest, base_commit=base,
+        describe=f"Debian {package} {version}", package_version=version,
+    )
+
+
+def _import_tarball(tarball: Path, dest: Path, *, message: str, log_dir: Path) -> None:
+    """Unpack and commit in a scratch directory, then rename: a failure leaves nothing."""
+    log.info("importing %s into %s (once per package version)", tarball, dest)
+    scratch = Path(tempfile.mkdtemp(prefix=".import-", dir=dest.parent))
+    try:
+        proc.check(
+            ["tar", "-xf", str(tarball), "-C", str(scratch), "--strip-components=1"],
+            what=f"unpacking {tarball}", timeout=1800, log_path=log_dir / "import.log",
+        )
+        git(scratch, "init", "-q", "-b", "base", what="git init")
+        git(scratch, "config", "core.bigFileThreshold", "1m", what="git config")
+        git(scratch, "config", "gc.auto", "0", what="git config")
+        git(scratch, "add", "-A", "-f", what="git add", timeout=1800)
+        git(scratch, "commit", "-q", "--no-verify", "-m", message,
+            what="git commit", env=_IMPORT_ENV, timeout=1800)
+        (scratch / ".git" / "harness-imported").write_text(message + "\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        scratch.rename(dest)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _prepare_git(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
+    user = Path(spec.value).resolve()
+    try:
+        user_repo = gitpython.Repo(user)
+    except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
+        raise SourceError(f"{user} is not a git repository; fix: pass git:PATH of a kernel "
+                          "checkout") from None
+    key = hashlib.sha256(str(user).encode()).hexdigest()[:12]
+    clone = paths.sub("src") / f"git-{user.name}-{key}"
+    with locked(f"src-{clone.name}", wait_message=f"cloning {user}"):
+        if not (clone / ".git").exists():
+            scratch = Path(tempfile.mkdtemp(prefix=".clone-", dir=clone.parent))
+            try:
+                # --shared borrows the user's objects through alternates: nothing is written
+                # on their side.
+                proc.check(["git", "clone", "-q", "--shared", "--no-checkout", str(user),
+                            str(scratch / "repo")], what=f"cloning {user}", timeout=1800,
+                           log_path=log_dir / "import.log")
+                (scratch / "repo").rename(clone)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+    if spec.rev:
+        # Resolve in the user's repo (read-only); the object is reachable through alternates.
+        try:
+            commit = user_repo.commit(spec.rev).hexsha
+        except (gitpython.BadName, ValueError):
+            raise SourceError(f"{spec.rev!r} is not a commit in {user}") from None
+        describe = f"{user} at {spec.rev} ({commit[:12]})"
+        return PreparedSource(spec=spec, repo=clone, base_commit=commit, describe=describe)
+    head = user_repo.head.commit.hexsha
+    snapshot = _snapshot_uncommitted(user, clone)
+    if snapshot is None:
+        return PreparedSource(spec=spec, repo=clone, base_commit=head,
+                              describe=f"{user} HEAD {head[:12]} (clean)")
+    return PreparedSource(
+        spec=spec, repo=clone, base_commit=snapshot, includes_uncommitted=True,
+        describe=f"{user} HEAD {head[:12]} + uncommitted changes to tracked files "
+                 f"(snapshot {snapshot[:12]})",
+    )
+
+
+def _snapshot_uncommitted(user: Path, clone: Path) -> str | None:
+    """Capture HEAD plus the user's uncommitted changes to tracked files as a commit in the clone.
+
+    `git stash create` would write objects into the user's .git; here it runs with a copy of
+    their index and the clone's object directory (theirs only as an alternate), so every new
+    object lands in the cache.  Untracked files are not included.
+    """
+    user_git = Path(proc.check(["git", "-C", str(user), "rev-parse", "--absolute-git-dir"],
+                               what="git rev-parse", timeout=60).output.strip())
+    with tempfile.TemporaryDirectory(prefix="harness-index-") as tmp:
+        index_copy = Path(tmp) / "index"
+        if (user_git / "index").exists():
+            shutil.copyfile(user_git / "index", index_copy)
+        env = {
+            "GIT_INDEX_FILE": str(index_copy),
+            "GIT_OBJECT_DIRECTORY": str(clone / ".git" / "objects"),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(user_git / "objects"),
+            "GIT_OPTIONAL_LOCKS": "0",
+        }
+        stash = proc.check(["git", "-C", str(user), "stash", "create"], what="git stash create",
+                           timeout=600, env=env).output.strip()
+    if not stash:
+        return None
+    tree = git(clone, "rev-parse", f"{stash}^{{tree}}", what="git rev-parse").strip()
+    head = git(clone, "rev-parse", f"{stash}^1", what="git rev-parse").strip()
+    return git(clone, "commit-tree", tree, "-p", head, "-m", "harness: uncommitted changes",
+               what="git commit-tree", env=_IMPORT_ENV).strip()
+
+
+def worktree(source: PreparedSource, config_name: str, *, log_dir: Path) -> Path:
+    """The persistent worktree for (source, config), created on first use."""
+    name = f"{source.repo.name}-{config_name}"
+    path = paths.sub("work") / name
+    if not (path / ".git").exists():
+        if path.exists():
+            shutil.rmtree(path)
+        log.info("creating worktree %s (once)", path)
+        git(source.repo, "worktree", "prune", what="git worktree prune")
+        git(source.repo, "worktree", "add", "-q", "--detach", str(path), source.base_commit,
+            what="git worktree add", timeout=1800, log_path=log_dir / "import.log")
+    return path

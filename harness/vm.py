@@ -1,0 +1,163 @@
+"""Boot a kernel under virtme-ng and run the guest runner; probe whether KVM really works.
+
+The KVM probe is a short real boot with QEMU alone (`-accel kvm`, no root fs: the
+kernel reaches "Linux version" then panics on the missing root and `-no-reboot` ends
+QEMU). On a host whose /dev/kvm opens but cannot run a kernel, QEMU says so on stderr
+at once and the probe kills it instead of waiting. The verdict is remembered per
+(host kernel, QEMU version).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths, proc
+from .model import Accel, KernelImage
+
+log = logging.getLogger(__name__)
+
+QEMU = "qemu-system-x86_64"
+PROBE_TIMEOUT_S = 45.0
+# What QEMU prints when KVM exists but cannot run the guest (seen here: a nested,
+# paravirtual KVM) or cannot be opened at all.
+KVM_FAILURE_PATTERNS = tuple(
+    re.compile(p)
+    for p in (
+        r"emulation failure",
+        r"KVM internal error",
+        r"kvm run failed",
+        r"failed to initialize kvm",
+        r"Could not access KVM kernel module",
+        r"KVM_CREATE_VM",
+        r"KVM: entry failed",
+        r"kvm_init_vcpu",
+    )
+)
+_KVM_SUCCESS = re.compile(r"Linux version \d")
+
+
+class BootError(Exception):
+    """The guest did not come up, or the VM could not be started."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccelVerdict:
+    kvm_works: bool
+    reason: str
+    cached: bool = False
+
+
+def _verdict_key(qemu: str) -> str:
+    qemu_version = proc.run([qemu, "--version"], timeout=30).output.splitlines()
+    return f"{os.uname().release}|{qemu_version[0] if qemu_version else '?'}"
+
+
+def probe_kvm(kernel: Path, *, qemu: str = QEMU, timeout: float = PROBE_TIMEOUT_S,
+              cache_file: Path | None = None, log_path: Path | None = None) -> AccelVerdict:
+    """Does KVM really boot a kernel here? A short real boot decides; the verdict is cached."""
+    if not Path("/dev/kvm").exists():
+        return AccelVerdict(kvm_works=False, reason="/dev/kvm does not exist")
+    cache_file = cache_file or paths.cache_root() / "kvm-verdict.json"
+    key = _verdict_key(qemu)
+    cache: dict[str, dict[str, object]] = {}
+    if cache_file.exists():
+        try:
+            cache = json.loads(cache_file.read_text())
+        except ValueError:
+            cache = {}
+    if key in cache:
+        entry = cache[key]
+        return AccelVerdict(kvm_works=bool(entry["kvm_works"]), reason=str(entry["reason"]),
+                            cached=True)
+    argv = [qemu, "-accel", "kvm", "-cpu", "host", "-m", "256", "-smp", "1", "-nographic",
+            "-no-reboot", "-kernel", str(kernel),
+            "-append", "console=ttyS0 panic=-1 root=/dev/nonexistent loglevel=7"]
+    res = proc.run(argv, timeout=timeout, stop_patterns=(*KVM_FAILURE_PATTERNS, _KVM_SUCCESS),
+                   log_path=log_path)
+    if res.stopped_by and res.stopped_by == _KVM_SUCCESS.pattern:
+        verdict = AccelVerdict(kvm_works=True,
+                               reason=f"a kernel booted under KVM in {res.duration_s:.1f}s")
+    elif res.stopped_by:
+        line = next((ln for ln in res.output.splitlines()
+                     if re.search(res.stopped_by, ln)), res.stopped_by)
+        verdict = AccelVerdict(kvm_works=False,
+                               reason=f"QEMU reported a KVM failure: {line.strip()[:200]}")
+    elif res.timed_out:
+        verdict = AccelVerdict(kvm_works=False,
+                               reason=f"no kernel output under KVM within {timeout:.0f}s")
+    else:
+        verdict = AccelVerdict(kvm_works=False,
+                               reason=f"QEMU exited {res.returncode} before the kernel printed "
+                                      f"its banner: {res.tail(3).strip()[:200]}")
+    cache[key] = {"kvm_works": verdict.kvm_works, "reason": verdict.reason,
+                  "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    tmp = cache_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cache, indent=2) + "\n")
+    tmp.rename(cache_file)
+    return verdict
+
+
+def choose_accel(requested: Accel, kernel: Path, *, log_path: Path | None = None) -> tuple[
+        Accel, str]:
+    """auto -> kvm if the probe boots a kernel, else tcg (saying why)."""
+    if requested is Accel.TCG:
+        return Accel.TCG, "TCG requested"
+    verdict = probe_kvm(kernel, log_path=log_path)
+    if verdict.kvm_works:
+        return Accel.KVM, verdict.reason
+    if requested is Accel.KVM:
+        raise BootError(f"--accel kvm requested but KVM does not work here: {verdict.reason}; "
+                        "fix: use --accel tcg (or auto)")
+    note = " (cached verdict)" if verdict.cached else ""
+    log.warning("KVM unusable: %s%s; using TCG (slower)", verdict.reason, note)
+    return Accel.TCG, f"KVM unusable: {verdict.reason}; TCG"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuestRun:
+    returncode: int | None
+    timed_out: bool
+    duration_s: float
+    console_log: Path
+    argv: tuple[str, ...]
+
+
+def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],
+             memory: str = "2G", cpus: int = 2, cwd: Path | None = None) -> list[str]:
+    argv = [proc.require("vng"), "--run", str(kernel.bzimage), "--verbose",
+            "--memory", memory, "--cpus", str(cpus),
+            # The kernel must tell us it is broken: panic ends the VM; the hung-task and
+            # soft-lockup detectors stay on.
+            "--append", "panic=-1 panic_on_warn=0 hung_task_panic=0 "
+                        "softlockup_panic=0 printk.devkmsg=on"]
+    if accel is Accel.TCG:
+        argv.append("--disable-kvm")
+    for d in rwdirs:
+        argv += ["--rwdir", str(d)]
+    if cwd is not None:
+        argv += ["--cwd", str(cwd)]
+    return [*argv, "--", *command]
+
+
+def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],
+              timeout: float, console_log: Path, memory: str = "2G",
+              cpus: int = 2) -> GuestRun:
+    """Boot, run the command, power off. Killed (whole process group) at the timeout."""
+    argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=command, memory=memory, cpus=cpus,
+                    cwd=Path("/"))
+    log.info("booting %s under %s", kernel.version, accel.value.upper())
+    res = proc.run(argv, timeout=timeout, log_path=console_log, keep_output=False,
+                   env={"TERM": "dumb"})
+    return GuestRun(returncode=res.returncode, timed_out=res.timed_out,
+                    duration_s=res.duration_s, console_log=console_log, argv=res.argv)
+
+
+def shell_join(argv: list[str] | tuple[str, ...]) -> str:
+    return shlex.join(argv)
