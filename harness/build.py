@@ -97,7 +97,7 @@ def make_argv(tree: Path, build_dir: Path, tools: Toolchain, *targets: str,
 
 
 class Progress:
-    """A progress line on a terminal (stage, elapsed, objects, percent); periodic lines otherwise."""
+    """A progress line on a terminal (stage, elapsed, steps, percent); periodic log lines if not."""
 
     def __init__(self, stage: str, expected: int | None) -> None:
         self.stage = stage
@@ -135,7 +135,7 @@ class Progress:
 
 def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Toolchain,
           jobs: int | None = None) -> KernelImage:
-    """Build (or fetch from the store) the kernel for the tree's HEAD and build_dir/.config."""
+    """Build (or take from the store) the kernel for the tree's HEAD and build_dir/.config."""
     config = build_dir / ".config"
     tree_id = git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
     key = kernel_key(tree_id, config, tools)

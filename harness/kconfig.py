@@ -78,14 +78,11 @@ def index_kconfig(tree: Path) -> dict[str, KconfigEntry]:
         deps: list[str] = []
         selects: list[str] = []
 
-        def flush() -> None:
+        def flush(current: str | None, deps: list[str], selects: list[str],
+                  block_deps: list[list[str]] = block_deps, rel: str = rel) -> None:
             if current is not None:
-                scoped = [d for scope in block_deps for d in scope]
-                old = index.get(current)
-                merged = tuple(dict.fromkeys((*(old.depends if old else ()), *scoped, *deps)))
-                sel = tuple(dict.fromkeys((*(old.selects if old else ()), *selects)))
-                index[current] = KconfigEntry(symbol=current, file=rel, depends=merged,
-                                              selects=sel)
+                _record(index, current, rel, [d for scope in block_deps for d in scope] + deps,
+                        selects)
 
         for raw in lines:
             line = raw.strip()
@@ -94,26 +91,35 @@ def index_kconfig(tree: Path) -> dict[str, KconfigEntry]:
                 continue
             head = words[0]
             if head in ("config", "menuconfig") and len(words) == 2:
-                flush()
+                flush(current, deps, selects)
                 current, deps, selects = words[1].strip(), [], []
             elif head in ("select", "imply") and current is not None and len(words) == 2:
                 selects.append(words[1].split()[0])
             elif head == "depends" and line.startswith("depends on") and current is not None:
                 deps.append(line[len("depends on"):].strip())
             elif head == "if" and len(words) == 2:
-                flush()
+                flush(current, deps, selects)
                 current = None
                 block_deps.append([words[1]])
             elif head == "endif":
-                flush()
+                flush(current, deps, selects)
                 current = None
                 if block_deps:
                     block_deps.pop()
             elif head in ("menu", "choice", "endmenu", "endchoice", "comment", "source"):
-                flush()
+                flush(current, deps, selects)
                 current = None
-        flush()
+        flush(current, deps, selects)
     return index
+
+
+def _record(index: dict[str, KconfigEntry], symbol: str, rel: str, deps: list[str],
+            selects: list[str]) -> None:
+    """A symbol may be defined in several places; their conditions add up."""
+    old = index.get(symbol)
+    merged = tuple(dict.fromkeys((*(old.depends if old else ()), *deps)))
+    sel = tuple(dict.fromkeys((*(old.selects if old else ()), *selects)))
+    index[symbol] = KconfigEntry(symbol=symbol, file=rel, depends=merged, selects=sel)
 
 
 def explain_dependency(symbol: str, config: dict[str, str],

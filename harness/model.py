@@ -36,7 +36,7 @@ class Status(enum.Enum):
 
     @property
     def exit_code(self) -> int:
-        """0 all passed, 1 a test failed/crashed/timed out, 2 a set-up/patch/config/build/boot error."""
+        """0 all passed; 1 a test failed, crashed or timed out; 2 a stage error."""
         if self.is_stage_error:
             return 2
         if self in (Status.FAIL, Status.TIMEOUT, Status.CRASHED):

@@ -185,7 +185,7 @@ def apply_expectations(results: list[TestResult], expectations: list[Expectation
             else:
                 out.append(res)
             continue
-        by_sub = {e.subtest: e for e in mine if e.subtest}
+        by_sub: dict[str | None, Expectation] = {e.subtest: e for e in mine if e.subtest}
         if res.ktap is None or res.status not in (Status.FAIL, Status.PASS):
             out.append(res)
             continue

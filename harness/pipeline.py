@@ -1,4 +1,4 @@
-"""One matrix cell, stage by stage: source -> series -> kconfig -> build -> selftests -> vm -> results.
+"""One matrix cell, stage by stage: source, series, kconfig, build, selftests, vm, results.
 
 Each stage is timed and recorded as it finishes, so a cell that stops early still leaves
 a results entry that says which stage stopped it and why.
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import build, kconfig, outcome, paths, proc, selftests, series, sources, splat, vm
+from . import build, kconfig, outcome, paths, proc, selftests, series, sources, vm
 from .matrix import Cell
 from .model import (
     Accel,
@@ -23,8 +23,8 @@ from .model import (
     ConfigResult,
     KernelImage,
     PatchResult,
-    PatchState,
     SourceKind,
+    Splat,
     StageTiming,
     Status,
     TestResult,
@@ -118,7 +118,7 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel) -> CellResult:
 
 def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
     cell, logs = run.cell, run.out_dir
-    with run.stage("source", Status.SETUP_ERROR):
+    with run.stage("spec", Status.SETUP_ERROR):
         spec = sources.parse_spec(cell.kernel)
     if spec.kind is SourceKind.IMAGE:
         if cell.series or cell.patches:
@@ -269,7 +269,7 @@ def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
     return final, ""
 
 
-def _decode(s: splat.Splat, kernel: KernelImage) -> splat.Splat:
+def _decode(s: Splat, kernel: KernelImage) -> Splat:
     """file:line for each frame, with the tree's own scripts/decode_stacktrace.sh."""
     from dataclasses import replace
 

@@ -9,6 +9,7 @@ exception, so no qemu or make survives the harness.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -120,23 +121,15 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """The kill path: SIGTERM the group, wait a grace period, SIGKILL, reap."""
     if proc.poll() is not None:
         # The leader is gone but its children (qemu under vng) may not be.
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         return
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     try:
         proc.wait(timeout=KILL_GRACE_S)
     except subprocess.TimeoutExpired:
@@ -240,8 +233,8 @@ def run(
                     if on_line:
                         on_line(line)
                     for pat in stop_patterns:
-                        if pat.search(line):
-                            stopped_by = pat.pattern
+                        if stopped_by is None and pat.search(line):
+                            stopped_by = pat.pattern  # the first match is the cause
                 if stopped_by:
                     break
         sel.close()

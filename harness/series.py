@@ -123,7 +123,7 @@ def _git_dir(tree: Path) -> Path:
 
 def apply(tree: Path, base_commit: str, patches: list[Patch], *,
           log_dir: Path) -> tuple[PatchResult, ...]:
-    """Reset to base and apply the patches in order; raises PatchConflictError on the first conflict."""
+    """Reset to base and apply the patches in order; PatchConflictError on the first conflict."""
     reset_to(tree, base_commit)
     results: list[PatchResult] = []
     am_log = log_dir / "git-am.log"

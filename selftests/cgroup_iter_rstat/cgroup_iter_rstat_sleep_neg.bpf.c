@@ -21,7 +21,8 @@ int cgroup_rstat_nonsleepable(struct bpf_iter__cgroup *ctx)
 	if (!cgrp)
 		return 0;
 
-	cgroup_rstat_flush(cgrp);	/* must be rejected: prog not sleepable */
+	/* the verifier must refuse this call */
+	cgroup_rstat_flush(cgrp);
 	BPF_SEQ_PRINTF(seq, "cgroup id=%llu\n", cgrp->kn->id);
 	return 0;
 }

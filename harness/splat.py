@@ -1,0 +1,208 @@
+"""Finding kernel splats (WARNINGs, BUGs, oopses, sanitizer reports, ...) in dmesg text.
+
+Pure functions over text: no I/O, no logging. The formats are the kernel's own
+(6.12): kernel/panic.c (`WARNING: CPU: %d PID: %d at %pS`, `---[ end trace %016llx ]---`,
+`Kernel panic - not syncing: %s`), arch/x86/kernel/dumpstack.c (`Oops: %s: %04lx [#%d]`),
+arch/x86/mm/fault.c, lib/bug.c, mm/kasan/report.c, lib/ubsan.c, kernel/locking/lockdep.c,
+kernel/rcu/tree_stall.h, kernel/hung_task.c and kernel/watchdog.c.
+"""
+
+from __future__ import annotations
+
+import re
+
+from harness.model import Splat
+
+__all__ = ["TAINT_LETTERS", "find_splats", "section_between", "taint_flags_changed"]
+
+# Console prefixes: "[    1.234567] ", "[    1.234567][    T1] ", "<4>[    1.234567] ",
+# and /dev/kmsg records "4,123,1234567,-;".
+_PREFIX = re.compile(
+    r"^(?:\d+,\d+,\d+,[^;]*;|(?:<\d+>)?(?:\[\s*\d+\.\d+\](?:\[\s*[A-Z]\d+\])? ?)?)"
+)
+
+_LOCKDEP_TITLES = (
+    r"possible circular locking dependency detected",
+    r"possible recursive locking detected",
+    r"inconsistent lock state",
+    r"possible irq lock inversion dependency detected",
+    r"\S+-safe -> \S+-unsafe lock order detected",
+    r"bad unlock balance detected!",
+    r"suspicious RCU usage",
+    r"held lock freed!",
+    r".+ still has locks held!",
+    r"lock held when returning to user space!",
+    r"Nested lock was not taken",
+    r"chain_key collision",
+    r"bad contention detected!",
+)
+
+# Order matters: the first match wins ("BUG: KASAN:" before "BUG:").
+_STARTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("KASAN", re.compile(r"^BUG: KASAN: ")),
+    ("SOFT_LOCKUP", re.compile(r"^(?:watchdog: )?BUG: soft lockup - CPU#\d+ stuck for ")),
+    # Not a soft lockup, but the same watchdog; reported under the same kind.
+    ("SOFT_LOCKUP", re.compile(r"^(?:watchdog: )?Watchdog detected hard LOCKUP on cpu \d+")),
+    ("LOCKDEP", re.compile(r"^WARNING: (?:" + "|".join(_LOCKDEP_TITLES) + r")\s*$")),
+    ("LOCKDEP", re.compile(r"^\[ BUG: Invalid wait context \]")),
+    ("WARNING", re.compile(r"^WARNING: CPU: \d+ PID: \d+ at ")),
+    ("BUG", re.compile(r"^BUG: \S")),
+    ("BUG", re.compile(r"^[Kk]ernel BUG at \S")),
+    ("BUG", re.compile(r"^Unable to handle kernel (?:NULL pointer dereference|paging request)")),
+    ("UBSAN", re.compile(r"^UBSAN: \S")),
+    ("RCU_STALL", re.compile(r"^(?:rcu: )?INFO: rcu_\w+ (?:self-)?detected (?:expedited )?stall")),
+    ("HUNG_TASK", re.compile(r"^INFO: task .+:\d+ blocked for more than \d+ seconds\.")),
+    ("PANIC", re.compile(r"^Kernel panic - not syncing: ")),
+    ("OOPS", re.compile(r"^(?:Oops|Internal error): .*\[#\d+\]")),
+    (
+        "OOPS",
+        re.compile(
+            r"^(?:general protection fault|invalid opcode|stack segment|double fault"
+            r"|divide error)\b.*: [0-9a-f]{4} \[#\d+\]"
+        ),
+    ),
+)
+
+_END_TRACE = re.compile(r"^---\[ end trace(?: [0-9a-f]+)? \]---")
+_END_PANIC = re.compile(r"^---\[ end Kernel panic - not syncing: .*\]---")
+_KASAN_RULE = re.compile(r"^={20,}\s*$")
+_CALL_TRACE = re.compile(r"^(?:Call [Tt]race:|Backtrace:)\s*$")
+# Lines that continue a stack trace: indented frames (" func+0x1/0x2", " <TASK>",
+# " ? func") and, on x86, the register dump printed inline for an interrupt frame.
+_TRACE_LINE = re.compile(
+    r"^(?:[ \t]|(?:RIP|EIP|Code|RSP|ESP|RAX|RBX|RCX|RDX|RSI|RDI|RBP|EAX|EBX|ECX|EDX|ESI|EDI"
+    r"|EBP|R\d+|FS|GS|CS|DS|ES|CR\d|DR\d|PKRU):)"
+)
+
+_MARKER_KINDS = frozenset({"WARNING", "BUG", "OOPS", "UBSAN", "KASAN", "PANIC"})
+_SEARCH_LIMIT = {"LOCKDEP": 200, "RCU_STALL": 150}  # lines to look for a call trace
+_DEFAULT_SEARCH_LIMIT = 80
+_HARD_LIMIT = 300  # no splat text is longer than this
+_AFTER_TRACE = 12  # lines after the call trace in which the end marker may still come
+
+
+def _strip_prefix(line: str) -> str:
+    m = _PREFIX.match(line)
+    text = line[m.end() :] if m else line
+    return text.rstrip()
+
+
+def _classify(text: str) -> str | None:
+    for kind, pattern in _STARTS:
+        if pattern.match(text):
+            return kind
+    return None
+
+
+def _is_end_marker(kind: str, text: str) -> bool:
+    if kind == "KASAN":
+        return bool(_KASAN_RULE.match(text))
+    if kind == "PANIC":
+        return bool(_END_PANIC.match(text))
+    return bool(_END_TRACE.match(text))
+
+
+def _block_end(texts: list[str], start: int, kind: str) -> int:
+    """Index of the last line of the splat starting at `start` (inclusive)."""
+    search_limit = _SEARCH_LIMIT.get(kind, _DEFAULT_SEARCH_LIMIT)
+    in_trace = False
+    trace_entries = False
+    trace_end: int | None = None
+    absorbed_oops = False
+    j = start + 1
+    while j < len(texts):
+        text = texts[j]
+        if j - start >= _HARD_LIMIT:
+            return j - 1 if trace_end is None else trace_end
+        if kind in _MARKER_KINDS and _is_end_marker(kind, text):
+            return j
+        other = _classify(text)
+        if other is not None:
+            # "BUG: kernel NULL pointer dereference" / "kernel BUG at" are followed by
+            # the "Oops: ... [#1]" header of the same oops: one splat, not two.
+            if other == "OOPS" and kind == "BUG" and not absorbed_oops:
+                absorbed_oops = True
+            else:
+                return j - 1
+        if trace_end is None:
+            if _CALL_TRACE.match(text):
+                in_trace = True
+            elif in_trace and _TRACE_LINE.match(text):
+                trace_entries = True
+            elif in_trace and trace_entries:
+                trace_end = j - 1
+        if trace_end is not None and kind != "KASAN":
+            # (A KASAN report goes on after its call trace with the allocation and
+            # free stacks and the shadow memory dump, up to its closing "=====".)
+            if kind not in _MARKER_KINDS or j - trace_end > _AFTER_TRACE:
+                return trace_end
+        elif not in_trace and j - start >= search_limit:
+            return j - 1
+        j += 1
+    # The text ran out: after a call trace, the end marker never came.
+    return len(texts) - 1 if trace_end is None else trace_end
+
+
+def find_splats(dmesg: str) -> list[Splat]:
+    """The kernel splats in `dmesg` (console or `dmesg` output), in order.
+
+    A splat runs from its first line (the title, which is kept without the console
+    timestamp) to the end marker of its kind ("---[ end trace ... ]---", the closing
+    "=====" rule of a KASAN report, "---[ end Kernel panic ... ]---"), or else to the
+    end of its first call trace, or at most ~80 lines (200 for lockdep reports). The
+    text has console prefixes stripped. An oops announced by a "BUG:" line (NULL
+    pointer dereference, page fault) or "kernel BUG at" is one BUG splat including
+    its "Oops:" header; a panic that follows an oops is a separate PANIC splat.
+    """
+    texts = [_strip_prefix(line) for line in dmesg.split("\n")]
+    splats: list[Splat] = []
+    i = 0
+    while i < len(texts):
+        kind = _classify(texts[i])
+        if kind is None:
+            i += 1
+            continue
+        end = _block_end(texts, i, kind)
+        block = texts[i : end + 1]
+        while block and not block[-1].strip():
+            block.pop()
+        splats.append(Splat(kind=kind, title=texts[i], text="\n".join(block)))
+        i = end + 1
+    return splats
+
+
+def section_between(dmesg: str, start: str, end: str | None) -> str:
+    """The lines after the first line containing `start`, up to (not including) the
+    first later line containing `end`; to the end of the text when `end` is None or
+    never found. Empty when no line contains `start`. Line endings are kept."""
+    lines = dmesg.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if start in line:
+            body = lines[i + 1 :]
+            break
+    else:
+        return ""
+    if end is not None:
+        for k, line in enumerate(body):
+            if end in line:
+                return "".join(body[:k])
+    return "".join(body)
+
+
+# kernel/panic.c taint_flags[], bit 0 upwards.
+TAINT_LETTERS = "PFSRMBUDAWCIOELKXTN"
+
+
+def taint_flags_changed(before: int, after: int) -> list[str]:
+    """Letters of the taint bits set in `after` but not in `before` (/proc/sys/kernel/tainted),
+    lowest bit first; a bit the kernel does not name yet shows as "bit<N>"."""
+    if before < 0 or after < 0:
+        raise ValueError("taint masks are non-negative")
+    new = after & ~before
+    letters: list[str] = []
+    bit = 0
+    while new >> bit:
+        if (new >> bit) & 1:
+            letters.append(TAINT_LETTERS[bit] if bit < len(TAINT_LETTERS) else f"bit{bit}")
+        bit += 1
+    return letters

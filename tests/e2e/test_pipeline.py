@@ -1,0 +1,164 @@
+"""The whole loop on a real Debian 6.12 kernel: build, boot under QEMU, selftests, faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import paths
+
+from .conftest import REPO, Run, harness
+
+
+def test_ci_tier_passes_and_exits_0(ci_run: Run) -> None:
+    bad = [(c["cell"], c["status"], c["error"]) for c in ci_run.data["cells"]
+           if c["status"] not in ("PASS", "XFAIL", "XPASS", "SKIP")]
+    assert not bad, bad
+    assert ci_run.returncode == 0, ci_run.output[-3000:]
+    assert ci_run.data["exit_code"] == 0
+
+
+def test_default_cell_built_and_booted_a_real_6_12(ci_run: Run) -> None:
+    cell = ci_run.cell("6.12")
+    assert re.match(r"6\.12\.\d+", cell["kernel_version"])
+    assert cell["package_version"].startswith("6.12.")
+    stages = {s["stage"]: s for s in cell["stages"]}
+    for stage in ("source", "series", "kconfig", "build", "selftests-build", "boot+tests"):
+        assert stages[stage]["status"] == "PASS", stages.get(stage)
+    assert "CONFIG_BUG" in cell["config"]["requested"]
+    assert cell["config"]["dropped"] == []
+    config = (ci_run.out / "6.12" / "config").read_text()
+    assert "CONFIG_BUG=y" in config and "CONFIG_DEBUG_INFO_BTF=y" in config
+    assert (ci_run.out / "6.12" / "guest" / "console.log").stat().st_size > 0
+    assert (ci_run.out / "6.12" / "guest" / "dmesg.txt").read_text().count("Linux version") >= 1
+    assert cell["accel"].startswith(("tcg", "kvm"))
+    if cell["accel"].startswith("tcg"):
+        assert "KVM" in cell["accel"] or "TCG requested" in cell["accel"]
+
+
+def test_our_selftest_ran_every_check(ci_run: Run) -> None:
+    t = ci_run.test("6.12", "cgroup_iter_rstat")
+    assert t["status"] == "PASS", t
+    assert t["ktap"]["errors"] == []
+    names = [s["name"] for s in t["ktap"]["subtests"]]
+    assert len(names) >= 5, names
+    assert all(s["status"] == "PASS" for s in t["ktap"]["subtests"]), t["ktap"]["subtests"]
+    assert any("neg" in n or "sleep" in n or "reject" in n for n in names), names
+
+
+def test_kselftest_cgroup_ran_through_its_runner(ci_run: Run) -> None:
+    tests = [t for t in ci_run.cell("6.12")["tests"] if t["name"].startswith("kselftest-cgroup")]
+    assert len(tests) >= 3
+    core = next(t for t in tests if t["name"] == "kselftest-cgroup-test_core")
+    assert core["status"] == "PASS", core
+    # The inner KTAP of the test arrived whole: nested results under the runner's line.
+    assert core["ktap"]["subtests"][0]["subtests"], core["ktap"]
+    for t in tests:
+        assert t["status"] in ("PASS", "XFAIL", "SKIP", "XPASS"), (t["name"], t["reason"])
+
+
+def test_lkdtm_warning_is_crashed_with_decoded_splat(ci_run: Run) -> None:
+    t = ci_run.test("6.12-faults", "lkdtm_warn")
+    assert t["status"] == "CRASHED", t
+    splat = t["splats"][0]
+    assert splat["kind"] == "WARNING"
+    assert "lkdtm" in splat["title"]
+    # decode_stacktrace.sh turned the frames into file:line.
+    assert re.search(r"drivers/misc/lkdtm/\w+\.c:\d+", splat["decoded"]), splat["decoded"][:2000]
+
+
+def test_lkdtm_bug_is_crashed(ci_run: Run) -> None:
+    t = ci_run.test("6.12-faults", "lkdtm_bug")
+    assert t["status"] == "CRASHED", t
+    assert t["splats"][0]["kind"] in ("BUG", "OOPS")
+
+
+def test_hung_test_is_timeout_and_the_run_goes_on(ci_run: Run) -> None:
+    t = ci_run.test("6.12-faults", "hang")
+    assert t["status"] == "TIMEOUT", t
+    assert 7 <= t["duration_s"] < 60
+
+
+def test_second_cell_reused_the_built_kernel(ci_run: Run) -> None:
+    faults = {s["stage"]: s for s in ci_run.cell("6.12-faults")["stages"]}
+    assert faults["build"]["duration_s"] < 60, faults["build"]
+
+
+def test_results_directory_is_complete(ci_run: Run) -> None:
+    data = ci_run.data
+    for tool in ("gcc", "clang-19", "pahole", "qemu-system-x86_64", "vng"):
+        assert data["tools"][tool] != "missing", tool
+    assert (ci_run.out / "reproduce.sh").exists()
+    script = (ci_run.out / "6.12" / "reproduce.sh").read_text()
+    assert "--kernel debian:6.12" in script and "--test cgroup_iter_rstat" in script
+    assert json.loads((ci_run.out / "results.json").read_text())["schema"] == 1
+
+
+def test_conflicting_patch_stops_the_cell_with_exit_2(tmp_path: Path, ci_run: Run) -> None:
+    patch = tmp_path / "0001-conflict.patch"
+    patch.write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: Test <t@example.org>\nDate: Thu, 1 Jan 2026 00:00:00 +0000\n"
+        "Subject: [PATCH] mm: change a line that is not there\n\n---\n"
+        " mm/memcontrol.c | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)\n\n"
+        "diff --git a/mm/memcontrol.c b/mm/memcontrol.c\n"
+        "--- a/mm/memcontrol.c\n+++ b/mm/memcontrol.c\n"
+        "@@ -1,3 +1,3 @@\n-this line is not in memcontrol.c\n+neither is this one\n"
+        " nor this\n and not this\n-- \n2.39.5\n")
+    out = tmp_path / "run"
+    proc = harness("run", "--kernel", "debian:6.12", "--patch", str(patch), "--test",
+                   "cgroup_iter_rstat", "--out", str(out), timeout=900)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    cell = json.loads((out / "results.json").read_text())["cells"][0]
+    assert cell["status"] == "PATCH_CONFLICT"
+    assert cell["patches"][0]["state"] == "conflict"
+    assert "mm/memcontrol.c" in cell["error"]
+    tree = next(p for p in (paths.cache_root() / "work").iterdir() if "6.12" in p.name
+                and p.name.endswith("-base"))
+    status = subprocess.run(["git", "-C", str(tree), "status", "--porcelain"], text=True,
+                            capture_output=True, check=True).stdout
+    assert status == "", "half-applied state left in the worktree"
+
+
+def _qemu_pids() -> set[int]:
+    pids = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmd.startswith(b"qemu-system") or b"/qemu-system" in cmd.split(b"\0")[0]:
+                pids.add(int(d.name))
+    return pids
+
+
+def test_sigint_leaves_no_qemu_behind(tmp_path: Path, ci_run: Run) -> None:
+    before = _qemu_pids()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", "--kernel", "debian:6.12", "--test",
+         str(REPO / "tests/e2e/faults/hang"), "--out", str(tmp_path / "run")],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        while not (_qemu_pids() - before) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.5)
+        started = _qemu_pids() - before
+        assert started, "qemu never started"
+        time.sleep(3)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    time.sleep(1)
+    assert not (_qemu_pids() & started), "qemu survived SIGINT to the harness"

@@ -1,0 +1,53 @@
+"""Kconfig parsing and verification on a real 6.12 .config and real Kconfig excerpts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import kconfig
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "kconfig"
+
+
+def real_config() -> dict[str, str]:
+    return kconfig.parse_config((GOLDEN / "6.12-base.config").read_text())
+
+
+def test_parse_config_reads_set_unset_and_values() -> None:
+    cfg = real_config()
+    assert cfg["CONFIG_BUG"] == "y"
+    assert cfg["CONFIG_INET"] == "n"  # "# CONFIG_INET is not set"
+    assert cfg["CONFIG_NR_CPUS"] == "8"
+    assert cfg["CONFIG_DEBUG_INFO_BTF"] == "y"
+
+
+def test_base_fragment_survives_in_the_real_config() -> None:
+    wanted = kconfig.requested_symbols([Path(__file__).parents[2] / "kconfigs/base.config"])
+    assert "CONFIG_BUG" in wanted and wanted["CONFIG_BUG"] == "y"
+    assert kconfig.verify(real_config(), wanted, None) == ()
+
+
+def test_dropped_symbol_names_the_unmet_dependency() -> None:
+    cfg = real_config()
+    cfg["CONFIG_RUNTIME_TESTING_MENU"] = "n"
+    cfg.pop("CONFIG_LKDTM")
+    index = kconfig.index_kconfig(GOLDEN / "tree")
+    dropped = kconfig.verify(cfg, {"CONFIG_LKDTM": "y", "CONFIG_BUG": "y"}, index)
+    assert [d.symbol for d in dropped] == ["CONFIG_LKDTM"]
+    assert dropped[0].actual == "n"
+    assert "RUNTIME_TESTING_MENU=n" in dropped[0].reason
+    assert "lib/Kconfig.debug" in dropped[0].reason
+
+
+def test_symbol_forced_on_names_who_selects_it() -> None:
+    cfg = real_config()
+    index = kconfig.index_kconfig(GOLDEN / "tree")
+    dropped = kconfig.verify(cfg, {"CONFIG_CPU_FREQ": "n"}, index)
+    assert len(dropped) == 1
+    assert "selected by SCHED_MC_PRIO=y" in dropped[0].reason
+
+
+def test_unknown_symbol_is_called_unknown() -> None:
+    index = kconfig.index_kconfig(GOLDEN / "tree")
+    dropped = kconfig.verify(real_config(), {"CONFIG_LKDTMM": "y"}, index)
+    assert "unknown symbol" in dropped[0].reason

@@ -1,0 +1,147 @@
+"""Series application and git: sources on real git repositories made in tmp_path."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import series, sources
+from harness.model import PatchState, SourceKind
+
+ENV = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.org",
+       "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.org"}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, env=ENV,
+                          capture_output=True, text=True).stdout
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir()
+    git(path, "init", "-q", "-b", "master")
+    (path / "mm").mkdir()
+    (path / "mm" / "memcontrol.c").write_text("".join(f"line {i}\n" for i in range(1, 41)))
+    (path / "README").write_text("kernel\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "base")
+    return path
+
+
+def format_patch(repo: Path, out: Path, edit: dict[str, str], subject: str) -> Path:
+    """Commit an edit on a throwaway branch, export it with format-patch, drop the branch."""
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "-b", "tmp-patch")
+    for name, text in edit.items():
+        (repo / name).write_text(text)
+    git(repo, "commit", "-q", "-am", subject)
+    out.mkdir(parents=True, exist_ok=True)
+    made = git(repo, "format-patch", "-1", "-o", str(out), "HEAD").strip()
+    git(repo, "checkout", "-q", "master")
+    git(repo, "branch", "-q", "-D", "tmp-patch")
+    assert git(repo, "rev-parse", "HEAD").strip() == base
+    return Path(made)
+
+
+def test_apply_reports_applied_and_already_in_base(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "k")
+    text = (repo / "mm/memcontrol.c").read_text()
+    p1 = format_patch(repo, tmp_path / "p", {"mm/memcontrol.c": text.replace("line 5\n",
+                                             "line five\n")}, "mm: five")
+    p2 = format_patch(repo, tmp_path / "p", {"README": "kernel\nmore\n"}, "doc: more")
+    # p2 is already in the base: commit the same change there.
+    (repo / "README").write_text("kernel\nmore\n")
+    git(repo, "commit", "-q", "-am", "already")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    res = series.apply(repo, base, [series.Patch(path=p1, series="s"),
+                                    series.Patch(path=p2, series="s")], log_dir=tmp_path)
+    assert [r.state for r in res] == [PatchState.APPLIED, PatchState.ALREADY_IN_BASE]
+    assert res[0].subject == "mm: five"
+    assert res[0].files == ("mm/memcontrol.c",)
+    assert "line five" in (repo / "mm/memcontrol.c").read_text()
+
+
+def test_conflict_names_patch_files_hunks_and_leaves_nothing(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "k")
+    text = (repo / "mm/memcontrol.c").read_text()
+    good = format_patch(repo, tmp_path / "p", {"README": "kernel\nok\n"}, "doc: ok")
+    bad = format_patch(repo, tmp_path / "p", {"mm/memcontrol.c": text.replace("line 20\n",
+                                              "line twenty\n")}, "mm: twenty")
+    later = format_patch(repo, tmp_path / "p", {"README": "kernel\nlater\n"}, "doc: later")
+    # The base moved under the patch: line 20 changed differently.
+    (repo / "mm/memcontrol.c").write_text(text.replace("line 20\n", "line 20 changed\n"))
+    git(repo, "commit", "-q", "-am", "upstream moved")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    with pytest.raises(series.PatchConflictError) as err:
+        series.apply(repo, base, [series.Patch(path=p, series="s") for p in (good, bad, later)],
+                     log_dir=tmp_path)
+    msg = str(err.value)
+    assert bad.name in msg
+    assert "mm/memcontrol.c" in msg
+    states = [r.state for r in err.value.results]
+    assert states == [PatchState.APPLIED, PatchState.CONFLICT, PatchState.NOT_TRIED]
+    # Nothing half-applied: back at the base, clean, no am in progress.
+    assert git(repo, "rev-parse", "HEAD").strip() == base
+    assert git(repo, "status", "--porcelain") == ""
+    gitdir = Path(git(repo, "rev-parse", "--absolute-git-dir").strip())
+    assert not (gitdir / "rebase-apply").exists()
+
+
+def test_series_file_and_per_base_variant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = tmp_path / "patches" / "demo"
+    d.mkdir(parents=True)
+    (d / "0001-a.patch").write_text("x")
+    (d / "0001-a-6.1.patch").write_text("x")
+    (d / "series").write_text("# comment\n0001-a.patch\n")
+    (d / "series-6.1").write_text("0001-a-6.1.patch\n")
+    assert [p.name for p in series.load(str(d), "6.12").patches] == ["0001-a.patch"]
+    assert [p.name for p in series.load(str(d), "6.1").patches] == ["0001-a-6.1.patch"]
+    (d / "series").write_text("0002-missing.patch\n")
+    with pytest.raises(series.SeriesError, match=r"0002-missing\.patch"):
+        series.load(str(d), None)
+
+
+def _fingerprint(path: Path) -> dict[str, tuple[int, int, str]]:
+    """Every file under path: size, mtime and content hash."""
+    out = {}
+    for p in sorted(path.rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            out[str(p.relative_to(path))] = (st.st_size, st.st_mtime_ns,
+                                             hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def test_git_source_never_writes_to_the_users_tree(tmp_path: Path, cache: Path) -> None:
+    repo = make_repo(tmp_path / "user")
+    git(repo, "stash", "list")
+    (repo / "mm/memcontrol.c").write_text("uncommitted work\n")  # dirty tracked file
+    (repo / "untracked.c").write_text("new\n")
+    before = _fingerprint(repo)
+    refs_before = git(repo, "for-each-ref")
+    spec = sources.parse_spec(f"git:{repo}")
+    assert spec.kind is SourceKind.GIT
+    prepared = sources.prepare(spec, log_dir=tmp_path / "logs")
+    tree = sources.worktree(prepared, "base", log_dir=tmp_path / "logs")
+    assert prepared.includes_uncommitted
+    assert "uncommitted" in prepared.describe
+    assert (tree / "mm/memcontrol.c").read_text() == "uncommitted work\n"
+    assert not (tree / "untracked.c").exists()
+    # A pinned revision ignores the uncommitted work.
+    pinned = sources.prepare(sources.parse_spec(f"git:{repo}@HEAD"), log_dir=tmp_path / "logs")
+    assert not pinned.includes_uncommitted
+    assert pinned.base_commit == git(repo, "rev-parse", "HEAD").strip()
+    assert _fingerprint(repo) == before, "the user's checkout, index or .git changed"
+    assert git(repo, "for-each-ref") == refs_before
+    assert git(repo, "stash", "list") == ""
+
+
+def test_bad_specs_say_what_to_do() -> None:
+    with pytest.raises(sources.SourceError, match=r"debian:6\.12"):
+        sources.parse_spec("6.12")
+    with pytest.raises(sources.SourceError, match="unknown kernel spec kind"):
+        sources.parse_spec("tarball:/x")
