@@ -18,8 +18,8 @@ class Status(enum.Enum):
     """
 
     PASS = "PASS"
-    XFAIL = "XFAIL"  # failed, and the expectations file says it is expected to
     SKIP = "SKIP"
+    XFAIL = "XFAIL"  # failed, and the expectations file says it is expected to
     XPASS = "XPASS"  # on the expectations list but passed
     FAIL = "FAIL"
     TIMEOUT = "TIMEOUT"

@@ -6,13 +6,14 @@ a results entry that says which stage stopped it and why.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shlex
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import build, kconfig, outcome, paths, proc, selftests, series, sources, vm
@@ -263,16 +264,20 @@ def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
     final = []
     for res in results:
         decoded = tuple(_decode(s, kernel) for s in res.splats)
-        from dataclasses import replace
-
-        final.append(replace(res, splats=decoded, log=guest_dir / f"{res.name}.out"))
+        extra = dict(res.extra)
+        metrics = guest_dir / f"{res.name}.metrics.json"
+        if metrics.exists():
+            try:
+                extra["metrics"] = json.loads(metrics.read_text())
+            except ValueError as exc:
+                extra["metrics_error"] = f"{metrics.name}: {exc}"
+        final.append(replace(res, splats=decoded, log=guest_dir / f"{res.name}.out",
+                             extra=extra))
     return final, ""
 
 
 def _decode(s: Splat, kernel: KernelImage) -> Splat:
     """file:line for each frame, with the tree's own scripts/decode_stacktrace.sh."""
-    from dataclasses import replace
-
     if kernel.vmlinux is None or kernel.source_dir is None:
         return s
     script = kernel.source_dir / "scripts" / "decode_stacktrace.sh"

@@ -164,6 +164,9 @@ def summary_table(cells: list[CellResult]) -> str:
                 counts = " ".join(f"{k.value.lower()}:{v}" for k, v in n.items() if v)
             rows.append((f"  {t.name}", t.status.value, f"{t.duration_s:.1f}s",
                          (t.reason or counts)[:90]))
+            metrics = t.extra.get("metrics")
+            if isinstance(metrics, dict) and metrics.get("summary"):
+                rows.append((f"    {t.name} metrics", "", "", str(metrics["summary"])[:120]))
             if t.ktap is not None and t.status is not Status.PASS:
                 for leaf in _bad_leaves(t.ktap.cases):
                     rows.append((f"    {leaf.name[:60]}", leaf.status.value, "", ""))

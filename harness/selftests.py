@@ -75,7 +75,7 @@ class GuestTest:
     suite: str = ""
 
 
-def load_manifest(directory: Path) -> Manifest:
+def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
     toml_path = directory / "test.toml"
     if not toml_path.exists():
         raise SelftestError(f"{directory} has no test.toml; a test directory describes its "
@@ -87,8 +87,16 @@ def load_manifest(directory: Path) -> Manifest:
     try:
         build = data.get("build", {})
         run = data["run"]
+        name = str(data["name"])
+        if variant is not None:
+            variants = data.get("variants", {})
+            if variant not in variants:
+                raise SelftestError(f"{toml_path} has no [variants.{variant}]; it has: "
+                                    f"{', '.join(variants) or 'none'}")
+            run = {**run, **variants[variant]}
+            name = f"{name}@{variant}"
         return Manifest(
-            name=str(data["name"]),
+            name=name,
             directory=directory.resolve(),
             description=str(data.get("description", "")),
             bpf=tuple(build.get("bpf", ())),
@@ -110,13 +118,15 @@ def resolve(text: str) -> TestRef:
             raise SelftestError("kselftest: needs a target, e.g. kselftest:cgroup")
         only = tuple(rest[0].split(",")) if rest and rest[0] else CURATED.get(target, ())
         return TestRef(kind="kselftest", name=text, target=target, only=only)
-    candidate = Path(text)
+    # NAME@VARIANT picks [variants.VARIANT] of test.toml (e.g. a full-length benchmark).
+    base, _, variant = text.partition("@")
+    candidate = Path(base)
     if candidate.is_dir():
-        m = load_manifest(candidate)
+        m = load_manifest(candidate, variant or None)
         return TestRef(kind="own", name=m.name, manifest=m)
-    in_repo = paths.repo_root() / "selftests" / text
+    in_repo = paths.repo_root() / "selftests" / base
     if in_repo.is_dir():
-        m = load_manifest(in_repo)
+        m = load_manifest(in_repo, variant or None)
         return TestRef(kind="own", name=m.name, manifest=m)
     known = sorted(p.name for p in (paths.repo_root() / "selftests").iterdir()
                    if (p / "test.toml").exists())
@@ -161,7 +171,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path
     """Compile the BPF objects, skeletons and userspace; returns the output directory."""
     header = vmlinux_h(kernel, log_dir=log_dir)
     key = hashlib.sha256(f"{header.parent.name}|{_tree_hash(manifest.directory)}".encode())
-    out = paths.sub("selftests") / f"{manifest.name}-{key.hexdigest()[:16]}"
+    out = paths.sub("selftests") / f"{manifest.directory.name}-{key.hexdigest()[:16]}"
     if (out / ".built").exists():
         return out
     blog = log_dir / f"build-{manifest.name}.log"
@@ -184,7 +194,8 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path
             proc.check(["gcc", "-O2", "-g", "-Wall", "-Wextra", *manifest.cflags,
                         f"-I{scratch}", f"-I{manifest.directory}",
                         *(str(manifest.directory / s) for s in manifest.userspace),
-                        "-o", str(scratch / manifest.name), "-lbpf", "-lelf", "-lz"],
+                        "-o", str(scratch / manifest.name.partition("@")[0]),
+                        "-lbpf", "-lelf", "-lz", "-lm"],
                        what=f"building {manifest.name}", timeout=300, log_path=blog)
         (scratch / ".built").write_text("ok\n")
         if out.exists():
@@ -243,10 +254,15 @@ def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
     if missing:
         raise SelftestError(f"kselftest {ref.target} has no test(s) {', '.join(missing)}; "
                             f"it has: {', '.join(sorted(available))}")
+    # The tests write temporary files into their working directory (test_memcontrol's
+    # page-cache tests use O_TMPFILE there): run them from a copy on the guest's own
+    # writable /tmp, not from the host's read-only root.
+    scratch = f"/tmp/kselftest-{ref.target}"
     return [
         GuestTest(name=f"kselftest-{ref.target}-{t}", timeout_s=KSELFTEST_TIMEOUT_S,
                   cwd=installed,
-                  command=f"./run_kselftest.sh -o {KSELFTEST_TIMEOUT_S - 10} "
+                  command=f"rm -rf {scratch} && cp -a . {scratch} && cd {scratch} && "
+                          f"./run_kselftest.sh -o {KSELFTEST_TIMEOUT_S - 10} "
                           f"-t {ref.target}:{t}",
                   suite=f"kselftest:{ref.target}")
         for t in wanted

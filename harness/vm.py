@@ -24,7 +24,9 @@ from .model import Accel, KernelImage
 log = logging.getLogger(__name__)
 
 QEMU = "qemu-system-x86_64"
-PROBE_TIMEOUT_S = 45.0
+# Under working KVM the banner comes within a second or two of "Booting from ROM"; here
+# (nested PVM) nothing ever comes and QEMU says nothing either.
+PROBE_TIMEOUT_S = 20.0
 # What QEMU prints when KVM exists but cannot run the guest (seen here: a nested,
 # paravirtual KVM) or cannot be opened at all.
 KVM_FAILURE_PATTERNS = tuple(
@@ -131,7 +133,8 @@ class GuestRun:
 
 def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],
              memory: str = "2G", cpus: int = 2, cwd: Path | None = None) -> list[str]:
-    argv = [proc.require("vng"), "--run", str(kernel.bzimage), "--verbose",
+    # --force-9p: virtiofsd is not usable here and vng would retry it for seconds first.
+    argv = [proc.require("vng"), "--run", str(kernel.bzimage), "--verbose", "--force-9p",
             "--memory", memory, "--cpus", str(cpus),
             # The kernel must tell us it is broken: panic ends the VM; the hung-task and
             # soft-lockup detectors stay on.
@@ -153,8 +156,10 @@ def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command:
     argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=command, memory=memory, cpus=cpus,
                     cwd=Path("/"))
     log.info("booting %s under %s", kernel.version, accel.value.upper())
+    # vng runs its helpers (virtme-run, virtme-ng-init) from its own bin directory.
+    bindir = str(Path(argv[0]).parent)
     res = proc.run(argv, timeout=timeout, log_path=console_log, keep_output=False,
-                   env={"TERM": "dumb"})
+                   env={"TERM": "dumb", "PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
     return GuestRun(returncode=res.returncode, timed_out=res.timed_out,
                     duration_s=res.duration_s, console_log=console_log, argv=res.argv)
 

@@ -19,6 +19,13 @@ grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || {
 	mkdir -p /sys/fs/cgroup
 	mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
 }
+# Swap on zram, so anonymous and shmem memory is reclaimable: without it memcg reclaim
+# finds nothing to reclaim in a guest whose page cache lives on tmpfs.
+if [ -e /sys/block/zram0/disksize ] && ! grep -q zram0 /proc/swaps; then
+	echo 1G > /sys/block/zram0/disksize 2>/dev/null &&
+		mkswap /dev/zram0 > /dev/null 2>&1 && swapon /dev/zram0 2>/dev/null
+fi
+echo "swap	$(awk 'NR > 1 { print $1, $3 }' /proc/swaps | tr '\n' ' ')" >> "$out/guest-info.tsv"
 # Hung tasks and soft lockups must be reported while a test runs.
 echo 30 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null || true
 echo "uname	$(uname -r)" >> "$out/guest-info.tsv"
@@ -32,7 +39,13 @@ while IFS="$tab" read -r name tmo dir cmd; do
 	s0=$(cut -d' ' -f1 /proc/uptime)
 	printf '%s\tstarted\t%s\n' "$name" "$s0" >> "$status"
 	kmsg "test-start $name"
-	(cd "$dir" && exec timeout -k 5 "$tmo" sh -c "$cmd") > "$out/$name.out" 2>&1 < /dev/null
+	# Append mode: kselftest's runner reopens /dev/stdout with >> for the inner test's
+	# output; with a plain > the two descriptions write at different offsets and the
+	# outer lines overwrite the inner ones.
+	: > "$out/$name.out"
+	# A test may write measurements (JSON) here; they go into results.json as "metrics".
+	export HARNESS_METRICS="$out/$name.metrics.json"
+	(cd "$dir" && exec timeout -k 5 "$tmo" sh -c "$cmd") >> "$out/$name.out" 2>&1 < /dev/null
 	rc=$?
 	s1=$(cut -d' ' -f1 /proc/uptime)
 	t1=$(cat /proc/sys/kernel/tainted)
