@@ -62,6 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--out", type=Path, metavar="DIR")
     ps.add_argument("--name", default=None, help="test name (default: the file name)")
 
+    c = sub.add_parser("check", help="per patch: checkpatch, every prefix builds, no new W=1 "
+                       "warnings")
+    c.add_argument("--series", action="append", default=[], metavar="NAME",
+                   help="patch series under patches/ (repeatable)")
+    c.add_argument("--patch", action="extend", nargs="+", default=[], metavar="FILE",
+                   help="loose patch files, checked after the series")
+    c.add_argument("--kernel", default="debian:6.12", metavar="SPEC",
+                   help="debian:6.12, debian:6.1, git:PATH[@REV] (default debian:6.12)")
+    c.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
+                   help="kconfig fragment name or path (repeatable; default: base)")
+    c.add_argument("--out", type=Path, metavar="DIR",
+                   help="results directory (default results/check-<timestamp>)")
+
     sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
     ls = sub.add_parser("matrix", help="list the matrix cells")
     ls.add_argument("--tier", choices=[t.value for t in Tier], default="full")
@@ -167,6 +180,25 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return results.exit_code([cell])
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from . import check
+
+    request = check.CheckRequest(kernel=args.kernel, series=tuple(args.series),
+                                 patches=tuple(Path(p).resolve() for p in args.patch),
+                                 configs=tuple(args.config or ["base"]))
+    out = (args.out or Path("results") / f"check-{_run_id()}").resolve()
+    log.info("results: %s", out)
+    meta = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": ["harness", *sys.argv[1:]], "harness_rev": _harness_rev()}
+    report = check.run(request, out)
+    check.write_json(out / "check.json", report, meta=meta)
+    if report.error:
+        log.error("%s", report.error)
+    print(check.summary_table(report))
+    print(f"\ncheck: {out / 'check.json'}  (exit {report.exit_code})")
+    return report.exit_code
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     found = doctor.checks()
     print(doctor.render(found))
@@ -184,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
     signal.signal(signal.SIGTERM, _on_signal)
-    handlers = {"run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix}
+    handlers = {"run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
+                "check": cmd_check}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt:

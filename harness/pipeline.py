@@ -285,7 +285,12 @@ def _decode(s: Splat, kernel: KernelImage) -> Splat:
         return s
     res = proc.run([str(script), str(kernel.vmlinux), str(kernel.source_dir)],
                    stdin_data=s.text.encode(), timeout=120)
-    return replace(s, decoded=res.output if res.ok else f"decode failed: {res.tail(5)}")
+    if not res.ok:
+        return replace(s, decoded=f"decode failed: {res.tail(5)}")
+    # O= builds record sources as BUILD/../../work/TREE/path: show paths relative to the tree.
+    tree = re.escape(kernel.source_dir.name)
+    decoded = re.sub(rf"(?:/[^\s()]*)?(?:\.\./)+work/{tree}/", "", res.output)
+    return replace(s, decoded=decoded)
 
 
 def cell_argv(cell: Cell, accel: Accel) -> list[str]:

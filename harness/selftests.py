@@ -255,13 +255,15 @@ def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
         raise SelftestError(f"kselftest {ref.target} has no test(s) {', '.join(missing)}; "
                             f"it has: {', '.join(sorted(available))}")
     # The tests write temporary files into their working directory (test_memcontrol's
-    # page-cache tests use O_TMPFILE there): run them from a copy on the guest's own
-    # writable /tmp, not from the host's read-only root.
-    scratch = f"/tmp/kselftest-{ref.target}"
+    # page-cache tests create an O_TMPFILE there and read its holes to fill page cache,
+    # which on tmpfs allocates nothing): run them from a copy on the runner's ext2 scratch
+    # file system, not from the host's read-only root or virtme-ng's tmpfs-backed /tmp.
+    scratch = f"$HARNESS_SCRATCH/kselftest-{ref.target}"
     return [
         GuestTest(name=f"kselftest-{ref.target}-{t}", timeout_s=KSELFTEST_TIMEOUT_S,
                   cwd=installed,
-                  command=f"rm -rf {scratch} && cp -a . {scratch} && cd {scratch} && "
+                  command=f"rm -rf {scratch} && mkdir -p {scratch} && "
+                          f"cp -a . {scratch} && cd {scratch} && "
                           f"./run_kselftest.sh -o {KSELFTEST_TIMEOUT_S - 10} "
                           f"-t {ref.target}:{t}",
                   suite=f"kselftest:{ref.target}")

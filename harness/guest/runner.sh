@@ -26,6 +26,18 @@ if [ -e /sys/block/zram0/disksize ] && ! grep -q zram0 /proc/swaps; then
 		mkswap /dev/zram0 > /dev/null 2>&1 && swapon /dev/zram0 2>/dev/null
 fi
 echo "swap	$(awk 'NR > 1 { print $1, $3 }' /proc/swaps | tr '\n' ' ')" >> "$out/guest-info.tsv"
+# A scratch ext2 filesystem on a loop device (its image in guest RAM): real page cache
+# for tests that need a disk-backed file system. Tests find it in $HARNESS_SCRATCH.
+scratch=/run/harness-scratch
+if [ -e /dev/loop-control ] && mkdir -p $scratch && truncate -s 1G /run/harness-scratch.img &&
+	mkfs.ext2 -q -F /run/harness-scratch.img > /dev/null 2>&1 &&
+	mount -o loop /run/harness-scratch.img $scratch 2>/dev/null; then
+	export HARNESS_SCRATCH=$scratch
+	echo "scratch	$scratch ext2" >> "$out/guest-info.tsv"
+else
+	export HARNESS_SCRATCH=/tmp
+	echo "scratch	none: /tmp" >> "$out/guest-info.tsv"
+fi
 # Hung tasks and soft lockups must be reported while a test runs.
 echo 30 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null || true
 echo "uname	$(uname -r)" >> "$out/guest-info.tsv"

@@ -162,3 +162,18 @@ def test_sigint_leaves_no_qemu_behind(tmp_path: Path, ci_run: Run) -> None:
     assert proc.returncode == 130
     time.sleep(1)
     assert not (_qemu_pids() & started), "qemu survived SIGINT to the harness"
+
+
+def test_prebuilt_image_boots_and_runs_bpf_tests(tmp_path: Path, ci_run: Run) -> None:
+    """image:PATH — no patches, no build: boot the stored kernel and run our BPF selftest."""
+    kernels = sorted((paths.cache_root() / "kernels").glob("*/bzImage"),
+                     key=lambda p: p.stat().st_mtime)
+    image = kernels[-1]
+    out = tmp_path / "run"
+    proc = harness("run", "--kernel", f"image:{image}", "--test", "cgroup_iter_rstat",
+                   "--out", str(out), timeout=900)
+    cell = json.loads((out / "results.json").read_text())["cells"][0]
+    assert proc.returncode == 0, (cell["status"], cell["error"], proc.stderr[-2000:])
+    stages = [s["stage"] for s in cell["stages"]]
+    assert "build" not in stages and "series" not in stages
+    assert cell["tests"][0]["status"] == "PASS"
