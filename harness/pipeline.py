@@ -61,6 +61,8 @@ class CellRun:
     package_version: str | None = None
     accel: str = ""
     retries: list[str] = field(default_factory=list)
+    # kselftest target -> its installed directory, decided while the tree was locked
+    kselftest_dirs: dict[str, Path] = field(default_factory=dict)
 
     @contextmanager
     def stage(self, name: str, error_status: Status) -> Iterator[None]:
@@ -173,7 +175,8 @@ def run_kselftest_builds(run: CellRun, tree: Path, build_dir: Path) -> None:
     for text in run.cell.tests:
         ref = selftests.resolve(text)
         if ref.kind == "kselftest":
-            selftests.build_kselftest(ref.target, tree, build_dir, log_dir=run.out_dir)
+            run.kselftest_dirs[ref.target] = selftests.build_kselftest(
+                ref.target, tree, build_dir, log_dir=run.out_dir)
 
 
 def _build_tests(run: CellRun, kernel: KernelImage,
@@ -187,13 +190,11 @@ def _build_tests(run: CellRun, kernel: KernelImage,
                 built = selftests.build_own(ref.manifest, kernel, log_dir=run.out_dir)
                 planned.append(selftests.plan_own(ref.manifest, built))
             else:
-                if tree is None:
+                if tree is None or ref.target not in run.kselftest_dirs:
                     raise selftests.SelftestError(
                         f"{text} needs a kernel source tree; {run.cell.kernel} has none")
-                tree_id = sources.git(tree, "rev-parse", "HEAD^{tree}",
-                                      what="git rev-parse").strip()
-                installed = paths.sub("kselftests") / f"{ref.target}-{tree_id[:16]}"
-                planned.extend(selftests.plan_kselftest(ref, installed))
+                # Not re-read from the tree: another run may have moved it since.
+                planned.extend(selftests.plan_kselftest(ref, run.kselftest_dirs[ref.target]))
     return planned
 
 

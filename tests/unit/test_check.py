@@ -207,6 +207,40 @@ def test_object_output_is_only_what_follows_its_cc_line() -> None:
     assert check.object_output(lines, "mm/other.o") is None
 
 
+W1_GOLDEN = Path(__file__).parent.parent / "golden" / "w1"
+REAL_TREE = Path("/root/.cache/harness/work/debian-6.12-6.12.117-1_deb12u1-base")
+REAL_BUILD = Path("/root/.cache/harness/build/debian-6.12-6.12.117-1_deb12u1-base")
+
+
+def _real_w1(name: str) -> tuple[str, ...]:
+    lines = (W1_GOLDEN / name).read_text().splitlines()
+    mine = check.object_output(lines, "mm/memcontrol.o")
+    assert mine is not None
+    return tuple(check.normalise_warning(w, REAL_TREE, REAL_BUILD)
+                 for w in check.extract_warnings(mine))
+
+
+def test_real_kbuild_w1_output_gives_the_patchs_three_warnings() -> None:
+    before = _real_w1("memcontrol-base.log")
+    after = _real_w1("memcontrol-warn-patch.log")
+    assert before == ()
+    q, p = "\u2018", "\u2019"  # gcc's quotes in a UTF-8 locale, as recorded
+    assert after == (
+        f"mm/memcontrol.c: warning: no previous prototype for {q}memcg_demo{p} "
+        "[-Wmissing-prototypes]",
+        f"mm/memcontrol.c: warning: variable {q}unused_but_set{p} set but not used "
+        "[-Wunused-but-set-variable]",
+        f"mm/memcontrol.c: warning: {q}memcg_demo_unused{p} defined but not used "
+        "[-Wunused-const-variable=]",
+    )
+    new, gone = check.warning_delta(before, after)
+    assert new == after and gone == ()
+    # The prepare steps W=1 rebuilt before the object are not part of its output.
+    text = (W1_GOLDEN / "memcontrol-warn-patch.log").read_text().splitlines()
+    mine = check.object_output(text, "mm/memcontrol.o")
+    assert mine is not None and not any("asm-offsets" in ln for ln in mine)
+
+
 def _oc(state: CompileState, *warnings: str) -> ObjectCompile:
     return ObjectCompile(source="mm/x.c", prefix=0, state=state, warnings=warnings,
                          normalised=warnings)

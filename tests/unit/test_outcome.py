@@ -1,4 +1,4 @@
-"""Guest results -> statuses, on files recorded from real guest runs (see golden/guest/README.md)."""
+"""Guest results -> statuses, on files recorded from real guest runs (golden/guest/README.md)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_taint_alone_marks_crashed() -> None:
 
 
 def test_vm_killed_mid_test_is_timeout_and_rest_never_started() -> None:
-    plan, status, outputs, dmesg = load("faults")
+    plan, status, outputs, _ = load("faults")
     cut = "\n".join(status.splitlines()[:3])  # lkdtm_warn ended, hang started, then nothing
     res = by_name(outcome.evaluate(plan, status_text=cut, outputs=outputs, kernel_log="",
                                    vm_timed_out=True))
@@ -82,7 +82,8 @@ def test_vm_killed_mid_test_is_timeout_and_rest_never_started() -> None:
 def test_panic_mid_test_is_crashed() -> None:
     plan, status, outputs, _ = load("faults")
     cut = "\n".join(status.splitlines()[:3])
-    log = "[  19.0] harness: test-start hang\n[  20.0] Kernel panic - not syncing: Fatal exception\n"
+    log = ("[  19.0] harness: test-start hang\n"
+           "[  20.0] Kernel panic - not syncing: Fatal exception\n")
     res = by_name(outcome.evaluate(plan, status_text=cut, outputs=outputs, kernel_log=log,
                                    vm_timed_out=False))
     assert res["hang"].status is Status.CRASHED
