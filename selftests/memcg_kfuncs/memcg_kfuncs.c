@@ -81,10 +81,14 @@
  * +32 MiB step = 8192 pages), so a stale or non-hierarchical value cannot
  * pass.  In practice the cgroups are quiet while they are compared (the
  * worker blocks in read()) and the values agree exactly; the diagnostics
- * print every field.  On 6.1 a flush can also return early when another
- * flush holds the lock, so the agreement checks take up to 3 attempts
- * (each a fresh kfunc read and memory.stat read, 200 ms apart) and print
- * every failed attempt.
+ * print every field.  The agreement checks take up to 3 attempts (each a
+ * fresh kfunc read and memory.stat read, 200 ms apart; every failed attempt
+ * is printed): both sides go through the same flush, so a retry can only
+ * absorb a flush that landed between the two reads, never a wrong value
+ * (a local-only parent value is off by 64 MiB on every attempt).  The
+ * freshness check (12) reads once; only where the flush may return before
+ * the counters are folded (< 6.8, i.e. the 6.1 backport: a trylock that
+ * gives up while another flush runs) it may read up to 3 times.
  *
  * Output is KTAP on stdout.  Exit 0: all run checks passed, 1: a check
  * failed, 4: everything was skipped (e.g. a kernel without the kfuncs).
