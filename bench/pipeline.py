@@ -52,8 +52,8 @@ def main() -> int:
     tree = next(p for p in (paths.cache_root() / "work").iterdir()
                 if p.name.startswith("debian-6.12") and p.name.endswith("-base"))
     build_dir = paths.cache_root() / "build" / tree.name
-    kernel = next(iter(sorted((paths.cache_root() / "kernels").glob("*/bzImage"),
-                              key=lambda p: p.stat().st_mtime)))
+    kernel = sorted((paths.cache_root() / "kernels").glob("*/bzImage"),
+                    key=lambda p: p.stat().st_mtime)[-1]
     tools = build.toolchain()
     env = {**os.environ, **build.make_env(tools)}
     tmp = Path(paths.sub("bench"))
@@ -64,23 +64,29 @@ def main() -> int:
     for r in range(args.rounds):
         # A one-line change by hand: edit, make, revert, make (the revert build is not timed).
         target = tree / "mm" / "memcontrol.c"
-        original = target.read_text()
-        target.write_text(original.replace("#include <linux/page_counter.h>",
-                                           f"#include <linux/page_counter.h>\n/* bench {r} */", 1))
         argv = build.make_argv(tree, build_dir, tools, "bzImage")
-        rows["make by hand"].append(sh(argv, env=env))
-        diff = subprocess.run(["git", "-C", str(tree), "diff"], check=True, text=True,
-                              capture_output=True).stdout
-        target.write_text(original)
+        # The same lock the harness takes: no harness run moves this tree meanwhile.
+        with sources.locked(f"tree-{tree.name}", wait_message="bench"):
+            sh(argv, env=env)  # start from an up-to-date build of the checked-out tree
+            original = target.read_text()
+            target.write_text(original.replace(
+                "#include <linux/page_counter.h>",
+                f"#include <linux/page_counter.h>\n/* bench {r} {time.time()} */", 1))
+            rows["make by hand"].append(sh(argv, env=env))
+            diff = subprocess.run(["git", "-C", str(tree), "diff"], check=True, text=True,
+                                  capture_output=True).stdout
+            target.write_text(original)
+            sources.git(tree, "checkout", "-q", "-f", base, what="checkout")
+            sh(argv, env=env)
         patch.write_text("From: bench <b@example.org>\nSubject: [PATCH] bench\n\n---\n" + diff)
-        sources.git(tree, "checkout", "-q", "-f", base, what="checkout")
-        sh(argv, env=env)
         rows["harness build stage"].append(
             harness_stage(["--patch", str(patch)], tmp / f"h{r}", "build"))
         # Boot to the first guest command.
-        vng = [str(Path(sys.executable).parent / "vng"), "--run", str(kernel), "--disable-kvm",
+        bindir = Path(sys.executable).parent
+        vng = [str(bindir / "vng"), "--run", str(kernel), "--disable-kvm", "--force-9p",
                "--memory", "2G", "--cpus", "2", "--", "true"]
-        rows["vng by hand"].append(sh(vng, timeout=300))
+        rows["vng by hand"].append(
+            sh(vng, timeout=300, env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}))
         rows["harness boot stage"].append(
             harness_stage(["--kernel", "debian:6.12", "--accel", "tcg"], tmp / f"b{r}",
                           "boot+tests"))

@@ -13,7 +13,7 @@ char _license[] SEC("license") = "GPL";
 extern void cgroup_rstat_flush(struct cgroup *cgrp) __ksym;
 
 SEC("iter/cgroup")
-int cgroup_rstat_nonsleepable(struct bpf_iter__cgroup *ctx)
+int rstat_flush_in_plain_iter(struct bpf_iter__cgroup *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct cgroup *cgrp = ctx->cgroup;

@@ -1178,6 +1178,11 @@ static void check_probes(bool loaded)
 	report(T_NEG_ENOENT, ok_enoent);
 }
 
+/*
+ * Verifier messages: not the echoed source (';') nor instruction dumps
+ * (digits).  The negative program's name has no "sleep" in it, so a line
+ * naming the program cannot satisfy the check.
+ */
 static bool is_verifier_message(const char *line)
 {
 	return line[0] && line[0] != ';' && !(line[0] >= '0' && line[0] <= '9');
@@ -1302,7 +1307,13 @@ static bool check_amounts(void)
 	ok &= in_range("inactive_anon + active_anon",
 		       r.val[F_INACTIVE_ANON] + r.val[F_ACTIVE_ANON],
 		       ANON_BYTES + SHMEM_BYTES + MAPPED_BYTES - 2 * tp, LLONG_MAX);
-	ok &= in_range("kernel (page tables etc.) > 0", r.val[F_KERNEL], 1, LLONG_MAX);
+	/*
+	 * Not a check: kernel memory is charged to C only with kmem
+	 * accounting (6.1 tinyconfig builds use SLOB and have no
+	 * CONFIG_MEMCG_KMEM); checks 9-11 compare it with memory.stat.
+	 */
+	diag("  %-34s %14lld  (informational: 0 without kmem accounting)",
+	     "kernel (page tables, slab)", (long long)r.val[F_KERNEL]);
 	return ok;
 }
 

@@ -15,7 +15,7 @@ extern s64 bpf_memcg_node_stat_fetch(struct cgroup *cgrp,
 				     enum node_stat_item item) __ksym;
 
 SEC("iter/cgroup")
-int memcg_flush_nonsleepable(struct bpf_iter__cgroup *ctx)
+int memcg_flush_in_plain_iter(struct bpf_iter__cgroup *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct cgroup *cgrp = ctx->cgroup;

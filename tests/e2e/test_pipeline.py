@@ -177,3 +177,32 @@ def test_prebuilt_image_boots_and_runs_bpf_tests(tmp_path: Path, ci_run: Run) ->
     stages = [s["stage"] for s in cell["stages"]]
     assert "build" not in stages and "series" not in stages
     assert cell["tests"][0]["status"] == "PASS"
+
+
+def test_memcg_kfuncs_selftest_passes_on_both_bases(ci_run: Run) -> None:
+    for cell in ("6.12", "6.1"):
+        t = ci_run.test(cell, "memcg_kfuncs")
+        assert t["status"] == "PASS", (cell, t["reason"], t.get("ktap", {}).get("subtests"))
+        patches = ci_run.cell(cell)["patches"]
+        assert patches and all(p["state"] == "applied" for p in patches), patches
+
+
+def test_memcg_selftest_catches_the_broken_variant(ci_run: Run) -> None:
+    cell = ci_run.cell("6.12-memcg-broken")
+    # The cell passes only because its selftest FAILED (expect_status), not crashed.
+    assert cell["status"] == "PASS", cell["error"]
+    t = ci_run.test("6.12-memcg-broken", "memcg_kfuncs")
+    assert t["status"] == "FAIL"
+    failed = [s["name"] for s in t["ktap"]["subtests"] if s["status"] == "FAIL"]
+    assert failed, t["ktap"]["subtests"]
+    assert any(s["state"] == "applied" and "BROKEN" in s["subject"].upper()
+               for s in cell["patches"]), cell["patches"]
+
+
+def test_memcg_benchmark_methods_agree_and_report_ratios(ci_run: Run) -> None:
+    t = ci_run.test("6.12", "memcg_kfuncs_bench")
+    assert t["status"] == "PASS", t["reason"]
+    metrics = t["extra"]["metrics"]
+    assert metrics["summary"]
+    assert metrics["ratios"], metrics
+    assert metrics["methods"], metrics
