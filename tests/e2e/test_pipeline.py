@@ -206,3 +206,23 @@ def test_memcg_benchmark_methods_agree_and_report_ratios(ci_run: Run) -> None:
     assert metrics["summary"]
     assert metrics["ratios"], metrics
     assert metrics["methods"], metrics
+
+
+def test_vm_wall_clock_timeout_kills_qemu(tmp_path: Path, ci_run: Run) -> None:
+    """A guest that never finishes is killed at the host-side timeout, qemu included."""
+    from harness import build, vm
+    from harness.model import Accel
+
+    image = sorted((paths.cache_root() / "kernels").glob("*/bzImage"),
+                   key=lambda p: p.stat().st_mtime)[-1]
+    kernel = build.image_from_file(image)
+    before = _qemu_pids()
+    start = time.monotonic()
+    guest = vm.run_guest(kernel, Accel.TCG, rwdirs=[tmp_path], command=["sleep", "3600"],
+                         timeout=25, console_log=tmp_path / "console.log")
+    assert guest.timed_out
+    assert guest.returncode is None
+    assert time.monotonic() - start < 25 + 15
+    time.sleep(1)
+    assert not (_qemu_pids() - before), "qemu survived the wall-clock timeout"
+    assert "killed after 25" in (tmp_path / "console.log").read_text()
