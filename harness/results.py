@@ -152,7 +152,8 @@ def summary_table(cells: list[CellResult]) -> str:
     for c in cells:
         applied = sum(1 for p in c.patches if p.state.value == "applied")
         in_base = sum(1 for p in c.patches if p.state.value == "already-in-base")
-        head = f"{c.cell} [{c.kernel_version or c.kernel}]"
+        version = c.kernel_version or c.kernel
+        head = f"{c.cell} [{version}]" if version else c.cell
         pinfo = f"patches {applied} applied, {in_base} in base" if c.patches else "no patches"
         rows.append((head, c.status.value, "", f"{pinfo}; {c.accel}".strip("; ")))
         if c.error:
