@@ -52,22 +52,22 @@ def main() -> int:
     tree = next(p for p in (paths.cache_root() / "work").iterdir()
                 if p.name.startswith("debian-6.12") and p.name.endswith("-base"))
     build_dir = paths.cache_root() / "build" / tree.name
-    kernel = sorted((paths.cache_root() / "kernels").glob("*/bzImage"),
-                    key=lambda p: p.stat().st_mtime)[-1]
     tools = build.toolchain()
     env = {**os.environ, **build.make_env(tools)}
     tmp = Path(paths.sub("bench"))
     patch = tmp / "0001-oneline.patch"
     rows: dict[str, list[float]] = {"make by hand": [], "harness build stage": [],
                                     "vng by hand": [], "harness boot stage": []}
-    base = sources.git(tree, "rev-parse", "HEAD", what="rev-parse").strip()
+    # The pristine base: the worktree may still hold a series or an earlier bench patch.
+    base = sources.prepare(sources.parse_spec("debian:6.12"), log_dir=tmp).base_commit
     for r in range(args.rounds):
         # A one-line change by hand: edit, make, revert, make (the revert build is not timed).
         target = tree / "mm" / "memcontrol.c"
         argv = build.make_argv(tree, build_dir, tools, "bzImage")
         # The same lock the harness takes: no harness run moves this tree meanwhile.
         with sources.locked(f"tree-{tree.name}", wait_message="bench"):
-            sh(argv, env=env)  # start from an up-to-date build of the checked-out tree
+            sources.git(tree, "checkout", "-q", "-f", base, what="checkout")
+            sh(argv, env=env)  # start from an up-to-date build of the pristine base
             original = target.read_text()
             target.write_text(original.replace(
                 "#include <linux/page_counter.h>",
@@ -82,14 +82,24 @@ def main() -> int:
         rows["harness build stage"].append(
             harness_stage(["--patch", str(patch)], tmp / f"h{r}", "build"))
         # Boot to the first guest command.
-        bindir = Path(sys.executable).parent
-        vng = [str(bindir / "vng"), "--run", str(kernel), "--disable-kvm", "--force-9p",
-               "--memory", "2G", "--cpus", "2", "--", "true"]
-        rows["vng by hand"].append(
-            sh(vng, timeout=300, env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}))
         rows["harness boot stage"].append(
             harness_stage(["--kernel", "debian:6.12", "--accel", "tcg"], tmp / f"b{r}",
                           "boot+tests"))
+        # By hand: the same kernel, the same vng options, one command.
+        data = json.loads((tmp / f"b{r}" / "results.json").read_text())
+        argv = next(s["detail"] for s in data["cells"][0]["stages"]
+                    if s["stage"] == "boot+tests")
+        kernel = Path(argv.split("--run ", 1)[1].split()[0])
+        bindir = Path(sys.executable).parent
+        vng = [str(bindir / "vng"), "--run", str(kernel), "--verbose", "--force-9p",
+               "--disable-kvm", "--memory", "2G", "--cpus", "2", "--cwd", "/", "--",
+               "sh", "-c", "echo BOOTED-BY-HAND"]
+        start = time.monotonic()
+        out = subprocess.run(vng, timeout=300, capture_output=True, text=True,
+                             env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"})
+        rows["vng by hand"].append(time.monotonic() - start)
+        if "BOOTED-BY-HAND" not in out.stdout + out.stderr:
+            raise SystemExit(f"vng by hand did not run the command: {out.stderr[-500:]}")
     med = {k: statistics.median(v) for k, v in rows.items()}
     print(f"{'what':<24} {'median s':>9}  all")
     for k, v in rows.items():
