@@ -50,6 +50,7 @@ class Manifest:
     fmt: str
     cflags: tuple[str, ...] = ()
     bpf_cflags: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +74,7 @@ class GuestTest:
     command: str  # a shell command line, run by sh -c in cwd
     fmt: str = "ktap"
     suite: str = ""
+    needs: tuple[str, ...] = ()  # guest set-up done before it runs: "swap", "scratch"
 
 
 def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
@@ -105,6 +107,7 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
             timeout_s=int(run.get("timeout", 120)),
             fmt=str(run.get("format", "ktap")),
             cflags=tuple(build.get("cflags", ())),
+            needs=tuple(run.get("needs", ())),
             bpf_cflags=tuple(build.get("bpf_cflags", ())),
         )
     except (KeyError, TypeError, ValueError) as exc:
@@ -238,7 +241,7 @@ def plan_own(manifest: Manifest, built: Path) -> GuestTest:
 
     return GuestTest(name=manifest.name, timeout_s=manifest.timeout_s, cwd=built,
                      command=shlex.join(manifest.command), fmt=manifest.fmt,
-                     suite=manifest.name)
+                     suite=manifest.name, needs=manifest.needs)
 
 
 def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
@@ -266,7 +269,7 @@ def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
                           f"cp -a . {scratch} && cd {scratch} && "
                           f"./run_kselftest.sh -o {KSELFTEST_TIMEOUT_S - 10} "
                           f"-t {ref.target}:{t}",
-                  suite=f"kselftest:{ref.target}")
+                  suite=f"kselftest:{ref.target}", needs=("swap", "scratch"))
         for t in wanted
     ]
 
@@ -278,5 +281,6 @@ def write_plan(tests: list[GuestTest], path: Path) -> None:
             if "\t" in field or "\n" in field:
                 raise SelftestError(f"test {t.name}: tabs and newlines are not allowed in its "
                                     "name, command or directory")
-        lines.append(f"{t.name}\t{t.timeout_s}\t{t.cwd}\t{t.command}\n")
+        lines.append(f"{t.name}\t{t.timeout_s}\t{t.cwd}\t{','.join(t.needs) or '-'}\t"
+                     f"{t.command}\n")
     path.write_text("".join(lines))

@@ -5,7 +5,7 @@
 # be attributed to the test that was running.
 #
 # usage: runner.sh OUTDIR PLANFILE
-# PLANFILE lines: NAME<TAB>TIMEOUT_S<TAB>CWD<TAB>SHELL_COMMAND
+# PLANFILE lines: NAME<TAB>TIMEOUT_S<TAB>CWD<TAB>NEEDS<TAB>SHELL_COMMAND (NEEDS: swap,scratch or -)
 set -u
 out=$1
 plan=$2
@@ -19,25 +19,31 @@ grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || {
 	mkdir -p /sys/fs/cgroup
 	mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
 }
-# Swap on zram, so anonymous and shmem memory is reclaimable: without it memcg reclaim
-# finds nothing to reclaim in a guest whose page cache lives on tmpfs.
-if [ -e /sys/block/zram0/disksize ] && ! grep -q zram0 /proc/swaps; then
+# Set up on first use by a test that declares it needs them (plan column 5), so a boot
+# whose tests need neither pays nothing:
+# - swap on zram, so anonymous and shmem memory is reclaimable (without it memcg reclaim
+#   finds nothing to reclaim in a guest whose page cache lives on tmpfs);
+# - a scratch ext2 file system on a loop device (its image in guest RAM): real page cache
+#   for tests that need a disk-backed file system, found in $HARNESS_SCRATCH.
+export HARNESS_SCRATCH=/tmp
+setup_swap() {
+	[ -e /sys/block/zram0/disksize ] && ! grep -q zram0 /proc/swaps || return 0
 	echo 1G > /sys/block/zram0/disksize 2>/dev/null &&
 		mkswap /dev/zram0 > /dev/null 2>&1 && swapon /dev/zram0 2>/dev/null
-fi
-echo "swap	$(awk 'NR > 1 { print $1, $3 }' /proc/swaps | tr '\n' ' ')" >> "$out/guest-info.tsv"
-# A scratch ext2 filesystem on a loop device (its image in guest RAM): real page cache
-# for tests that need a disk-backed file system. Tests find it in $HARNESS_SCRATCH.
-scratch=/run/harness-scratch
-if [ -e /dev/loop-control ] && mkdir -p $scratch && truncate -s 1G /run/harness-scratch.img &&
-	mkfs.ext2 -q -F /run/harness-scratch.img > /dev/null 2>&1 &&
-	mount -o loop /run/harness-scratch.img $scratch 2>/dev/null; then
-	export HARNESS_SCRATCH=$scratch
-	echo "scratch	$scratch ext2" >> "$out/guest-info.tsv"
-else
-	export HARNESS_SCRATCH=/tmp
-	echo "scratch	none: /tmp" >> "$out/guest-info.tsv"
-fi
+	echo "swap	$(awk 'NR > 1 { print $1, $3 }' /proc/swaps | tr '\n' ' ')" >> "$out/guest-info.tsv"
+}
+setup_scratch() {
+	[ "$HARNESS_SCRATCH" = /tmp ] || return 0
+	scratch=/run/harness-scratch
+	if [ -e /dev/loop-control ] && mkdir -p $scratch && truncate -s 1G /run/harness-scratch.img &&
+		mkfs.ext2 -q -F /run/harness-scratch.img > /dev/null 2>&1 &&
+		mount -o loop /run/harness-scratch.img $scratch 2>/dev/null; then
+		HARNESS_SCRATCH=$scratch
+		echo "scratch	$scratch ext2" >> "$out/guest-info.tsv"
+	else
+		echo "scratch	none: /tmp" >> "$out/guest-info.tsv"
+	fi
+}
 # Hung tasks and soft lockups must be reported while a test runs.
 echo 30 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null || true
 echo "uname	$(uname -r)" >> "$out/guest-info.tsv"
@@ -45,8 +51,10 @@ echo "tainted_at_boot	$(cat /proc/sys/kernel/tainted)" >> "$out/guest-info.tsv"
 echo "ready	$(cat /proc/uptime)" >> "$out/guest-info.tsv"
 
 tab=$(printf '\t')
-while IFS="$tab" read -r name tmo dir cmd; do
+while IFS="$tab" read -r name tmo dir needs cmd; do
 	[ -n "$name" ] || continue
+	case ",$needs," in *,swap,*) setup_swap ;; esac
+	case ",$needs," in *,scratch,*) setup_scratch ;; esac
 	t0=$(cat /proc/sys/kernel/tainted)
 	s0=$(cut -d' ' -f1 /proc/uptime)
 	printf '%s\tstarted\t%s\n' "$name" "$s0" >> "$status"
