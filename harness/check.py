@@ -480,22 +480,6 @@ class _Run:
         )
 
 
-def _base_name(spec_value: str) -> str:
-    m = re.match(r"(\d+\.\d+)", spec_value)
-    return m.group(1) if m else spec_value
-
-
-def _patch_list(request: CheckRequest, base: str | None) -> list[series.Patch]:
-    patches: list[series.Patch] = []
-    for name in request.series:
-        patches.extend(series.load(name, base).patches)
-    for path in request.patches:
-        if not path.is_file():
-            raise series.SeriesError(f"--patch {path}: no such file")
-        patches.append(series.Patch(path=path, series="--patch"))
-    return patches
-
-
 def run(request: CheckRequest, out_dir: Path) -> CheckReport:
     """Check every patch; set-up errors end up in the report (exit code 2), never raised."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -517,8 +501,8 @@ def _check(state: _Run) -> None:
     if spec.kind is SourceKind.IMAGE:
         raise CheckSetupError(f"{spec.text} is a prebuilt image: there is no tree to apply "
                               "patches to; use debian:VERSION or git:PATH")
-    base = _base_name(spec.value) if spec.kind is SourceKind.DEBIAN else None
-    state.patches = _patch_list(request, base)
+    state.patches = series.collect(request.series, list(request.patches),
+                                   series.base_name(spec))
     if not state.patches:
         raise CheckSetupError("nothing to check; fix: pass --series NAME or --patch FILE")
     fragments = [kconfig.resolve_fragment(c) for c in request.configs]

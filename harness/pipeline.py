@@ -101,11 +101,6 @@ class CellRun:
         )
 
 
-def _base_name(spec_value: str) -> str:
-    m = re.match(r"(\d+\.\d+)", spec_value)
-    return m.group(1) if m else spec_value
-
-
 def run_cell(cell: Cell, out_dir: Path, *, accel: Accel) -> CellResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     run = CellRun(cell=cell, out_dir=out_dir, accel_request=accel)
@@ -141,18 +136,14 @@ def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
         build_dir = paths.sub("build") / tree.name
         run.source_describe = source.describe
         run.package_version = source.package_version
-        base = _base_name(spec.value) if spec.kind is SourceKind.DEBIAN else None
-        patch_list: list[series.Patch] = []
-        for name in cell.series:
-            patch_list.extend(series.load(name, base).patches)
+        extras = []
         for extra in cell.patches:
             path = Path(extra)
             if not path.is_absolute():
                 path = (paths.repo_root() / path) if (paths.repo_root() / path).exists() \
                     else path.resolve()
-            if not path.is_file():
-                raise series.SeriesError(f"--patch {extra}: no such file")
-            patch_list.append(series.Patch(path=path, series="--patch"))
+            extras.append(path)
+        patch_list = series.collect(cell.series, extras, series.base_name(spec))
     # One lock from checkout to the end of the build: no other run moves this tree meanwhile.
     with sources.locked(f"tree-{tree.name}", wait_message=f"using {tree}"):
         with run.stage("series", Status.PATCH_CONFLICT):

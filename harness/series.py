@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths, proc
-from .model import PatchResult, PatchState
+from .model import KernelSpec, PatchResult, PatchState, SourceKind
 from .sources import git
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,27 @@ def load(name: str, base: str | None) -> Series:
             raise SeriesError(f"{chosen}: lists {line!r} but {path} does not exist")
         patches.append(Patch(path=path, series=name))
     return Series(name=name, directory=d, patches=tuple(patches), variant=chosen.name)
+
+
+def base_name(spec: KernelSpec) -> str | None:
+    """The base a per-base series variant is named after: debian:6.1 -> "6.1"."""
+    if spec.kind is not SourceKind.DEBIAN:
+        return None
+    m = re.match(r"(\d+\.\d+)", spec.value)
+    return m.group(1) if m else spec.value
+
+
+def collect(names: tuple[str, ...] | list[str], extra: list[Path],
+            base: str | None) -> list[Patch]:
+    """The patches of the named series (per-base variants chosen), then loose --patch files."""
+    patches: list[Patch] = []
+    for name in names:
+        patches.extend(load(name, base).patches)
+    for path in extra:
+        if not path.is_file():
+            raise SeriesError(f"--patch {path}: no such file")
+        patches.append(Patch(path=path, series="--patch"))
+    return patches
 
 
 def subject_of(patch: Path) -> str:
