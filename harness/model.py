@@ -214,6 +214,44 @@ class StageTiming:
     detail: str = ""
 
 
+class FeatureKind(enum.Enum):
+    HOOK = "hook"  # a __weak noinline function BPF programs attach to with fentry
+    KFUNC = "kfunc"  # registered with BTF_ID_FLAGS(func, NAME...)
+    ITERATOR = "iterator"  # DEFINE_BPF_ITER_FUNC(NAME, ...): the bpf_iter_NAME target
+
+
+class FeatureState(enum.Enum):
+    IN_BASE = "in base"
+    ADDED_BY_SERIES = "added by series"
+    ABSENT = "absent"
+    PRESENT = "present"  # a prebuilt image: in its BTF, origin unknown
+
+
+@dataclass(frozen=True, kw_only=True)
+class Feature:
+    name: str
+    kind: FeatureKind
+    declared_by: tuple[str, ...] = ()  # series whose provides.toml lists it; () = kernel's
+
+    @property
+    def btf_name(self) -> str:
+        """The FUNC the kernel's BTF has when the feature is built in."""
+        return f"bpf_iter_{self.name}" if self.kind is FeatureKind.ITERATOR else self.name
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.kind.value})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatureReport:
+    feature: Feature
+    state: FeatureState
+    where: str = ""  # file:line of the definition in the tree that has it
+    btf: bool | None = None  # None: not checked (no vmlinux)
+    note: str = ""
+
+
 @dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: str
@@ -229,3 +267,4 @@ class CellResult:
     error: str = ""
     accel: str = ""
     retries: tuple[str, ...] = ()
+    features: tuple[FeatureReport, ...] = ()

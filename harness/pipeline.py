@@ -16,12 +16,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import build, kconfig, outcome, paths, proc, selftests, series, sources, vm
+from . import build, features, kconfig, outcome, paths, proc, selftests, series, sources, vm
 from .matrix import Cell
 from .model import (
     Accel,
     CellResult,
     ConfigResult,
+    FeatureReport,
     KernelImage,
     PatchResult,
     SourceKind,
@@ -63,6 +64,7 @@ class CellRun:
     retries: list[str] = field(default_factory=list)
     # kselftest target -> its installed directory, decided while the tree was locked
     kselftest_dirs: dict[str, Path] = field(default_factory=dict)
+    features: tuple[FeatureReport, ...] = ()
 
     @contextmanager
     def stage(self, name: str, error_status: Status) -> Iterator[None]:
@@ -77,7 +79,8 @@ class CellRun:
             raise
         except (sources.SourceError, series.SeriesError, kconfig.ConfigError,
                 build.BuildError, selftests.SelftestError, vm.BootError, proc.CommandError,
-                proc.ToolMissingError, series.PatchConflictError) as exc:
+                proc.ToolMissingError, series.PatchConflictError,
+                features.FeatureError) as exc:
             status = error_status
             if isinstance(exc, series.PatchConflictError):
                 self.patches = exc.results
@@ -97,7 +100,7 @@ class CellRun:
             status=status, patches=self.patches, config=self.config,
             stages=tuple(self.stages), tests=tuple(self.tests), source=self.source_describe,
             package_version=self.package_version, error=error, accel=self.accel,
-            retries=tuple(self.retries),
+            retries=tuple(self.retries), features=self.features,
         )
 
 
@@ -128,6 +131,8 @@ def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
             kernel = build.image_from_file(Path(spec.value))
         run.kernel_version = kernel.version
         run.source_describe = f"prebuilt image {spec.value}"
+        funcs = _btf_funcs(run, kernel)
+        run.features = features.from_btf_only(features.known_features(), funcs)
         return kernel, None
     with run.stage("source", Status.SETUP_ERROR):
         source = sources.prepare(spec, log_dir=logs)
@@ -147,19 +152,43 @@ def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
     # One lock from checkout to the end of the build: no other run moves this tree meanwhile.
     with sources.locked(f"tree-{tree.name}", wait_message=f"using {tree}"):
         with run.stage("series", Status.PATCH_CONFLICT):
-            run.patches = series.apply(tree, source.base_commit, patch_list, log_dir=logs)
+            known = features.known_features()
+            base_defs = features.source_definitions(source.repo, source.base_commit, known)
+            provided = features.series_in_base(
+                {name: series.series_dir(name) for name in cell.series}, base_defs)
+            run.patches = series.apply(tree, source.base_commit, patch_list, log_dir=logs,
+                                       in_base=provided)
+            head_defs = features.source_definitions(tree, "HEAD", known)
+            run.features = features.from_sources(known, base_defs, head_defs)
         with run.stage("kconfig", Status.CONFIG_ERROR):
             tree_id = sources.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
             run.config = kconfig.configure(tree, tree_id, build_dir, fragments, log_dir=logs)
         with run.stage("build", Status.BUILD_ERROR):
             kernel = build.build(tree, build_dir, log_dir=logs, tools=build.toolchain())
         run.kernel_version = kernel.version
+        funcs = _btf_funcs(run, kernel)
+        if funcs is not None:
+            run.features = features.confirm_with_btf(run.features, funcs)
         if kernel.config is not None:
             (logs / "config").write_bytes(kernel.config.read_bytes())
         # kselftests build from the same tree state: still under the lock.
         with run.stage("kselftests-build", Status.BUILD_ERROR):
             run_kselftest_builds(run, tree, build_dir)
     return kernel, tree
+
+
+def _btf_funcs(run: CellRun, kernel: KernelImage) -> frozenset[str] | None:
+    """The kernel's BTF FUNCs for the feature report; None when there is none to read."""
+    if kernel.vmlinux is None:
+        return None
+    try:
+        return features.btf_funcs(kernel.vmlinux)
+    except (proc.CommandError, proc.ToolMissingError) as exc:
+        # Not a reason to stop the cell: the selftests will say what BTF lacks.
+        log.warning("[%s] cannot read the kernel's BTF: %s", run.cell.name, exc)
+        run.features = tuple(replace(r, note=f"BTF unreadable, source verdict only: {exc}")
+                             for r in run.features)
+        return None
 
 
 def run_kselftest_builds(run: CellRun, tree: Path, build_dir: Path) -> None:

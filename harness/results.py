@@ -15,6 +15,9 @@ from . import ktap
 from .model import (
     CellResult,
     ConfigResult,
+    FeatureKind,
+    FeatureReport,
+    FeatureState,
     PatchResult,
     Splat,
     StageTiming,
@@ -82,6 +85,12 @@ def _config_json(c: ConfigResult | None) -> dict[str, Any] | None:
             "config_changed": c.changed}
 
 
+def _feature_json(r: FeatureReport) -> dict[str, Any]:
+    return {"name": r.feature.name, "kind": r.feature.kind.value, "state": r.state.value,
+            "where": r.where, "btf": r.btf, "declared_by": list(r.feature.declared_by),
+            "note": r.note}
+
+
 def _stage_json(s: StageTiming) -> dict[str, Any]:
     return {"stage": s.stage, "status": s.status.value, "duration_s": round(s.duration_s, 2),
             "detail": s.detail}
@@ -102,6 +111,7 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "stages": [_stage_json(s) for s in c.stages],
         "tests": [test_json(t, base) for t in c.tests],
         "retries": list(c.retries),
+        "features": [_feature_json(r) for r in c.features],
     }
 
 
@@ -158,6 +168,8 @@ def summary_table(cells: list[CellResult]) -> str:
         rows.append((head, c.status.value, "", f"{pinfo}; {c.accel}".strip("; ")))
         if c.error:
             rows.append(("  " + c.error.splitlines()[0][:70], "", "", ""))
+        if c.features:
+            rows.append(("  features", "", "", feature_line(c.features)))
         for t in c.tests:
             counts = ""
             if t.ktap is not None:
@@ -175,6 +187,18 @@ def summary_table(cells: list[CellResult]) -> str:
     lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip()
              for r in rows]
     return "\n".join(lines)
+
+
+def feature_line(reports: tuple[FeatureReport, ...]) -> str:
+    """`in base: bpf_rstat_flush, ...; added by series: ...`, and whether BTF confirmed it."""
+    groups: dict[FeatureState, list[str]] = {}
+    for r in reports:
+        name = f"{r.feature.name} iterator" if r.feature.kind is FeatureKind.ITERATOR \
+            else r.feature.name
+        groups.setdefault(r.state, []).append(name)
+    line = "; ".join(f"{state.value}: {', '.join(names)}" for state, names in groups.items())
+    unchecked = any(r.btf is None for r in reports)
+    return line + (" (sources only, BTF not checked)" if unchecked else " (BTF agrees)")
 
 
 def _bad_leaves(cases: tuple[TestCase, ...]) -> list[TestCase]:

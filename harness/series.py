@@ -13,6 +13,7 @@ import email
 import email.policy
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,14 +144,26 @@ def _git_dir(tree: Path) -> Path:
 
 
 def apply(tree: Path, base_commit: str, patches: list[Patch], *,
-          log_dir: Path) -> tuple[PatchResult, ...]:
-    """Reset to base and apply the patches in order; PatchConflictError on the first conflict."""
+          log_dir: Path, in_base: Mapping[str, str] | None = None) -> tuple[PatchResult, ...]:
+    """Reset to base and apply the patches in order; PatchConflictError on the first conflict.
+
+    in_base: series name -> why the base already has it (everything its provides.toml
+    declares is defined there); that series' patches are not applied, reported in base.
+    """
     reset_to(tree, base_commit)
     results: list[PatchResult] = []
     am_log = log_dir / "git-am.log"
+    in_base = in_base or {}
     for i, patch in enumerate(patches):
         subject = subject_of(patch.path)
         files = files_of(tree, patch.path)
+        if patch.series in in_base:
+            log.info("%s: base already provides series %s (%s); not applied",
+                     patch.name, patch.series, in_base[patch.series])
+            results.append(PatchResult(name=patch.name, subject=subject,
+                                       state=PatchState.ALREADY_IN_BASE, files=files,
+                                       detail=in_base[patch.series]))
+            continue
         # Already in base: the reverse applies cleanly and the forward does not.
         fwd = proc.run(["git", "-C", str(tree), "apply", "--check", str(patch.path)], timeout=60)
         if not fwd.ok:

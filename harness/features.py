@@ -1,0 +1,193 @@
+"""Which BPF/cgroup features a kernel provides, from its source and then from its BTF.
+
+Never inferred from a version number: a feature is "in base" when the base commit's C
+sources define it, "added by series" when only the patched tree does, "absent" otherwise;
+after the build the kernel's BTF must agree (a definition behind a config option that is
+off compiles to nothing, and BTF says so).
+
+Features are the kernel's own (the rstat hook and kfuncs, the cgroup iterator) plus what
+each series under patches/ declares in its `provides.toml`:
+
+    # patches/<series>/provides.toml
+    kfuncs = ["bpf_memcg_flush_stats", "bpf_memcg_stat_fetch"]
+    hooks = []
+    iterators = []
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from . import paths, proc
+from .model import Feature, FeatureKind, FeatureReport, FeatureState
+
+log = logging.getLogger(__name__)
+
+
+class FeatureError(Exception):
+    """A provides.toml that cannot be read."""
+
+
+KERNEL_FEATURES = (
+    Feature(name="bpf_rstat_flush", kind=FeatureKind.HOOK),
+    Feature(name="cgroup_rstat_updated", kind=FeatureKind.KFUNC),
+    Feature(name="cgroup_rstat_flush", kind=FeatureKind.KFUNC),
+    Feature(name="cgroup", kind=FeatureKind.ITERATOR),
+)
+
+_KEYS = {"hooks": FeatureKind.HOOK, "kfuncs": FeatureKind.KFUNC,
+         "iterators": FeatureKind.ITERATOR}
+
+
+def declared_by_series(series_dir: Path) -> tuple[Feature, ...]:
+    """The features a series says it adds (its provides.toml); () without one."""
+    path = series_dir / "provides.toml"
+    if not path.exists():
+        return ()
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise FeatureError(f"{path}: {exc}") from exc
+    unknown = set(data) - set(_KEYS)
+    if unknown:
+        raise FeatureError(f"{path}: unknown keys {sorted(unknown)}; "
+                           f"known: {', '.join(sorted(_KEYS))}")
+    out = []
+    for key, kind in _KEYS.items():
+        names = data.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise FeatureError(f"{path}: {key} must be a list of names")
+        out += [Feature(name=n, kind=kind, declared_by=(series_dir.name,)) for n in names]
+    return tuple(out)
+
+
+def known_features(series_dirs: Iterable[Path] | None = None) -> tuple[Feature, ...]:
+    """The kernel's features, then every series' declared ones (merged by name)."""
+    if series_dirs is None:
+        root = paths.repo_root() / "patches"
+        series_dirs = sorted(d for d in root.iterdir() if d.is_dir()) if root.is_dir() else []
+    merged: dict[str, Feature] = {f.name: f for f in KERNEL_FEATURES}
+    for d in series_dirs:
+        for f in declared_by_series(d):
+            old = merged.get(f.name)
+            merged[f.name] = f if old is None else replace(
+                old, declared_by=old.declared_by + f.declared_by)
+    return tuple(merged.values())
+
+
+def _pattern(f: Feature) -> str:
+    name = re.escape(f.name)
+    if f.kind is FeatureKind.KFUNC:
+        return rf"BTF_ID_FLAGS\(func, {name}[,)]"
+    if f.kind is FeatureKind.ITERATOR:
+        return rf"^DEFINE_BPF_ITER_FUNC\({name},"
+    # A definition starts in column 0 (kernel style); a call or prototype does not
+    # match: calls are indented, prototypes end with ';' (filtered below).
+    return rf"^[a-zA-Z_].*[ *]{name}\("
+
+
+def source_definitions(repo: Path, commit: str,
+                       features: tuple[Feature, ...]) -> dict[str, str]:
+    """feature name -> "file:line" of its definition in commit's C sources (absent: missing)."""
+    if not features:
+        return {}
+    argv = ["git", "-C", str(repo), "grep", "-n", "-E", "--no-color"]
+    for f in features:
+        argv += ["-e", _pattern(f)]
+    argv += [commit, "--", "*.c"]
+    res = proc.run(argv, timeout=300)
+    if res.returncode not in (0, 1):  # 1: nothing matched
+        raise FeatureError(f"git grep in {repo} at {commit[:12]} failed: {res.tail(3)}")
+    found: dict[str, str] = {}
+    compiled = [(f, re.compile(_pattern(f))) for f in features]
+    for line in res.output.splitlines():
+        # COMMIT:path:line:text
+        parts = line.split(":", 3)
+        if len(parts) != 4:
+            continue
+        _, path, lineno, text = parts
+        if text.rstrip().endswith(";"):
+            continue
+        for f, rx in compiled:
+            if f.name not in found and rx.search(text):
+                found[f.name] = f"{path}:{lineno}"
+    return found
+
+
+def from_sources(features: tuple[Feature, ...], base: Mapping[str, str],
+                 patched: Mapping[str, str]) -> tuple[FeatureReport, ...]:
+    reports = []
+    for f in features:
+        if f.name in base:
+            reports.append(FeatureReport(feature=f, state=FeatureState.IN_BASE,
+                                         where=base[f.name]))
+        elif f.name in patched:
+            reports.append(FeatureReport(feature=f, state=FeatureState.ADDED_BY_SERIES,
+                                         where=patched[f.name]))
+        else:
+            reports.append(FeatureReport(feature=f, state=FeatureState.ABSENT))
+    return tuple(reports)
+
+
+def btf_funcs(vmlinux: Path) -> frozenset[str]:
+    """Names of the FUNCs in a kernel's BTF (bpftool btf dump ... format raw)."""
+    res = proc.check([proc.require("bpftool"), "btf", "dump", "file", str(vmlinux),
+                      "format", "raw"], what="bpftool btf dump", timeout=300)
+    return parse_btf_funcs(res.output)
+
+
+_FUNC_RE = re.compile(r"^\[\d+\] FUNC '([^']+)'", re.MULTILINE)
+
+
+def parse_btf_funcs(raw_dump: str) -> frozenset[str]:
+    return frozenset(_FUNC_RE.findall(raw_dump))
+
+
+def confirm_with_btf(reports: tuple[FeatureReport, ...],
+                     funcs: frozenset[str]) -> tuple[FeatureReport, ...]:
+    """Check each source verdict against the built kernel's BTF; BTF wins."""
+    out = []
+    for r in reports:
+        in_btf = r.feature.btf_name in funcs
+        if r.state is FeatureState.ABSENT and in_btf:
+            r = replace(r, state=FeatureState.PRESENT,
+                        note=f"not found in the C sources, but BTF has {r.feature.btf_name}")
+        elif r.state is not FeatureState.ABSENT and not in_btf:
+            r = replace(r, state=FeatureState.ABSENT,
+                        note=f"defined at {r.where} but the kernel's BTF has no "
+                             f"{r.feature.btf_name}: compiled out by the config?")
+        out.append(replace(r, btf=in_btf))
+    return tuple(out)
+
+
+def from_btf_only(features: tuple[Feature, ...],
+                  funcs: frozenset[str] | None) -> tuple[FeatureReport, ...]:
+    """A prebuilt image: only its BTF can tell, and only whether, not where from."""
+    if funcs is None:
+        return tuple(FeatureReport(feature=f, state=FeatureState.ABSENT, btf=None,
+                                   note="prebuilt image without vmlinux: not checked")
+                     for f in features)
+    return tuple(FeatureReport(
+        feature=f, state=FeatureState.PRESENT if f.btf_name in funcs else FeatureState.ABSENT,
+        btf=f.btf_name in funcs) for f in features)
+
+
+def series_in_base(series_dirs: Mapping[str, Path],
+                   base: Mapping[str, str]) -> dict[str, str]:
+    """Series whose declared features the base defines, all of them -> why we say so.
+
+    Such a series is not applied (it would conflict with its own upstream version);
+    a series that declares nothing, or only part of which is in base, is applied.
+    """
+    out = {}
+    for name, directory in series_dirs.items():
+        declared = declared_by_series(directory)
+        if declared and all(f.name in base for f in declared):
+            out[name] = "the base already defines " + ", ".join(
+                f"{f.name} ({base[f.name]})" for f in declared)
+    return out

@@ -1,0 +1,171 @@
+"""Feature probe: C sources in real git repositories, BTF from a real kernel's dump."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import features, series
+from harness.model import Feature, FeatureKind, FeatureState, PatchState
+
+from .test_series_sources import format_patch, git
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "btf"
+
+RSTAT_C = """\
+// SPDX-License-Identifier: GPL-2.0-only
+void cgroup_rstat_flush(struct cgroup *cgrp);
+
+__bpf_kfunc void cgroup_rstat_updated(struct cgroup *cgrp, int cpu)
+{
+}
+
+__weak noinline void bpf_rstat_flush(struct cgroup *cgrp,
+\t\t\t\t     struct cgroup *parent, int cpu)
+{
+}
+
+static void flush_one(struct cgroup *pos, int cpu)
+{
+\tbpf_rstat_flush(pos, cgroup_parent(pos), cpu);
+}
+
+BTF_ID_FLAGS(func, cgroup_rstat_updated)
+"""
+
+ITER_C = ("DEFINE_BPF_ITER_FUNC(cgroup, struct bpf_iter_meta *meta,\n"
+          "\t\t     struct cgroup *cgroup)\n")
+
+MEMCG_KFUNCS = (Feature(name="bpf_memcg_stat_fetch", kind=FeatureKind.KFUNC,
+                        declared_by=("s",)),)
+
+
+def make_kernel(path: Path) -> str:
+    path.mkdir()
+    git(path, "init", "-q", "-b", "master")
+    (path / "kernel" / "cgroup").mkdir(parents=True)
+    (path / "kernel" / "bpf").mkdir(parents=True)
+    (path / "kernel" / "cgroup" / "rstat.c").write_text(RSTAT_C)
+    (path / "kernel" / "bpf" / "cgroup_iter.c").write_text(ITER_C)
+    # A header prototype and a later kfunc with a longer name must not count.
+    (path / "include").mkdir()
+    (path / "include" / "bpf_memcg.h").write_text("s64 bpf_memcg_stat_fetch(void *c, int i);\n")
+    (path / "mm").mkdir()
+    (path / "mm" / "memcontrol.c").write_text("BTF_ID_FLAGS(func, bpf_memcg_stat_fetch_all)\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "base")
+    return git(path, "rev-parse", "HEAD").strip()
+
+
+def test_definitions_found_where_defined_not_where_called(tmp_path: Path) -> None:
+    repo = tmp_path / "k"
+    base = make_kernel(repo)
+    found = features.source_definitions(repo, base,
+                                        features.KERNEL_FEATURES + MEMCG_KFUNCS)
+    assert found == {
+        "bpf_rstat_flush": "kernel/cgroup/rstat.c:8",
+        "cgroup_rstat_updated": "kernel/cgroup/rstat.c:18",
+        "cgroup": "kernel/bpf/cgroup_iter.c:1",
+    }
+    # cgroup_rstat_flush: only a prototype (";") in this tree; a real kernel registers it.
+    assert "cgroup_rstat_flush" not in found
+
+
+def test_series_adds_a_kfunc_and_btf_confirms(tmp_path: Path) -> None:
+    repo = tmp_path / "k"
+    base = make_kernel(repo)
+    text = (repo / "mm" / "memcontrol.c").read_text()
+    patch = format_patch(repo, tmp_path / "p", {
+        "mm/memcontrol.c": text + "BTF_ID_FLAGS(func, bpf_memcg_stat_fetch, KF_RCU)\n"},
+        "mm: add a kfunc")
+    series.apply(repo, base, [series.Patch(path=patch, series="s")], log_dir=tmp_path)
+    known = features.KERNEL_FEATURES + MEMCG_KFUNCS
+    reports = features.from_sources(known, features.source_definitions(repo, base, known),
+                                    features.source_definitions(repo, "HEAD", known))
+    by_name = {r.feature.name: r for r in reports}
+    assert by_name["bpf_rstat_flush"].state is FeatureState.IN_BASE
+    assert by_name["bpf_memcg_stat_fetch"].state is FeatureState.ADDED_BY_SERIES
+    assert by_name["bpf_memcg_stat_fetch"].where == "mm/memcontrol.c:2"
+    assert by_name["cgroup_rstat_flush"].state is FeatureState.ABSENT
+
+    funcs = features.parse_btf_funcs((GOLDEN / "6.12-series-excerpt.raw").read_text())
+    confirmed = {r.feature.name: r for r in features.confirm_with_btf(reports, funcs)}
+    assert confirmed["bpf_memcg_stat_fetch"].state is FeatureState.ADDED_BY_SERIES
+    assert confirmed["bpf_memcg_stat_fetch"].btf is True
+    assert confirmed["cgroup"].btf is True  # bpf_iter_cgroup
+    # The sources missed it (a prototype only); the real kernel's BTF has it.
+    assert confirmed["cgroup_rstat_flush"].state is FeatureState.PRESENT
+
+
+def test_btf_overrules_a_definition_that_was_compiled_out() -> None:
+    report = features.from_sources(MEMCG_KFUNCS, {"bpf_memcg_stat_fetch": "mm/x.c:3"}, {})
+    out = features.confirm_with_btf(report, frozenset({"cgroup_rstat_flush"}))
+    assert out[0].state is FeatureState.ABSENT
+    assert out[0].btf is False
+    assert "mm/x.c:3" in out[0].note and "config" in out[0].note
+
+
+def test_real_btf_dump_functions() -> None:
+    funcs = features.parse_btf_funcs((GOLDEN / "6.12-series-excerpt.raw").read_text())
+    for name in ("bpf_rstat_flush", "cgroup_rstat_updated", "cgroup_rstat_flush",
+                 "bpf_iter_cgroup", "bpf_memcg_flush_stats", "bpf_memcg_node_stat_fetch",
+                 "bpf_memcg_stat_fetch", "bpf_memcg_vm_event_fetch"):
+        assert name in funcs
+    assert "cgroup" not in funcs  # the iterator is known by its bpf_iter_ FUNC
+
+
+def test_series_declared_in_base_is_not_applied(tmp_path: Path) -> None:
+    """A base with its own (different) version of the series: reported, not a conflict."""
+    repo = tmp_path / "k"
+    make_kernel(repo)
+    text = (repo / "mm" / "memcontrol.c").read_text()
+    ours = format_patch(repo, tmp_path / "p", {
+        "mm/memcontrol.c": text + "BTF_ID_FLAGS(func, bpf_memcg_stat_fetch, KF_RCU)\n"},
+        "mm: our kfunc")
+    # Upstream took a different version of it: our patch no longer applies.
+    (repo / "mm" / "memcontrol.c").write_text(
+        text + "/* upstream */\nBTF_ID_FLAGS(func, bpf_memcg_stat_fetch, KF_TRUSTED_ARGS)\n")
+    git(repo, "commit", "-q", "-am", "upstream kfunc")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    sdir = tmp_path / "patches" / "s"
+    sdir.mkdir(parents=True)
+    (sdir / "provides.toml").write_text('kfuncs = ["bpf_memcg_stat_fetch"]\n')
+    patches = [series.Patch(path=ours, series="s")]
+    with pytest.raises(series.PatchConflictError):
+        series.apply(repo, base, patches, log_dir=tmp_path)
+
+    known = features.known_features([sdir])
+    in_base = features.series_in_base({"s": sdir},
+                                      features.source_definitions(repo, base, known))
+    assert in_base == {"s": "the base already defines bpf_memcg_stat_fetch "
+                            "(mm/memcontrol.c:3)"}
+    res = series.apply(repo, base, patches, log_dir=tmp_path, in_base=in_base)
+    assert res[0].state is PatchState.ALREADY_IN_BASE
+    assert "mm/memcontrol.c:3" in res[0].detail
+    assert git(repo, "rev-parse", "HEAD").strip() == base
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_series_in_base_needs_every_declared_feature(tmp_path: Path) -> None:
+    sdir = tmp_path / "s"
+    sdir.mkdir()
+    (sdir / "provides.toml").write_text('kfuncs = ["a_fetch", "b_fetch"]\n')
+    assert features.series_in_base({"s": sdir}, {"a_fetch": "x.c:1"}) == {}
+    empty = tmp_path / "e"
+    empty.mkdir()
+    assert features.series_in_base({"e": empty}, {"a_fetch": "x.c:1"}) == {}
+
+
+def test_repo_series_declarations_are_valid() -> None:
+    known = {f.name: f for f in features.known_features()}
+    kf = known["bpf_memcg_stat_fetch"]
+    assert kf.kind is FeatureKind.KFUNC
+    assert "memcg-kfuncs" in kf.declared_by
+    assert known["bpf_rstat_flush"].declared_by == ()
+
+
+def test_bad_provides_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "provides.toml").write_text('kfunc = ["x"]\n')
+    with pytest.raises(features.FeatureError, match=r"unknown keys.*kfuncs"):
+        features.declared_by_series(tmp_path)
