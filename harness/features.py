@@ -16,6 +16,8 @@ each series under patches/ declares in its `provides.toml`:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 import tomllib
@@ -93,20 +95,32 @@ def _pattern(f: Feature) -> str:
 
 def source_definitions(repo: Path, commit: str,
                        features: tuple[Feature, ...]) -> dict[str, str]:
-    """feature name -> "file:line" of its definition in commit's C sources (absent: missing)."""
+    """feature name -> "file:line" of its definition in commit's C sources (absent: missing).
+
+    Cached per source tree id: a base is grepped once, not on every run.
+    """
     if not features:
         return {}
-    argv = ["git", "-C", str(repo), "grep", "-n", "-E", "--no-color"]
+    tree = proc.check(["git", "-C", str(repo), "rev-parse", f"{commit}^{{tree}}"],
+                      what="git rev-parse", timeout=60).output.strip()
+    patterns = [_pattern(f) for f in features]
+    key = hashlib.sha256("\n".join([tree, *patterns]).encode()).hexdigest()[:20]
+    cached = paths.sub("features") / f"{key}.json"
+    if cached.exists():
+        data: dict[str, str] = json.loads(cached.read_text())
+        return data
+    # A fixed-string pass over the whole tree is fast; the regexes then run on its few lines.
+    argv = ["git", "-C", str(repo), "grep", "-n", "-w", "-F", "--no-color"]
     for f in features:
-        argv += ["-e", _pattern(f)]
-    argv += [commit, "--", "*.c"]
+        argv += ["-e", "DEFINE_BPF_ITER_FUNC" if f.kind is FeatureKind.ITERATOR else f.name]
+    argv += [tree, "--", "*.c"]
     res = proc.run(argv, timeout=300)
     if res.returncode not in (0, 1):  # 1: nothing matched
         raise FeatureError(f"git grep in {repo} at {commit[:12]} failed: {res.tail(3)}")
     found: dict[str, str] = {}
-    compiled = [(f, re.compile(_pattern(f))) for f in features]
+    compiled = [(f, re.compile(p)) for f, p in zip(features, patterns, strict=True)]
     for line in res.output.splitlines():
-        # COMMIT:path:line:text
+        # TREE:path:line:text
         parts = line.split(":", 3)
         if len(parts) != 4:
             continue
@@ -116,6 +130,9 @@ def source_definitions(repo: Path, commit: str,
         for f, rx in compiled:
             if f.name not in found and rx.search(text):
                 found[f.name] = f"{path}:{lineno}"
+    tmp = cached.with_suffix(".tmp")
+    tmp.write_text(json.dumps(found))
+    tmp.rename(cached)
     return found
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import enum
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import paths
+from .model import CellResult, Status
 
 
 class Tier(enum.Enum):
@@ -34,8 +35,21 @@ class Cell:
     configs: tuple[str, ...] = ("base",)
     tests: tuple[str, ...] = ()
     patches: tuple[str, ...] = ()  # extra patch files (paths relative to the repo)
-    expect_status: str | None = None  # for broken-variant cells: the status they must produce
+    # Broken-variant cells: the status every test must produce, and per-test exceptions
+    # (test name as reported -> status). A cell with neither is an ordinary cell.
+    expect_status: str | None = None
+    expect: tuple[tuple[str, str], ...] = ()
     description: str = ""
+
+    def expected_status(self, test: str) -> Status | None:
+        for name, status in self.expect:
+            if name == test:
+                return Status(status)
+        return Status(self.expect_status) if self.expect_status else None
+
+    @property
+    def has_expectations(self) -> bool:
+        return self.expect_status is not None or bool(self.expect)
 
 
 class MatrixError(Exception):
@@ -65,8 +79,13 @@ def load(path: Path | None = None) -> list[Cell]:
                 tests=tuple(raw.get("tests", ())),
                 patches=tuple(raw.get("patches", ())),
                 expect_status=raw.get("expect_status"),
+                expect=tuple(sorted((str(k), str(v))
+                                    for k, v in raw.get("expect", {}).items())),
                 description=str(raw.get("description", "")),
             )
+            for status in [cell.expect_status, *(v for _, v in cell.expect)]:
+                if status is not None:
+                    Status(status)
         except (KeyError, ValueError) as exc:
             raise MatrixError(f"{path}: cell #{i + 1}: invalid or missing {exc}") from None
         if cell.name in seen:
@@ -85,3 +104,28 @@ def select(cells: list[Cell], tier: Tier, names: tuple[str, ...] = ()) -> list[C
                               f"{', '.join(by_name)}")
         return [by_name[n] for n in names]
     return [c for c in cells if tier.includes(c.tier)]
+
+
+def check_expected(cell: Cell, res: CellResult) -> CellResult:
+    """A broken-variant cell passes when every test produced exactly its expected status.
+
+    Checked per test, not on the cell's worst status: otherwise one test failing as
+    intended would hide another that passed (or crashed) when it should have failed.
+    """
+    if res.status.is_stage_error:
+        return res
+    wrong = []
+    for t in res.tests:
+        want = cell.expected_status(t.name) or Status.PASS
+        if t.status is not want:
+            wrong.append(f"{t.name}: {t.status.value}, expected {want.value}")
+    if not res.tests:
+        wrong.append("no test ran")
+    if wrong:
+        return replace(res, status=Status.FAIL,
+                       error="deliberately broken variant did not fail as declared: "
+                             + "; ".join(wrong))
+    got = ", ".join(sorted({t.status.value for t in res.tests}))
+    return replace(res, status=Status.PASS,
+                   error="broken variant, each test as expected "
+                         f"status ({got})")

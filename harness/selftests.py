@@ -51,6 +51,8 @@ class Manifest:
     cflags: tuple[str, ...] = ()
     bpf_cflags: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
+    # other test directories whose sources this one includes (-I, and part of the cache key)
+    include: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,9 +111,17 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
             cflags=tuple(build.get("cflags", ())),
             needs=tuple(run.get("needs", ())),
             bpf_cflags=tuple(build.get("bpf_cflags", ())),
+            include=tuple(_include_dir(toml_path, d) for d in build.get("include", ())),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SelftestError(f"{toml_path}: missing or invalid field {exc}") from None
+
+
+def _include_dir(toml_path: Path, name: str) -> Path:
+    d = (toml_path.parent / name).resolve()
+    if not d.is_dir():
+        raise SelftestError(f"{toml_path}: [build] include {name!r}: no directory {d}")
+    return d
 
 
 def resolve(text: str) -> TestRef:
@@ -173,13 +183,15 @@ def vmlinux_h(kernel: KernelImage, *, log_dir: Path) -> Path:
 def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path:
     """Compile the BPF objects, skeletons and userspace; returns the output directory."""
     header = vmlinux_h(kernel, log_dir=log_dir)
-    key = hashlib.sha256(f"{header.parent.name}|{_tree_hash(manifest.directory)}".encode())
+    trees = "|".join(_tree_hash(d) for d in (manifest.directory, *manifest.include))
+    key = hashlib.sha256(f"{header.parent.name}|{trees}".encode())
     out = paths.sub("selftests") / f"{manifest.directory.name}-{key.hexdigest()[:16]}"
     if (out / ".built").exists():
         return out
     blog = log_dir / f"build-{manifest.name}.log"
     clang = proc.require(CLANG)
     bpftool = proc.require("bpftool")
+    includes = [f"-I{d}" for d in manifest.include]
     scratch = Path(tempfile.mkdtemp(prefix=f".{manifest.name}-", dir=out.parent))
     try:
         shutil.copyfile(header, scratch / "vmlinux.h")
@@ -187,7 +199,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path
             stem = src.removesuffix(".c")
             obj = scratch / f"{stem}.o"
             proc.check([clang, *BPF_CFLAGS, *manifest.bpf_cflags, f"-I{scratch}",
-                        f"-I{manifest.directory}", "-c", str(manifest.directory / src),
+                        f"-I{manifest.directory}", *includes, "-c", str(manifest.directory / src),
                         "-o", str(obj)], what=f"clang {src}", timeout=300, log_path=blog)
             skel = proc.check([bpftool, "gen", "skeleton", str(obj), "name",
                                skeleton_name(src)], what=f"bpftool gen skeleton {src}",
@@ -195,7 +207,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path
             (scratch / f"{src.removesuffix('.bpf.c')}.skel.h").write_text(skel.output)
         if manifest.userspace:
             proc.check(["gcc", "-O2", "-g", "-Wall", "-Wextra", *manifest.cflags,
-                        f"-I{scratch}", f"-I{manifest.directory}",
+                        f"-I{scratch}", f"-I{manifest.directory}", *includes,
                         *(str(manifest.directory / s) for s in manifest.userspace),
                         "-o", str(scratch / manifest.name.partition("@")[0]),
                         "-lbpf", "-lelf", "-lz", "-lm"],

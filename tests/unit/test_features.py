@@ -11,6 +11,9 @@ from harness.model import Feature, FeatureKind, FeatureState, PatchState
 
 from .test_series_sources import format_patch, git
 
+# source_definitions caches its results: in a private cache, never ~/.cache/harness.
+pytestmark = pytest.mark.usefixtures("cache")
+
 GOLDEN = Path(__file__).parent.parent / "golden" / "btf"
 
 RSTAT_C = """\
