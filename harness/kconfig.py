@@ -12,6 +12,7 @@ import hashlib
 import logging
 import re
 import shutil
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,12 +85,23 @@ def index_kconfig(tree: Path) -> dict[str, KconfigEntry]:
                 _record(index, current, rel, [d for scope in block_deps for d in scope] + deps,
                         selects)
 
+        help_indent: int | None = None  # inside a help text: its keyword's indentation
         for raw in lines:
             line = raw.strip()
             words = line.split(None, 1)
             if not words:
                 continue
+            indent = len(raw.expandtabs(8)) - len(raw.expandtabs(8).lstrip())
+            if help_indent is not None:
+                # Help text runs while it is indented deeper than `help`; its prose
+                # ("if you don't need IR, ...") must not be read as Kconfig.
+                if indent > help_indent:
+                    continue
+                help_indent = None
             head = words[0]
+            if head in ("help", "---help---") and len(words) == 1:
+                help_indent = indent
+                continue
             if head in ("config", "menuconfig") and len(words) == 2:
                 flush(current, deps, selects)
                 current, deps, selects = words[1].strip(), [], []
@@ -163,8 +175,37 @@ def verify(final: dict[str, str], wanted: dict[str, str],
     return tuple(dropped)
 
 
-def resolve_fragment(name: str) -> Path:
-    """A fragment by name (kconfigs/NAME.config) or by path."""
+TREE_PREFIX = "tree:"  # a fragment shipped in the kernel tree, e.g. its bpf selftests' config
+
+
+def is_tree_fragment(name: str) -> bool:
+    return name.startswith(TREE_PREFIX)
+
+
+def config_slug(names: tuple[str, ...] | list[str]) -> str:
+    """A directory-name-safe label for a list of fragments (worktree and build dir names)."""
+    parts = [re.sub(r"[^A-Za-z0-9._-]+", "_",
+                    n.removeprefix(TREE_PREFIX).removeprefix("tools/testing/selftests/"))
+             for n in names]
+    return "+".join(parts)
+
+
+def resolve_fragment(name: str, tree: Path | None = None) -> Path:
+    """A fragment by name (kconfigs/NAME.config), by path, or tree:PATH inside the kernel tree.
+
+    Tree fragments are the tree's own (e.g. tools/testing/selftests/bpf/config): they are
+    written for a full distro-like config, so what olddefconfig drops from them is reported,
+    not fatal (see `configure`).
+    """
+    if is_tree_fragment(name):
+        if tree is None:
+            raise ConfigError(f"{name}: a fragment from the kernel tree needs a kernel source "
+                              "tree (not a prebuilt image)")
+        path = tree / name.removeprefix(TREE_PREFIX)
+        if not path.is_file():
+            raise ConfigError(f"{name}: this kernel tree has no {path.relative_to(tree)}; "
+                              "fix: check the path, or drop the fragment for this base")
+        return path
     candidate = Path(name)
     if candidate.suffix == ".config" and candidate.exists():
         return candidate.resolve()
@@ -205,15 +246,33 @@ def generate(tree: Path, tree_id: str, fragments: list[Path], *, log_dir: Path) 
 
 
 def configure(tree: Path, tree_id: str, build_dir: Path, fragments: list[Path], *,
-              log_dir: Path) -> ConfigResult:
-    """Generate, verify, and install the .config into build_dir only if it changed."""
+              log_dir: Path, lenient: Collection[Path] = ()) -> ConfigResult:
+    """Generate, verify, and install the .config into build_dir only if it changed.
+
+    A requested option that olddefconfig dropped is an error, unless the fragment that
+    asked for it last is in `lenient` (the tree's own fragments): then it is reported in
+    the result's `dropped`, with the reason, and the build goes on.
+    """
     generated, _ = generate(tree, tree_id, fragments, log_dir=log_dir)
     final = parse_config(generated.read_text())
     wanted = requested_symbols(fragments)
+    owner = {sym: frag for frag in fragments for sym in parse_config(frag.read_text())}
     dropped = verify(final, wanted, None)
+    tolerated: tuple[DroppedSymbol, ...] = ()
     if dropped:
         index = index_kconfig(tree)
         dropped = verify(final, wanted, index)
+        tolerated = tuple(d for d in dropped if owner.get(d.symbol) in lenient)
+        dropped = tuple(d for d in dropped if owner.get(d.symbol) not in lenient)
+        if tolerated:
+            log.warning("%d option(s) of the tree's own config fragments did not survive "
+                        "olddefconfig (not fatal; each with its reason in results.json and "
+                        "kconfig-dropped.txt): %s", len(tolerated),
+                        " ".join(d.symbol.removeprefix("CONFIG_") for d in tolerated))
+            (log_dir / "kconfig-dropped.txt").write_text("".join(
+                f"{d.symbol} (from {owner[d.symbol].relative_to(tree)}): asked {d.requested}, "
+                f"got {d.actual}: {d.reason}\n" for d in tolerated))
+    if dropped:
         lines = "\n".join(
             f"  {d.symbol}: asked {d.requested}, got {d.actual}: {d.reason}" for d in dropped
         )
@@ -231,7 +290,7 @@ def configure(tree: Path, tree_id: str, build_dir: Path, fragments: list[Path], 
     return ConfigResult(
         config_path=target,
         requested=tuple(sorted(wanted)),
-        dropped=(),
+        dropped=tolerated,
         fragments=tuple(str(f) for f in fragments),
         changed=changed,
     )

@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import ktap, splat
+from . import ktap, splat, test_progs
 from .model import KtapResult, Splat, Status, TestCase, TestResult, worst
 from .selftests import GuestTest
 
@@ -56,13 +56,18 @@ def splats_for(test: str, kernel_log: str) -> tuple[Splat, ...]:
 
 def evaluate(plan: list[GuestTest], *, status_text: str, outputs: dict[str, str],
              kernel_log: str, vm_timed_out: bool, vm_error: str = "",
-             durations_from_host: float = 0.0) -> list[TestResult]:
+             durations_from_host: float = 0.0,
+             artifacts: dict[str, str] | None = None) -> list[TestResult]:
     records = parse_status(status_text)
     results = []
     for test in plan:
         rec = records.get(test.name)
         text = outputs.get(test.name, "")
-        parsed = ktap.parse(text) if test.fmt == "ktap" and text else None
+        parsed = None
+        if test.fmt == "ktap" and text:
+            parsed = ktap.parse(text)
+        elif test.fmt == "test_progs" and text:
+            parsed = test_progs.parse(text, (artifacts or {}).get(test.name))
         splats = splats_for(test.name, kernel_log) if rec and rec.started is not None else ()
         if rec is None or rec.started is None:
             status = Status.BOOT_ERROR if not records else Status.CRASHED
@@ -109,8 +114,8 @@ def _status_from_exit(rec: RunnerRecord, parsed: KtapResult | None,
     if rc in TIMEOUT_EXIT_CODES:
         return Status.TIMEOUT, f"killed by the per-test timeout ({test.timeout_s}s)"
     if parsed is None:
-        if test.fmt == "ktap":
-            return Status.FAIL, f"no KTAP output (exit {rc})"
+        if test.fmt in ("ktap", "test_progs"):
+            return Status.FAIL, f"no {test.fmt} output (exit {rc})"
         return (Status.PASS, "") if rc == 0 else (Status.FAIL, f"exit {rc}")
     kstatus = parsed.status
     if parsed.errors:

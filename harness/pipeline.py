@@ -136,8 +136,11 @@ def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
         return kernel, None
     with run.stage("source", Status.SETUP_ERROR):
         source = sources.prepare(spec, log_dir=logs)
-        fragments = [kconfig.resolve_fragment(c) for c in cell.configs]
-        tree = sources.worktree(source, "+".join(cell.configs), log_dir=logs)
+        # Our fragments are checked now; the tree's own (tree:PATH) once the series is in.
+        for c in cell.configs:
+            if not kconfig.is_tree_fragment(c):
+                kconfig.resolve_fragment(c)
+        tree = sources.worktree(source, kconfig.config_slug(cell.configs), log_dir=logs)
         build_dir = paths.sub("build") / tree.name
         run.source_describe = source.describe
         run.package_version = source.package_version
@@ -162,7 +165,11 @@ def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
             run.features = features.from_sources(known, base_defs, head_defs)
         with run.stage("kconfig", Status.CONFIG_ERROR):
             tree_id = sources.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
-            run.config = kconfig.configure(tree, tree_id, build_dir, fragments, log_dir=logs)
+            fragments = [kconfig.resolve_fragment(c, tree) for c in cell.configs]
+            lenient = [f for c, f in zip(cell.configs, fragments, strict=True)
+                       if kconfig.is_tree_fragment(c)]
+            run.config = kconfig.configure(tree, tree_id, build_dir, fragments, log_dir=logs,
+                                           lenient=lenient)
         with run.stage("build", Status.BUILD_ERROR):
             kernel = build.build(tree, build_dir, log_dir=logs, tools=build.toolchain())
         run.kernel_version = kernel.version
@@ -173,7 +180,7 @@ def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
             (logs / "config").write_bytes(kernel.config.read_bytes())
         # kselftests build from the same tree state: still under the lock.
         with run.stage("kselftests-build", Status.BUILD_ERROR):
-            run_kselftest_builds(run, tree, build_dir)
+            run_kselftest_builds(run, tree, build_dir, kernel)
     return kernel, tree
 
 
@@ -191,12 +198,17 @@ def _btf_funcs(run: CellRun, kernel: KernelImage) -> frozenset[str] | None:
         return None
 
 
-def run_kselftest_builds(run: CellRun, tree: Path, build_dir: Path) -> None:
+def run_kselftest_builds(run: CellRun, tree: Path, build_dir: Path,
+                         kernel: KernelImage) -> None:
+    """The tests that build from the kernel tree itself (kselftest:, test_progs:)."""
     for text in run.cell.tests:
         ref = selftests.resolve(text)
         if ref.kind == "kselftest":
             run.kselftest_dirs[ref.target] = selftests.build_kselftest(
                 ref.target, tree, build_dir, log_dir=run.out_dir)
+        elif ref.kind == "test_progs" and "test_progs:" not in run.kselftest_dirs:
+            run.kselftest_dirs["test_progs:"] = selftests.build_test_progs(
+                tree, build_dir, kernel, log_dir=run.out_dir)
 
 
 def _build_tests(run: CellRun, kernel: KernelImage,
@@ -209,6 +221,11 @@ def _build_tests(run: CellRun, kernel: KernelImage,
                 assert ref.manifest is not None
                 built = selftests.build_own(ref.manifest, kernel, log_dir=run.out_dir)
                 planned.append(selftests.plan_own(ref.manifest, built))
+            elif ref.kind == "test_progs":
+                if "test_progs:" not in run.kselftest_dirs:
+                    raise selftests.SelftestError(
+                        f"{text} needs a kernel source tree; {run.cell.kernel} has none")
+                planned.append(selftests.plan_test_progs(ref, run.kselftest_dirs["test_progs:"]))
             else:
                 if tree is None or ref.target not in run.kselftest_dirs:
                     raise selftests.SelftestError(
@@ -274,10 +291,14 @@ def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
     status_file = guest_dir / "status.tsv"
     outputs = {t.name: (guest_dir / f"{t.name}.out").read_text(errors="replace")
                for t in planned if (guest_dir / f"{t.name}.out").exists()}
+    # Result files a test wrote next to its output (test_progs -J).
+    artifacts = {t.name: (guest_dir / f"{t.name}.json").read_text(errors="replace")
+                 for t in planned if (guest_dir / f"{t.name}.json").exists()}
     results = outcome.evaluate(
         planned,
         status_text=status_file.read_text() if status_file.exists() else "",
         outputs=outputs, kernel_log=kernel_log, vm_timed_out=guest.timed_out,
+        artifacts=artifacts,
     )
     expectations = outcome.load_expectations(paths.repo_root() / "selftests" /
                                               "expectations.toml")

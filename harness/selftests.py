@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -19,6 +20,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import build as kbuild
 from . import paths, proc
 from .model import KernelImage
 
@@ -59,7 +61,7 @@ class Manifest:
 class TestRef:
     """What --test named: our own test directory, or an in-tree kselftest target."""
 
-    kind: str  # "own" | "kselftest"
+    kind: str  # "own" | "kselftest" | "test_progs"
     name: str
     manifest: Manifest | None = None
     target: str = ""
@@ -125,6 +127,12 @@ def _include_dir(toml_path: Path, name: str) -> Path:
 
 
 def resolve(text: str) -> TestRef:
+    if text.startswith("test_progs:"):
+        name = text.removeprefix("test_progs:")
+        if not re.fullmatch(r"[A-Za-z0-9_]+", name):
+            raise SelftestError(f"{text}: expected test_progs:TEST, a test_progs test name "
+                                "(e.g. test_progs:cgroup_iter)")
+        return TestRef(kind="test_progs", name=text, target=name)
     if text.startswith("kselftest:"):
         _, target, *rest = text.split(":")
         if not target:
@@ -296,3 +304,81 @@ def write_plan(tests: list[GuestTest], path: Path) -> None:
         lines.append(f"{t.name}\t{t.timeout_s}\t{t.cwd}\t{','.join(t.needs) or '-'}\t"
                      f"{t.command}\n")
     path.write_text("".join(lines))
+
+
+# ---- test_progs: the kernel's own BPF selftests (tools/testing/selftests/bpf) ----
+
+TEST_PROGS_TIMEOUT_S = 600
+TEST_PROGS_BUILD_TIMEOUT_S = 4 * 3600
+_BPF_SELFTEST_LINE = re.compile(r"^\s+(CLNG-BPF|GEN-SKEL|TEST-OBJ|EXT-OBJ|LIB|BINARY|CC|LD|"
+                                r"GEN|MOD|INSTALL|LINK-BPF|TEST-HDR)\b")
+
+
+def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage, *,
+                     log_dir: Path) -> Path:
+    """Build test_progs of the tree against this kernel; returns its directory (cached).
+
+    Cached per (kernel, tree): test_progs compiles every BPF program of the directory
+    against the kernel's BTF and builds bpf_testmod.ko against its build directory.
+    An interrupted build resumes (make is incremental in its OUTPUT directory).
+    """
+    if kernel.vmlinux is None:
+        raise SelftestError("test_progs needs the kernel's vmlinux (BTF)")
+    tree_id = proc.check(["git", "-C", str(tree), "rev-parse", "HEAD^{tree}"],
+                         what="git rev-parse", timeout=60).output.strip()
+    key = hashlib.sha256(f"{kernel.bzimage.parent.name}|{tree_id}".encode()).hexdigest()[:16]
+    out = paths.sub("test_progs") / key
+    if (out / ".built").exists():
+        log.info("test_progs already built for this kernel (%s)", out)
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    blog = log_dir / "build-test_progs.log"
+    tools = kbuild.toolchain()
+    for tool in (CLANG, "llvm-strip-19", "rsync", "ld.lld-19"):
+        proc.require(tool)
+    # bpf_testmod.ko (built with test_progs) needs the kernel's Module.symvers and a build
+    # directory that matches the tree: bring it up to date (a no-op when it is).
+    log.info("test_progs: kernel modules and Module.symvers in %s", build_dir)
+    res = proc.run(kbuild.make_argv(tree, build_dir, tools, "vmlinux", "modules"),
+                   env=kbuild.make_env(tools), timeout=kbuild.BUILD_TIMEOUT_S, log_path=blog,
+                   keep_output=False)
+    if not res.ok:
+        raise SelftestError(f"make vmlinux modules for test_progs failed (exit "
+                            f"{res.returncode}); log: {blog}")
+    stats = paths.sub("test_progs") / ".steps"
+    progress = kbuild.Progress("test_progs", int(stats.read_text()) if stats.exists() else 2500)
+    progress_line = progress.line
+
+    def on_line(line: str) -> None:
+        if _BPF_SELFTEST_LINE.match(line):
+            progress_line("  CC " + line)  # counted like a kernel build step
+
+    argv = ["make", "-C", str(tree / "tools/testing/selftests/bpf"),
+            f"-j{os.cpu_count() or 1}", f"O={build_dir}", f"OUTPUT={out}",
+            f"VMLINUX_BTF={kernel.vmlinux}", f"CLANG={CLANG}", "LLVM_STRIP=llvm-strip-19",
+            # no LLVM disassembler: the same (smaller, faster) build on every machine
+            "LLVM_CONFIG=false", "test_progs"]
+    log.info("building test_progs (every BPF program of tools/testing/selftests/bpf; "
+             "a cold build takes long on 2 CPUs; log: %s)", blog)
+    res = proc.run(argv, timeout=TEST_PROGS_BUILD_TIMEOUT_S, log_path=blog,
+                   on_line=on_line, keep_output=False)
+    progress.done()
+    if not res.ok:
+        lines = blog.read_text(errors="replace").splitlines()
+        errors = [ln for ln in lines if re.search(r"error:|Error \d|undefined reference", ln)]
+        shown = "\n".join((errors or lines)[-15:])
+        raise SelftestError(f"building test_progs failed (exit {res.returncode}) after "
+                            f"{res.duration_s:.0f}s; log: {blog}\n{shown}")
+    if progress.count > 100:
+        stats.write_text(str(progress.count))
+    log.info("test_progs built in %.0fs", res.duration_s)
+    (out / ".built").write_text(f"{res.duration_s:.0f}\n")
+    return out
+
+
+def plan_test_progs(ref: TestRef, built: Path) -> GuestTest:
+    # -a: the exact test name (-t would take every test whose name contains it).
+    return GuestTest(
+        name=ref.name, timeout_s=TEST_PROGS_TIMEOUT_S, cwd=built,
+        command=f'./test_progs -a {ref.target} -J "$HARNESS_OUT/{ref.name}.json"',
+        fmt="test_progs", suite="test_progs")

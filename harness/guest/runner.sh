@@ -65,6 +65,8 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	: > "$out/$name.out"
 	# A test may write measurements (JSON) here; they go into results.json as "metrics".
 	export HARNESS_METRICS="$out/$name.metrics.json"
+	# ...and result files of their own, named after the test (test_progs -J: $name.json).
+	export HARNESS_OUT="$out"
 	(cd "$dir" && exec timeout -k 5 "$tmo" sh -c "$cmd") >> "$out/$name.out" 2>&1 < /dev/null
 	rc=$?
 	s1=$(cut -d' ' -f1 /proc/uptime)

@@ -1,0 +1,67 @@
+"""test_progs stdout + -J summary -> the result model."""
+
+from __future__ import annotations
+
+import json
+
+from harness import test_progs
+from harness.model import Status
+
+# The line formats of tools/testing/selftests/bpf/test_progs.c (6.12): print_test_result()
+# "#%-7d %s:" + OK|FAIL|SKIP|"OK (SKIP: n/m)", print_subtest_name() "#%-7s %s/%s:%s".
+STDOUT_OK = """\
+#54      cgroup_hierarchical_stats:OK
+#55/1    cgroup_iter/cgroup_iter__invalid_cgroup:OK
+#55/2    cgroup_iter/cgroup_iter__preorder:OK
+#55/3    cgroup_iter/cgroup_iter__dead_self_only:SKIP
+#55      cgroup_iter:OK (SKIP: 1/3)
+Summary: 2/2 PASSED, 1 SKIPPED, 0 FAILED
+"""
+
+FAILED = """\
+test_walk_dead_self_only:PASS:cgroup_iter 0 nsec
+#55/1    cgroup_iter/cgroup_iter__invalid_cgroup:OK
+#55/2    cgroup_iter/cgroup_iter__dead_self_only:FAIL
+#55      cgroup_iter:FAIL
+Summary: 0/1 PASSED, 0 SKIPPED, 1 FAILED
+"""
+FAILED_JSON = json.dumps({
+    "success": 0, "success_subtest": 1, "skipped": 0, "failed": 1,
+    "results": [{"name": "cgroup_iter", "number": 55, "message": "", "failed": True,
+                 "subtests": [{"name": "cgroup_iter__dead_self_only", "number": 2,
+                               "message": "test_walk_dead_self_only:FAIL:unexpected\n",
+                               "failed": True}]}]})
+
+
+def test_passing_run_with_a_skipped_subtest() -> None:
+    res = test_progs.parse(STDOUT_OK, json.dumps({"success": 2, "failed": 0, "results": []}))
+    assert res.errors == ()
+    assert res.status is Status.PASS
+    assert [(c.name, c.status) for c in res.cases] == [
+        ("cgroup_hierarchical_stats", Status.PASS), ("cgroup_iter", Status.PASS)]
+    iters = res.cases[1]
+    assert iters.directive == "SKIP 1/3 subtests"
+    assert [s.status for s in iters.subtests] == [Status.PASS, Status.PASS, Status.SKIP]
+    assert iters.subtests[2].name == "cgroup_iter__dead_self_only"
+
+
+def test_failure_carries_the_json_message() -> None:
+    res = test_progs.parse(FAILED, FAILED_JSON)
+    assert res.status is Status.FAIL
+    sub = res.cases[0].subtests[1]
+    assert sub.status is Status.FAIL
+    assert "unexpected" in sub.diagnostic
+
+
+def test_truncated_output_is_an_error_not_a_pass() -> None:
+    cut = "#55/1    cgroup_iter/cgroup_iter__invalid_cgroup:OK\n"
+    res = test_progs.parse(cut, None)
+    assert res.status is Status.FAIL
+    assert any("Summary" in e for e in res.errors)
+    assert any("-J" in e for e in res.errors)
+
+
+def test_json_and_stdout_disagreeing_is_reported() -> None:
+    res = test_progs.parse(STDOUT_OK, FAILED_JSON)
+    assert any("says 1 failed" in e for e in res.errors)
+    assert res.status is Status.FAIL
