@@ -41,6 +41,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "harness_test.h"
 #include "cgroup_iter_rstat.skel.h"
 #include "cgroup_iter_rstat_sleep_neg.skel.h"
 
@@ -63,9 +64,6 @@
 #define cgroup_iter_rstat_sleep_neg_bpf__destroy  cgroup_iter_rstat_sleep_neg__destroy
 #endif
 
-#define KSFT_PASS 0
-#define KSFT_FAIL 1
-#define KSFT_SKIP 4
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -333,27 +331,6 @@ static bool is_mountpoint(const char *path)
 }
 
 /* Find a writable cgroup2 mount in /proc/self/mounts. */
-static bool find_cgroup2_mount(char *buf, size_t len)
-{
-	struct mntent *ent;
-	bool found = false;
-	FILE *f;
-
-	f = setmntent("/proc/self/mounts", "r");
-	if (!f)
-		return false;
-	while ((ent = getmntent(f))) {
-		if (strcmp(ent->mnt_type, "cgroup2"))
-			continue;
-		if (hasmntopt(ent, "ro"))
-			continue;
-		snprintf(buf, len, "%s", ent->mnt_dir);
-		found = true;
-		break;
-	}
-	endmntent(f);
-	return found;
-}
 
 /*
  * Returns 0 with cg_mnt set, or -errno with @reason set.  *@skip tells
@@ -366,7 +343,7 @@ static int setup_cgroup2_mount(char *reason, size_t len, bool *skip)
 	int err;
 
 	*skip = false;
-	if (find_cgroup2_mount(cg_mnt, sizeof(cg_mnt)))
+	if (ht_cgroup2_mount(cg_mnt, sizeof(cg_mnt)))
 		goto found;
 
 	/*

@@ -130,13 +130,11 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "harness_test.h"
 #include "hierarchical_stats.h"
 #include "hierarchical_stats.skel.h"
 #include "hierarchical_stats_broken.skel.h"
 
-#define KSFT_PASS 0
-#define KSFT_FAIL 1
-#define KSFT_SKIP 4
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -650,26 +648,6 @@ static unsigned long long cg_root_id;
 static char scratch_dir[PATH_MAX];
 static char leaf_file[NUM_LEAVES][PATH_MAX + 64];
 static volatile pid_t worker_pid[NUM_LEAVES];
-
-static bool find_cgroup2_mount(char *buf, size_t len)
-{
-	struct mntent *ent;
-	bool found = false;
-	FILE *f;
-
-	f = setmntent("/proc/self/mounts", "r");
-	if (!f)
-		return false;
-	while ((ent = getmntent(f))) {
-		if (strcmp(ent->mnt_type, "cgroup2") || hasmntopt(ent, "ro"))
-			continue;
-		snprintf(buf, len, "%s", ent->mnt_dir);
-		found = true;
-		break;
-	}
-	endmntent(f);
-	return found;
-}
 
 /* Async-signal-safe parts of the teardown. */
 static void kill_workers(void)
@@ -1856,7 +1834,7 @@ static int setup_env(char *reason, size_t len, bool *skip, int *cpus, int *ncpus
 	int err, i, fd;
 
 	*skip = false;
-	if (!find_cgroup2_mount(cg_mnt, sizeof(cg_mnt))) {
+	if (!ht_cgroup2_mount(cg_mnt, sizeof(cg_mnt))) {
 		snprintf(own_cg_mnt, sizeof(own_cg_mnt), "/tmp/hierarchical_stats.cg.XXXXXX");
 		if (!mkdtemp(own_cg_mnt)) {
 			err = -errno;

@@ -123,13 +123,11 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "harness_test.h"
 #include "memcg_kfuncs.h"
 #include "memcg_kfuncs.skel.h"
 #include "memcg_kfuncs_sleep_neg.skel.h"
 
-#define KSFT_PASS 0
-#define KSFT_FAIL 1
-#define KSFT_SKIP 4
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -549,26 +547,6 @@ static bool word_in(const char *list, const char *word)
 	return false;
 }
 
-static bool find_cgroup2_mount(char *buf, size_t len)
-{
-	struct mntent *ent;
-	bool found = false;
-	FILE *f;
-
-	f = setmntent("/proc/self/mounts", "r");
-	if (!f)
-		return false;
-	while ((ent = getmntent(f))) {
-		if (strcmp(ent->mnt_type, "cgroup2") || hasmntopt(ent, "ro"))
-			continue;
-		snprintf(buf, len, "%s", ent->mnt_dir);
-		found = true;
-		break;
-	}
-	endmntent(f);
-	return found;
-}
-
 /* Async-signal-safe: kill the worker, drop tmpfs and cgroups. */
 static int teardown(int *first_errno, int *first_failed)
 {
@@ -645,7 +623,7 @@ static int setup_cgroups(char *reason, size_t len, bool *skip)
 	int i, err;
 
 	*skip = false;
-	if (!find_cgroup2_mount(cg_mnt, sizeof(cg_mnt))) {
+	if (!ht_cgroup2_mount(cg_mnt, sizeof(cg_mnt))) {
 		snprintf(own_cg_mnt, sizeof(own_cg_mnt), "/tmp/memcg_kfuncs.cg.XXXXXX");
 		if (!mkdtemp(own_cg_mnt)) {
 			err = -errno;

@@ -98,12 +98,10 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "harness_test.h"
 #include "memcg_kfuncs_bench.h"
 #include "memcg_kfuncs_bench.skel.h"
 
-#define KSFT_PASS 0
-#define KSFT_FAIL 1
-#define KSFT_SKIP 4
 
 #define MEMCG_CHARGE_BATCH 64
 #define MAX_CONFIGS 8
@@ -378,26 +376,6 @@ static void on_signal(int sig)
 	(void)sig;
 	teardown_all();
 	_exit(KSFT_FAIL);
-}
-
-static bool find_cgroup2_mount(char *buf, size_t len)
-{
-	struct mntent *ent;
-	bool found = false;
-	FILE *f;
-
-	f = setmntent("/proc/self/mounts", "r");
-	if (!f)
-		return false;
-	while ((ent = getmntent(f))) {
-		if (strcmp(ent->mnt_type, "cgroup2") || hasmntopt(ent, "ro"))
-			continue;
-		snprintf(buf, len, "%s", ent->mnt_dir);
-		found = true;
-		break;
-	}
-	endmntent(f);
-	return found;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1302,7 +1280,7 @@ static int setup_top(char *reason, size_t len)
 	char path[sizeof(path_t) + 64];
 	int err;
 
-	if (!find_cgroup2_mount(cg_mnt, sizeof(cg_mnt))) {
+	if (!ht_cgroup2_mount(cg_mnt, sizeof(cg_mnt))) {
 		snprintf(reason, len, "no writable cgroup2 mount");
 		return -ENOENT;
 	}

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from harness import paths
 
 from .conftest import REPO, Run, harness
@@ -226,3 +228,70 @@ def test_vm_wall_clock_timeout_kills_qemu(tmp_path: Path, ci_run: Run) -> None:
     time.sleep(1)
     assert not (_qemu_pids() - before), "qemu survived the wall-clock timeout"
     assert "killed after 25" in (tmp_path / "console.log").read_text()
+
+
+# ---- issue 4: hierarchical stats, feature probe, broken kernels, tree-size benchmark ----
+
+RSTAT_FEATURES = {"bpf_rstat_flush", "cgroup_rstat_updated", "cgroup_rstat_flush", "cgroup"}
+MEMCG_KFUNCS = {"bpf_memcg_flush_stats", "bpf_memcg_node_stat_fetch", "bpf_memcg_stat_fetch",
+                "bpf_memcg_vm_event_fetch"}
+
+
+def test_feature_probe_reports_base_and_series_confirmed_by_btf(ci_run: Run) -> None:
+    for name in ("6.12", "6.1", "6.12-hierarchical"):
+        feats = {f["name"]: f for f in ci_run.cell(name)["features"]}
+        assert set(feats) >= RSTAT_FEATURES | MEMCG_KFUNCS, (name, feats)
+        for f in RSTAT_FEATURES:
+            assert feats[f]["state"] == "in base", (name, feats[f])
+            assert feats[f]["btf"] is True, (name, feats[f])
+        for f in MEMCG_KFUNCS:
+            assert feats[f]["state"] == "added by series", (name, feats[f])
+            assert feats[f]["btf"] is True, (name, feats[f])
+            assert feats[f]["where"].startswith("mm/memcontrol.c:"), feats[f]
+    assert "features" in ci_run.output and "added by series" in ci_run.output
+
+
+def test_hierarchical_stats_passes_in_the_default_cell(ci_run: Run) -> None:
+    t = ci_run.test("6.12", "hierarchical_stats")
+    assert t["status"] == "PASS", (t["reason"], t.get("ktap"))
+    names = {s["name"] for s in t["ktap"]["subtests"][2]["subtests"]}
+    assert {"parent_a_equals_sum", "leaf_a1_pages_vs_pgsteal", "reread_stable"} <= names
+    assert t["extra"]["metrics"]["retries"]["total"] >= 0
+
+
+def test_hierarchical_stats_20_runs_in_one_boot(ci_run: Run) -> None:
+    t = ci_run.test("6.12-hierarchical", "hierarchical_stats@reliability")
+    assert t["status"] == "PASS", t["reason"]
+    m = t["extra"]["metrics"]
+    assert m["runs"] == 20 and m["runs_passed"] == 20, m
+    assert len(m["retries"]["per_run"]) == 20
+
+
+def test_broken_bpf_propagation_fails_the_parent_checks(ci_run: Run) -> None:
+    assert ci_run.cell("6.12-hierarchical")["status"] == "PASS"
+    t = ci_run.test("6.12-hierarchical", "hierarchical_stats@broken_propagation")
+    assert t["status"] == "FAIL"
+    failed = {s["name"] for s in t["ktap"]["subtests"][2]["subtests"] if s["status"] == "FAIL"}
+    assert {"parent_a_equals_sum", "parent_b_equals_sum"} <= failed, failed
+    assert not any(n.startswith("leaf_") for n in failed), failed
+
+
+@pytest.mark.parametrize("cell", ["6.12-rstat-hook-not-called", "6.12-rstat-hook-wrong-parent"])
+def test_broken_kernels_fail_hierarchical_stats(ci_run: Run, cell: str) -> None:
+    c = ci_run.cell(cell)
+    assert c["status"] == "PASS", c["error"]  # PASS = every test gave its expected FAIL
+    assert [p["state"] for p in c["patches"]][-1] == "applied"
+    t = ci_run.test(cell, "hierarchical_stats")
+    assert t["status"] == "FAIL", t["reason"]
+    failed = {s["name"] for s in t["ktap"]["subtests"][2]["subtests"] if s["status"] == "FAIL"}
+    assert "parent_a_equals_sum" in failed or "leaf_a1_events" in failed, failed
+
+
+def test_rstat_tree_benchmark_methods_agree(ci_run: Run) -> None:
+    t = ci_run.test("6.12-hierarchical", "rstat_tree_bench")
+    assert t["status"] == "PASS", t["reason"]
+    m = t["extra"]["metrics"]
+    assert m["sizes"] == [10, 100]
+    for mode in ("few", "all"):
+        for method in ("rstat_root", "rstat_walk", "user_walk"):
+            assert all(v > 0 for v in m["median_ms"][mode][method]), m

@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: GPL-2.0
+# Standalone build rules shared by the selftests (the same steps the harness runs from
+# each test.toml). A test's Makefile sets NAME, BPF_SRCS, USER_SRCS and optionally HDRS
+# (headers everything depends on) and INCLUDES (other directories, as in test.toml's
+# [build] include), then includes this file:
+#
+#   make VMLINUX_H_DIR=/dir/with/vmlinux.h OUT=/build/dir
+#   cd /build/dir && ./$(NAME)
+#
+# Each X.bpf.c becomes $(OUT)/X.bpf.o and a skeleton $(OUT)/X.skel.h whose C name is
+# X_bpf; the userspace binary embeds the objects through their skeletons.
+
+SRC_DIR     := $(patsubst %/,%,$(dir $(abspath $(firstword $(MAKEFILE_LIST)))))
+LIB_DIR     := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
+OUT         ?= $(SRC_DIR)/build
+VMLINUX_H_DIR ?= $(OUT)
+INC_FLAGS   := -I$(LIB_DIR) $(addprefix -I$(SRC_DIR)/,$(INCLUDES))
+DEPS        := $(addprefix $(SRC_DIR)/,$(HDRS)) $(wildcard $(LIB_DIR)/*.h) \
+	       $(foreach d,$(INCLUDES),$(wildcard $(SRC_DIR)/$(d)/*.[ch]))
+
+CLANG       ?= clang-19
+BPFTOOL     ?= bpftool
+ifeq ($(origin CC),default)
+CC          := gcc
+endif
+BPF_CFLAGS  ?= -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
+CFLAGS      ?= -O2 -g -Wall -Wextra
+LDLIBS      := -lbpf -lelf -lz -lm
+
+BPF_OBJS    := $(patsubst %.bpf.c,$(OUT)/%.bpf.o,$(BPF_SRCS))
+SKELS       := $(patsubst %.bpf.c,$(OUT)/%.skel.h,$(BPF_SRCS))
+
+.PHONY: all clean
+.SECONDARY: $(BPF_OBJS)
+all: $(OUT)/$(NAME)
+
+$(OUT):
+	mkdir -p $@
+
+# every BPF object depends on all of them: some include others
+$(OUT)/%.bpf.o: $(SRC_DIR)/%.bpf.c $(addprefix $(SRC_DIR)/,$(BPF_SRCS)) $(DEPS) \
+		$(VMLINUX_H_DIR)/vmlinux.h | $(OUT)
+	cd $(SRC_DIR) && $(CLANG) $(BPF_CFLAGS) -I$(VMLINUX_H_DIR) -I. $(INC_FLAGS) \
+		-c $*.bpf.c -o $@
+
+# skeleton name: file name with '.' -> '_' (X.bpf.o -> X_bpf)
+$(OUT)/%.skel.h: $(OUT)/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $(subst .,_,$*)_bpf > $@.tmp && mv $@.tmp $@
+
+$(OUT)/$(NAME): $(addprefix $(SRC_DIR)/,$(USER_SRCS)) $(DEPS) $(SKELS)
+	$(CC) $(CFLAGS) -I$(OUT) -I$(SRC_DIR) $(INC_FLAGS) \
+		$(addprefix $(SRC_DIR)/,$(USER_SRCS)) -o $@ $(LDLIBS)
+
+clean:
+	rm -f $(BPF_OBJS) $(SKELS) $(OUT)/$(NAME)
