@@ -245,6 +245,19 @@ def generate(tree: Path, tree_id: str, fragments: list[Path], *, log_dir: Path) 
     return out, hashlib.sha256(out.read_bytes()).hexdigest()
 
 
+def request_owners(fragments: list[Path]) -> dict[str, Path]:
+    """CONFIG_X -> the fragment whose request stands (the last one that names it)."""
+    return {sym: frag for frag in fragments for sym in parse_config(frag.read_text())}
+
+
+def split_dropped(dropped: tuple[DroppedSymbol, ...], owner: dict[str, Path],
+                  lenient: Collection[Path]) -> tuple[tuple[DroppedSymbol, ...],
+                                                      tuple[DroppedSymbol, ...]]:
+    """(fatal, tolerated): a drop is tolerated when a lenient fragment made the request."""
+    fatal = tuple(d for d in dropped if owner.get(d.symbol) not in lenient)
+    return fatal, tuple(d for d in dropped if owner.get(d.symbol) in lenient)
+
+
 def configure(tree: Path, tree_id: str, build_dir: Path, fragments: list[Path], *,
               log_dir: Path, lenient: Collection[Path] = ()) -> ConfigResult:
     """Generate, verify, and install the .config into build_dir only if it changed.
@@ -256,14 +269,12 @@ def configure(tree: Path, tree_id: str, build_dir: Path, fragments: list[Path], 
     generated, _ = generate(tree, tree_id, fragments, log_dir=log_dir)
     final = parse_config(generated.read_text())
     wanted = requested_symbols(fragments)
-    owner = {sym: frag for frag in fragments for sym in parse_config(frag.read_text())}
+    owner = request_owners(fragments)
     dropped = verify(final, wanted, None)
     tolerated: tuple[DroppedSymbol, ...] = ()
     if dropped:
         index = index_kconfig(tree)
-        dropped = verify(final, wanted, index)
-        tolerated = tuple(d for d in dropped if owner.get(d.symbol) in lenient)
-        dropped = tuple(d for d in dropped if owner.get(d.symbol) not in lenient)
+        dropped, tolerated = split_dropped(verify(final, wanted, index), owner, lenient)
         if tolerated:
             log.warning("%d option(s) of the tree's own config fragments did not survive "
                         "olddefconfig (not fatal; each with its reason in results.json and "

@@ -51,3 +51,34 @@ def test_unknown_symbol_is_called_unknown() -> None:
     index = kconfig.index_kconfig(GOLDEN / "tree")
     dropped = kconfig.verify(real_config(), {"CONFIG_LKDTMM": "y"}, index)
     assert "unknown symbol" in dropped[0].reason
+
+
+def test_help_text_is_not_read_as_kconfig() -> None:
+    """RC_CORE's help has a line starting "if you don't need IR": prose, not an if block."""
+    index = kconfig.index_kconfig(GOLDEN / "tree")
+    assert index["RC_CORE"].depends == ("INPUT",)
+    # LIRC sits inside the real `if RC_CORE` block, and only that.
+    assert index["LIRC"].depends == ("RC_CORE",)
+    why = kconfig.explain_dependency("CONFIG_LIRC", {"CONFIG_INPUT": "n"}, index)
+    assert why == "LIRC (drivers/media/rc/Kconfig): unmet depends on RC_CORE (RC_CORE=n)"
+
+
+def test_tree_fragment_losses_are_reported_not_fatal(tmp_path: Path) -> None:
+    """configure() with a lenient (tree) fragment: its dropped options come back, no error."""
+    ours = tmp_path / "ours.config"
+    ours.write_text("CONFIG_A=y\n")
+    theirs = tmp_path / "theirs.config"
+    theirs.write_text("CONFIG_B=y\n# CONFIG_C is not set\n")
+    later = tmp_path / "later.config"
+    later.write_text("CONFIG_D=y\n")
+    # theirs also asks for D, but ours comes later: D's request is ours, and strict.
+    theirs.write_text(theirs.read_text() + "CONFIG_D=m\n")
+    frags = [ours, theirs, later]
+    final = {"CONFIG_A": "y", "CONFIG_C": "y"}
+    dropped = kconfig.verify(final, kconfig.requested_symbols(frags), None)
+    assert {d.symbol for d in dropped} == {"CONFIG_B", "CONFIG_C", "CONFIG_D"}
+    fatal, tolerated = kconfig.split_dropped(dropped, kconfig.request_owners(frags), [theirs])
+    assert [d.symbol for d in fatal] == ["CONFIG_D"]
+    assert {d.symbol for d in tolerated} == {"CONFIG_B", "CONFIG_C"}
+    assert kconfig.config_slug(["base", "tree:tools/testing/selftests/bpf/config"]) == \
+        "base+bpf_config"
