@@ -194,8 +194,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     for c in matrix.select(matrix.load(), Tier(args.tier)):
+        expect = ""
+        if c.has_expectations:
+            parts = [f"all={c.expect_status}"] if c.expect_status else []
+            expect = " expect=" + ",".join(parts + [f"{t}={s}" for t, s in c.expect])
         print(f"{c.name:<28} {c.tier.value:<8} {c.kernel:<14} series={','.join(c.series) or '-'}"
-              f" configs={','.join(c.configs)} tests={','.join(c.tests)}")
+              f" configs={','.join(c.configs)} tests={','.join(c.tests)}{expect}")
     return 0
 
 

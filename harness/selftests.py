@@ -356,8 +356,10 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage, *,
     argv = ["make", "-C", str(tree / "tools/testing/selftests/bpf"),
             f"-j{os.cpu_count() or 1}", f"O={build_dir}", f"OUTPUT={out}",
             f"VMLINUX_BTF={kernel.vmlinux}", f"CLANG={CLANG}", "LLVM_STRIP=llvm-strip-19",
-            # no LLVM disassembler: the same (smaller, faster) build on every machine
-            "LLVM_CONFIG=false", "test_progs"]
+            # No LLVM disassembler (JIT dumps in a few tests): the same build on every
+            # machine, and no static link of LLVM. Its feature probe only checks a header,
+            # so it says "on" wherever some llvm-*-dev is installed; the variable is final.
+            "feature-llvm=0", "test_progs"]
     log.info("building test_progs (every BPF program of tools/testing/selftests/bpf; "
              "a cold build takes long on 2 CPUs; log: %s)", blog)
     res = proc.run(argv, timeout=TEST_PROGS_BUILD_TIMEOUT_S, log_path=blog,
