@@ -207,8 +207,10 @@ def run_kselftest_builds(run: CellRun, tree: Path, build_dir: Path,
             run.kselftest_dirs[ref.target] = selftests.build_kselftest(
                 ref.target, tree, build_dir, log_dir=run.out_dir)
         elif ref.kind == "test_progs" and "test_progs:" not in run.kselftest_dirs:
+            names = tuple(selftests.resolve(t).target for t in run.cell.tests
+                          if t.startswith("test_progs:"))
             run.kselftest_dirs["test_progs:"] = selftests.build_test_progs(
-                tree, build_dir, kernel, log_dir=run.out_dir)
+                tree, build_dir, kernel, names, log_dir=run.out_dir)
 
 
 def _build_tests(run: CellRun, kernel: KernelImage,

@@ -314,19 +314,45 @@ _BPF_SELFTEST_LINE = re.compile(r"^\s+(CLNG-BPF|GEN-SKEL|TEST-OBJ|EXT-OBJ|LIB|BI
                                 r"GEN|MOD|INSTALL|LINK-BPF|TEST-HDR)\b")
 
 
-def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage, *,
-                     log_dir: Path) -> Path:
-    """Build test_progs of the tree against this kernel; returns its directory (cached).
+def test_progs_sources(bpf_dir: Path, names: tuple[str, ...]) -> tuple[Path, ...]:
+    """The prog_tests/*.c files that define the named tests (test_NAME / serial_test_NAME)."""
+    files = []
+    for name in names:
+        own = bpf_dir / "prog_tests" / f"{name}.c"
+        if own.exists():
+            files.append(own)
+            continue
+        rx = re.compile(rf"^void (serial_)?test_{re.escape(name)}\(void\)", re.MULTILINE)
+        found = [f for f in sorted((bpf_dir / "prog_tests").glob("*.c"))
+                 if rx.search(f.read_text(errors="replace"))]
+        if not found:
+            raise SelftestError(f"test_progs:{name}: no prog_tests/*.c of this tree defines "
+                                f"test_{name}; fix: check the name against "
+                                f"{bpf_dir / 'prog_tests'}")
+        files.append(found[0])
+    return tuple(dict.fromkeys(files))
 
-    Cached per (kernel, tree): test_progs compiles every BPF program of the directory
-    against the kernel's BTF and builds bpf_testmod.ko against its build directory.
-    An interrupted build resumes (make is incremental in its OUTPUT directory).
+
+def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
+                     names: tuple[str, ...], *, log_dir: Path) -> Path:
+    """Build test_progs of the tree against this kernel, with the named tests; cached.
+
+    test_progs compiles every BPF program of tools/testing/selftests/bpf against the
+    kernel's BTF and builds bpf_testmod.ko against its build directory. It also compiles
+    every prog_tests/*.c, and one broken test anywhere stops the build (Debian's 6.12.117
+    has prog_tests/bpf_attr_size.c without the BPF program its skeleton needs), so it is
+    built from a copy of the directory, at the same depth (relative paths and symlinks
+    hold), whose prog_tests/ keeps only the requested tests' files; every BPF program
+    stays. Cached per (kernel, tree, tests). An interrupted build resumes.
     """
     if kernel.vmlinux is None:
         raise SelftestError("test_progs needs the kernel's vmlinux (BTF)")
     tree_id = proc.check(["git", "-C", str(tree), "rev-parse", "HEAD^{tree}"],
                          what="git rev-parse", timeout=60).output.strip()
-    key = hashlib.sha256(f"{kernel.bzimage.parent.name}|{tree_id}".encode()).hexdigest()[:16]
+    bpf_dir = tree / "tools/testing/selftests/bpf"
+    wanted = test_progs_sources(bpf_dir, names)
+    key = hashlib.sha256(f"{kernel.bzimage.parent.name}|{tree_id}|"
+                         f"{','.join(f.name for f in wanted)}".encode()).hexdigest()[:16]
     out = paths.sub("test_progs") / key
     if (out / ".built").exists():
         log.info("test_progs already built for this kernel (%s)", out)
@@ -353,7 +379,18 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage, *,
         if _BPF_SELFTEST_LINE.match(line):
             progress_line("  CC " + line)  # counted like a kernel build step
 
-    argv = ["make", "-C", str(tree / "tools/testing/selftests/bpf"),
+    # Our worktree, not the user's: the copy goes away with the next reset (git clean).
+    selection = bpf_dir.parent / f"bpf-harness-{key[:8]}"
+    if selection.exists():
+        shutil.rmtree(selection)
+    shutil.copytree(bpf_dir, selection, symlinks=True,
+                    ignore=lambda d, entries: [
+                        e for e in entries if Path(d).name == "prog_tests" and (
+                            # tests.h is generated from the .c files present: not a stale one
+                            e == "tests.h" or
+                            (e.endswith(".c") and e not in {f.name for f in wanted}))])
+    log.info("test_progs: building with prog_tests %s", ", ".join(f.name for f in wanted))
+    argv = ["make", "-C", str(selection),
             f"-j{os.cpu_count() or 1}", f"O={build_dir}", f"OUTPUT={out}",
             f"VMLINUX_BTF={kernel.vmlinux}", f"CLANG={CLANG}", "LLVM_STRIP=llvm-strip-19",
             # No LLVM disassembler (JIT dumps in a few tests): the same build on every

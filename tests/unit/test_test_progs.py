@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from harness import test_progs
 from harness.model import Status
@@ -65,3 +68,18 @@ def test_json_and_stdout_disagreeing_is_reported() -> None:
     res = test_progs.parse(STDOUT_OK, FAILED_JSON)
     assert any("says 1 failed" in e for e in res.errors)
     assert res.status is Status.FAIL
+
+
+def test_sources_of_named_tests(tmp_path: Path) -> None:
+    from harness import selftests
+
+    pt = tmp_path / "prog_tests"
+    pt.mkdir()
+    (pt / "cgroup_iter.c").write_text("void test_cgroup_iter(void)\n{\n}\n")
+    # defined in a file of another name; a static helper of the same name elsewhere is not it
+    (pt / "percpu_alloc.c").write_text("static void test_cgrp_local_storage(void)\n{\n}\n")
+    (pt / "storage.c").write_text("void serial_test_cgrp_local_storage(void)\n{\n}\n")
+    got = selftests.test_progs_sources(tmp_path, ("cgroup_iter", "cgrp_local_storage"))
+    assert [p.name for p in got] == ["cgroup_iter.c", "storage.c"]
+    with pytest.raises(selftests.SelftestError, match="defines test_nope"):
+        selftests.test_progs_sources(tmp_path, ("nope",))
