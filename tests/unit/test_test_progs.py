@@ -83,3 +83,20 @@ def test_sources_of_named_tests(tmp_path: Path) -> None:
     assert [p.name for p in got] == ["cgroup_iter.c", "storage.c"]
     with pytest.raises(selftests.SelftestError, match="defines test_nope"):
         selftests.test_progs_sources(tmp_path, ("nope",))
+
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "test_progs"
+
+
+@pytest.mark.parametrize(("name", "subtests"), [
+    ("cgroup_hierarchical_stats", 0), ("cgroup_iter", 9), ("cgrp_local_storage", 13)])
+def test_real_runs(name: str, subtests: int) -> None:
+    out = (GOLDEN / f"test_progs-{name}.out").read_text()
+    res = test_progs.parse(out, (GOLDEN / f"test_progs-{name}.json").read_text())
+    assert res.errors == ()
+    assert [c.name for c in res.cases] == [name]
+    assert res.cases[0].status is Status.PASS
+    assert len(res.cases[0].subtests) == subtests
+    assert all(s.status is Status.PASS for s in res.cases[0].subtests)
+    # the same stdout without its -J file is not a clean run
+    assert test_progs.parse(out, None).status is Status.FAIL
