@@ -6,6 +6,8 @@ test_progs (tools/testing/selftests/bpf) prints one line per test and subtest:
     #55      cgroup_iter:OK (SKIP: 1/9)
     Summary: 1/8 PASSED, 0 SKIPPED, 0 FAILED
 
+(after "All error logs:" failed tests' logs and result lines come again: not counted twice)
+
 and with -J writes a JSON summary that lists only the failed tests and subtests, with
 their log messages. Statuses come from the lines; the JSON adds the failure messages and
 its counts are cross-checked (a disagreement is reported as a parse error, so a
@@ -31,8 +33,15 @@ def parse(stdout: str, summary_json: str | None) -> KtapResult:
     tests: list[TestCase] = []
     errors: list[str] = []
     summary: tuple[int, ...] | None = None
+    repeat = False  # after "All error logs:" the failed tests are printed a second time
     for line in stdout.splitlines():
-        if m := _SUBTEST.match(line):
+        if line.startswith("All error logs:"):
+            repeat = True
+        elif m := _SUMMARY.match(line):
+            summary = tuple(int(g) for g in m.groups())
+        elif repeat:
+            continue
+        elif m := _SUBTEST.match(line):
             num, sub = int(m.group(1)), int(m.group(2))
             subtests.setdefault(num, []).append(TestCase(
                 name=m.group(4), number=sub, status=_STATUS[m.group(5)],
@@ -47,8 +56,6 @@ def parse(stdout: str, summary_json: str | None) -> KtapResult:
             tests.append(TestCase(name=m.group(2), number=num, status=_STATUS[m.group(3)],
                                   directive=directive,
                                   subtests=tuple(subtests.pop(num, []))))
-        elif m := _SUMMARY.match(line):
-            summary = tuple(int(g) for g in m.groups())
     if subtests:
         errors.append("subtest results without their test's line (test_progs stopped?): "
                       + ", ".join(f"#{n}" for n in sorted(subtests)))
@@ -89,8 +96,16 @@ def _with_messages(test: TestCase, failures: dict[str, Any] | None) -> TestCase:
     info = failures[test.name]
     subs = tuple(
         TestCase(name=s.name, number=s.number, status=s.status, directive=s.directive,
-                 diagnostic=info["subtests"].get(s.name, "").strip()[:2000])
+                 diagnostic=_failures(info["subtests"].get(s.name, "")))
         for s in test.subtests)
     return TestCase(name=test.name, number=test.number, status=test.status,
-                    directive=test.directive,
-                    diagnostic=str(info["message"]).strip()[:2000], subtests=subs)
+                    directive=test.directive, diagnostic=_failures(str(info["message"])),
+                    subtests=subs)
+
+
+def _failures(message: str, limit: int = 2000) -> str:
+    """The log's failed checks ("func:FAIL:what ..."), not its hundred PASS lines."""
+    lines = message.strip().splitlines()
+    failed = [ln for ln in lines if ":FAIL:" in ln]
+    text = "\n".join(dict.fromkeys(failed)) if failed else "\n".join(lines[-20:])
+    return text[:limit]

@@ -100,3 +100,13 @@ def test_real_runs(name: str, subtests: int) -> None:
     assert all(s.status is Status.PASS for s in res.cases[0].subtests)
     # the same stdout without its -J file is not a clean run
     assert test_progs.parse(out, None).status is Status.FAIL
+
+
+def test_real_failure_on_a_kernel_without_the_hook_call() -> None:
+    stem = GOLDEN / "test_progs-cgroup_hierarchical_stats-hook-not-called"
+    res = test_progs.parse(stem.with_suffix(".out").read_text(),
+                           stem.with_suffix(".json").read_text())
+    assert res.errors == ()
+    assert len(res.cases) == 1  # printed twice, counted once
+    assert res.cases[0].status is Status.FAIL
+    assert "leaf cgroup attach counter" in res.cases[0].diagnostic
