@@ -21,6 +21,8 @@ class Check:
 
 TOOLS = ("git", "make", "gcc", "ccache", "clang-19", "bpftool", "pahole",
          "qemu-system-x86_64", "vng", "flex", "bison", "bc", "xz", "perl")
+# Only for test_progs:NAME tests (the kernel's own BPF selftests).
+TEST_PROGS_TOOLS = ("llvm-strip-19", "ld.lld-19", "rsync", "openssl")
 
 
 def _version(program: str) -> str:
@@ -46,6 +48,11 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
         version = _version(tool)
         out.append(Check(name=tool, ok=bool(version), detail=version or "not found",
                          fix="" if version else proc.INSTALL_HINTS.get(tool, f"install {tool}")))
+    for tool in TEST_PROGS_TOOLS:
+        path = proc.which(tool)
+        out.append(Check(name=f"{tool} (test_progs)", ok=path is not None,
+                         detail=path or "not found",
+                         fix="" if path else "apt-get install -y llvm-19 lld-19 rsync openssl"))
     out.append(Check(name="libbpf headers", ok=Path("/usr/include/bpf/libbpf.h").exists(),
                      detail="/usr/include/bpf/libbpf.h",
                      fix="apt-get install -y libbpf-dev libelf-dev zlib1g-dev"))
