@@ -147,7 +147,11 @@ def test_sigint_leaves_no_qemu_behind(tmp_path: Path, ci_run: Run) -> None:
         [sys.executable, "-m", "harness", "run", "--kernel", "debian:6.12", "--test",
          str(REPO / "tests/e2e/faults/hang"), "--out", str(tmp_path / "run")],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # A suite started in the background (nohup, `&`) passes SIGINT on as ignored,
+        # and Python keeps an inherited SIG_IGN: give the harness the default, as a
+        # terminal's Ctrl-C would find it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while not (_qemu_pids() - before) and time.monotonic() < deadline:
