@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
+import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -130,9 +132,11 @@ def source_definitions(repo: Path, commit: str,
         for f, rx in compiled:
             if f.name not in found and rx.search(text):
                 found[f.name] = f"{path}:{lineno}"
-    tmp = cached.with_suffix(".tmp")
-    tmp.write_text(json.dumps(found))
-    tmp.rename(cached)
+    # Unique temporary name: two runs may grep the same base at once.
+    fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=".features-")
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps(found))
+    os.replace(tmp, cached)
     return found
 
 
@@ -171,7 +175,12 @@ def confirm_with_btf(reports: tuple[FeatureReport, ...],
     out = []
     for r in reports:
         in_btf = r.feature.btf_name in funcs
-        if r.state is FeatureState.ABSENT and in_btf:
+        if r.state is FeatureState.ABSENT and in_btf and r.feature.kind is FeatureKind.KFUNC:
+            # Any non-inlined function has a BTF FUNC; being a kfunc is its registration,
+            # which this BTF (pahole 1.24: no bpf_kfunc decl tags) cannot show.
+            r = replace(r, note=f"BTF has a function {r.feature.btf_name}, but the sources "
+                                "register no kfunc of that name")
+        elif r.state is FeatureState.ABSENT and in_btf:
             r = replace(r, state=FeatureState.PRESENT,
                         note=f"not found in the C sources, but BTF has {r.feature.btf_name}")
         elif r.state is not FeatureState.ABSENT and not in_btf:
@@ -191,7 +200,11 @@ def from_btf_only(features: tuple[Feature, ...],
                      for f in features)
     return tuple(FeatureReport(
         feature=f, state=FeatureState.PRESENT if f.btf_name in funcs else FeatureState.ABSENT,
-        btf=f.btf_name in funcs) for f in features)
+        btf=f.btf_name in funcs,
+        note="from BTF only (a prebuilt image has no sources)"
+             + ("; a kfunc's registration is not visible in BTF"
+                if f.kind is FeatureKind.KFUNC else ""))
+        for f in features)
 
 
 def series_in_base(series_dirs: Mapping[str, Path],

@@ -70,6 +70,8 @@ def load(path: Path | None = None) -> list[Cell]:
     seen = set()
     for i, raw in enumerate(data.get("cell", [])):
         try:
+            if not isinstance(raw.get("expect", {}), dict):
+                raise ValueError("expect (a table: { TEST = STATUS })")
             cell = Cell(
                 name=str(raw["name"]),
                 tier=Tier(raw.get("tier", "default")),

@@ -131,8 +131,9 @@ def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
             kernel = build.image_from_file(Path(spec.value))
         run.kernel_version = kernel.version
         run.source_describe = f"prebuilt image {spec.value}"
-        funcs = _btf_funcs(run, kernel)
-        run.features = features.from_btf_only(features.known_features(), funcs)
+        with run.stage("features", Status.SETUP_ERROR):
+            funcs = _btf_funcs(run, kernel)
+            run.features = features.from_btf_only(features.known_features(), funcs)
         return kernel, None
     with run.stage("source", Status.SETUP_ERROR):
         source = sources.prepare(spec, log_dir=logs)

@@ -197,8 +197,10 @@ def feature_line(reports: tuple[FeatureReport, ...]) -> str:
             else r.feature.name
         groups.setdefault(r.state, []).append(name)
     line = "; ".join(f"{state.value}: {', '.join(names)}" for state, names in groups.items())
-    unchecked = any(r.btf is None for r in reports)
-    return line + (" (sources only, BTF not checked)" if unchecked else " (BTF agrees)")
+    if any(r.btf is None for r in reports):
+        return line + " (sources only, BTF not checked)"
+    notes = [f"{r.feature.name}: {r.note}" for r in reports if r.note]
+    return line + (f" (notes: {'; '.join(notes)})" if notes else " (BTF agrees)")
 
 
 def _bad_leaves(cases: tuple[TestCase, ...]) -> list[TestCase]:

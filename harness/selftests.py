@@ -318,13 +318,11 @@ def test_progs_sources(bpf_dir: Path, names: tuple[str, ...]) -> tuple[Path, ...
     """The prog_tests/*.c files that define the named tests (test_NAME / serial_test_NAME)."""
     files = []
     for name in names:
-        own = bpf_dir / "prog_tests" / f"{name}.c"
-        if own.exists():
-            files.append(own)
-            continue
         rx = re.compile(rf"^void (serial_)?test_{re.escape(name)}\(void\)", re.MULTILINE)
-        found = [f for f in sorted((bpf_dir / "prog_tests").glob("*.c"))
-                 if rx.search(f.read_text(errors="replace"))]
+        own = bpf_dir / "prog_tests" / f"{name}.c"
+        candidates = [own] if own.exists() else []
+        candidates += sorted((bpf_dir / "prog_tests").glob("*.c"))
+        found = [f for f in candidates if rx.search(f.read_text(errors="replace"))]
         if not found:
             raise SelftestError(f"test_progs:{name}: no prog_tests/*.c of this tree defines "
                                 f"test_{name}; fix: check the name against "
@@ -369,8 +367,9 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
                    env=kbuild.make_env(tools), timeout=kbuild.BUILD_TIMEOUT_S, log_path=blog,
                    keep_output=False)
     if not res.ok:
-        raise SelftestError(f"make vmlinux modules for test_progs failed (exit "
-                            f"{res.returncode}); log: {blog}")
+        how = f"timed out after {res.duration_s:.0f}s" if res.timed_out else \
+            f"failed (exit {res.returncode})"
+        raise SelftestError(f"make vmlinux modules for test_progs {how}; log: {blog}")
     stats = paths.sub("test_progs") / ".steps"
     progress = kbuild.Progress("test_progs", int(stats.read_text()) if stats.exists() else 2500)
     progress_line = progress.line
@@ -406,8 +405,9 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
         lines = blog.read_text(errors="replace").splitlines()
         errors = [ln for ln in lines if re.search(r"error:|Error \d|undefined reference", ln)]
         shown = "\n".join((errors or lines)[-15:])
-        raise SelftestError(f"building test_progs failed (exit {res.returncode}) after "
-                            f"{res.duration_s:.0f}s; log: {blog}\n{shown}")
+        how = "timed out" if res.timed_out else f"failed (exit {res.returncode})"
+        raise SelftestError(f"building test_progs {how} after {res.duration_s:.0f}s; "
+                            f"log: {blog}\n{shown}")
     if progress.count > 100:
         stats.write_text(str(progress.count))
     log.info("test_progs built in %.0fs", res.duration_s)

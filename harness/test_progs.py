@@ -81,8 +81,14 @@ def _json_failures(text: str | None, errors: list[str]) -> dict[str, Any] | None
     except ValueError as exc:
         errors.append(f"-J summary is not JSON: {exc}")
         return None
+    if not isinstance(data, dict) or not isinstance(data.get("results", []), list):
+        errors.append("-J summary is not a test_progs summary object")
+        return None
     out: dict[str, Any] = {"__count__": {"failed": data.get("failed")}}
     for res in data.get("results", []):
+        if not isinstance(res, dict):
+            errors.append(f"-J summary: a result is not an object: {res!r:.80}")
+            continue
         subs = {s.get("name", ""): str(s.get("message", ""))
                 for s in res.get("subtests", []) if s.get("failed")}
         out[str(res.get("name", ""))] = {"message": str(res.get("message", "")),

@@ -63,6 +63,7 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	# output; with a plain > the two descriptions write at different offsets and the
 	# outer lines overwrite the inner ones.
 	: > "$out/$name.out"
+	rm -f "$out/$name.json"	# a result file of an earlier run in this directory
 	# A test may write measurements (JSON) here; they go into results.json as "metrics".
 	export HARNESS_METRICS="$out/$name.metrics.json"
 	# ...and result files of their own, named after the test (test_progs -J: $name.json).

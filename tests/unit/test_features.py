@@ -97,8 +97,15 @@ def test_series_adds_a_kfunc_and_btf_confirms(tmp_path: Path) -> None:
     assert confirmed["bpf_memcg_stat_fetch"].state is FeatureState.ADDED_BY_SERIES
     assert confirmed["bpf_memcg_stat_fetch"].btf is True
     assert confirmed["cgroup"].btf is True  # bpf_iter_cgroup
-    # The sources missed it (a prototype only); the real kernel's BTF has it.
-    assert confirmed["cgroup_rstat_flush"].state is FeatureState.PRESENT
+    # Only a prototype in these sources, no registration: BTF has a function of that
+    # name (any non-inlined function does), which does not make it a kfunc.
+    assert confirmed["cgroup_rstat_flush"].state is FeatureState.ABSENT
+    assert confirmed["cgroup_rstat_flush"].btf is True
+    assert "register no kfunc" in confirmed["cgroup_rstat_flush"].note
+    # A hook or iterator is its function: BTF alone makes it present.
+    hook_only = features.from_sources(features.KERNEL_FEATURES, {}, {})
+    by = {r.feature.name: r for r in features.confirm_with_btf(hook_only, funcs)}
+    assert by["bpf_rstat_flush"].state is FeatureState.PRESENT
 
 
 def test_btf_overrules_a_definition_that_was_compiled_out() -> None:
