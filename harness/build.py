@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths, proc
-from .model import KernelImage
+from .errors import HarnessError
+from .model import KernelImage, Status
 from .sources import git, locked
 
 log = logging.getLogger(__name__)
@@ -36,9 +37,11 @@ _BUILD_ENV = {
 _OBJ_LINE = re.compile(r"^\s+(CC|AS|LD|AR|HOSTCC|BTF|OBJCOPY|GEN|CHK|UPD|BTFIDS|SORTTAB)\s")
 
 
-class BuildError(Exception):
-    def __init__(self, message: str, log_path: Path) -> None:
-        super().__init__(message)
+class BuildError(HarnessError):
+    status = Status.BUILD_ERROR
+
+    def __init__(self, message: str, log_path: Path, *, fix: str = "") -> None:
+        super().__init__(message, fix=fix, log=log_path)
         self.log_path = log_path
 
 

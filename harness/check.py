@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import build, kconfig, paths, proc, series, sources
+from . import atomic, build, kconfig, paths, proc, series, sources
 from .model import PatchResult, PatchState, SourceKind, StageTiming, Status
 
 log = logging.getLogger(__name__)
@@ -645,9 +645,7 @@ def to_json(report: CheckReport, out_dir: Path, meta: dict[str, Any]) -> dict[st
 
 def write_json(path: Path, report: CheckReport, meta: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(to_json(report, path.parent, meta), indent=2) + "\n")
-    tmp.rename(path)
+    atomic.write_text(path, json.dumps(to_json(report, path.parent, meta), indent=2) + "\n")
 
 
 def summary_table(report: CheckReport) -> str:

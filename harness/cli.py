@@ -1,19 +1,27 @@
-"""The command line: a thin layer over the stages. Only main() maps errors to exit codes."""
+"""The command line: a thin layer over the stages. Only main() maps errors to exit codes.
+
+Exit codes: 0 passed; 1 a test failed, crashed or timed out, or nothing was tested;
+2 a set-up, patch, config, build or boot error, or bad input / a host problem (told as
+cause and fix, never a traceback); 128+N killed by signal N (130 SIGINT, 143 SIGTERM).
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
-from . import doctor, ktap, matrix, paths, pipeline, proc, results, sources
+from . import doctor, ktap, matrix, paths, pipeline, proc, results
+from .errors import EnvironmentProblem, HarnessError, from_os_error
 from .matrix import Cell, Tier
-from .model import Accel, CellResult, TestResult
+from .model import Accel, CellResult, Status, TestResult
 
 log = logging.getLogger("harness")
 
@@ -27,13 +35,21 @@ def _setup_logging(verbose: bool) -> None:
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGINT or SIGTERM: every path out goes through the wrapper's kill path."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    # SIGTERM takes the same path as Ctrl-C: the wrapper's finally kills children.
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Stopped(signum)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="harness", description=__doc__)
+    p = argparse.ArgumentParser(prog="harness", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -45,11 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
                    help="kconfig fragment name or path (repeatable; default: base)")
     r.add_argument("--test", action="append", default=[], metavar="NAME|PATH",
-                   help="selftest name, test directory, or kselftest:TARGET (repeatable)")
+                   help="selftest name, test directory, kselftest:TARGET or test_progs:NAME "
+                        "(repeatable; default: the tests of the base's matrix cell)")
+    r.add_argument("--boot-only", action="store_true",
+                   help="run no test: judge the kernel by its boot and shutdown alone")
+    r.add_argument("--append", default="", metavar="ARGS",
+                   help="extra kernel command line for the guest (e.g. panic_on_warn=1)")
     r.add_argument("--patch", action="append", default=[], metavar="FILE",
                    help="extra patch applied on top (repeatable)")
     r.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
-    r.add_argument("--out", type=Path, metavar="DIR", help="this run's results directory")
+    r.add_argument("--out", type=Path, metavar="DIR",
+                   help="this run's results directory (new, empty, or an earlier run's)")
     r.add_argument("--tier", choices=[t.value for t in Tier], default=None,
                    help="run the matrix cells of this tier (default tier when no options)")
     r.add_argument("--cell", action="append", default=[], help="run only these matrix cells")
@@ -81,23 +103,45 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cells_from_args(args: argparse.Namespace) -> list[Cell]:
-    explicit = args.kernel or args.series or args.config or args.test or args.patch
-    if explicit and not (args.tier or args.cell):
-        kernels = args.kernel or ["debian:6.12"]
-        return [
-            Cell(name=f"adhoc-{i}" if len(kernels) > 1 else "adhoc", tier=Tier.DEFAULT,
-                 kernel=k, series=tuple(args.series), configs=tuple(args.config or ["base"]),
-                 tests=tuple(args.test), patches=tuple(str(Path(p).resolve())
-                                                       for p in args.patch))
-            for i, k in enumerate(kernels)
-        ]
-    cells = matrix.select(matrix.load(args.matrix), Tier(args.tier or "default"),
-                          tuple(args.cell))
-    if explicit:
+def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
+    """The cells to run, and the first line of output: what this run tests."""
+    explicit = (args.kernel or args.series or args.config or args.test or args.patch
+                or args.boot_only or args.append)
+    if args.boot_only and args.test:
+        raise matrix.MatrixError("--boot-only runs no test; drop it or the --test options")
+    if explicit and (args.tier or args.cell):
         raise matrix.MatrixError("--tier/--cell select matrix cells; do not combine them with "
-                                 "--kernel/--series/--config/--test/--patch")
-    return cells
+                                 "--kernel/--series/--config/--test/--patch/--boot-only/"
+                                 "--append")
+    if not explicit:
+        tier = Tier(args.tier or "default")
+        cells = matrix.select(matrix.load(args.matrix), tier, tuple(args.cell))
+        what = (f"matrix cells {', '.join(c.name for c in cells)}" if args.cell else
+                f"the {tier.value} tier of the matrix: {', '.join(c.name for c in cells)}")
+        return cells, f"testing {what}"
+    kernels = args.kernel or ["debian:6.12"]
+    cells = []
+    lines = []
+    for i, k in enumerate(kernels):
+        name = f"adhoc-{i}" if len(kernels) > 1 else "adhoc"
+        tests: tuple[str, ...] = tuple(args.test)
+        origin = "the tests asked for"
+        if not tests and not args.boot_only:
+            tests, origin = matrix.default_tests(k, matrix.load(args.matrix))
+            origin += " (no --test given)"
+        elif args.boot_only:
+            origin = "no tests (--boot-only)"
+        cells.append(Cell(name=name, tier=Tier.DEFAULT, kernel=k, series=tuple(args.series),
+                          configs=tuple(args.config or ["base"]), tests=tests,
+                          patches=tuple(str(Path(p).resolve()) for p in args.patch),
+                          boot_only=args.boot_only, append=args.append))
+        extras = [f"series {', '.join(args.series)}" if args.series else "",
+                  f"{len(args.patch)} patch file(s)" if args.patch else "",
+                  f"config {'+'.join(args.config)}" if args.config else ""]
+        what = " + ".join(e for e in [k, *extras] if e)
+        lines.append(f"testing {what} (cell {name}): {origin}" +
+                     (f": {', '.join(tests)}" if tests else ""))
+    return cells, "\n".join(lines)
 
 
 def _run_id() -> str:
@@ -109,13 +153,38 @@ def _harness_rev() -> str:
     return res.output.strip() if res.ok else "unknown"
 
 
+def prepare_out(out: Path) -> None:
+    """A results directory that holds this run's files only.
+
+    New or empty: used. An earlier run's (it has results.json): emptied first, so old
+    files never mix with new ones. Anything else is left alone: exit 2.
+    """
+    if out.exists() and not out.is_dir():
+        raise EnvironmentProblem(f"--out {out} is a file, not a directory",
+                                 fix="give a new or empty directory, or an earlier run's")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / "results.json").is_file():
+            raise EnvironmentProblem(
+                f"--out {out} is not empty and is not a results directory (no results.json)",
+                fix="give a new or empty directory; an earlier run's directory is reused "
+                    "after emptying it")
+        log.info("%s holds an earlier run: emptying it first", out)
+        for entry in out.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    cells = _cells_from_args(args)
+    cells, what = _cells_from_args(args)
     accel = Accel(args.accel)
     out = (args.out or Path("results") / _run_id()).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    print(what, flush=True)
+    prepare_out(out)
     log.info("results: %s", out)
-    meta = {
+    meta: dict[str, Any] = {
         "run_id": out.name,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": ["harness", *sys.argv[1:]],
@@ -123,43 +192,72 @@ def cmd_run(args: argparse.Namespace) -> int:
         "host": {"kernel": os.uname().release, "cpus": os.cpu_count()},
         "tools": doctor.tool_versions(),
         "strict": args.strict,
+        "what": what,
     }
     results.write_reproduce(out / "reproduce.sh", argv=sys.argv[1:] or ["run"],
                             repo=paths.repo_root(), harness_rev=meta["harness_rev"])
     done: list[CellResult] = []
-    for cell in cells:
-        cell_dir = out / cell.name
-        cell_dir.mkdir(parents=True, exist_ok=True)
-        results.write_reproduce(cell_dir / "reproduce.sh", argv=pipeline.cell_argv(cell, accel),
-                                repo=paths.repo_root(), harness_rev=meta["harness_rev"])
-        res = pipeline.run_cell(cell, cell_dir, accel=accel)
-        if cell.has_expectations:
-            res = matrix.check_expected(cell, res)
-        done.append(res)
-        # Written after every cell, so a killed run still leaves what it finished.
-        results.write_json(out / "results.json", done, meta=meta)
-    print(results.summary_table(done))
-    code = results.exit_code(done, strict=args.strict)
+    results.write_json(out / "results.json", done, meta=meta, state="running")
+    current = ""
+    try:
+        for cell in cells:
+            current = cell.name
+            cell_dir = out / cell.name
+            cell_dir.mkdir(parents=True, exist_ok=True)
+            results.write_reproduce(cell_dir / "reproduce.sh",
+                                    argv=pipeline.cell_argv(cell, accel),
+                                    repo=paths.repo_root(), harness_rev=meta["harness_rev"])
+            res = pipeline.run_cell(cell, cell_dir, accel=accel, strict=args.strict)
+            done.append(res)
+            # Written after every cell, so a killed run still leaves what it finished.
+            results.write_json(out / "results.json", done, meta=meta,
+                               state="complete" if len(done) == len(cells) else "running")
+    except KeyboardInterrupt as exc:
+        stage = ""
+        if isinstance(exc, pipeline.CellInterrupted):
+            done.append(exc.partial)
+            stage = next((s.stage for s in reversed(exc.partial.stages)
+                          if s.status is Status.INTERRUPTED), "")
+        not_run = [c.name for c in cells if c.name not in {d.cell for d in done}]
+        meta["interrupted"] = {"signal": str(exc), "cell": current, "stage": stage,
+                               "not_run": not_run}
+        results.write_json(out / "results.json", done, meta=meta, state="interrupted")
+        print(results.summary(done, base=out))
+        print(f"\ninterrupted ({exc}) in cell {current}" + (f", stage {stage}" if stage else "")
+              + (f"; not run: {', '.join(not_run)}" if not_run else "")
+              + f"\nresults: {out / 'results.json'}", flush=True)
+        raise
+    print(results.summary(done, base=out))
+    code = results.exit_code(done)
     print(f"\nresults: {out / 'results.json'}  (exit {code})")
     return code
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise EnvironmentProblem(f"--out {args.out} is a file, not a directory",
+                                 fix="give a new or empty directory")
     if args.file == "-":
-        text = sys.stdin.read()
+        parsed = ktap.parse(sys.stdin)
         name = args.name or "stdin"
     else:
         path = Path(args.file)
-        text = path.read_text(errors="replace")
+        if path.is_dir():
+            raise EnvironmentProblem(f"{path} is a directory, not a log file",
+                                     fix="give the log file itself (e.g. a test's .out file "
+                                         "in a run's guest/ directory), or - for stdin")
+        try:
+            with path.open(errors="replace") as stream:
+                parsed = ktap.parse(stream)
+        except OSError as exc:
+            raise from_os_error(exc, f"reading {path}") from None
         name = args.name or path.name
-    parsed = ktap.parse(text)
     status = parsed.status
-    reason = "; ".join(parsed.errors)
     test = TestResult(name=name, status=status, duration_s=0.0, exit_code=None, ktap=parsed,
-                      reason=reason)
+                      reason="; ".join(parsed.errors))
     cell = CellResult(cell="parse", kernel="", kernel_version="", status=status, patches=(),
                       config=None, stages=(), tests=(test,))
-    print(results.summary_table([cell]))
+    print(results.summary([cell]))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         results.write_json(args.out / "results.json", [cell],
@@ -203,21 +301,38 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def _signal_of(exc: BaseException) -> int:
+    """The signal behind an interruption (a Stopped, or what a CellInterrupted wraps)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, Stopped):
+            return seen.signum
+        seen = seen.__cause__ or seen.__context__
+    return int(signal.SIGINT)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
     signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
     handlers = {"run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
                 "check": cmd_check}
     try:
         return handlers[args.command](args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        # Stay for the kill path: a second signal must not cut it short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         proc.kill_all()
-        log.error("interrupted; child processes killed")
-        return 130
-    except (matrix.MatrixError, sources.SourceError, proc.ToolMissingError,
-            FileNotFoundError) as exc:
+        signum = _signal_of(exc)
+        log.error("interrupted by %s; child processes killed", signal.Signals(signum).name)
+        return 128 + int(signum)
+    except HarnessError as exc:
         log.error("%s", exc)
+        return 2
+    except OSError as exc:
+        log.error("%s", from_os_error(exc, f"harness {args.command}"))
         return 2
     finally:
         proc.kill_all()

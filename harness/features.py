@@ -19,22 +19,23 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from . import paths, proc
-from .model import Feature, FeatureKind, FeatureReport, FeatureState
+from . import atomic, paths, proc
+from .errors import HarnessError
+from .model import Feature, FeatureKind, FeatureReport, FeatureState, Status
 
 log = logging.getLogger(__name__)
 
 
-class FeatureError(Exception):
+class FeatureError(HarnessError):
     """A provides.toml that cannot be read."""
+
+    status = Status.SETUP_ERROR
 
 
 KERNEL_FEATURES = (
@@ -132,11 +133,7 @@ def source_definitions(repo: Path, commit: str,
         for f, rx in compiled:
             if f.name not in found and rx.search(text):
                 found[f.name] = f"{path}:{lineno}"
-    # Unique temporary name: two runs may grep the same base at once.
-    fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=".features-")
-    with os.fdopen(fd, "w") as out:
-        out.write(json.dumps(found))
-    os.replace(tmp, cached)
+    atomic.write_text(cached, json.dumps(found))
     return found
 
 

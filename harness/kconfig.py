@@ -8,6 +8,7 @@ incremental.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import logging
 import re
@@ -16,8 +17,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths, proc
-from .model import ConfigResult, DroppedSymbol
+from . import atomic, paths, proc
+from .errors import HarnessError
+from .model import ConfigResult, DroppedSymbol, Status
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +27,20 @@ BASE = "tinyconfig"  # the make target every test config starts from
 _SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
 _UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 _IDENT = re.compile(r"\b([A-Z][A-Z0-9_]+)\b")
+# What a value can be in a .config: bool/tristate, int, hex, string.
+_VALUE = re.compile(r'^(?:[ymn]|-?\d+|0[xX][0-9a-fA-F]+|"(?:[^"\\]|\\.)*")$')
+# kconfig's own complaints about a merged .config (scripts/kconfig/confdata.c).
+_KCONFIG_INVALID = re.compile(r"warning: symbol value '(.*)' invalid for (\w+)")
 
 
-class ConfigError(Exception):
+class ConfigError(HarnessError):
     """Requested options did not survive olddefconfig, or a fragment is unusable."""
 
-    def __init__(self, message: str, dropped: tuple[DroppedSymbol, ...] = ()) -> None:
-        super().__init__(message)
+    status = Status.CONFIG_ERROR
+
+    def __init__(self, message: str, dropped: tuple[DroppedSymbol, ...] = (), *,
+                 fix: str = "", log: Path | None = None) -> None:
+        super().__init__(message, fix=fix, log=log)
         self.dropped = dropped
 
 
@@ -45,6 +54,63 @@ def parse_config(text: str) -> dict[str, str]:
         elif m := _UNSET.match(line):
             values[m.group(1)] = "n"
     return values
+
+
+def fragment_problems(text: str) -> list[tuple[int, str]]:
+    """(line number, what is wrong) for each line of a fragment that kconfig would not
+    take: anything but blank lines, comments, `CONFIG_X=VALUE` and `# CONFIG_X is not set`,
+    and values that no symbol type has (`CONFIG_BPF=maybe`)."""
+    problems = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or (line.startswith("#") and not _UNSET.match(line)):
+            if line.startswith("#") and re.match(r"^#\s*CONFIG_\w+\s+is\s+not\s+set", line) \
+                    and not _UNSET.match(line):
+                problems.append((n, f"{line!r}: write it exactly '# CONFIG_X is not set'"))
+            continue
+        if _UNSET.match(line):
+            continue
+        m = _SET.match(line)
+        if m is None:
+            problems.append((n, f"{line!r} is neither CONFIG_X=VALUE nor "
+                                "'# CONFIG_X is not set'"))
+        elif not _VALUE.match(m.group(2)):
+            problems.append((n, f"{m.group(1)}={m.group(2)}: invalid value (y, m, n, a "
+                                'number, 0xHEX or a "string")'))
+    return problems
+
+
+def check_fragment(path: Path, display: str | None = None) -> None:
+    """CONFIG_ERROR naming file:line for every line kconfig would reject or ignore."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config fragment {path}: {exc}",
+                          fix="pass a readable text file of CONFIG_X=VALUE lines") from None
+    problems = fragment_problems(text)
+    if problems:
+        name = display or str(path)
+        shown = "\n".join(f"  {name}:{n}: {what}" for n, what in problems[:10])
+        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise ConfigError(f"config fragment {name} has {len(problems)} line(s) kconfig would "
+                          f"reject or ignore:\n{shown}{more}",
+                          fix="correct those lines (CONFIG_X=VALUE or '# CONFIG_X is not set')")
+
+
+def request_line(fragments: list[Path], symbol: str) -> str:
+    """"file:line" of the request that stands for symbol (the last fragment naming it)."""
+    found = ""
+    for frag in fragments:
+        for n, raw in enumerate(frag.read_text(errors="replace").splitlines(), 1):
+            line = raw.strip()
+            if line.startswith(f"{symbol}=") or line == f"# {symbol} is not set":
+                found = f"{_display(frag)}:{n}"
+    return found
+
+
+def _display(path: Path) -> str:
+    root = paths.repo_root()
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def requested_symbols(fragments: list[Path]) -> dict[str, str]:
@@ -140,7 +206,10 @@ def explain_dependency(symbol: str, config: dict[str, str],
     name = symbol.removeprefix("CONFIG_")
     entry = index.get(name)
     if entry is None:
-        return f"unknown symbol: no Kconfig file defines {name} (a typo, or not in this kernel)"
+        close = difflib.get_close_matches(name, index, n=1, cutoff=0.8)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        return (f"unknown symbol: no Kconfig file defines {name} (a typo, or not in this "
+                f"kernel){hint}")
     if config.get(symbol, "n") != "n":
         by = sorted(e.symbol for e in index.values()
                     if name in e.selects and config.get("CONFIG_" + e.symbol, "n") != "n")
@@ -237,11 +306,20 @@ def generate(tree: Path, tree_id: str, fragments: list[Path], *, log_dir: Path) 
     proc.check([str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),
                 str(scratch / ".config"), *map(str, fragments)],
                what="merge_config.sh", timeout=600, cwd=tree, log_path=klog)
-    proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", "olddefconfig"],
-               what="make olddefconfig", timeout=600, log_path=klog)
-    tmp = out.with_suffix(".tmp")
-    shutil.copyfile(scratch / ".config", tmp)
-    tmp.rename(out)
+    done = proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", "olddefconfig"],
+                      what="make olddefconfig", timeout=600, log_path=klog)
+    invalid = _KCONFIG_INVALID.findall(done.output)
+    if invalid:
+        lines = "\n".join(
+            f"  CONFIG_{sym}={value}: kconfig: symbol value '{value}' invalid for {sym}"
+            + (f" (requested at {at})" if (at := request_line(fragments, f"CONFIG_{sym}"))
+               else "")
+            for value, sym in invalid)
+        raise ConfigError(f"kconfig rejected {len(invalid)} requested value(s):\n{lines}",
+                          fix="give each option a value of its type (see its Kconfig "
+                              "entry: bool y/n, tristate y/m/n, int, hex, string)",
+                          log=klog)
+    atomic.copy_file(scratch / ".config", out)
     return out, hashlib.sha256(out.read_bytes()).hexdigest()
 
 
@@ -285,12 +363,18 @@ def configure(tree: Path, tree_id: str, build_dir: Path, fragments: list[Path], 
                 f"got {d.actual}: {d.reason}\n" for d in tolerated))
     if dropped:
         lines = "\n".join(
-            f"  {d.symbol}: asked {d.requested}, got {d.actual}: {d.reason}" for d in dropped
+            f"  {d.symbol}: asked {d.requested}, got {d.actual}"
+            + (f" (requested at {at})" if (at := request_line(fragments, d.symbol)) else "")
+            + f"\n    {d.reason}" for d in dropped
         )
+        unknown = all(d.reason.startswith("unknown symbol") for d in dropped)
         raise ConfigError(
-            f"{len(dropped)} requested config option(s) did not survive olddefconfig:\n{lines}\n"
-            "fix: add the missing dependencies to the fragment, or drop the option",
+            f"{len(dropped)} requested config option(s) did not survive olddefconfig:\n{lines}",
             dropped,
+            fix="correct the symbol's name, or drop it from the fragment" if unknown else
+                "add the unmet dependencies to the fragment (or drop the option); "
+                "for a symbol forced on, drop the option that selects it",
+            log=log_dir / "kconfig.log",
         )
     build_dir.mkdir(parents=True, exist_ok=True)
     target = build_dir / ".config"

@@ -18,8 +18,9 @@ The parser never prints or raises on bad input: problems go to `KtapResult.error
 
 from __future__ import annotations
 
+import io
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from harness.model import KtapResult, Status, TestCase
@@ -88,7 +89,22 @@ def _is_ktap_shaped(text: str) -> bool:
     return bool(_KTAP_SHAPED.match(text.lstrip(" \t")))
 
 
-def extract_ktap_lines(text: str) -> list[str]:
+# Bounds: a test that loops printing must not exhaust the host. Beyond these, lines are
+# counted, not kept (a failure among them still fails the test).
+MAX_LINES = 100_000  # distinct KTAP lines kept from one output
+MAX_DIAG_LINES = 64  # diagnostic lines kept per result
+_RESULT_SHAPED = re.compile(r"^[#\s]*(?:not )?ok\b")
+_STRUCTURAL = re.compile(r"^[#\s]*(?:(?:not )?ok\b|1\.\.\d|(?:KTAP|TAP) version \d|Subtest:)")
+
+
+@dataclass
+class _Extracted:
+    lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def extract_ktap_lines(text: str | Iterable[str]) -> list[str]:
     """The KTAP lines of `text`, console prefixes stripped, unrelated lines dropped.
 
     Extraction starts at the first "KTAP version N" / "TAP version N" line; whatever
@@ -101,26 +117,90 @@ def extract_ktap_lines(text: str) -> list[str]:
     Without any version line, every KTAP-looking line is returned unchanged (plain TAP
     without a header); `parse` records the missing header as an error.
     """
-    raw_lines = [line.rstrip() for line in text.split("\n")]
-    out: list[str] = []
+    return _extract(text).lines
+
+
+MAX_LINE_CHARS = 4096  # a longer line is cut (with a mark)
+
+
+class _Collapser:
+    """Keeps lines, a run of identical ones once, at most MAX_LINES; streaming, so memory
+    follows the distinct lines kept, not the input."""
+
+    def __init__(self) -> None:
+        self.out = _Extracted()
+        self.prev: str | None = None
+        self.repeats = 0
+        self.dropped = 0
+        self.dropped_failures = 0
+
+    def add(self, line: str) -> None:
+        if line == self.prev:
+            self.repeats += 1
+            return
+        self._flush()
+        self.prev, self.repeats = line, 1
+
+    def _flush(self) -> None:
+        line, repeats = self.prev, self.repeats
+        if line is None:
+            return
+        if len(self.out.lines) >= MAX_LINES:
+            self.dropped += repeats
+            if line.lstrip("# \t").startswith("not ok"):
+                self.dropped_failures += repeats
+            return
+        if repeats > 1 and _STRUCTURAL.match(line):
+            self.out.warnings.append(f"{line.strip()!r} came {repeats} times in a row: "
+                                     "counted once")
+        elif repeats > 1:
+            line = f"{line} [this line {repeats} times]"
+        self.out.lines.append(line)
+
+    def done(self) -> _Extracted:
+        self._flush()
+        self.prev = None
+        if self.dropped:
+            what = f"{self.dropped} more lines after the first {MAX_LINES} were not kept"
+            if self.dropped_failures:
+                self.out.errors.append(f"{what}, {self.dropped_failures} of them failed "
+                                       "results")
+            else:
+                self.out.warnings.append(what)
+        return self.out
+
+
+def _lines(source: str | Iterable[str]) -> Iterator[str]:
+    it = io.StringIO(source) if isinstance(source, str) else source
+    for line in it:
+        line = line.rstrip()
+        yield line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " [line cut]"
+
+
+def _extract(source: str | Iterable[str]) -> _Extracted:
+    """`extract_ktap_lines`, streaming and bounded: a run of identical lines is kept once
+    (a result line counted once with a warning, a diagnostic with its count), and at most
+    MAX_LINES distinct lines are kept."""
+    kept = _Collapser()
+    headerless = _Collapser()  # plain TAP without a version line: every shaped line
     prefix_re: re.Pattern[str] | None = None
-    for line in raw_lines:
+    for line in _lines(source):
         if prefix_re is not None:
             m = prefix_re.match(line)
             if m is not None:
                 rest = line[m.end() :]
                 if _is_ktap_shaped(rest):
-                    out.append(rest)
+                    kept.add(rest)
                 continue
+        elif _is_ktap_shaped(line):
+            headerless.add(line)
         vm = _VERSION_SEARCH.search(line)
         if vm is None:
             continue
         prefix = line[: vm.start()]
         prefix_re = _prefix_regex(prefix)
-        out.append(line[len(prefix) :])
-    if prefix_re is None:
-        return [line for line in raw_lines if _is_ktap_shaped(line)]
-    return out
+        kept.add(line[len(prefix) :])
+    return kept.done() if prefix_re is not None else headerless.done()
 
 
 # --- phase 2: parsing ----------------------------------------------------------------
@@ -182,6 +262,8 @@ class _Block:
     short_errors: list[str] = field(default_factory=list)
     trailing_diag: list[str] = field(default_factory=list)
     skip_all: str | None = None  # reason of "1..0 # SKIP reason"
+    warnings: list[str] = field(default_factory=list)
+    seen: dict[str, int] = field(default_factory=dict)  # result line -> times it came
 
     @property
     def all_errors(self) -> list[str]:
@@ -346,10 +428,23 @@ class _Parser:
 
     def _result(self, result: str, number: str | None, rest: str) -> None:
         self.seg_started = True
+        # The same result line again at this depth under this parent is the same result
+        # (QEMU console captures repeat lines): counted once, with a warning.
+        key = f"{result} {number} {rest}"
+        if key in self.block.seen:
+            self.block.seen[key] += 1
+            self.pending_children = []
+            self.pending_diag = []
+            return
+        self.block.seen[key] = 1
         num = int(number) if number is not None else self.expected
         if num != self.expected:
             self.block.errors.append(f"expected test number {self.expected}, got {num}")
         name, directive = _split_description(rest)
+        if not name and directive.upper().startswith("SKIP "):
+            # kselftest.h's ksft_test_result_skip() prints "ok N # SKIP msg" with no
+            # description; the cgroup tests pass their test's name as msg.
+            name = directive[5:].strip()
         case = self._make_case(
             name=name,
             number=num,
@@ -375,7 +470,12 @@ class _Parser:
             child_errors.extend(child.errors)
             if status is not Status.SKIP:
                 child_errors.extend(child.short_errors)
+            self.block.warnings.extend(f"{label}: {w}" for w in child.warnings)
         self.block.errors.extend(f"{label}: {e}" for e in child_errors)
+        if len(diag) > MAX_DIAG_LINES:
+            cut = len(diag) - MAX_DIAG_LINES
+            diag = [*diag[: MAX_DIAG_LINES // 2], f"[{cut} diagnostic lines not kept]",
+                    *diag[-MAX_DIAG_LINES // 2 :]]
         if status in _OK_LIKE:
             failed = [c for c in subtests if c.status in _FAILING]
             if failed:
@@ -426,8 +526,15 @@ class _Parser:
                 f"output ended inside test {unfinished.number} ({label}) (crash?)"
             )
         if final:
-            self.block.trailing_diag = self.pending_diag
+            self.block.trailing_diag = self.pending_diag[-MAX_DIAG_LINES:]
             self.pending_diag = []
+            repeated = {k: n for k, n in self.block.seen.items() if n > 1}
+            for key, n in list(repeated.items())[:10]:
+                self.block.warnings.append(f"result {key.replace(' None ', ' ')!r} came {n} "
+                                           "times: counted once")
+            if len(repeated) > 10:
+                self.block.warnings.append(f"{len(repeated) - 10} more result lines came "
+                                           "more than once: each counted once")
         if self.seg_started or self.seg_plan is not None:
             self.plans.append(self.seg_plan)
         self.seg_plan = None
@@ -437,7 +544,7 @@ class _Parser:
             self.block.plan = None if None in self.plans else sum(p or 0 for p in self.plans)
 
 
-def parse(text: str) -> KtapResult:
+def parse(text: str | Iterable[str]) -> KtapResult:
     """Parses kselftest/KUnit output (noise allowed around it) into a `KtapResult`.
 
     Statuses: "ok" PASS, "not ok" FAIL; directive "# SKIP" SKIP (ok or not ok),
@@ -453,9 +560,9 @@ def parse(text: str) -> KtapResult:
     A stream that is only "1..0 # SKIP reason" gets one synthetic SKIP case
     (number 0) so that its status is SKIP rather than "nothing ran".
     """
-    lines = extract_ktap_lines(text)
-    block = _Parser(lines).parse()
-    errors = list(block.all_errors)
+    extracted = _extract(text)
+    block = _Parser(extracted.lines).parse()
+    errors = list(block.all_errors) + extracted.errors
     if block.version is None:
         errors.insert(0, "no KTAP/TAP version line found")
     cases = list(block.cases)
@@ -474,6 +581,7 @@ def parse(text: str) -> KtapResult:
         plan=block.plan,
         cases=tuple(cases),
         errors=tuple(errors),
+        warnings=tuple(extracted.warnings + block.warnings),
     )
 
 

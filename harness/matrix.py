@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import enum
 import tomllib
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths
-from .model import CellResult, Status
+from .errors import HarnessError
+from .model import Status
 
 
 class Tier(enum.Enum):
@@ -40,20 +42,20 @@ class Cell:
     expect_status: str | None = None
     expect: tuple[tuple[str, str], ...] = ()
     description: str = ""
+    boot_only: bool = False  # no tests: judged by its boot and shutdown alone
+    append: str = ""  # extra kernel command line for the guest
 
-    def expected_status(self, test: str) -> Status | None:
-        for name, status in self.expect:
-            if name == test:
-                return Status(status)
-        return Status(self.expect_status) if self.expect_status else None
+    @property
+    def expect_map(self) -> Mapping[str, Status]:
+        return {name: Status(status) for name, status in self.expect}
 
     @property
     def has_expectations(self) -> bool:
         return self.expect_status is not None or bool(self.expect)
 
 
-class MatrixError(Exception):
-    pass
+class MatrixError(HarnessError):
+    status = Status.SETUP_ERROR
 
 
 def default_path() -> Path:
@@ -108,26 +110,19 @@ def select(cells: list[Cell], tier: Tier, names: tuple[str, ...] = ()) -> list[C
     return [c for c in cells if tier.includes(c.tier)]
 
 
-def check_expected(cell: Cell, res: CellResult) -> CellResult:
-    """A broken-variant cell passes when every test produced exactly its expected status.
+def default_tests(kernel: str, cells: list[Cell]) -> tuple[tuple[str, ...], str]:
+    """The tests an ad-hoc cell runs when none were named, and where they come from.
 
-    Checked per test, not on the cell's worst status: otherwise one test failing as
-    intended would hide another that passed (or crashed) when it should have failed.
+    A Debian base runs the tests of the matrix cell named after it (debian:6.12 -> cell
+    "6.12", debian:6.1 -> "6.1"); any other base the default cell's, each of which is
+    skipped before the boot if the kernel lacks a feature it requires.
     """
-    if res.status.is_stage_error:
-        return res
-    wrong = []
-    for t in res.tests:
-        want = cell.expected_status(t.name) or Status.PASS
-        if t.status is not want:
-            wrong.append(f"{t.name}: {t.status.value}, expected {want.value}")
-    if not res.tests:
-        wrong.append("no test ran")
-    if wrong:
-        return replace(res, status=Status.FAIL,
-                       error="deliberately broken variant did not fail as declared: "
-                             + "; ".join(wrong))
-    got = ", ".join(sorted({t.status.value for t in res.tests}))
-    return replace(res, status=Status.PASS,
-                   error="broken variant, each test as expected "
-                         f"status ({got})")
+    by_name = {c.name: c for c in cells}
+    if kernel.startswith("debian:") and kernel.removeprefix("debian:") in by_name:
+        cell = by_name[kernel.removeprefix("debian:")]
+        return cell.tests, f"the tests of matrix cell {cell.name}"
+    default = next((c for c in cells if c.tier is Tier.DEFAULT), None)
+    if default is None:
+        return (), "no default-tier cell in the matrix"
+    return default.tests, (f"the tests of the default cell {default.name}, each skipped if "
+                           "the kernel lacks a feature it requires")

@@ -6,6 +6,7 @@ Stages pass these objects forward; nothing travels between stages as a dict of s
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,17 +19,20 @@ class Status(enum.Enum):
     """
 
     PASS = "PASS"
-    SKIP = "SKIP"
     XFAIL = "XFAIL"  # failed, and the expectations file says it is expected to
     XPASS = "XPASS"  # on the expectations list but passed
+    SKIP = "SKIP"  # a test: skipped (by itself, or by the harness: a feature is missing);
+    # a cell: every test was skipped, so nothing was tested
+    NO_TESTS = "NO_TESTS"  # a cell with no test planned: nothing was tested
     FAIL = "FAIL"
     TIMEOUT = "TIMEOUT"
-    CRASHED = "CRASHED"  # kernel splat or panic while it ran
+    CRASHED = "CRASHED"  # kernel splat, panic or bad taint while it ran
     SETUP_ERROR = "SETUP_ERROR"
     PATCH_CONFLICT = "PATCH_CONFLICT"
     CONFIG_ERROR = "CONFIG_ERROR"
     BUILD_ERROR = "BUILD_ERROR"
     BOOT_ERROR = "BOOT_ERROR"
+    INTERRUPTED = "INTERRUPTED"  # the run was stopped by a signal while this cell ran
 
     @property
     def is_stage_error(self) -> bool:
@@ -36,10 +40,14 @@ class Status(enum.Enum):
 
     @property
     def exit_code(self) -> int:
-        """0 all passed; 1 a test failed, crashed or timed out; 2 a stage error."""
+        """What a cell with this status contributes to the exit status of the run:
+        0 passed; 1 a test failed, crashed or timed out, or nothing was tested; 2 a
+        stage error. (A single skipped test inside a cell that ran others is not a
+        cell status: see `verdict.cell_status`.)"""
         if self.is_stage_error:
             return 2
-        if self in (Status.FAIL, Status.TIMEOUT, Status.CRASHED):
+        if self in (Status.FAIL, Status.TIMEOUT, Status.CRASHED, Status.SKIP,
+                    Status.NO_TESTS):
             return 1
         return 0
 
@@ -51,16 +59,29 @@ _STAGE_ERRORS = frozenset(
         Status.CONFIG_ERROR,
         Status.BUILD_ERROR,
         Status.BOOT_ERROR,
+        Status.INTERRUPTED,
     }
 )
 _SEVERITY = list(Status)
 
 
-def worst(statuses: list[Status] | tuple[Status, ...], *, empty: Status = Status.PASS) -> Status:
+def worst(statuses: Sequence[Status], *, empty: Status = Status.PASS) -> Status:
     """The most severe status of several (the order of the `Status` enum)."""
     if not statuses:
         return empty
     return max(statuses, key=_SEVERITY.index)
+
+
+def combined(statuses: Sequence[Status], *, empty: Status) -> Status:
+    """The status of something made of parts (a test of its subtests, a cell of its tests).
+
+    Skipped parts do not count when others ran: nine passes and a skip is PASS. When
+    every part skipped, the whole is SKIP, and with no parts at all it is `empty`.
+    """
+    if not statuses:
+        return empty
+    ran = [s for s in statuses if s is not Status.SKIP]
+    return worst(ran) if ran else Status.SKIP
 
 
 class Accel(enum.Enum):
@@ -160,6 +181,14 @@ class Splat:
     title: str
     text: str
     decoded: str = ""
+    function: str = ""  # the faulting function (RIP, "at ... func+0x", first frame)
+    where: str = ""  # the part of the log it was in, when not the result's own: "first boot"
+    expected: str = ""  # declared noise: the reason it does not count (expectations.toml)
+
+    @property
+    def fingerprint(self) -> str:
+        """What identifies this splat across runs: kind and faulting function."""
+        return f"{self.kind}:{self.function or '?'}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,18 +211,31 @@ class KtapResult:
     plan: int | None
     cases: tuple[TestCase, ...]
     errors: tuple[str, ...] = ()
+    # Not failures: repeated result lines counted once, output cut at the cap, ...
+    warnings: tuple[str, ...] = ()
 
     @property
     def status(self) -> Status:
-        statuses = [c.status for c in self.cases]
-        if self.errors:
-            statuses.append(Status.FAIL)
-        return worst(statuses, empty=Status.FAIL if not self.cases else Status.PASS)
+        status = combined([c.status for c in self.cases], empty=Status.FAIL)
+        return worst([status, Status.FAIL]) if self.errors else status
+
+
+class Phase(enum.Enum):
+    """Which part of a boot a result judges. Every kernel-log line belongs to one."""
+
+    BOOT = "boot"  # from power-on until the guest runner starts
+    TEST = "test"  # between a test's start and end markers
+    SETUP = "setup"  # the runner's own work between tests (lazy swap/scratch set-up)
+    SHUTDOWN = "shutdown"  # after the runner is done, until power-off (console only)
+
+
+# Results that judge the kernel itself, not a test: named like their phase.
+KERNEL_PHASES = (Phase.BOOT, Phase.SETUP, Phase.SHUTDOWN)
 
 
 @dataclass(frozen=True, kw_only=True)
 class TestResult:
-    """One selftest run in the guest."""
+    """One selftest run in the guest, or one kernel phase (boot, set-up, shutdown)."""
 
     name: str
     status: Status
@@ -204,6 +246,10 @@ class TestResult:
     log: Path | None = None
     reason: str = ""  # why the status: expected-failure reason, timeout, taint change, ...
     extra: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
+    phase: Phase = Phase.TEST
+    taint: str = ""  # bad taint letters newly set while it ran (W, D, B, L, M)
+    expected_status: Status | None = None  # what the cell declares it must be (expect)
+    notes: tuple[str, ...] = ()  # not verdicts: declared flaky, expected noise, output cut
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -268,3 +314,5 @@ class CellResult:
     accel: str = ""
     retries: tuple[str, ...] = ()
     features: tuple[FeatureReport, ...] = ()
+    notes: tuple[str, ...] = ()  # what the verdict took into account (expected failures, ...)
+    boot_only: bool = False

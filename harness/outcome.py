@@ -1,111 +1,166 @@
-"""Guest output -> TestResults: pure functions over the files the guest runner wrote.
+"""Guest output -> raw TestResults: pure functions over the files one boot left.
 
-Inputs are the runner's status table, each test's output file, dmesg (or the console
-log when the guest died before writing dmesg), and whether the VM was killed. A splat
-between a test's start and end markers, or a taint bit newly set while it ran, makes
-that test CRASHED; a test cut off by the runner's timeout, or still running when the
-VM was killed, is TIMEOUT.
+Inputs are the runner's status table and guest-info, each test's output file, the
+kernel log (dmesg, and the console for what dmesg cannot have), and whether the VM was
+killed. Every kernel-log line belongs to one result: `boot` (before the runner
+started), a test (between its markers), `setup` (the runner's work between tests) or
+`shutdown` (after the runner finished; console only). Each result gets the splats of
+its part and the bad taint bits newly set during it; whether that makes it CRASHED, and
+every other final verdict, is `verdict.judge`'s.
 """
 
 from __future__ import annotations
 
-import re
-import tomllib
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from . import ktap, splat, test_progs
-from .model import KtapResult, Splat, Status, TestCase, TestResult, worst
-from .selftests import GuestTest
+from .guest import protocol
+from .guest.protocol import GuestTest, RunnerRecord
+from .model import KtapResult, Phase, Splat, Status, TestResult, worst
 
 TIMEOUT_EXIT_CODES = (124, 137)  # coreutils timeout: TERM, then KILL after the grace
 KSFT_SKIP = 4
 # Taint bits that mean the kernel complained (W warning, D died/oops, B bad page,
-# L soft lockup); others (O out-of-tree module, E unsigned) are not a failure.
+# L soft lockup, M machine check); others (O out-of-tree module, E unsigned) are not.
 _BAD_TAINTS = frozenset("WDBLM")
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunnerRecord:
-    name: str
-    started: float | None = None
-    ended: float | None = None
-    exit_code: int | None = None
-    taint_before: int | None = None
-    taint_after: int | None = None
+class BootRecord:
+    """What one boot left in its guest directory, read by the pipeline."""
+
+    status_text: str = ""
+    info_text: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)  # test_progs -J files
+    dmesg: str = ""
+    console: str = ""
+    runner_done: bool = False
+    vm_timed_out: bool = False
+    vm_exit: int | None = None
 
 
-def parse_status(text: str) -> dict[str, RunnerRecord]:
-    records: dict[str, RunnerRecord] = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 3 and parts[1] == "started":
-            records[parts[0]] = RunnerRecord(name=parts[0], started=float(parts[2]))
-        elif len(parts) >= 7 and parts[1] == "ended":
-            records[parts[0]] = RunnerRecord(
-                name=parts[0], started=float(parts[6]), ended=float(parts[2]),
-                exit_code=int(parts[3]), taint_before=int(parts[4]), taint_after=int(parts[5]))
-    return records
+def bad_taint(before: int | None, after: int | None) -> str:
+    if before is None or after is None:
+        return ""
+    return "".join(t for t in splat.taint_flags_changed(before, after) if t in _BAD_TAINTS)
 
 
-def splats_for(test: str, kernel_log: str) -> tuple[Splat, ...]:
-    section = splat.section_between(kernel_log, f"harness: test-start {test}",
-                                    f"harness: test-end {test} ")
-    return tuple(splat.find_splats(section))
-
-
-def evaluate(plan: list[GuestTest], *, status_text: str, outputs: dict[str, str],
-             kernel_log: str, vm_timed_out: bool, vm_error: str = "",
-             durations_from_host: float = 0.0,
-             artifacts: dict[str, str] | None = None) -> list[TestResult]:
-    records = parse_status(status_text)
-    results = []
-    for test in plan:
-        rec = records.get(test.name)
-        text = outputs.get(test.name, "")
-        parsed = None
-        if test.fmt == "ktap" and text:
-            parsed = ktap.parse(text)
-        elif test.fmt == "test_progs" and text:
-            parsed = test_progs.parse(text, (artifacts or {}).get(test.name))
-        splats = splats_for(test.name, kernel_log) if rec and rec.started is not None else ()
-        if rec is None or rec.started is None:
-            status = Status.BOOT_ERROR if not records else Status.CRASHED
-            reason = vm_error or "never started: the guest stopped before reaching this test"
-            if vm_timed_out:
-                status, reason = Status.TIMEOUT, "never started: the VM hit its wall-clock timeout"
-            results.append(TestResult(name=test.name, status=status, duration_s=0.0,
-                                      exit_code=None, ktap=None, splats=(), reason=reason))
-            continue
-        duration = (rec.ended - rec.started) if rec.ended is not None else 0.0
-        if rec.ended is None:
-            crashed = splats or _panicked(kernel_log)
-            status = Status.CRASHED if crashed else Status.TIMEOUT
-            reason = ("the kernel crashed while this test ran" if crashed else
-                      "still running when the VM was killed at its wall-clock timeout"
-                      if vm_timed_out else "the guest stopped while this test ran")
-            results.append(TestResult(name=test.name, status=status, duration_s=duration,
-                                      exit_code=None, ktap=parsed, splats=splats,
-                                      reason=reason))
-            continue
-        status, reason = _status_from_exit(rec, parsed, test)
-        new_taints = [t for t in splat.taint_flags_changed(rec.taint_before or 0,
-                                                           rec.taint_after or 0)
-                      if t in _BAD_TAINTS]
-        if splats:
-            status = Status.CRASHED
-            reason = f"kernel splat while it ran: {splats[0].title}"
-        elif new_taints:
-            status = Status.CRASHED
-            reason = f"kernel taint newly set while it ran: {''.join(new_taints)}"
-        results.append(TestResult(name=test.name, status=status, duration_s=duration,
-                                  exit_code=rec.exit_code, ktap=parsed, splats=splats,
-                                  reason=reason))
+def evaluate(plan: list[GuestTest], boot: BootRecord) -> list[TestResult]:
+    """[boot, each planned test, setup, shutdown], with raw statuses."""
+    log = protocol.split_kernel_log(boot.dmesg, boot.console)
+    info = protocol.parse_info(boot.info_text)
+    records = protocol.parse_status(boot.status_text)
+    results = [_boot_result(log, info, boot)]
+    results += [_test_result(t, records.get(t.name), log, boot, info) for t in plan]
+    results.append(_setup_result(log, info, records, plan))
+    results.append(_shutdown_result(log, boot, info))
     return results
 
 
-def _panicked(kernel_log: str) -> bool:
-    return "Kernel panic - not syncing" in kernel_log
+def _splats(text: str) -> tuple[Splat, ...]:
+    return tuple(splat.find_splats(text)) if text else ()
+
+
+def _boot_result(log: protocol.KernelLog, info: protocol.GuestInfo,
+                 boot: BootRecord) -> TestResult:
+    splats = _splats(log.boot)
+    ready = info.values.get("ready", "").split()
+    duration = float(ready[0]) if ready and ready[0].replace(".", "", 1).isdigit() else 0.0
+    if not info.reached_runner:
+        panic = next((s for s in splats if s.kind == "PANIC"), None)
+        if panic is not None:
+            reason = f"the kernel panicked during boot: {panic.title}"
+        else:
+            how = ("the VM was killed at its wall-clock timeout" if boot.vm_timed_out else
+                   f"vng exited {boot.vm_exit}")
+            reason = f"the guest never started the test runner ({how})"
+        return TestResult(name="boot", phase=Phase.BOOT, status=Status.BOOT_ERROR,
+                          duration_s=duration, exit_code=None, ktap=None, splats=splats,
+                          reason=reason)
+    taint = bad_taint(0, info.taint("tainted_at_boot"))
+    return TestResult(name="boot", phase=Phase.BOOT, status=Status.PASS, duration_s=duration,
+                      exit_code=None, ktap=None, splats=splats, taint=taint)
+
+
+def _setup_result(log: protocol.KernelLog, info: protocol.GuestInfo,
+                  records: dict[str, RunnerRecord], plan: list[GuestTest]) -> TestResult:
+    """The runner's own work between tests: its part of the log, and taint set in the gaps."""
+    taint = ""
+    before = info.taint("tainted_at_boot")
+    for t in plan:
+        rec = records.get(t.name)
+        if rec is None or rec.taint_before is None:
+            break
+        taint += bad_taint(before, rec.taint_before)
+        before = rec.taint_after
+    else:
+        taint += bad_taint(before, info.taint("tainted_at_end"))
+    status = Status.PASS if info.reached_runner else Status.SKIP
+    return TestResult(name="setup", phase=Phase.SETUP, status=status, duration_s=0.0,
+                      exit_code=None, ktap=None, splats=_splats(log.setup),
+                      taint="".join(dict.fromkeys(taint)),
+                      reason="" if info.reached_runner else "not reached: the guest never "
+                                                            "started the runner")
+
+
+def _shutdown_result(log: protocol.KernelLog, boot: BootRecord,
+                     info: protocol.GuestInfo) -> TestResult:
+    splats = _splats(log.shutdown)
+    if not boot.runner_done:
+        where = ("the guest never started the runner" if not info.reached_runner
+                 else "the guest stopped before the runner finished")
+        status, reason = Status.SKIP, f"not reached: {where}"
+    elif boot.vm_timed_out:
+        status = Status.TIMEOUT
+        reason = "the runner finished but the guest did not power off before the VM timeout"
+    else:
+        status, reason = Status.PASS, ""
+    return TestResult(name="shutdown", phase=Phase.SHUTDOWN, status=status, duration_s=0.0,
+                      exit_code=None, ktap=None, splats=splats, reason=reason)
+
+
+def _parse_output(test: GuestTest, text: str, artifact: str | None) -> KtapResult | None:
+    if not text:
+        return None
+    if test.fmt == "ktap":
+        return ktap.parse(text)
+    if test.fmt == "test_progs":
+        return test_progs.parse(text, artifact)
+    return None
+
+
+def _test_result(test: GuestTest, rec: RunnerRecord | None, log: protocol.KernelLog,
+                 boot: BootRecord, info: protocol.GuestInfo) -> TestResult:
+    text = boot.outputs.get(test.name, "")
+    parsed = _parse_output(test, text, boot.artifacts.get(test.name))
+    notes: tuple[str, ...] = ()
+    if (cut := protocol.output_cut(text)) is not None:
+        notes = (f"output cut in the guest at {cut[1]} bytes; {cut[0]} more bytes were "
+                 "discarded",)
+    if rec is None or rec.started is None:
+        if not info.reached_runner:
+            status, reason = Status.BOOT_ERROR, "never started: the guest did not boot"
+        elif boot.vm_timed_out:
+            status, reason = Status.TIMEOUT, "never started: the VM hit its wall-clock timeout"
+        else:
+            status = Status.CRASHED
+            reason = "never started: the guest stopped before reaching this test"
+        return TestResult(name=test.name, status=status, duration_s=0.0, exit_code=None,
+                          ktap=None, reason=reason)
+    splats = _splats(log.tests.get(test.name, ""))
+    if rec.ended is None:
+        if boot.vm_timed_out and not splats:
+            status = Status.TIMEOUT
+            reason = "still running when the VM was killed at its wall-clock timeout"
+        else:
+            status, reason = Status.CRASHED, "the guest stopped while this test ran"
+        return TestResult(name=test.name, status=status, duration_s=0.0, exit_code=None,
+                          ktap=parsed, splats=splats, reason=reason, notes=notes)
+    status, reason = _status_from_exit(rec, parsed, test)
+    return TestResult(name=test.name, status=status, duration_s=rec.ended - rec.started,
+                      exit_code=rec.exit_code, ktap=parsed, splats=splats, reason=reason,
+                      taint=bad_taint(rec.taint_before, rec.taint_after), notes=notes)
 
 
 def _status_from_exit(rec: RunnerRecord, parsed: KtapResult | None,
@@ -125,102 +180,3 @@ def _status_from_exit(rec: RunnerRecord, parsed: KtapResult | None,
     if rc != 0 and kstatus in (Status.PASS, Status.SKIP, Status.XFAIL, Status.XPASS):
         return Status.FAIL, f"KTAP reports success but the test exited {rc}"
     return kstatus, ""
-
-
-# ---- expectations: known failures outside our patches, keyed by kernel version range ----
-
-
-@dataclass(frozen=True, kw_only=True)
-class Expectation:
-    test: str
-    subtest: str | None
-    kernel: str  # e.g. ">=6.12,<6.13"
-    reason: str
-    evidence: str
-
-
-def load_expectations(path: Path) -> list[Expectation]:
-    if not path.exists():
-        return []
-    data = tomllib.loads(path.read_text())
-    return [
-        Expectation(test=str(e["test"]), subtest=e.get("subtest"), kernel=str(e["kernel"]),
-                    reason=str(e["reason"]), evidence=str(e.get("evidence", "")))
-        for e in data.get("expected_failure", [])
-    ]
-
-
-def _vtuple(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
-
-
-def version_matches(version: str, spec: str) -> bool:
-    have = _vtuple(version)
-    for clause in spec.split(","):
-        clause = clause.strip()
-        m = re.match(r"(>=|<=|==|<|>)\s*(\S+)", clause)
-        if not m:
-            continue
-        op, want = m.group(1), _vtuple(m.group(2))
-        cmp = (have > want) - (have < want)
-        ok = {">=": cmp >= 0, "<=": cmp <= 0, "==": cmp == 0, "<": cmp < 0, ">": cmp > 0}[op]
-        if not ok:
-            return False
-    return True
-
-
-def apply_expectations(results: list[TestResult], expectations: list[Expectation],
-                       kernel_version: str) -> list[TestResult]:
-    """Expected failures become XFAIL (with the reason); expected ones that pass become XPASS."""
-    active = [e for e in expectations if version_matches(kernel_version, e.kernel)]
-    out = []
-    for res in results:
-        mine = [e for e in active if e.test == res.name]
-        if not mine:
-            out.append(res)
-            continue
-        whole = next((e for e in mine if e.subtest is None), None)
-        if whole is not None:
-            if res.status is Status.FAIL:
-                out.append(replace(res, status=Status.XFAIL, reason=f"expected: {whole.reason}"))
-            elif res.status is Status.PASS:
-                out.append(replace(res, status=Status.XPASS,
-                                   reason=f"on the expected-failure list but passed "
-                                          f"({whole.reason})"))
-            else:
-                out.append(res)
-            continue
-        by_sub: dict[str | None, Expectation] = {e.subtest: e for e in mine if e.subtest}
-        if res.ktap is None or res.status not in (Status.FAIL, Status.PASS):
-            out.append(res)
-            continue
-        cases = tuple(_mark(c, by_sub) for c in res.ktap.cases)
-        ktap_res = replace(res.ktap, cases=cases)
-        leaves = [c.status for c in _leaves(cases)]
-        status = worst(leaves) if leaves else res.status
-        notes = [f"{c.name}: {by_sub[c.name].reason}" for c in _leaves(cases)
-                 if c.name in by_sub]
-        reason = "expected failures: " + "; ".join(notes) if notes else res.reason
-        if status is Status.FAIL:
-            reason = res.reason
-        out.append(replace(res, ktap=ktap_res, status=status, reason=reason))
-    return out
-
-
-def _mark(case: TestCase, by_sub: dict[str | None, Expectation]) -> TestCase:
-    if case.subtests:
-        subs = tuple(_mark(s, by_sub) for s in case.subtests)
-        return replace(case, subtests=subs, status=worst([s.status for s in subs]))
-    if case.name in by_sub:
-        if case.status is Status.FAIL:
-            return replace(case, status=Status.XFAIL)
-        if case.status is Status.PASS:
-            return replace(case, status=Status.XPASS)
-    return case
-
-
-def _leaves(cases: tuple[TestCase, ...]) -> list[TestCase]:
-    out: list[TestCase] = []
-    for c in cases:
-        out.extend(_leaves(c.subtests) if c.subtests else [c])
-    return out

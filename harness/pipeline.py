@@ -1,7 +1,9 @@
-"""One matrix cell, stage by stage: source, series, kconfig, build, selftests, vm, results.
+"""One matrix cell, stage by stage: plan, source, series, kconfig, build, selftests, boot.
 
 Each stage is timed and recorded as it finishes, so a cell that stops early still leaves
-a results entry that says which stage stopped it and why.
+a results entry that says which stage stopped it and why. Everything that can be
+checked without building is checked first (the `plan` stage: kernel spec, test names,
+config fragments, patch files). The final statuses are `verdict.judge`'s.
 """
 
 from __future__ import annotations
@@ -9,28 +11,44 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shlex
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import build, features, kconfig, outcome, paths, proc, selftests, series, sources, vm
+from . import (
+    build,
+    features,
+    kconfig,
+    outcome,
+    paths,
+    proc,
+    selftests,
+    series,
+    sources,
+    splat,
+    vm,
+)
+from . import verdict as verdicts
+from .errors import HarnessError, from_os_error
+from .guest import protocol
 from .matrix import Cell
 from .model import (
     Accel,
     CellResult,
     ConfigResult,
     FeatureReport,
+    FeatureState,
     KernelImage,
+    KernelSpec,
     PatchResult,
+    Phase,
     SourceKind,
     Splat,
     StageTiming,
     Status,
     TestResult,
-    worst,
 )
 
 log = logging.getLogger(__name__)
@@ -40,15 +58,21 @@ GUEST_MEMORY = "2G"
 GUEST_CPUS = 2
 
 
-class StageFailedError(Exception):
-    def __init__(self, status: Status, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+def expectations_path() -> Path:
+    return paths.repo_root() / "selftests" / "expectations.toml"
+
+
+class CellInterrupted(KeyboardInterrupt):
+    """A signal stopped the cell; carries what it had done, for results.json."""
+
+    def __init__(self, partial: CellResult, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.partial = partial
 
 
 @dataclass
 class CellRun:
-    """Mutable while the cell runs; frozen into a CellResult at the end."""
+    """Mutable while the cell runs; judged and frozen into a CellResult at the end."""
 
     cell: Cell
     out_dir: Path
@@ -65,68 +89,136 @@ class CellRun:
     # kselftest target -> its installed directory, decided while the tree was locked
     kselftest_dirs: dict[str, Path] = field(default_factory=dict)
     features: tuple[FeatureReport, ...] = ()
+    current_stage: str = ""
 
     @contextmanager
     def stage(self, name: str, error_status: Status) -> Iterator[None]:
         start = time.monotonic()
+        self.current_stage = name
         log.info("[%s] %s", self.cell.name, name)
         try:
             yield
-        except StageFailedError as exc:
-            self.stages.append(StageTiming(stage=name, status=exc.status,
-                                           duration_s=time.monotonic() - start,
-                                           detail=str(exc)))
-            raise
-        except (sources.SourceError, series.SeriesError, kconfig.ConfigError,
-                build.BuildError, selftests.SelftestError, vm.BootError, proc.CommandError,
-                proc.ToolMissingError, series.PatchConflictError,
-                features.FeatureError) as exc:
-            status = error_status
+        except HarnessError as exc:
+            if exc.status is None:
+                exc.status = error_status
             if isinstance(exc, series.PatchConflictError):
                 self.patches = exc.results
-                status = Status.PATCH_CONFLICT
-            if isinstance(exc, kconfig.ConfigError) and self.config is None:
-                status = Status.CONFIG_ERROR
-            self.stages.append(StageTiming(stage=name, status=status,
-                                           duration_s=time.monotonic() - start,
-                                           detail=str(exc)))
-            raise StageFailedError(status, str(exc)) from exc
-        self.stages.append(StageTiming(stage=name, status=Status.PASS,
-                                       duration_s=time.monotonic() - start))
+            self._record(name, exc.status, start, str(exc))
+            raise
+        except OSError as exc:
+            problem = from_os_error(exc, f"[{name}]")
+            self._record(name, Status.SETUP_ERROR, start, str(problem))
+            raise problem from exc
+        except KeyboardInterrupt:
+            self._record(name, Status.INTERRUPTED, start, "interrupted by a signal")
+            raise
+        self._record(name, Status.PASS, start)
 
-    def result(self, status: Status, error: str = "") -> CellResult:
+    def _record(self, name: str, status: Status, start: float, detail: str = "") -> None:
+        self.stages.append(StageTiming(stage=name, status=status,
+                                       duration_s=time.monotonic() - start, detail=detail))
+
+    def result(self, verdict: verdicts.CellVerdict) -> CellResult:
         return CellResult(
             cell=self.cell.name, kernel=self.cell.kernel, kernel_version=self.kernel_version,
-            status=status, patches=self.patches, config=self.config,
-            stages=tuple(self.stages), tests=tuple(self.tests), source=self.source_describe,
-            package_version=self.package_version, error=error, accel=self.accel,
-            retries=tuple(self.retries), features=self.features,
+            status=verdict.status, patches=self.patches, config=self.config,
+            stages=tuple(self.stages), tests=verdict.results, source=self.source_describe,
+            package_version=self.package_version, error=verdict.error, accel=self.accel,
+            retries=tuple(self.retries), features=self.features, notes=verdict.notes,
+            boot_only=self.cell.boot_only,
         )
 
 
-def run_cell(cell: Cell, out_dir: Path, *, accel: Accel) -> CellResult:
+@dataclass(frozen=True, kw_only=True)
+class CellPlan:
+    """What the cell will do, all checked before anything is imported or built."""
+
+    spec: KernelSpec
+    tests: tuple[selftests.TestRef, ...]
+    patches: tuple[series.Patch, ...]  # every series' files, then --patch files: checked
+
+
+def run_cell(cell: Cell, out_dir: Path, *, accel: Accel, strict: bool = False) -> CellResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     run = CellRun(cell=cell, out_dir=out_dir, accel_request=accel)
+    rules = verdicts.CellRules(expect_status=Status(cell.expect_status)
+                               if cell.expect_status else None,
+                               expect=cell.expect_map, boot_only=cell.boot_only, strict=strict)
+    stage_error: Status | None = None
+    error = ""
     try:
-        kernel, tree = _prepare_kernel(run)
-        tests = _build_tests(run, kernel, tree)
-        _boot_and_test(run, kernel, tests)
-    except StageFailedError as exc:
-        return run.result(exc.status, str(exc))
-    status = worst([t.status for t in run.tests])
-    return run.result(status)
+        expectations = verdicts.load_expectations(expectations_path())
+        plan = _plan(run)
+        kernel = _prepare_kernel(run, plan)
+        planned = _build_tests(run, kernel, plan)
+        _boot_and_test(run, kernel, planned)
+    except HarnessError as exc:
+        stage_error = exc.status or Status.SETUP_ERROR
+        error = str(exc)
+        expectations = verdicts.Expectations()
+    except KeyboardInterrupt as exc:
+        where = f" in stage {run.current_stage}" if run.current_stage else ""
+        partial = run.result(verdicts.CellVerdict(
+            results=tuple(run.tests), status=Status.INTERRUPTED,
+            error=f"interrupted by {exc or 'a signal'}{where}"))
+        raise CellInterrupted(partial, str(exc)) from exc
+    judged = verdicts.judge(run.tests, kernel_version=run.kernel_version,
+                            expectations=expectations, rules=rules, stage_error=stage_error,
+                            error=error)
+    return run.result(judged)
 
 
-def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
-    cell, logs = run.cell, run.out_dir
-    with run.stage("spec", Status.SETUP_ERROR):
+def _plan(run: CellRun) -> CellPlan:
+    """Everything that can be wrong with the request, found before the expensive work."""
+    cell = run.cell
+    with run.stage("plan", Status.SETUP_ERROR):
         spec = sources.parse_spec(cell.kernel)
+        refs = tuple(selftests.resolve(t) for t in cell.tests)
+        names = [r.name for r in refs]
+        if dups := sorted({n for n in names if names.count(n) > 1}):
+            raise selftests.SelftestError(f"tests named twice: {', '.join(dups)}",
+                                          fix="name each test once", status=Status.SETUP_ERROR)
+        known = {f.name for f in features.known_features()}
+        for ref in refs:
+            unknown = [r for r in ref.requires if r not in known]
+            if unknown:
+                raise selftests.SelftestError(
+                    f"test {ref.name} requires unknown feature(s) {', '.join(unknown)}",
+                    fix=f"use the names the feature probe knows: {', '.join(sorted(known))} "
+                        "(or declare them in a series' provides.toml)",
+                    status=Status.SETUP_ERROR)
+        for c in cell.configs:
+            if not kconfig.is_tree_fragment(c):
+                kconfig.check_fragment(kconfig.resolve_fragment(c), c)
+        patches: tuple[series.Patch, ...] = ()
+        if spec.kind is SourceKind.IMAGE:
+            if cell.series or cell.patches:
+                raise sources.SourceError(f"{spec.text} is a prebuilt image: it cannot take "
+                                          "patches", fix="drop --series/--patch, or use "
+                                                         "debian:/git:")
+            if bad := [r.name for r in refs if r.kind != "own"]:
+                raise selftests.SelftestError(
+                    f"{', '.join(bad)} need(s) a kernel source tree; {spec.text} has none",
+                    fix="use a debian:/git: kernel for tests built from the tree",
+                    status=Status.SETUP_ERROR)
+        else:
+            # Reads and checks every patch file of the series (not yet the tree).
+            patches = tuple(series.collect(cell.series, [_patch_path(p) for p in cell.patches],
+                                           series.base_name(spec)))
+    return CellPlan(spec=spec, tests=refs, patches=patches)
+
+
+def _patch_path(text: str) -> Path:
+    path = Path(text)
+    if not path.is_absolute():
+        in_repo = paths.repo_root() / path
+        path = in_repo if in_repo.exists() else path.resolve()
+    return path
+
+
+def _prepare_kernel(run: CellRun, plan: CellPlan) -> KernelImage:
+    cell, logs, spec = run.cell, run.out_dir, plan.spec
     if spec.kind is SourceKind.IMAGE:
-        if cell.series or cell.patches:
-            with run.stage("series", Status.SETUP_ERROR):
-                raise StageFailedError(Status.SETUP_ERROR,
-                                       f"{spec.text} is a prebuilt image: it cannot take "
-                                       "patches; drop --series/--patch or use debian:/git:")
         with run.stage("image", Status.SETUP_ERROR):
             kernel = build.image_from_file(Path(spec.value))
         run.kernel_version = kernel.version
@@ -134,25 +226,13 @@ def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
         with run.stage("features", Status.SETUP_ERROR):
             funcs = _btf_funcs(run, kernel)
             run.features = features.from_btf_only(features.known_features(), funcs)
-        return kernel, None
+        return kernel
     with run.stage("source", Status.SETUP_ERROR):
         source = sources.prepare(spec, log_dir=logs)
-        # Our fragments are checked now; the tree's own (tree:PATH) once the series is in.
-        for c in cell.configs:
-            if not kconfig.is_tree_fragment(c):
-                kconfig.resolve_fragment(c)
         tree = sources.worktree(source, kconfig.config_slug(cell.configs), log_dir=logs)
         build_dir = paths.sub("build") / tree.name
         run.source_describe = source.describe
         run.package_version = source.package_version
-        extras = []
-        for extra in cell.patches:
-            path = Path(extra)
-            if not path.is_absolute():
-                path = (paths.repo_root() / path) if (paths.repo_root() / path).exists() \
-                    else path.resolve()
-            extras.append(path)
-        patch_list = series.collect(cell.series, extras, series.base_name(spec))
     # One lock from checkout to the end of the build: no other run moves this tree meanwhile.
     with sources.locked(f"tree-{tree.name}", wait_message=f"using {tree}"):
         with run.stage("series", Status.PATCH_CONFLICT):
@@ -160,10 +240,13 @@ def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
             base_defs = features.source_definitions(source.repo, source.base_commit, known)
             provided = features.series_in_base(
                 {name: series.series_dir(name) for name in cell.series}, base_defs)
-            run.patches = series.apply(tree, source.base_commit, patch_list, log_dir=logs,
-                                       in_base=provided)
+            run.patches = series.apply(tree, source.base_commit, list(plan.patches),
+                                       log_dir=logs, in_base=provided)
             head_defs = features.source_definitions(tree, "HEAD", known)
             run.features = features.from_sources(known, base_defs, head_defs)
+            # Tests and fragments from the tree itself: checked now, before any build.
+            for ref in plan.tests:
+                selftests.check_in_tree(ref, tree)
         with run.stage("kconfig", Status.CONFIG_ERROR):
             tree_id = sources.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
             fragments = [kconfig.resolve_fragment(c, tree) for c in cell.configs]
@@ -181,8 +264,8 @@ def _prepare_kernel(run: CellRun) -> tuple[KernelImage, Path | None]:
             (logs / "config").write_bytes(kernel.config.read_bytes())
         # kselftests build from the same tree state: still under the lock.
         with run.stage("kselftests-build", Status.BUILD_ERROR):
-            run_kselftest_builds(run, tree, build_dir, kernel)
-    return kernel, tree
+            _build_tree_tests(run, plan, tree, build_dir, kernel)
+    return kernel
 
 
 def _btf_funcs(run: CellRun, kernel: KernelImage) -> frozenset[str] | None:
@@ -199,116 +282,128 @@ def _btf_funcs(run: CellRun, kernel: KernelImage) -> frozenset[str] | None:
         return None
 
 
-def run_kselftest_builds(run: CellRun, tree: Path, build_dir: Path,
-                         kernel: KernelImage) -> None:
+def _build_tree_tests(run: CellRun, plan: CellPlan, tree: Path, build_dir: Path,
+                      kernel: KernelImage) -> None:
     """The tests that build from the kernel tree itself (kselftest:, test_progs:)."""
-    for text in run.cell.tests:
-        ref = selftests.resolve(text)
+    progs = tuple(r.target for r in plan.tests if r.kind == "test_progs")
+    for ref in plan.tests:
         if ref.kind == "kselftest":
             run.kselftest_dirs[ref.target] = selftests.build_kselftest(
                 ref.target, tree, build_dir, log_dir=run.out_dir)
-        elif ref.kind == "test_progs" and "test_progs:" not in run.kselftest_dirs:
-            names = tuple(selftests.resolve(t).target for t in run.cell.tests
-                          if t.startswith("test_progs:"))
-            run.kselftest_dirs["test_progs:"] = selftests.build_test_progs(
-                tree, build_dir, kernel, names, log_dir=run.out_dir)
+    if progs:
+        run.kselftest_dirs["test_progs:"] = selftests.build_test_progs(
+            tree, build_dir, kernel, progs, log_dir=run.out_dir)
+
+
+def missing_features(ref: selftests.TestRef,
+                     reports: tuple[FeatureReport, ...]) -> list[str]:
+    """What a test requires that the feature probe found absent, each with the probe's why."""
+    by_name = {r.feature.name: r for r in reports}
+    out = []
+    for name in ref.requires:
+        r = by_name.get(name)
+        if r is None or r.state is FeatureState.ABSENT:
+            note = f": {r.note}" if r is not None and r.note else ""
+            out.append(f"{name} ({r.feature.kind.value if r else 'feature'}) absent{note}")
+    return out
 
 
 def _build_tests(run: CellRun, kernel: KernelImage,
-                 tree: Path | None) -> list[selftests.GuestTest]:
-    planned: list[selftests.GuestTest] = []
+                 plan: CellPlan) -> list[protocol.GuestTest]:
+    planned: list[protocol.GuestTest] = []
     with run.stage("selftests-build", Status.BUILD_ERROR):
-        for text in run.cell.tests:
-            ref = selftests.resolve(text)
+        for ref in plan.tests:
+            missing = missing_features(ref, run.features)
+            if missing:
+                # Not built, not booted: the kernel cannot run it.
+                run.tests.append(TestResult(
+                    name=ref.name, status=Status.SKIP, duration_s=0.0, exit_code=None,
+                    ktap=None, reason="skipped by the harness: the kernel lacks "
+                                      + "; ".join(missing)))
+                continue
             if ref.kind == "own":
                 assert ref.manifest is not None
                 built = selftests.build_own(ref.manifest, kernel, log_dir=run.out_dir)
                 planned.append(selftests.plan_own(ref.manifest, built))
             elif ref.kind == "test_progs":
-                if "test_progs:" not in run.kselftest_dirs:
-                    raise selftests.SelftestError(
-                        f"{text} needs a kernel source tree; {run.cell.kernel} has none")
                 planned.append(selftests.plan_test_progs(ref, run.kselftest_dirs["test_progs:"]))
             else:
-                if tree is None or ref.target not in run.kselftest_dirs:
-                    raise selftests.SelftestError(
-                        f"{text} needs a kernel source tree; {run.cell.kernel} has none")
                 # Not re-read from the tree: another run may have moved it since.
                 planned.extend(selftests.plan_kselftest(ref, run.kselftest_dirs[ref.target]))
     return planned
 
 
 def _boot_and_test(run: CellRun, kernel: KernelImage,
-                   planned: list[selftests.GuestTest]) -> None:
+                   planned: list[protocol.GuestTest]) -> None:
     with run.stage("accel", Status.BOOT_ERROR):
         accel, why = vm.choose_accel(run.accel_request, kernel.bzimage,
                                      log_path=run.out_dir / "kvm-probe.log")
         run.accel = f"{accel.value} ({why})"
-    if not planned:
-        log.warning("[%s] no tests planned; booting only to check the kernel comes up",
-                    run.cell.name)
+    skipped = list(run.tests)
+    earlier: list[Splat] = []
     for attempt in (1, 2):
         guest_dir = run.out_dir / "guest" if attempt == 1 else run.out_dir / f"guest-{attempt}"
-        results, boot_error = _one_boot(run, kernel, accel, planned, guest_dir)
-        if boot_error and attempt == 1:
-            # A guest that never reached the runner (and did not panic) gets one more boot.
-            run.retries.append(f"boot: {boot_error}; booted again")
-            log.warning("[%s] %s; booting once more", run.cell.name, boot_error)
-            continue
-        if boot_error:
-            raise StageFailedError(Status.BOOT_ERROR, boot_error)
+        with run.stage("boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})",
+                       Status.BOOT_ERROR):
+            results = _one_boot(run, kernel, accel, planned, guest_dir)
+            boot = results[0]
+            if earlier:
+                boot = replace(boot, splats=(*earlier, *boot.splats))
+                results[0] = boot
+            run.tests = skipped + results
+            if boot.status is Status.BOOT_ERROR:
+                panicked = any(s.kind == "PANIC" for s in boot.splats)
+                if attempt == 1 and not panicked:
+                    # A guest that never reached the runner (and did not panic) gets one
+                    # more boot; what its kernel printed still counts.
+                    run.retries.append(f"boot: {boot.reason}; booted again")
+                    log.warning("[%s] %s; booting once more", run.cell.name, boot.reason)
+                    earlier = [replace(s, where="first boot (failed; booted again)")
+                               for s in boot.splats]
+                    continue
+                raise vm.BootError(_boot_error_text(boot),
+                                   log=guest_dir / "console.log")
         break
-    run.tests = results
+
+
+def _boot_error_text(boot: TestResult) -> str:
+    lines = [boot.reason]
+    for s in boot.splats:
+        if s.kind in ("PANIC", "BUG", "OOPS", "WARNING") and not s.where:
+            lines.append(f"  {s.kind}" + (f" in {s.function}()" if s.function else "")
+                         + f": {s.title}")
+            lines += [f"    {ln}" for ln in splat.first_frames(s, 3)]
+    return "\n".join(lines)
 
 
 def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
-              planned: list[selftests.GuestTest],
-              guest_dir: Path) -> tuple[list[TestResult], str]:
+              planned: list[protocol.GuestTest], guest_dir: Path) -> list[TestResult]:
     guest_dir.mkdir(parents=True, exist_ok=True)
     plan_file = guest_dir / "plan.tsv"
-    selftests.write_plan(planned, plan_file)
-    runner = paths.repo_root() / "harness" / "guest" / "runner.sh"
+    protocol.write_plan(planned, plan_file)
     timeout = BOOT_ALLOWANCE_S + sum(t.timeout_s + 15 for t in planned)
     console = guest_dir / "console.log"
-    start = time.monotonic()
     guest = vm.run_guest(kernel, accel, rwdirs=[guest_dir],
-                         command=["/bin/sh", str(runner), str(guest_dir), str(plan_file)],
+                         command=protocol.runner_argv(guest_dir, plan_file),
                          timeout=timeout, console_log=console, memory=GUEST_MEMORY,
-                         cpus=GUEST_CPUS)
-    run.stages.append(StageTiming(stage="boot+tests", status=Status.PASS,
-                                  duration_s=time.monotonic() - start,
-                                  detail=vm.shell_join(guest.argv)))
-    console_text = console.read_text(errors="replace") if console.exists() else ""
-    info = guest_dir / "guest-info.tsv"
-    if not info.exists():
-        if "Kernel panic" in console_text:
-            panic = next(ln for ln in console_text.splitlines() if "Kernel panic" in ln)
-            raise StageFailedError(Status.BOOT_ERROR,
-                                   f"kernel panicked during boot: {panic.strip()} "
-                                   f"(console: {console})")
-        why = "timed out" if guest.timed_out else f"exited {guest.returncode}"
-        return [], (f"the guest never started the test runner (vng {why} after "
-                    f"{guest.duration_s:.0f}s; console: {console})")
-    dmesg_file = guest_dir / "dmesg.txt"
-    kernel_log = dmesg_file.read_text(errors="replace") if dmesg_file.exists() else console_text
-    status_file = guest_dir / "status.tsv"
-    outputs = {t.name: (guest_dir / f"{t.name}.out").read_text(errors="replace")
-               for t in planned if (guest_dir / f"{t.name}.out").exists()}
-    # Result files a test wrote next to its output (test_progs -J).
-    artifacts = {t.name: (guest_dir / f"{t.name}.json").read_text(errors="replace")
-                 for t in planned if (guest_dir / f"{t.name}.json").exists()}
-    results = outcome.evaluate(
-        planned,
-        status_text=status_file.read_text() if status_file.exists() else "",
-        outputs=outputs, kernel_log=kernel_log, vm_timed_out=guest.timed_out,
-        artifacts=artifacts,
-    )
-    expectations = outcome.load_expectations(paths.repo_root() / "selftests" /
-                                              "expectations.toml")
-    results = outcome.apply_expectations(results, expectations, run.kernel_version)
+                         cpus=GUEST_CPUS, append=run.cell.append)
+
+    def read(name: str) -> str:
+        path = guest_dir / name
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    record = outcome.BootRecord(
+        status_text=read("status.tsv"), info_text=read("guest-info.tsv"),
+        outputs={t.name: read(f"{t.name}.out") for t in planned
+                 if (guest_dir / f"{t.name}.out").exists()},
+        # Result files a test wrote next to its output (test_progs -J).
+        artifacts={t.name: read(f"{t.name}.json") for t in planned
+                   if (guest_dir / f"{t.name}.json").exists()},
+        dmesg=read("dmesg.txt"), console=read("console.log"),
+        runner_done=(guest_dir / "runner-done").exists(),
+        vm_timed_out=guest.timed_out, vm_exit=guest.returncode)
     final = []
-    for res in results:
-        decoded = tuple(_decode(s, kernel) for s in res.splats)
+    for res in outcome.evaluate(planned, record):
         extra = dict(res.extra)
         metrics = guest_dir / f"{res.name}.metrics.json"
         if metrics.exists():
@@ -316,14 +411,20 @@ def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
                 extra["metrics"] = json.loads(metrics.read_text())
             except ValueError as exc:
                 extra["metrics_error"] = f"{metrics.name}: {exc}"
-        final.append(replace(res, splats=decoded, log=guest_dir / f"{res.name}.out",
-                             extra=extra))
-    return final, ""
+        if res.phase is Phase.TEST:
+            logfile = guest_dir / f"{res.name}.out"
+        elif res.phase is Phase.SHUTDOWN or not record.dmesg:
+            logfile = console
+        else:
+            logfile = guest_dir / "dmesg.txt"
+        final.append(replace(res, splats=tuple(_decode(s, kernel) for s in res.splats),
+                             log=logfile, extra=extra))
+    return final
 
 
 def _decode(s: Splat, kernel: KernelImage) -> Splat:
     """file:line for each frame, with the tree's own scripts/decode_stacktrace.sh."""
-    if kernel.vmlinux is None or kernel.source_dir is None:
+    if kernel.vmlinux is None or kernel.source_dir is None or s.decoded:
         return s
     script = kernel.source_dir / "scripts" / "decode_stacktrace.sh"
     if not script.exists():
@@ -349,9 +450,9 @@ def cell_argv(cell: Cell, accel: Accel) -> list[str]:
         argv += ["--test", t]
     for p in cell.patches:
         argv += ["--patch", p]
+    if cell.boot_only:
+        argv.append("--boot-only")
+    if cell.append:
+        argv += ["--append", cell.append]
     argv += ["--accel", accel.value]
     return argv
-
-
-def describe_argv(argv: list[str]) -> str:
-    return shlex.join(argv)

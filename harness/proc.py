@@ -23,6 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import HarnessError
+from .model import Status
+
 log = logging.getLogger(__name__)
 
 KILL_GRACE_S = 3.0
@@ -32,13 +35,14 @@ _live: dict[int, subprocess.Popen[bytes]] = {}
 _live_lock = threading.Lock()
 
 
-class ToolMissingError(Exception):
+class ToolMissingError(HarnessError):
     """An external program is not installed."""
 
+    status = Status.SETUP_ERROR
+
     def __init__(self, program: str, fix: str) -> None:
-        super().__init__(f"'{program}' is not installed; fix: {fix}")
+        super().__init__(f"'{program}' is not installed", fix=fix)
         self.program = program
-        self.fix = fix
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,19 +62,18 @@ class Completed:
         return "\n".join(self.output.splitlines()[-lines:])
 
 
-class CommandError(Exception):
+class CommandError(HarnessError):
     """A command failed; carries the command, its exit and the end of its output."""
 
     def __init__(self, what: str, result: Completed, log_path: Path | None = None) -> None:
-        where = f" (full log: {log_path})" if log_path else ""
         status = (
             f"timed out after {result.duration_s:.0f}s"
             if result.timed_out
             else f"exit {result.returncode}"
         )
         super().__init__(
-            f"{what} failed: {status}{where}\n$ {shlex.join(result.argv)}\n{result.tail()}"
-        )
+            f"{what} failed: {status}\n$ {shlex.join(result.argv)}\n{result.tail(15)}",
+            log=log_path)
         self.result = result
         self.log_path = log_path
 

@@ -1,24 +1,32 @@
-"""results.json, reproduce.sh and the terminal summary: rendering only, no running."""
+"""results.json, reproduce.sh and the terminal summary: rendering only, no running.
+
+The summary is where the user looks, so whatever a user needs to act on a result is in
+it, once, at most 100 columns wide: the cause of a stopped cell with its details, fix
+and log; for a crashed result the splat with its decoded location; for a failed test
+its failing checks and their diagnostics; notes on known failures and declared noise.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import stat
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from . import ktap
+from . import atomic, ktap, splat
 from .model import (
+    KERNEL_PHASES,
     CellResult,
     ConfigResult,
     FeatureKind,
     FeatureReport,
     FeatureState,
     PatchResult,
+    Phase,
     Splat,
     StageTiming,
     Status,
@@ -27,7 +35,8 @@ from .model import (
     worst,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+WIDTH = 100
 
 
 def _case_json(case: TestCase) -> dict[str, Any]:
@@ -43,26 +52,42 @@ def _case_json(case: TestCase) -> dict[str, Any]:
 
 
 def _splat_json(s: Splat) -> dict[str, Any]:
-    return {"kind": s.kind, "title": s.title, "text": s.text, "decoded": s.decoded}
+    out = {"kind": s.kind, "function": s.function, "fingerprint": s.fingerprint,
+           "title": s.title, "text": s.text, "decoded": s.decoded}
+    if s.where:
+        out["where"] = s.where
+    if s.expected:
+        out["expected"] = s.expected
+    return out
+
+
+def _rel(path: Path, base: Path | None) -> str:
+    return str(path.relative_to(base)) if base and path.is_relative_to(base) else str(path)
 
 
 def test_json(t: TestResult, base: Path | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": t.name,
+        "phase": t.phase.value,
         "status": t.status.value,
         "duration_s": round(t.duration_s, 2),
         "exit_code": t.exit_code,
         "reason": t.reason,
+        "taint": t.taint,
         "splats": [_splat_json(s) for s in t.splats],
     }
+    if t.expected_status is not None:
+        out["expected_status"] = t.expected_status.value
+    if t.notes:
+        out["notes"] = list(t.notes)
     if t.log is not None:
-        out["log"] = str(t.log.relative_to(base)) if base and t.log.is_relative_to(base) \
-            else str(t.log)
+        out["log"] = _rel(t.log, base)
     if t.ktap is not None:
         out["ktap"] = {
             "version": t.ktap.version,
             "plan": t.ktap.plan,
             "errors": list(t.ktap.errors),
+            "warnings": list(t.ktap.warnings),
             "subtests": [_case_json(c) for c in t.ktap.cases],
             "counts": {k.value: v for k, v in ktap.summary_counts(t.ktap).items()},
         }
@@ -105,6 +130,8 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "package_version": c.package_version,
         "status": c.status.value,
         "error": c.error,
+        "notes": list(c.notes),
+        "boot_only": c.boot_only,
         "accel": c.accel,
         "patches": [_patch_json(p) for p in c.patches],
         "config": _config_json(c.config),
@@ -119,25 +146,24 @@ def run_status(cells: list[CellResult]) -> Status:
     return worst([c.status for c in cells])
 
 
-def exit_code(cells: list[CellResult], *, strict: bool = False) -> int:
-    """0 all passed, 1 a test failed/crashed/timed out, 2 a stage error; the highest wins."""
-    code = max((c.status.exit_code for c in cells), default=0)
-    if strict and any(t.status is Status.XPASS for c in cells for t in c.tests):
-        code = max(code, 1)
-    return code
+def exit_code(cells: list[CellResult]) -> int:
+    """0 all passed, 1 a test failed/crashed/timed out or nothing was tested, 2 a stage
+    error; the highest wins. (--strict is in each cell's status already.)"""
+    return max((c.status.exit_code for c in cells), default=0)
 
 
-def write_json(path: Path, cells: list[CellResult], *, meta: dict[str, Any]) -> None:
+def write_json(path: Path, cells: list[CellResult], *, meta: dict[str, Any],
+               state: str = "complete") -> None:
+    """Atomically: a reader (or a killed run) never sees a half-written file."""
     data = {
         "schema": SCHEMA_VERSION,
         **meta,
-        "status": run_status(cells).value,
-        "exit_code": exit_code(cells, strict=bool(meta.get("strict"))),
+        "state": state,
+        "status": run_status(cells).value if cells else None,
+        "exit_code": exit_code(cells),
         "cells": [cell_json(c, path.parent) for c in cells],
     }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.rename(path)
+    atomic.write_text(path, json.dumps(data, indent=2) + "\n")
 
 
 _env = jinja2.Environment(
@@ -152,41 +178,138 @@ _env.filters["shquote"] = shlex.quote
 def write_reproduce(path: Path, *, argv: list[str], repo: Path, harness_rev: str) -> None:
     text = _env.get_template("reproduce.sh.j2").render(argv=argv, repo=str(repo),
                                                       harness_rev=harness_rev)
-    path.write_text(text)
+    atomic.write_text(path, text)
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def summary_table(cells: list[CellResult]) -> str:
-    """The table the terminal ends with: one row per test (and per failing subtest)."""
-    rows: list[tuple[str, str, str, str]] = []
+# ---- the terminal ----
+
+
+def _wrap(text: str, indent: str, width: int = WIDTH) -> list[str]:
+    """Every line of text, indented and wrapped (continuations two columns deeper)."""
+    out: list[str] = []
+    for line in text.splitlines() or [""]:
+        lead = line[: len(line) - len(line.lstrip(" "))]
+        out += textwrap.wrap(line.strip(), width=width, initial_indent=indent + lead,
+                             subsequent_indent=indent + lead + "  ",
+                             break_long_words=True, break_on_hyphens=False) or [indent]
+    return out
+
+
+def _message(text: str, indent: str, base: Path | None) -> list[str]:
+    """A stage error or verdict: the first line is the cause, `fix:`/`log:` lines as given."""
+    lines = []
+    for i, line in enumerate(text.rstrip().splitlines()):
+        if line.startswith("log: ") and base is not None:
+            line = "log: " + _show_path(Path(line[5:].strip()), base)
+        head = "error: " if i == 0 and not line.startswith(("fix:", "log:")) else ""
+        lines += _wrap(head + line, indent)
+    return lines
+
+
+def _show_path(path: Path, base: Path) -> str:
+    """A path under the run directory relative to its parent (the run directory's name
+    first, so it can be opened from where the run was started)."""
+    if path.is_absolute() and path.is_relative_to(base.parent):
+        return str(path.relative_to(base.parent))
+    return str(path)
+
+
+def summary(cells: list[CellResult], *, base: Path | None = None) -> str:
+    """The terminal summary of a run: per cell its head line, then what a user needs."""
+    lines: list[str] = []
     for c in cells:
-        applied = sum(1 for p in c.patches if p.state.value == "applied")
-        in_base = sum(1 for p in c.patches if p.state.value == "already-in-base")
-        version = c.kernel_version or c.kernel
-        head = f"{c.cell} [{version}]" if version else c.cell
-        pinfo = f"patches {applied} applied, {in_base} in base" if c.patches else "no patches"
-        rows.append((head, c.status.value, "", f"{pinfo}; {c.accel}".strip("; ")))
-        if c.error:
-            rows.append(("  " + c.error.splitlines()[0][:70], "", "", ""))
-        if c.features:
-            rows.append(("  features", "", "", feature_line(c.features)))
-        for t in c.tests:
-            counts = ""
-            if t.ktap is not None:
-                n = ktap.summary_counts(t.ktap)
-                counts = " ".join(f"{k.value.lower()}:{v}" for k, v in n.items() if v)
-            rows.append((f"  {t.name}", t.status.value, f"{t.duration_s:.1f}s",
-                         (t.reason or counts)[:90]))
-            metrics = t.extra.get("metrics")
-            if isinstance(metrics, dict) and metrics.get("summary"):
-                rows.append((f"    {t.name} metrics", "", "", str(metrics["summary"])[:120]))
-            if t.ktap is not None and t.status is not Status.PASS:
-                for leaf in _bad_leaves(t.ktap.cases):
-                    rows.append((f"    {leaf.name[:60]}", leaf.status.value, "", ""))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)] if rows else [0, 0, 0]
-    lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip()
-             for r in rows]
+        if lines:
+            lines.append("")
+        lines += _cell_lines(c, base)
     return "\n".join(lines)
+
+
+def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
+    version = c.kernel_version or c.kernel
+    applied = sum(1 for p in c.patches if p.state.value == "applied")
+    in_base = sum(1 for p in c.patches if p.state.value == "already-in-base")
+    parts = []
+    if c.patches:
+        parts.append(f"patches: {applied} applied, {in_base} in base")
+    if c.accel:
+        parts.append(c.accel.split(" (")[0])
+    head = f"== {c.cell} [{version}]  {c.status.value}"
+    lines = _wrap(head + (f"  ({'; '.join(parts)})" if parts else ""), "")
+    if c.error:
+        lines += _message(c.error, "   ", base)
+    if c.features:
+        lines += _wrap("features: " + feature_line(c.features), "   ")
+    tests = [t for t in c.tests if t.phase is Phase.TEST]
+    kernel = [t for t in c.tests if t.phase in KERNEL_PHASES]
+    if kernel:
+        clean = [t for t in kernel if t.status is Status.PASS and not t.splats]
+        if len(clean) == len(kernel):
+            lines.append("   kernel log: boot, set-up between tests and shutdown clean "
+                         "(no splat, no new taint)")
+        else:
+            lines.append("   kernel log: " + ", ".join(
+                f"{t.name} {t.status.value}" for t in kernel))
+    name_width = min(max((len(t.name) for t in c.tests), default=0), 40)
+    for t in kernel:
+        if t.status is not Status.PASS or t.splats:
+            lines += _result_lines(t, name_width, base)
+    for t in tests:
+        lines += _result_lines(t, name_width, base)
+    if c.boot_only and not tests:
+        lines.append("   (--boot-only: no tests asked for; judged by boot and shutdown)")
+    for note in c.notes:
+        lines += _wrap(f"note: {note}", "   ")
+    return lines
+
+
+def _result_lines(t: TestResult, name_width: int, base: Path | None) -> list[str]:
+    counts = ""
+    if t.ktap is not None:
+        n = ktap.summary_counts(t.ktap)
+        counts = " ".join(f"{k.value.lower()}:{v}" for k, v in n.items() if v)
+    expected = ""
+    if t.expected_status is not None and t.status is t.expected_status \
+            and t.status is not Status.PASS:
+        expected = " (as declared)"
+    detail = t.reason or counts
+    head = f"   {t.name:<{name_width}}  {t.status.value + expected:<8} {t.duration_s:6.1f}s"
+    lines = _wrap(f"{head}  {detail}".rstrip(), "")
+    indent = "      "
+    if t.reason and counts and t.status is not Status.PASS:
+        lines += _wrap(counts, indent)
+    for s in t.splats:
+        lines += _splat_lines(s, indent)
+    if t.ktap is not None and t.status not in (Status.PASS, Status.SKIP, Status.XFAIL):
+        for leaf in _bad_leaves(t.ktap.cases)[:10]:
+            lines += _wrap(f"{leaf.status.value}: {leaf.name}", indent)
+            diag = [d for d in leaf.diagnostic.splitlines() if d.strip()][-3:]
+            lines += [ln for d in diag for ln in _wrap(d, indent + "  ")]
+        for e in t.ktap.errors[:5]:
+            lines += _wrap(f"output: {e}", indent)
+    if t.ktap is not None:
+        for w in t.ktap.warnings[:5]:
+            lines += _wrap(f"warning: {w}", indent)
+    for note in t.notes:
+        lines += _wrap(f"note: {note}", indent)
+    metrics = t.extra.get("metrics")
+    if isinstance(metrics, dict) and metrics.get("summary"):
+        lines += _wrap(f"metrics: {metrics['summary']}", indent)
+    if t.log is not None and (t.status not in (Status.PASS, Status.SKIP) or t.splats):
+        lines += _wrap("log: " + (_show_path(t.log, base) if base else str(t.log)), indent)
+    return lines
+
+
+def _splat_lines(s: Splat, indent: str) -> list[str]:
+    label = "expected noise" if s.expected else "splat"
+    where = f" ({s.where})" if s.where else ""
+    func = f" in {s.function}()" if s.function else ""
+    lines = _wrap(f"{label}{where}: {s.kind}{func}: {s.title}", indent)
+    frames = splat.first_frames(s, 3)
+    lines += [ln for f in frames for ln in _wrap(f, indent + "  ")]
+    if s.expected:
+        lines += _wrap(f"declared: {s.expected}", indent + "  ")
+    return lines
 
 
 def feature_line(reports: tuple[FeatureReport, ...]) -> str:
@@ -208,10 +331,6 @@ def _bad_leaves(cases: tuple[TestCase, ...]) -> list[TestCase]:
     for c in cases:
         if c.subtests:
             out.extend(_bad_leaves(c.subtests))
-        elif c.status not in (Status.PASS, Status.SKIP):
+        elif c.status not in (Status.PASS, Status.SKIP, Status.XFAIL):
             out.append(c)
     return out
-
-
-def relpath(p: Path, base: Path) -> str:
-    return os.path.relpath(p, base)

@@ -10,6 +10,7 @@ Two kinds:
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import logging
 import os
@@ -20,9 +21,11 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import atomic, paths, proc
 from . import build as kbuild
-from . import paths, proc
-from .model import KernelImage
+from .errors import HarnessError
+from .guest.protocol import GuestTest
+from .model import KERNEL_PHASES, KernelImage, Status
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +39,10 @@ CURATED = {
 KSELFTEST_TIMEOUT_S = 240
 
 
-class SelftestError(Exception):
-    """A selftest cannot be found or built."""
+class SelftestError(HarnessError):
+    """A selftest cannot be built (BUILD_ERROR) or found (raised with SETUP_ERROR)."""
+
+    status = Status.BUILD_ERROR
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +60,9 @@ class Manifest:
     needs: tuple[str, ...] = ()
     # other test directories whose sources this one includes (-I, and part of the cache key)
     include: tuple[Path, ...] = ()
+    # kernel features (features.py names) without which the test cannot run: the harness
+    # skips it before the boot, with the feature probe's reason
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,29 +75,29 @@ class TestRef:
     target: str = ""
     only: tuple[str, ...] = ()
 
+    @property
+    def requires(self) -> tuple[str, ...]:
+        return self.manifest.requires if self.manifest is not None else ()
 
-@dataclass(frozen=True, kw_only=True)
-class GuestTest:
-    """One line of the guest runner's plan."""
 
-    name: str
-    timeout_s: int
-    cwd: Path
-    command: str  # a shell command line, run by sh -c in cwd
-    fmt: str = "ktap"
-    suite: str = ""
-    needs: tuple[str, ...] = ()  # guest set-up done before it runs: "swap", "scratch"
+_FORMATS = ("ktap", "test_progs", "exit")
+_NEEDS = ("swap", "scratch")
+
+
+def _setup_error(message: str, fix: str = "") -> SelftestError:
+    return SelftestError(message, fix=fix, status=Status.SETUP_ERROR)
 
 
 def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
     toml_path = directory / "test.toml"
     if not toml_path.exists():
-        raise SelftestError(f"{directory} has no test.toml; a test directory describes its "
-                            "build and run there (see selftests/cgroup_iter_rstat/test.toml)")
+        raise _setup_error(f"{directory} has no test.toml",
+                           fix="a test directory describes its build and run there (see "
+                               "selftests/cgroup_iter_rstat/test.toml)")
     try:
         data = tomllib.loads(toml_path.read_text())
     except tomllib.TOMLDecodeError as exc:
-        raise SelftestError(f"{toml_path}: {exc}") from None
+        raise _setup_error(f"{toml_path}: {exc}", fix="correct the TOML syntax") from None
     try:
         build = data.get("build", {})
         run = data["run"]
@@ -97,11 +105,11 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
         if variant is not None:
             variants = data.get("variants", {})
             if variant not in variants:
-                raise SelftestError(f"{toml_path} has no [variants.{variant}]; it has: "
-                                    f"{', '.join(variants) or 'none'}")
+                raise _setup_error(f"{toml_path} has no [variants.{variant}]",
+                                   fix=f"use one of: {', '.join(variants) or 'no variants'}")
             run = {**run, **variants[variant]}
             name = f"{name}@{variant}"
-        return Manifest(
+        manifest = Manifest(
             name=name,
             directory=directory.resolve(),
             description=str(data.get("description", "")),
@@ -114,29 +122,56 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
             needs=tuple(run.get("needs", ())),
             bpf_cflags=tuple(build.get("bpf_cflags", ())),
             include=tuple(_include_dir(toml_path, d) for d in build.get("include", ())),
+            requires=tuple(str(r) for r in data.get("requires", ())),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise SelftestError(f"{toml_path}: missing or invalid field {exc}") from None
+        raise _setup_error(f"{toml_path}: missing or invalid field {exc}",
+                           fix="see selftests/cgroup_iter_rstat/test.toml") from None
+    problems = []
+    if not re.fullmatch(r"[A-Za-z0-9_.@+-]+", manifest.name) or manifest.name in {
+            p.value for p in KERNEL_PHASES}:
+        problems.append(f"name {manifest.name!r}: letters, digits and _.@+- only, and not "
+                        "boot, setup or shutdown (the kernel's own results)")
+    if manifest.fmt not in _FORMATS:
+        problems.append(f"format {manifest.fmt!r}: one of {', '.join(_FORMATS)}")
+    if bad := [n for n in manifest.needs if n not in _NEEDS]:
+        problems.append(f"needs {bad}: only {', '.join(_NEEDS)}")
+    if manifest.timeout_s <= 0:
+        problems.append(f"timeout {manifest.timeout_s}: seconds, > 0")
+    if problems:
+        raise _setup_error(f"{toml_path}: " + "; ".join(problems))
+    return manifest
 
 
 def _include_dir(toml_path: Path, name: str) -> Path:
     d = (toml_path.parent / name).resolve()
     if not d.is_dir():
-        raise SelftestError(f"{toml_path}: [build] include {name!r}: no directory {d}")
+        raise _setup_error(f"{toml_path}: [build] include {name!r}: no directory {d}")
     return d
 
 
+def own_tests() -> list[str]:
+    root = paths.repo_root() / "selftests"
+    return sorted(p.name for p in root.iterdir() if (p / "test.toml").exists())
+
+
 def resolve(text: str) -> TestRef:
+    """What a --test or matrix `tests` entry names; SETUP_ERROR (with the fix) if nothing.
+
+    Own tests are read completely here (test.toml validated); kselftest: and test_progs:
+    names are checked against the kernel tree once it exists (`check_in_tree`).
+    """
     if text.startswith("test_progs:"):
         name = text.removeprefix("test_progs:")
         if not re.fullmatch(r"[A-Za-z0-9_]+", name):
-            raise SelftestError(f"{text}: expected test_progs:TEST, a test_progs test name "
-                                "(e.g. test_progs:cgroup_iter)")
+            raise _setup_error(f"{text}: not a test_progs test name",
+                               fix="test_progs:TEST, e.g. test_progs:cgroup_iter")
         return TestRef(kind="test_progs", name=text, target=name)
     if text.startswith("kselftest:"):
         _, target, *rest = text.split(":")
-        if not target:
-            raise SelftestError("kselftest: needs a target, e.g. kselftest:cgroup")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*", target):
+            raise _setup_error(f"{text!r}: kselftest: needs a target",
+                               fix="kselftest:TARGET[:TEST,...], e.g. kselftest:cgroup")
         only = tuple(rest[0].split(",")) if rest and rest[0] else CURATED.get(target, ())
         return TestRef(kind="kselftest", name=text, target=target, only=only)
     # NAME@VARIANT picks [variants.VARIANT] of test.toml (e.g. a full-length benchmark).
@@ -146,13 +181,38 @@ def resolve(text: str) -> TestRef:
         m = load_manifest(candidate, variant or None)
         return TestRef(kind="own", name=m.name, manifest=m)
     in_repo = paths.repo_root() / "selftests" / base
-    if in_repo.is_dir():
+    if base and in_repo.is_dir():
         m = load_manifest(in_repo, variant or None)
         return TestRef(kind="own", name=m.name, manifest=m)
-    known = sorted(p.name for p in (paths.repo_root() / "selftests").iterdir()
-                   if (p / "test.toml").exists())
-    raise SelftestError(f"test {text!r} not found: not a directory with test.toml, nor one of "
-                        f"{', '.join(known)}, nor kselftest:TARGET")
+    known = own_tests()
+    close = difflib.get_close_matches(base, known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise _setup_error(f"test {text!r} not found: not a directory with test.toml, nor a test "
+                       "under selftests/, nor kselftest:TARGET or test_progs:TEST",
+                       fix=f"{hint}our tests: {', '.join(known)}")
+
+
+def check_in_tree(ref: TestRef, tree: Path) -> None:
+    """kselftest:/test_progs: names against the kernel tree, before anything is built."""
+    if ref.kind == "kselftest":
+        root = tree / "tools/testing/selftests"
+        if not (root / ref.target / "Makefile").is_file():
+            targets = sorted(p.name for p in root.iterdir() if (p / "Makefile").is_file())
+            close = difflib.get_close_matches(ref.target, targets, n=1)
+            hint = f"did you mean kselftest:{close[0]}? " if close else ""
+            raise _setup_error(f"{ref.name}: this kernel tree has no "
+                               f"tools/testing/selftests/{ref.target}",
+                               fix=f"{hint}targets here: {', '.join(targets)}")
+        makefile = (root / ref.target / "Makefile").read_text(errors="replace")
+        words = set(re.findall(r"[A-Za-z0-9_.-]+", makefile))
+        missing = [t for t in ref.only if t not in words]
+        if missing:
+            raise _setup_error(f"{ref.name}: tools/testing/selftests/{ref.target}/Makefile "
+                               f"builds no test named {', '.join(missing)}",
+                               fix="check the names against that Makefile's TEST_GEN_PROGS "
+                                   "and TEST_PROGS")
+    elif ref.kind == "test_progs":
+        test_progs_sources(tree / "tools/testing/selftests/bpf", (ref.target,))
 
 
 def skeleton_name(bpf_source: str) -> str:
@@ -182,9 +242,7 @@ def vmlinux_h(kernel: KernelImage, *, log_dir: Path) -> Path:
         res = proc.check([proc.require("bpftool"), "btf", "dump", "file", str(kernel.vmlinux),
                           "format", "c"], what="bpftool btf dump", timeout=300,
                          log_path=None)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(res.output)
-        tmp.rename(out)
+        atomic.write_text(out, res.output)
     return out
 
 
@@ -294,18 +352,6 @@ def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
     ]
 
 
-def write_plan(tests: list[GuestTest], path: Path) -> None:
-    lines = []
-    for t in tests:
-        for field in (t.name, t.command, str(t.cwd)):
-            if "\t" in field or "\n" in field:
-                raise SelftestError(f"test {t.name}: tabs and newlines are not allowed in its "
-                                    "name, command or directory")
-        lines.append(f"{t.name}\t{t.timeout_s}\t{t.cwd}\t{','.join(t.needs) or '-'}\t"
-                     f"{t.command}\n")
-    path.write_text("".join(lines))
-
-
 # ---- test_progs: the kernel's own BPF selftests (tools/testing/selftests/bpf) ----
 
 TEST_PROGS_TIMEOUT_S = 600
@@ -324,9 +370,9 @@ def test_progs_sources(bpf_dir: Path, names: tuple[str, ...]) -> tuple[Path, ...
         candidates += sorted((bpf_dir / "prog_tests").glob("*.c"))
         found = [f for f in candidates if rx.search(f.read_text(errors="replace"))]
         if not found:
-            raise SelftestError(f"test_progs:{name}: no prog_tests/*.c of this tree defines "
-                                f"test_{name}; fix: check the name against "
-                                f"{bpf_dir / 'prog_tests'}")
+            raise _setup_error(f"test_progs:{name}: no prog_tests/*.c of this tree defines "
+                               f"test_{name}",
+                               fix=f"check the name against {bpf_dir / 'prog_tests'}")
         files.append(found[0])
     return tuple(dict.fromkeys(files))
 

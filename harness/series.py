@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths, proc
-from .model import KernelSpec, PatchResult, PatchState, SourceKind
+from .errors import HarnessError
+from .model import KernelSpec, PatchResult, PatchState, SourceKind, Status
 from .sources import git
 
 log = logging.getLogger(__name__)
@@ -30,13 +31,18 @@ _AM_ENV = {
 }
 
 
-class SeriesError(Exception):
-    """A series cannot be found or read."""
+class SeriesError(HarnessError):
+    """A series or a patch file cannot be found or read, or is not a patch."""
+
+    status = Status.SETUP_ERROR
 
 
-class PatchConflictError(Exception):
-    def __init__(self, message: str, results: tuple[PatchResult, ...]) -> None:
-        super().__init__(message)
+class PatchConflictError(HarnessError):
+    status = Status.PATCH_CONFLICT
+
+    def __init__(self, message: str, results: tuple[PatchResult, ...], *, fix: str = "",
+                 log: Path | None = None) -> None:
+        super().__init__(message, fix=fix, log=log)
         self.results = results
 
 
@@ -87,7 +93,9 @@ def load(name: str, base: str | None) -> Series:
             continue
         path = d / line
         if not path.exists():
-            raise SeriesError(f"{chosen}: lists {line!r} but {path} does not exist")
+            raise SeriesError(f"{chosen}: lists {line!r} but {path} does not exist",
+                              fix=f"add the file, or remove the line from {chosen}")
+        check_patch_file(path)
         patches.append(Patch(path=path, series=name))
     return Series(name=name, directory=d, patches=tuple(patches), variant=chosen.name)
 
@@ -108,9 +116,38 @@ def collect(names: tuple[str, ...] | list[str], extra: list[Path],
         patches.extend(load(name, base).patches)
     for path in extra:
         if not path.is_file():
-            raise SeriesError(f"--patch {path}: no such file")
+            raise SeriesError(f"--patch {path}: no such file",
+                              fix="give the path of a patch made by git format-patch")
+        check_patch_file(path)
         patches.append(Patch(path=path, series="--patch"))
     return patches
+
+
+_DIFF = re.compile(rb"^(?:diff --git |--- \S|\+\+\+ \S|@@ -\d)", re.MULTILINE)
+_MAIL = re.compile(rb"^(?:From [0-9a-f]{7,}|From:|Subject:)", re.MULTILINE)
+
+
+def check_patch_file(path: Path) -> None:
+    """Before any tree is touched: a patch must be a mail with a diff (git format-patch),
+    not empty, binary or plain text, or `git am` fails later and looks like a conflict."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SeriesError(f"cannot read patch {path}: {exc.strerror}",
+                          fix="check the path and its permissions") from None
+    fix = "make it with `git format-patch` (one commit per file), or check the path"
+    if not data.strip():
+        raise SeriesError(f"patch {path} is empty", fix=fix)
+    if b"\0" in data[:65536]:
+        raise SeriesError(f"patch {path} is a binary file, not a patch", fix=fix)
+    if not _DIFF.search(data):
+        raise SeriesError(f"{path} is not a patch: it has no diff (no 'diff --git', '---', "
+                          "'+++' or '@@' lines)", fix=fix)
+    if not _MAIL.search(data[:4096]):
+        raise SeriesError(f"{path} is a plain diff, not a mail: git am needs the From: and "
+                          "Subject: headers of git format-patch",
+                          fix="commit the change and run `git format-patch -1`, or add "
+                              "'From: NAME <EMAIL>' and 'Subject: ...' lines above the diff")
 
 
 def subject_of(patch: Path) -> str:
@@ -165,7 +202,9 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
                                        detail=in_base[patch.series]))
             continue
         # Already in base: the reverse applies cleanly and the forward does not.
-        fwd = proc.run(["git", "-C", str(tree), "apply", "--check", str(patch.path)], timeout=60)
+        # -v names each hunk that fails, with its line (kept for a conflict report).
+        fwd = proc.run(["git", "-C", str(tree), "apply", "--check", "-v", str(patch.path)],
+                       timeout=60)
         if not fwd.ok:
             rev = proc.run(["git", "-C", str(tree), "apply", "--check", "--reverse",
                             str(patch.path)], timeout=60)
@@ -180,33 +219,56 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
             results.append(PatchResult(name=patch.name, subject=subject,
                                        state=PatchState.APPLIED, files=files))
             continue
-        detail = _conflict_detail(tree, patch.path, res.output)
+        unmerged = proc.run(["git", "-C", str(tree), "diff", "--name-only",
+                             "--diff-filter=U"], timeout=60).output.split()
+        detail = conflict_detail(fwd.output, unmerged, res.output)
         reset_to(tree, base_commit)
         results.append(PatchResult(name=patch.name, subject=subject, state=PatchState.CONFLICT,
                                    files=files, detail=detail))
         results.extend(PatchResult(name=p.name, subject=subject_of(p.path),
                                    state=PatchState.NOT_TRIED) for p in patches[i + 1:])
         raise PatchConflictError(
-            f"patch {patch.name} ({patch.series}) does not apply to the base:\n{detail}\n"
-            "fix: rebase the patch onto this base, or add a per-base variant "
-            f"(series-<base>) to {patch.path.parent}",
+            f"patch {i + 1}/{len(patches)} {patch.path} ({patch.series}) does not apply to "
+            f"the base {base_commit[:12]}:\n{detail}",
             tuple(results),
+            fix="rebase the patch onto this base" + (
+                "" if patch.series == "--patch" else
+                f", or add a per-base variant (series-<base>) to {patch.path.parent}"),
+            log=am_log,
         )
     return tuple(results)
 
 
-def _conflict_detail(tree: Path, patch: Path, am_output: str) -> str:
-    unmerged = proc.run(["git", "-C", str(tree), "diff", "--name-only", "--diff-filter=U"],
-                        timeout=60).output.split()
-    # git apply -v names each hunk that fails, with its line.
-    check = proc.run(["git", "-C", str(tree), "apply", "--check", "-v", str(patch)],
-                     timeout=60).output
-    hunks = [ln.strip() for ln in check.splitlines()
-             if ln.startswith("error:") or "does not apply" in ln or "patch failed" in ln]
-    lines = []
+_HUNK_LINES = 6  # of the context git searched for, per failed hunk
+
+
+def conflict_detail(apply_output: str, unmerged: list[str], am_output: str = "") -> str:
+    """What failed, from `git apply --check -v`: each hunk as file:line with the first lines
+    git searched for, then the files left in conflict by the 3-way merge."""
+    lines: list[str] = []
+    searched: list[str] = []
+    searching = False
+    for raw in apply_output.splitlines():
+        if raw.startswith("error: while searching for:"):
+            searching, searched = True, []
+            continue
+        m = re.match(r"error: patch failed: (\S+:\d+)$", raw)
+        if m is not None:
+            shown = [ln for ln in searched if ln.strip()][:_HUNK_LINES]
+            more = len([ln for ln in searched if ln.strip()]) - len(shown)
+            lines.append(f"{m.group(1)}: hunk does not apply" +
+                         ("; the base has no lines matching:" if shown else ""))
+            lines += [f"    | {ln}" for ln in shown]
+            if more > 0:
+                lines.append(f"    | ... ({more} more lines)")
+            searching = False
+            continue
+        if searching:
+            searched.append(raw)
+        elif raw.startswith("error:") and "patch does not apply" not in raw:
+            lines.append(raw.removeprefix("error: "))
     if unmerged:
-        lines.append("conflicting files: " + ", ".join(unmerged))
-    lines += [f"  {h}" for h in hunks]
+        lines.append("files left in conflict by the 3-way merge: " + ", ".join(unmerged))
     if not lines:
         lines = [ln for ln in am_output.splitlines() if ln.strip()][-8:]
     return "\n".join(lines)

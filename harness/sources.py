@@ -20,7 +20,8 @@ from pathlib import Path
 import git as gitpython
 
 from . import paths, proc
-from .model import KernelSpec, PreparedSource, SourceKind
+from .errors import HarnessError
+from .model import KernelSpec, PreparedSource, SourceKind, Status
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,10 @@ _IMPORT_ENV = {
 }
 
 
-class SourceError(Exception):
+class SourceError(HarnessError):
     """A kernel spec cannot be turned into a source tree."""
+
+    status = Status.SETUP_ERROR
 
 
 def parse_spec(text: str) -> KernelSpec:

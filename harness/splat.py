@@ -13,7 +13,8 @@ import re
 
 from harness.model import Splat
 
-__all__ = ["TAINT_LETTERS", "find_splats", "section_between", "taint_flags_changed"]
+__all__ = ["TAINT_LETTERS", "faulting_function", "find_splats", "first_frames",
+           "taint_flags_changed"]
 
 # Console prefixes: "[    1.234567] ", "[    1.234567][    T1] ", "<4>[    1.234567] ",
 # and /dev/kmsg records "4,123,1234567,-;".
@@ -166,27 +167,51 @@ def find_splats(dmesg: str) -> list[Splat]:
         block = texts[i : end + 1]
         while block and not block[-1].strip():
             block.pop()
-        splats.append(Splat(kind=kind, title=texts[i], text="\n".join(block)))
+        splats.append(Splat(kind=kind, title=texts[i], text="\n".join(block),
+                            function=faulting_function(kind, block)))
         i = end + 1
     return splats
 
 
-def section_between(dmesg: str, start: str, end: str | None) -> str:
-    """The lines after the first line containing `start`, up to (not including) the
-    first later line containing `end`; to the end of the text when `end` is None or
-    never found. Empty when no line contains `start`. Line endings are kept."""
-    lines = dmesg.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        if start in line:
-            body = lines[i + 1 :]
-            break
-    else:
-        return ""
-    if end is not None:
-        for k, line in enumerate(body):
-            if end in line:
-                return "".join(body[:k])
-    return "".join(body)
+# "at mm/foo.c:12 func+0x1/0x2" (WARN), "in func+0x1/0x2" (KASAN), "RIP: 0010:func+0x1/0x2"
+_TITLE_FUNC = re.compile(r"(?:\bat \S+:\d+|\bin) ([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
+_RIP_FUNC = re.compile(r"^RIP: [0-9a-f]{4}:([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
+_FRAME = re.compile(r"^\s+([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
+# Frames of the machinery that reports or waits, never the culprit.
+_REPORTING = re.compile(
+    r"^(?:dump_stack\w*|show_stack|show_regs|__show_regs|__warn|warn_slowpath\w*|panic|"
+    r"vpanic|nmi_panic|check_panic_on_warn|report_bug|handle_bug|exc_\w+|asm_\w+|die|"
+    r"oops_end|__die\w*|do_trap|do_error_trap|__ubsan_handle_\w+|ubsan_\w+|kasan_\w+|"
+    r"__kasan_\w+|print_\w+|__schedule|schedule\w*|io_schedule\w*|__mutex_lock\w*|"
+    r"mutex_lock\w*|rwsem_down_\w+|down_\w+|__wait_\w+|wait_for_\w+|lockdep_\w+|"
+    r"__lock_acquire\w*|lock_acquire\w*|rcu_dump_\w+|sysvec_\w+|__sysvec_\w+|"
+    r"irq_exit\w*|hrtimer_\w+|__hrtimer_\w+|tick_\w+|update_process_times|"
+    r"watchdog_timer_fn|rcu_sched_clock_irq|rcu_pending|__cond_resched|preempt_\w+)$")
+
+
+def faulting_function(kind: str, block: list[str]) -> str:
+    """The function a splat is about, for matching the same splat across runs.
+
+    The title names it for a WARNING ("at FILE:LINE func+...") and KASAN ("in func+...");
+    otherwise the interrupted RIP, else the first call-trace frame that is not the
+    reporting or waiting machinery (dump_stack, __warn, panic, schedule, mutex_lock, ...).
+    Empty when none can be told.
+    """
+    if block and (m := _TITLE_FUNC.search(block[0])) is not None:
+        return _plain(m.group(1))
+    for line in block:
+        if (m := _RIP_FUNC.match(line)) is not None:
+            return _plain(m.group(1))
+    for line in block:
+        if (m := _FRAME.match(line)) is not None and not _REPORTING.match(_plain(m.group(1))):
+            return _plain(m.group(1))
+    return ""
+
+
+def _plain(symbol: str) -> str:
+    """The function's own name: gcc's clone suffixes (.constprop.0, .isra.0, .part.0,
+    .cold) differ between builds of the same code."""
+    return re.sub(r"(?:\.(?:constprop|isra|part|cold|llvm)(?:\.\d+)?)+$", "", symbol)
 
 
 # kernel/panic.c taint_flags[], bit 0 upwards.
@@ -206,3 +231,19 @@ def taint_flags_changed(before: int, after: int) -> list[str]:
             letters.append(TAINT_LETTERS[bit] if bit < len(TAINT_LETTERS) else f"bit{bit}")
         bit += 1
     return letters
+
+
+_DECODED_FRAME = re.compile(r"^\s*(?:\? )?([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+.*?"
+                            r"((?:[\w./-]+/)?[\w.-]+\.[chS]:\d+)")
+
+
+def first_frames(s: Splat, count: int) -> list[str]:
+    """The first decoded frames of a splat as "function (file:line)"."""
+    out = []
+    for line in s.decoded.splitlines():
+        m = _DECODED_FRAME.match(line)
+        if m is not None and not line.lstrip().startswith("?"):
+            out.append(f"at {m.group(1)} ({m.group(2)})")
+            if len(out) == count:
+                break
+    return out

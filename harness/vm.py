@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths, proc
-from .model import Accel, KernelImage
+from . import atomic, paths, proc
+from .errors import HarnessError
+from .model import Accel, KernelImage, Status
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,10 @@ KVM_FAILURE_PATTERNS = tuple(
 _KVM_SUCCESS = re.compile(r"Linux version \d")
 
 
-class BootError(Exception):
+class BootError(HarnessError):
     """The guest did not come up, or the VM could not be started."""
+
+    status = Status.BOOT_ERROR
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,9 +103,7 @@ def probe_kvm(kernel: Path, *, qemu: str = QEMU, timeout: float = PROBE_TIMEOUT_
                                       f"its banner: {res.tail(3).strip()[:200]}")
     cache[key] = {"kvm_works": verdict.kvm_works, "reason": verdict.reason,
                   "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    tmp = cache_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cache, indent=2) + "\n")
-    tmp.rename(cache_file)
+    atomic.write_text(cache_file, json.dumps(cache, indent=2) + "\n")
     return verdict
 
 
@@ -132,7 +133,8 @@ class GuestRun:
 
 
 def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],
-             memory: str = "2G", cpus: int = 2, cwd: Path | None = None) -> list[str]:
+             memory: str = "2G", cpus: int = 2, cwd: Path | None = None,
+             append: str = "") -> list[str]:
     # --force-9p: virtiofsd is not usable here and vng would retry it for seconds first.
     argv = [proc.require("vng"), "--run", str(kernel.bzimage), "--verbose", "--force-9p",
             "--memory", memory, "--cpus", str(cpus),
@@ -140,6 +142,9 @@ def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: 
             # soft-lockup detectors stay on.
             "--append", "panic=-1 panic_on_warn=0 hung_task_panic=0 "
                         "softlockup_panic=0 printk.devkmsg=on"]
+    if append:
+        # After ours, so that the user's value of the same parameter wins.
+        argv += ["--append", append]
     if accel is Accel.TCG:
         argv.append("--disable-kvm")
     for d in rwdirs:
@@ -151,10 +156,10 @@ def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: 
 
 def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],
               timeout: float, console_log: Path, memory: str = "2G",
-              cpus: int = 2) -> GuestRun:
+              cpus: int = 2, append: str = "") -> GuestRun:
     """Boot, run the command, power off. Killed (whole process group) at the timeout."""
     argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=command, memory=memory, cpus=cpus,
-                    cwd=Path("/"))
+                    cwd=Path("/"), append=append)
     log.info("booting %s under %s", kernel.version, accel.value.upper())
     # vng runs its helpers (virtme-run, virtme-ng-init) from its own bin directory.
     bindir = str(Path(argv[0]).parent)

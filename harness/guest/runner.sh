@@ -4,15 +4,21 @@
 # kselftests lose and duplicate lines), and brackets it in the kernel log so splats can
 # be attributed to the test that was running.
 #
-# usage: runner.sh OUTDIR PLANFILE
+# usage: runner.sh OUTDIR PLANFILE [OUTPUT_CAP_BYTES]
 # PLANFILE lines: NAME<TAB>TIMEOUT_S<TAB>CWD<TAB>NEEDS<TAB>SHELL_COMMAND (NEEDS: swap,scratch or -)
+# The host reads what this writes with harness/guest/protocol.py: keep the two in step.
 set -u
 out=$1
 plan=$2
+# Each test's output is kept up to this many bytes; the rest is counted and dropped, so a
+# test that loops printing cannot fill the host's disk through the shared directory.
+cap=${3:-8388608}
 status=$out/status.tsv
 : > "$status"
 
 kmsg() { echo "harness: $*" > /dev/kmsg 2>/dev/null || true; }
+# The kernel log before this line is the boot's; the host judges it as the "boot" result.
+kmsg "runner-start"
 
 mountpoint -q /sys/kernel/debug 2>/dev/null || mount -t debugfs none /sys/kernel/debug 2>/dev/null
 grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || {
@@ -59,21 +65,37 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	s0=$(cut -d' ' -f1 /proc/uptime)
 	printf '%s\tstarted\t%s\n' "$name" "$s0" >> "$status"
 	kmsg "test-start $name"
-	# Append mode: kselftest's runner reopens /dev/stdout with >> for the inner test's
-	# output; with a plain > the two descriptions write at different offsets and the
-	# outer lines overwrite the inner ones.
 	: > "$out/$name.out"
 	rm -f "$out/$name.json"	# a result file of an earlier run in this directory
 	# A test may write measurements (JSON) here; they go into results.json as "metrics".
 	export HARNESS_METRICS="$out/$name.metrics.json"
 	# ...and result files of their own, named after the test (test_progs -J: $name.json).
 	export HARNESS_OUT="$out"
-	(cd "$dir" && exec timeout -k 5 "$tmo" sh -c "$cmd") >> "$out/$name.out" 2>&1 < /dev/null
-	rc=$?
+	# The output goes through a pipe that keeps the first $cap bytes. timeout(1) leads a
+	# process group of its own: what the test left running is killed with it, or it would
+	# hold the pipe open (and disturb the next test). Append mode: kselftest's runner
+	# reopens /dev/stdout with >> for the inner test's output.
+	rm -f "$out/.rc" "$out/.cut"
+	( cd "$dir" || { echo 127 > "$out/.rc"; exit; }
+	  timeout -k 5 "$tmo" sh -c "$cmd" < /dev/null 2>&1 &
+	  pid=$!
+	  wait $pid
+	  echo $? > "$out/.rc"
+	  kill -KILL -$pid 2>/dev/null ) | { head -c "$cap"; wc -c > "$out/.cut"; } >> "$out/$name.out"
+	rc=$(cat "$out/.rc" 2>/dev/null || echo 125)
+	cut=$(cat "$out/.cut" 2>/dev/null || echo 0)
+	[ "$cut" -gt 0 ] 2>/dev/null &&
+		printf '\n[harness: output cut: %s bytes over the %s-byte cap were discarded]\n' \
+			"$cut" "$cap" >> "$out/$name.out"
 	s1=$(cut -d' ' -f1 /proc/uptime)
 	t1=$(cat /proc/sys/kernel/tainted)
 	kmsg "test-end $name rc=$rc"
 	printf '%s\tended\t%s\t%s\t%s\t%s\t%s\n' "$name" "$s1" "$rc" "$t0" "$t1" "$s0" >> "$status"
 done < "$plan"
+rm -f "$out/.rc" "$out/.cut"
+echo "tainted_at_end	$(cat /proc/sys/kernel/tainted)" >> "$out/guest-info.tsv"
+# What the kernel prints after this line (power-off, reboot notifiers) reaches only the
+# console: the host judges it there as the "shutdown" result.
+kmsg "runner-done"
 dmesg > "$out/dmesg.txt" 2>&1
 echo "done" > "$out/runner-done"

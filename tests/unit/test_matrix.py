@@ -7,56 +7,12 @@ from pathlib import Path
 import pytest
 
 from harness import matrix
-from harness.model import CellResult, Status
-from harness.model import TestResult as Result
-
-
-def result(*tests: tuple[str, Status], status: Status | None = None) -> CellResult:
-    ts = tuple(Result(name=n, status=s, duration_s=1.0, exit_code=None, ktap=None)
-               for n, s in tests)
-    worst = status or max((t.status for t in ts), key=list(Status).index, default=Status.PASS)
-    return CellResult(cell="c", kernel="debian:6.12", kernel_version="6.12", status=worst,
-                      patches=(), config=None, stages=(), tests=ts)
 
 
 def cell(tmp_path: Path, body: str) -> matrix.Cell:
     path = tmp_path / "m.toml"
     path.write_text('[[cell]]\nname = "c"\nkernel = "debian:6.12"\ntier = "ci"\n' + body)
     return matrix.load(path)[0]
-
-
-def test_every_test_must_give_its_expected_status(tmp_path: Path) -> None:
-    c = cell(tmp_path, 'expect_status = "CRASHED"\nexpect = { hang = "TIMEOUT" }\n')
-    good = matrix.check_expected(c, result(("warn", Status.CRASHED), ("hang", Status.TIMEOUT)))
-    assert good.status is Status.PASS
-    assert "CRASHED" in good.error and "TIMEOUT" in good.error
-    # The worst status is still CRASHED, but hang did not time out: that is caught.
-    bad = matrix.check_expected(c, result(("warn", Status.CRASHED), ("hang", Status.PASS)))
-    assert bad.status is Status.FAIL
-    assert "hang: PASS, expected TIMEOUT" in bad.error
-
-
-def test_one_broken_test_cannot_hide_another_that_passed(tmp_path: Path) -> None:
-    c = cell(tmp_path, 'expect_status = "FAIL"\n')
-    res = matrix.check_expected(c, result(("a", Status.FAIL), ("b", Status.PASS)))
-    assert res.status is Status.FAIL
-    assert "b: PASS, expected FAIL" in res.error
-
-
-def test_tests_not_named_must_pass(tmp_path: Path) -> None:
-    c = cell(tmp_path, 'expect = { "hierarchical_stats@broken_propagation" = "FAIL" }\n')
-    ok = matrix.check_expected(c, result(("hierarchical_stats@broken_propagation", Status.FAIL),
-                                         ("memcg_kfuncs", Status.PASS)))
-    assert ok.status is Status.PASS
-    bad = matrix.check_expected(c, result(("memcg_kfuncs", Status.FAIL)))
-    assert bad.status is Status.FAIL
-
-
-def test_stage_errors_and_empty_runs_are_not_expected_failures(tmp_path: Path) -> None:
-    c = cell(tmp_path, 'expect_status = "FAIL"\n')
-    assert matrix.check_expected(c, result(status=Status.BUILD_ERROR)).status \
-        is Status.BUILD_ERROR
-    assert matrix.check_expected(c, result(status=Status.FAIL)).status is Status.FAIL
 
 
 def test_unknown_expected_status_is_rejected(tmp_path: Path) -> None:
@@ -69,3 +25,15 @@ def test_repo_matrix_broken_cells_stay_out_of_default() -> None:
     for c in matrix.select(cells, matrix.Tier.DEFAULT):
         assert not c.has_expectations, c.name
         assert "debug" not in c.configs, c.name
+
+
+def test_adhoc_cells_without_tests_take_their_base_cells_tests() -> None:
+    cells = matrix.load()
+    by_name = {c.name: c for c in cells}
+    tests, why = matrix.default_tests("debian:6.12", cells)
+    assert tests == by_name["6.12"].tests and "matrix cell 6.12" in why
+    tests, why = matrix.default_tests("debian:6.1", cells)
+    assert tests == by_name["6.1"].tests and "matrix cell 6.1" in why
+    # Another base: the default cell's tests, each skipped without its features.
+    tests, why = matrix.default_tests("git:/src/linux", cells)
+    assert tests == by_name["6.12"].tests and "feature" in why

@@ -94,8 +94,9 @@ def test_conflict_names_patch_files_hunks_and_leaves_nothing(tmp_path: Path) -> 
 def test_series_file_and_per_base_variant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     d = tmp_path / "patches" / "demo"
     d.mkdir(parents=True)
-    (d / "0001-a.patch").write_text("x")
-    (d / "0001-a-6.1.patch").write_text("x")
+    mail = "From: A <a@example.org>\nSubject: [PATCH] a\n\n---\ndiff --git a/x b/x\n"
+    (d / "0001-a.patch").write_text(mail)
+    (d / "0001-a-6.1.patch").write_text(mail)
     (d / "series").write_text("# comment\n0001-a.patch\n")
     (d / "series-6.1").write_text("0001-a-6.1.patch\n")
     assert [p.name for p in series.load(str(d), "6.12").patches] == ["0001-a.patch"]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.splat import TAINT_LETTERS, find_splats, section_between, taint_flags_changed
+from harness.splat import TAINT_LETTERS, find_splats, taint_flags_changed
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "dmesg"
 
@@ -265,35 +265,40 @@ def test_console_prefixes_are_stripped(prefix: str) -> None:
     assert splat.text == "UBSAN: array-index-out-of-bounds in a.c:1:2\n---[ end trace ]---"
 
 
-# --- section_between ------------------------------------------------------------------
+# --- the faulting function (the fingerprint of a splat across runs) ------------------
 
 
-DMESG = (
-    "[    1.0] boot\n"
-    "[    2.0] kselftest: Running tests in cgroup\n"
-    "[    2.1] a\n"
-    "[    2.2] b\n"
-    "[    3.0] kselftest: Running tests in net\n"
-    "[    3.1] c\n"
+@pytest.mark.parametrize(
+    ("golden", "kind", "function"),
+    [
+        ("warning.dmesg", "WARNING", "trigger_batched_requests_store"),  # "at FILE:LINE f+"
+        ("kasan_slab_oob.dmesg", "KASAN", "kmalloc_oob_right"),  # "in f+"
+        ("rcu_stall.dmesg", "RCU_STALL", "spin_forever"),  # RIP:
+        ("soft_lockup.dmesg", "SOFT_LOCKUP", "spin_forever"),
+        ("kernel_bug_at.dmesg", "BUG", "__slab_free"),
+        ("ubsan_array_index.dmesg", "UBSAN", "test_ubsan_out_of_bounds"),  # past the reporter
+        # past __schedule/__mutex_lock.constprop.0: where it waits, not how
+        ("hung_task.dmesg", "HUNG_TASK", "deadlock_work_fn"),
+        ("lockdep_circular.dmesg", "LOCKDEP", "thread_b_fn"),
+    ],
 )
+def test_faulting_function(golden: str, kind: str, function: str) -> None:
+    splat = find_splats((GOLDEN / golden).read_text())[0]
+    assert splat.kind == kind
+    assert splat.function == function
+    assert splat.fingerprint == f"{kind}:{function}"
 
 
-def test_section_between_start_and_end() -> None:
-    assert section_between(DMESG, "tests in cgroup", "kselftest: Running") == (
-        "[    2.1] a\n[    2.2] b\n"
-    )
+def test_clone_suffixes_are_not_part_of_the_function() -> None:
+    text = ("INFO: task a:1 blocked for more than 30 seconds.\nCall Trace:\n <TASK>\n"
+            " __schedule+0x1/0x2\n wait_it.isra.0+0x1/0x2\n other+0x1/0x2\n </TASK>\n")
+    assert find_splats(text)[0].function == "wait_it"
 
 
-def test_section_between_without_end_runs_to_the_end() -> None:
-    assert section_between(DMESG, "tests in net", None) == "[    3.1] c\n"
-
-
-def test_section_between_end_not_found_runs_to_the_end() -> None:
-    assert section_between(DMESG, "tests in net", "never") == "[    3.1] c\n"
-
-
-def test_section_between_start_not_found_is_empty() -> None:
-    assert section_between(DMESG, "tests in mm", None) == ""
+def test_real_lkdtm_splats_name_the_lkdtm_function() -> None:
+    splats = find_splats((GOLDEN.parent / "guest" / "faults" / "dmesg.txt").read_text())
+    assert [(s.kind, s.function) for s in splats] == [("WARNING", "lkdtm_WARNING"),
+                                                      ("BUG", "lkdtm_BUG")]
 
 
 # --- taint ----------------------------------------------------------------------------

@@ -1,0 +1,32 @@
+"""Files that are either whole or absent: a unique temporary next to the target, renamed.
+
+Two runs may write the same cache entry at once, and a full disk or a signal may stop a
+write half-way: a reader must never see a half-written file, and no temporary is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode())
+
+
+def copy_file(src: Path, dest: Path) -> None:
+    write_bytes(dest, src.read_bytes())
