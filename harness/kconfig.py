@@ -104,13 +104,8 @@ def request_line(fragments: list[Path], symbol: str) -> str:
         for n, raw in enumerate(frag.read_text(errors="replace").splitlines(), 1):
             line = raw.strip()
             if line.startswith(f"{symbol}=") or line == f"# {symbol} is not set":
-                found = f"{_display(frag)}:{n}"
+                found = f"{paths.display(frag)}:{n}"
     return found
-
-
-def _display(path: Path) -> str:
-    root = paths.repo_root()
-    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def requested_symbols(fragments: list[Path]) -> dict[str, str]:
@@ -130,65 +125,99 @@ class KconfigEntry:
 
 
 def index_kconfig(tree: Path) -> dict[str, KconfigEntry]:
-    """`config SYM` -> its `depends on` lines (plus those of enclosing `if` and `menu` blocks)."""
+    """`config SYM` -> its `depends on` lines, with those of every enclosing `if`, `menu`
+    and `choice` block, through `source` lines too (net/Kconfig sources net/ipv6/Kconfig
+    inside `if INET`: IPV6 depends on INET). Walked from the tree's top Kconfig; files it
+    does not reach (an excerpt of a tree) are read on their own."""
     index: dict[str, KconfigEntry] = {}
-    for kfile in tree.rglob("Kconfig*"):
-        if not kfile.is_file():
-            continue
-        try:
-            lines = kfile.read_text(errors="replace").splitlines()
-        except OSError:
-            continue
-        rel = str(kfile.relative_to(tree))
-        block_deps: list[list[str]] = []  # stack of `if EXPR` / `menu ... depends on` scopes
-        current: str | None = None
-        deps: list[str] = []
-        selects: list[str] = []
-
-        def flush(current: str | None, deps: list[str], selects: list[str],
-                  block_deps: list[list[str]] = block_deps, rel: str = rel) -> None:
-            if current is not None:
-                _record(index, current, rel, [d for scope in block_deps for d in scope] + deps,
-                        selects)
-
-        help_indent: int | None = None  # inside a help text: its keyword's indentation
-        for raw in lines:
-            line = raw.strip()
-            words = line.split(None, 1)
-            if not words:
-                continue
-            indent = len(raw.expandtabs(8)) - len(raw.expandtabs(8).lstrip())
-            if help_indent is not None:
-                # Help text runs while it is indented deeper than `help`; its prose
-                # ("if you don't need IR, ...") must not be read as Kconfig.
-                if indent > help_indent:
-                    continue
-                help_indent = None
-            head = words[0]
-            if head in ("help", "---help---") and len(words) == 1:
-                help_indent = indent
-                continue
-            if head in ("config", "menuconfig") and len(words) == 2:
-                flush(current, deps, selects)
-                current, deps, selects = words[1].strip(), [], []
-            elif head in ("select", "imply") and current is not None and len(words) == 2:
-                selects.append(words[1].split()[0])
-            elif head == "depends" and line.startswith("depends on") and current is not None:
-                deps.append(line[len("depends on"):].strip())
-            elif head == "if" and len(words) == 2:
-                flush(current, deps, selects)
-                current = None
-                block_deps.append([words[1]])
-            elif head == "endif":
-                flush(current, deps, selects)
-                current = None
-                if block_deps:
-                    block_deps.pop()
-            elif head in ("menu", "choice", "endmenu", "endchoice", "comment", "source"):
-                flush(current, deps, selects)
-                current = None
-        flush(current, deps, selects)
+    visited: set[Path] = set()
+    root = tree / "Kconfig"
+    if root.is_file():
+        _walk_kconfig(tree, root, [], index, visited)
+    for kfile in sorted(tree.rglob("Kconfig*")):
+        if kfile.is_file() and kfile not in visited:
+            _walk_kconfig(tree, kfile, [], index, visited)
     return index
+
+
+_SOURCE = re.compile(r'^(o?r?source)\s+"([^"]+)"')
+_KCONFIG_VARS = {"SRCARCH": "x86", "ARCH": "x86", "HEADER_ARCH": "x86"}
+
+
+def _walk_kconfig(tree: Path, kfile: Path, outer: list[str], index: dict[str, KconfigEntry],
+                  visited: set[Path]) -> None:
+    visited.add(kfile)
+    try:
+        # A line ending in a backslash goes on on the next one.
+        lines = kfile.read_text(errors="replace").replace("\\\n", " ").splitlines()
+    except OSError:
+        return
+    rel = str(kfile.relative_to(tree))
+    scopes: list[tuple[str, list[str]]] = []  # ("if"|"menu"|"choice", its conditions)
+    current: str | None = None  # the config entry being read; "" for a comment's
+    deps: list[str] = []
+    selects: list[str] = []
+
+    def inherited() -> list[str]:
+        return outer + [d for _, conds in scopes for d in conds]
+
+    def flush() -> None:
+        if current:
+            _record(index, current, rel, inherited() + deps, selects)
+
+    help_indent: int | None = None  # inside a help text: its keyword's indentation
+    for raw in lines:
+        line = raw.strip()
+        words = line.split(None, 1)
+        if not words or line.startswith("#"):
+            continue
+        indent = len(raw.expandtabs(8)) - len(raw.expandtabs(8).lstrip())
+        if help_indent is not None:
+            # Help text runs while it is indented deeper than `help`; its prose
+            # ("if you don't need IR, ...") must not be read as Kconfig.
+            if indent > help_indent:
+                continue
+            help_indent = None
+        head = words[0]
+        if head in ("help", "---help---") and len(words) == 1:
+            help_indent = indent
+            continue
+        if head in ("config", "menuconfig") and len(words) == 2:
+            flush()
+            current, deps, selects = words[1].strip(), [], []
+        elif head in ("select", "imply") and current and len(words) == 2:
+            selects.append(words[1].split()[0])
+        elif head == "depends" and line.startswith("depends on"):
+            expr = line[len("depends on"):].strip()
+            if current is not None:
+                if current:
+                    deps.append(expr)
+            elif scopes and scopes[-1][0] in ("menu", "choice"):
+                scopes[-1][1].append(expr)  # a menu's or choice's own condition
+        elif head in ("if", "menu", "choice"):
+            flush()
+            current = None
+            scopes.append((head, [words[1]] if head == "if" and len(words) == 2 else []))
+        elif head in ("endif", "endmenu", "endchoice"):
+            flush()
+            current = None
+            if scopes:
+                scopes.pop()
+        elif head == "comment":
+            flush()
+            current = ""
+        elif (m := _SOURCE.match(line)) is not None:
+            flush()
+            current = None
+            path = re.sub(r"\$\((\w+)\)", lambda v: _KCONFIG_VARS.get(v.group(1), v.group(0)),
+                          m.group(2))
+            child = (kfile.parent / path) if m.group(1).endswith("rsource") else tree / path
+            if child.is_file() and child not in visited:
+                _walk_kconfig(tree, child, inherited(), index, visited)
+        elif head in ("endmenu", "mainmenu"):
+            flush()
+            current = None
+    flush()
 
 
 def _record(index: dict[str, KconfigEntry], symbol: str, rel: str, deps: list[str],
@@ -230,6 +259,22 @@ def explain_dependency(symbol: str, config: dict[str, str],
             return f"{name} ({entry.file}) depends on " + " && ".join(entry.depends)
         return f"{name} ({entry.file}) has no unmet depends; check its choice group or range"
     return f"{name} ({entry.file}): unmet " + "; ".join(unmet)
+
+
+def unmet_symbols(symbol: str, config: dict[str, str],
+                  index: dict[str, KconfigEntry]) -> list[str]:
+    """The symbols of SYMBOL's `depends on` that are off (and not negated): what to add."""
+    entry = index.get(symbol.removeprefix("CONFIG_"))
+    if entry is None:
+        return []
+    out: list[str] = []
+    for expr in entry.depends:
+        for m in re.finditer(r"(!?)\s*\b([A-Z][A-Z0-9_]+)\b", expr):
+            ident = m.group(2)
+            if not m.group(1) and config.get("CONFIG_" + ident, "n") == "n" \
+                    and ident in index and ident not in out:
+                out.append(ident)
+    return out
 
 
 def verify(final: dict[str, str], wanted: dict[str, str],
@@ -336,6 +381,34 @@ def split_dropped(dropped: tuple[DroppedSymbol, ...], owner: dict[str, Path],
     return fatal, tuple(d for d in dropped if owner.get(d.symbol) in lenient)
 
 
+def dropped_error(dropped: tuple[DroppedSymbol, ...], fragments: list[Path],
+                  final: dict[str, str], index: dict[str, KconfigEntry], *,
+                  log: Path | None) -> ConfigError:
+    """What the terminal says of options olddefconfig dropped: each with the fragment line
+    that asked for it and why it is off, then the fix (the symbols to add, by name)."""
+    lines = "\n".join(
+        f"  {d.symbol}: asked {d.requested}, got {d.actual}"
+        + (f" (requested at {at})" if (at := request_line(fragments, d.symbol)) else "")
+        + f"\n    {d.reason}" for d in dropped
+    )
+    needed = [f"CONFIG_{s}=y" for d in dropped if d.requested != "n"
+              for s in unmet_symbols(d.symbol, final, index)]
+    fixes = []
+    if needed:
+        fixes.append(f"add {' '.join(dict.fromkeys(needed))} to the fragment (the unmet "
+                     "dependencies), or drop the options that need them")
+    if any(d.reason.startswith("unknown symbol") for d in dropped):
+        fixes.append("correct each unknown symbol's name, or drop it")
+    if any(" is selected by " in d.reason for d in dropped):
+        fixes.append("for an option forced on, drop the option that selects it")
+    return ConfigError(
+        f"{len(dropped)} requested config option(s) did not survive olddefconfig:\n{lines}",
+        dropped,
+        fix="; ".join(fixes) or "check each option's dependencies in its Kconfig entry",
+        log=log,
+    )
+
+
 def configure(tree: Path, tree_id: str, build_dir: Path, fragments: list[Path], *,
               log_dir: Path, lenient: Collection[Path] = ()) -> ConfigResult:
     """Generate, verify, and install the .config into build_dir only if it changed.
@@ -361,21 +434,8 @@ def configure(tree: Path, tree_id: str, build_dir: Path, fragments: list[Path], 
             (log_dir / "kconfig-dropped.txt").write_text("".join(
                 f"{d.symbol} (from {owner[d.symbol].relative_to(tree)}): asked {d.requested}, "
                 f"got {d.actual}: {d.reason}\n" for d in tolerated))
-    if dropped:
-        lines = "\n".join(
-            f"  {d.symbol}: asked {d.requested}, got {d.actual}"
-            + (f" (requested at {at})" if (at := request_line(fragments, d.symbol)) else "")
-            + f"\n    {d.reason}" for d in dropped
-        )
-        unknown = all(d.reason.startswith("unknown symbol") for d in dropped)
-        raise ConfigError(
-            f"{len(dropped)} requested config option(s) did not survive olddefconfig:\n{lines}",
-            dropped,
-            fix="correct the symbol's name, or drop it from the fragment" if unknown else
-                "add the unmet dependencies to the fragment (or drop the option); "
-                "for a symbol forced on, drop the option that selects it",
-            log=log_dir / "kconfig.log",
-        )
+        if dropped:
+            raise dropped_error(dropped, fragments, final, index, log=log_dir / "kconfig.log")
     build_dir.mkdir(parents=True, exist_ok=True)
     target = build_dir / ".config"
     changed = not target.exists() or target.read_bytes() != generated.read_bytes()

@@ -33,3 +33,12 @@ def sub(name: str) -> Path:
 def repo_root() -> Path:
     """The harness checkout (patches/, kconfigs/, selftests/ live here)."""
     return Path(__file__).resolve().parent.parent
+
+
+def display(path: Path) -> str:
+    """A path as the user would type it: relative to the harness checkout or the current
+    directory when inside them, else absolute."""
+    for base in (repo_root(), Path.cwd()):
+        if path.is_absolute() and path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)

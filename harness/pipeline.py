@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -361,19 +360,9 @@ def _boot_and_test(run: CellRun, kernel: KernelImage,
                     earlier = [replace(s, where="first boot (failed; booted again)")
                                for s in boot.splats]
                     continue
-                raise vm.BootError(_boot_error_text(boot),
-                                   log=guest_dir / "console.log")
+                # The splats are the boot result's, shown with it.
+                raise vm.BootError(boot.reason, log=guest_dir / "console.log")
         break
-
-
-def _boot_error_text(boot: TestResult) -> str:
-    lines = [boot.reason]
-    for s in boot.splats:
-        if s.kind in ("PANIC", "BUG", "OOPS", "WARNING") and not s.where:
-            lines.append(f"  {s.kind}" + (f" in {s.function}()" if s.function else "")
-                         + f": {s.title}")
-            lines += [f"    {ln}" for ln in splat.first_frames(s, 3)]
-    return "\n".join(lines)
 
 
 def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
@@ -433,10 +422,7 @@ def _decode(s: Splat, kernel: KernelImage) -> Splat:
                    stdin_data=s.text.encode(), timeout=120)
     if not res.ok:
         return replace(s, decoded=f"decode failed: {res.tail(5)}")
-    # O= builds record sources as BUILD/../../work/TREE/path: show paths relative to the tree.
-    tree = re.escape(kernel.source_dir.name)
-    decoded = re.sub(rf"(?:/[^\s()]*)?(?:\.\./)+work/{tree}/", "", res.output)
-    return replace(s, decoded=decoded)
+    return splat.relative_to_tree(replace(s, decoded=res.output), kernel.source_dir.name)
 
 
 def cell_argv(cell: Cell, accel: Accel) -> list[str]:

@@ -192,7 +192,7 @@ def _wrap(text: str, indent: str, width: int = WIDTH) -> list[str]:
         lead = line[: len(line) - len(line.lstrip(" "))]
         out += textwrap.wrap(line.strip(), width=width, initial_indent=indent + lead,
                              subsequent_indent=indent + lead + "  ",
-                             break_long_words=True, break_on_hyphens=False) or [indent]
+                             break_long_words=False, break_on_hyphens=False) or [indent]
     return out
 
 
@@ -242,20 +242,14 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         lines += _wrap("features: " + feature_line(c.features), "   ")
     tests = [t for t in c.tests if t.phase is Phase.TEST]
     kernel = [t for t in c.tests if t.phase in KERNEL_PHASES]
-    if kernel:
-        clean = [t for t in kernel if t.status is Status.PASS and not t.splats]
-        if len(clean) == len(kernel):
-            lines.append("   kernel log: boot, set-up between tests and shutdown clean "
-                         "(no splat, no new taint)")
-        else:
-            lines.append("   kernel log: " + ", ".join(
-                f"{t.name} {t.status.value}" for t in kernel))
+    if kernel and all(t.status is Status.PASS and not t.splats for t in kernel):
+        lines.append("   kernel log: boot, set-up between tests and shutdown clean "
+                     "(no splat, no new taint)")
     name_width = min(max((len(t.name) for t in c.tests), default=0), 40)
-    for t in kernel:
-        if t.status is not Status.PASS or t.splats:
-            lines += _result_lines(t, name_width, base)
-    for t in tests:
-        lines += _result_lines(t, name_width, base)
+    for t in [*(k for k in kernel if k.status is not Status.PASS or k.splats), *tests]:
+        # A reason the cell's error already gave is not given twice.
+        lines += _result_lines(t, name_width, base,
+                               said=bool(t.reason and c.error and t.reason in c.error))
     if c.boot_only and not tests:
         lines.append("   (--boot-only: no tests asked for; judged by boot and shutdown)")
     for note in c.notes:
@@ -263,7 +257,8 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
     return lines
 
 
-def _result_lines(t: TestResult, name_width: int, base: Path | None) -> list[str]:
+def _result_lines(t: TestResult, name_width: int, base: Path | None, *,
+                  said: bool = False) -> list[str]:
     counts = ""
     if t.ktap is not None:
         n = ktap.summary_counts(t.ktap)
@@ -272,7 +267,7 @@ def _result_lines(t: TestResult, name_width: int, base: Path | None) -> list[str
     if t.expected_status is not None and t.status is t.expected_status \
             and t.status is not Status.PASS:
         expected = " (as declared)"
-    detail = t.reason or counts
+    detail = "(see above)" if said else t.reason or counts
     head = f"   {t.name:<{name_width}}  {t.status.value + expected:<8} {t.duration_s:6.1f}s"
     lines = _wrap(f"{head}  {detail}".rstrip(), "")
     indent = "      "
@@ -295,7 +290,7 @@ def _result_lines(t: TestResult, name_width: int, base: Path | None) -> list[str
     metrics = t.extra.get("metrics")
     if isinstance(metrics, dict) and metrics.get("summary"):
         lines += _wrap(f"metrics: {metrics['summary']}", indent)
-    if t.log is not None and (t.status not in (Status.PASS, Status.SKIP) or t.splats):
+    if t.log is not None and not said and (t.status not in (Status.PASS, Status.SKIP) or t.splats):
         lines += _wrap("log: " + (_show_path(t.log, base) if base else str(t.log)), indent)
     return lines
 

@@ -171,7 +171,9 @@ def reset_to(tree: Path, commit: str) -> None:
     if (_git_dir(tree) / "rebase-apply").exists():
         proc.run(["git", "-C", str(tree), "am", "--abort"], timeout=120)
     git(tree, "checkout", "-q", "-f", "--detach", commit, what="git checkout")
-    git(tree, "clean", "-q", "-fd", what="git clean")
+    # -x: the Debian import ignores every untracked path, and a file a patch added must
+    # not outlive it (nor the test_progs build copy). Builds are out of tree (O=).
+    git(tree, "clean", "-q", "-ffdx", what="git clean")
 
 
 def _git_dir(tree: Path) -> Path:
@@ -227,16 +229,24 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
                                    files=files, detail=detail))
         results.extend(PatchResult(name=p.name, subject=subject_of(p.path),
                                    state=PatchState.NOT_TRIED) for p in patches[i + 1:])
-        raise PatchConflictError(
-            f"patch {i + 1}/{len(patches)} {patch.path} ({patch.series}) does not apply to "
-            f"the base {base_commit[:12]}:\n{detail}",
-            tuple(results),
-            fix="rebase the patch onto this base" + (
-                "" if patch.series == "--patch" else
-                f", or add a per-base variant (series-<base>) to {patch.path.parent}"),
-            log=am_log,
-        )
+        raise conflict_error(patch, i + 1, len(patches), base_commit, detail,
+                             tuple(results), log=am_log)
     return tuple(results)
+
+
+def conflict_error(patch: Patch, number: int, total: int, base_commit: str, detail: str,
+                   results: tuple[PatchResult, ...], *, log: Path | None) -> PatchConflictError:
+    """What the terminal says of a patch that does not apply: which, to what, each failed
+    hunk as file:line with the lines git looked for, and the fix."""
+    return PatchConflictError(
+        f"patch {number}/{total} {paths.display(patch.path)} ({patch.series}) does not apply "
+        f"to the base {base_commit[:12]}:\n" + "\n".join(f"  {ln}" for ln in detail.splitlines()),
+        results,
+        fix="rebase the patch onto this base" + (
+            "" if patch.series == "--patch" else
+            f", or add a per-base variant (series-<base>) to {paths.display(patch.path.parent)}"),
+        log=log,
+    )
 
 
 _HUNK_LINES = 6  # of the context git searched for, per failed hunk

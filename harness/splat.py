@@ -10,11 +10,12 @@ kernel/rcu/tree_stall.h, kernel/hung_task.c and kernel/watchdog.c.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from harness.model import Splat
 
 __all__ = ["TAINT_LETTERS", "faulting_function", "find_splats", "first_frames",
-           "taint_flags_changed"]
+           "relative_to_tree", "taint_flags_changed"]
 
 # Console prefixes: "[    1.234567] ", "[    1.234567][    T1] ", "<4>[    1.234567] ",
 # and /dev/kmsg records "4,123,1234567,-;".
@@ -233,17 +234,34 @@ def taint_flags_changed(before: int, after: int) -> list[str]:
     return letters
 
 
-_DECODED_FRAME = re.compile(r"^\s*(?:\? )?([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+.*?"
-                            r"((?:[\w./-]+/)?[\w.-]+\.[chS]:\d+)")
+# decode_stacktrace.sh output: "func (file:line)" (inlined: several file:line), a RIP line
+# "RIP: 0010:func (file:line)"; raw frames "func+0x1/0x2" are left as they were.
+_DECODED_RIP = re.compile(r"^RIP: [0-9a-f]{4}:([A-Za-z_][\w.]*)(?:\+0x[0-9a-f]+/0x[0-9a-f]+)? "
+                          r"\(([^()\s]+:\d+)")
+_DECODED_FRAME = re.compile(r"^\s*([A-Za-z_][\w.]*)(?:\+0x[0-9a-f]+/0x[0-9a-f]+)? "
+                            r"\(([^()\s]+:\d+)")
 
 
 def first_frames(s: Splat, count: int) -> list[str]:
-    """The first decoded frames of a splat as "function (file:line)"."""
-    out = []
+    """Where a decoded splat happened: "at func (file:line)", then the callers that are not
+    the reporting machinery, "from func (file:line)"; at most `count` lines."""
+    out: list[str] = []
+    seen: set[str] = set()
     for line in s.decoded.splitlines():
-        m = _DECODED_FRAME.match(line)
-        if m is not None and not line.lstrip().startswith("?"):
-            out.append(f"at {m.group(1)} ({m.group(2)})")
-            if len(out) == count:
-                break
+        m = _DECODED_RIP.match(line)
+        if m is None and not line.lstrip().startswith("?"):
+            m = _DECODED_FRAME.match(line)
+        if m is None or _REPORTING.match(_plain(m.group(1))) or m.group(1) in seen:
+            continue
+        seen.add(m.group(1))
+        out.append(f"{'from' if out else 'at'} {_plain(m.group(1))} ({m.group(2)})")
+        if len(out) == count:
+            break
     return out
+
+
+def relative_to_tree(s: Splat, tree_name: str) -> Splat:
+    """Paths in the title and decoded text relative to the kernel tree: an O= build
+    records sources as BUILD/../../work/TREE/path."""
+    rx = re.compile(rf"(?:/[^\s()]*)?(?:\.\./)+work/{re.escape(tree_name)}/")
+    return replace(s, title=rx.sub("", s.title), decoded=rx.sub("", s.decoded))

@@ -202,9 +202,9 @@ def judge_kernel(res: TestResult, known: tuple[KnownSplat, ...]) -> TestResult:
              Phase.SHUTDOWN: " during shutdown"}.get(res.phase, " while it ran")
     if counted:
         first = counted[0]
-        more = f" (+{len(counted) - 1} more)" if len(counted) > 1 else ""
+        more = f" (and {len(counted) - 1} more splats)" if len(counted) > 1 else ""
         at = f" in {first.function}()" if first.function else ""
-        reason = f"kernel {first.kind}{at}{where}: {first.title}{more}"
+        reason = f"kernel {first.kind}{at}{where}{more}"
     else:
         reason = f"kernel taint newly set{where}: {taint}"
     status = worst([res.status, Status.CRASHED])
@@ -313,12 +313,10 @@ def judge(results: tuple[TestResult, ...] | list[TestResult], *, kernel_version:
         status = combined(counted, empty=Status.NO_TESTS)
         why = ("every test was skipped: nothing was tested" if status is Status.SKIP else "")
     status = worst([status, *(s for s in kernel if s is not Status.SKIP)])
-    bad_kernel = [r for r in judged if r.phase in KERNEL_PHASES and r.status is not Status.PASS
-                  and r.status is not Status.SKIP]
-    lines = [why] if why and status in (Status.NO_TESTS, Status.SKIP) else []
-    lines += [f"{r.name}: {r.status.value}: {r.reason}" for r in bad_kernel]
-    return CellVerdict(results=tuple(judged), status=status, error=error or "\n".join(lines),
-                       notes=notes)
+    # Each result says its own why; the cell's error is for what no result says.
+    if why and status in (Status.NO_TESTS, Status.SKIP):
+        error = error or why
+    return CellVerdict(results=tuple(judged), status=status, error=error, notes=notes)
 
 
 def _as_counted(status: Status, strict: bool) -> Status:
