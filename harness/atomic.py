@@ -12,11 +12,21 @@ import tempfile
 from pathlib import Path
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()  # what open() would have given the file (mkstemp gives 0600)
+
+
 def write_bytes(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+            os.fchmod(out.fileno(), _MODE)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -91,7 +91,8 @@ def _is_ktap_shaped(text: str) -> bool:
 
 # Bounds: a test that loops printing must not exhaust the host. Beyond these, lines are
 # counted, not kept (a failure among them still fails the test).
-MAX_LINES = 100_000  # distinct KTAP lines kept from one output
+MAX_LINES = 20_000  # distinct KTAP lines kept from one output
+MAX_KEPT_CHARS = 2 * 2**20  # ...and at most this much of their text
 MAX_DIAG_LINES = 64  # diagnostic lines kept per result
 _RESULT_SHAPED = re.compile(r"^[#\s]*(?:not )?ok\b")
 _STRUCTURAL = re.compile(r"^[#\s]*(?:(?:not )?ok\b|1\.\.\d|(?:KTAP|TAP) version \d|Subtest:)")
@@ -120,7 +121,7 @@ def extract_ktap_lines(text: str | Iterable[str]) -> list[str]:
     return _extract(text).lines
 
 
-MAX_LINE_CHARS = 4096  # a longer line is cut (with a mark)
+MAX_LINE_CHARS = 1024  # a longer line is cut (with a mark)
 
 
 class _Collapser:
@@ -133,6 +134,7 @@ class _Collapser:
         self.repeats = 0
         self.dropped = 0
         self.dropped_failures = 0
+        self.chars = 0
 
     def add(self, line: str) -> None:
         if line == self.prev:
@@ -145,7 +147,7 @@ class _Collapser:
         line, repeats = self.prev, self.repeats
         if line is None:
             return
-        if len(self.out.lines) >= MAX_LINES:
+        if len(self.out.lines) >= MAX_LINES or self.chars >= MAX_KEPT_CHARS:
             self.dropped += repeats
             if line.lstrip("# \t").startswith("not ok"):
                 self.dropped_failures += repeats
@@ -156,12 +158,14 @@ class _Collapser:
         elif repeats > 1:
             line = f"{line} [this line {repeats} times]"
         self.out.lines.append(line)
+        self.chars += len(line)
 
     def done(self) -> _Extracted:
         self._flush()
         self.prev = None
         if self.dropped:
-            what = f"{self.dropped} more lines after the first {MAX_LINES} were not kept"
+            what = (f"{self.dropped} more lines after the first {len(self.out.lines)} were not "
+                    "kept")
             if self.dropped_failures:
                 self.out.errors.append(f"{what}, {self.dropped_failures} of them failed "
                                        "results")

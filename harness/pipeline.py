@@ -48,6 +48,7 @@ from .model import (
     StageTiming,
     Status,
     TestResult,
+    worst,
 )
 
 log = logging.getLogger(__name__)
@@ -167,43 +168,72 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel, strict: bool = False) -
     return run.result(judged)
 
 
+@contextmanager
+def _collected(problems: list[HarnessError]) -> Iterator[None]:
+    try:
+        yield
+    except HarnessError as exc:
+        problems.append(exc)
+
+
 def _plan(run: CellRun) -> CellPlan:
-    """Everything that can be wrong with the request, found before the expensive work."""
+    """Everything that can be wrong with the request, found before the expensive work, and
+    told all at once (a typo in a test name and a bad fragment line: both)."""
     cell = run.cell
+    problems: list[HarnessError] = []
     with run.stage("plan", Status.SETUP_ERROR):
-        spec = sources.parse_spec(cell.kernel)
-        refs = tuple(selftests.resolve(t) for t in cell.tests)
+        spec: KernelSpec | None = None
+        with _collected(problems):
+            spec = sources.parse_spec(cell.kernel)
+        found: list[selftests.TestRef] = []
+        for text in cell.tests:
+            with _collected(problems):
+                found.append(selftests.resolve(text))
+        refs = tuple(found)
         names = [r.name for r in refs]
         if dups := sorted({n for n in names if names.count(n) > 1}):
-            raise selftests.SelftestError(f"tests named twice: {', '.join(dups)}",
-                                          fix="name each test once", status=Status.SETUP_ERROR)
-        known = {f.name for f in features.known_features()}
+            problems.append(selftests.SelftestError(
+                f"tests named twice: {', '.join(dups)}", fix="name each test once",
+                status=Status.SETUP_ERROR))
+        known: set[str] = set()
+        with _collected(problems):
+            known = {f.name for f in features.known_features()}
         for ref in refs:
-            unknown = [r for r in ref.requires if r not in known]
-            if unknown:
-                raise selftests.SelftestError(
+            if unknown := [r for r in ref.requires if r not in known]:
+                problems.append(selftests.SelftestError(
                     f"test {ref.name} requires unknown feature(s) {', '.join(unknown)}",
                     fix=f"use the names the feature probe knows: {', '.join(sorted(known))} "
                         "(or declare them in a series' provides.toml)",
-                    status=Status.SETUP_ERROR)
+                    status=Status.SETUP_ERROR))
         for c in cell.configs:
             if not kconfig.is_tree_fragment(c):
-                kconfig.check_fragment(kconfig.resolve_fragment(c), c)
+                with _collected(problems):
+                    kconfig.check_fragment(kconfig.resolve_fragment(c), c)
         patches: tuple[series.Patch, ...] = ()
-        if spec.kind is SourceKind.IMAGE:
+        if spec is not None and spec.kind is SourceKind.IMAGE:
             if cell.series or cell.patches:
-                raise sources.SourceError(f"{spec.text} is a prebuilt image: it cannot take "
-                                          "patches", fix="drop --series/--patch, or use "
-                                                         "debian:/git:")
+                problems.append(sources.SourceError(
+                    f"{spec.text} is a prebuilt image: it cannot take patches",
+                    fix="drop --series/--patch, or use debian:/git:"))
             if bad := [r.name for r in refs if r.kind != "own"]:
-                raise selftests.SelftestError(
+                problems.append(selftests.SelftestError(
                     f"{', '.join(bad)} need(s) a kernel source tree; {spec.text} has none",
                     fix="use a debian:/git: kernel for tests built from the tree",
-                    status=Status.SETUP_ERROR)
-        else:
+                    status=Status.SETUP_ERROR))
+        elif spec is not None:
             # Reads and checks every patch file of the series (not yet the tree).
-            patches = tuple(series.collect(cell.series, [_patch_path(p) for p in cell.patches],
-                                           series.base_name(spec)))
+            with _collected(problems):
+                patches = tuple(series.collect(cell.series,
+                                               [_patch_path(p) for p in cell.patches],
+                                               series.base_name(spec)))
+        if len(problems) == 1:
+            raise problems[0]
+        if problems:
+            raise HarnessError(
+                f"{len(problems)} problems, found before anything was built:\n" + "\n".join(
+                    "  " + str(p).replace("\n", "\n    ") for p in problems),
+                status=worst([p.status or Status.SETUP_ERROR for p in problems]))
+    assert spec is not None
     return CellPlan(spec=spec, tests=refs, patches=patches)
 
 
