@@ -316,3 +316,4 @@ class CellResult:
     features: tuple[FeatureReport, ...] = ()
     notes: tuple[str, ...] = ()  # what the verdict took into account (expected failures, ...)
     boot_only: bool = False
+    image: str = ""  # the bzImage that was booted (in the kernel store, or the user's)

@@ -90,6 +90,7 @@ class CellRun:
     kselftest_dirs: dict[str, Path] = field(default_factory=dict)
     features: tuple[FeatureReport, ...] = ()
     current_stage: str = ""
+    image: str = ""
 
     @contextmanager
     def stage(self, name: str, error_status: Status) -> Iterator[None]:
@@ -125,7 +126,7 @@ class CellRun:
             stages=tuple(self.stages), tests=verdict.results, source=self.source_describe,
             package_version=self.package_version, error=verdict.error, accel=self.accel,
             retries=tuple(self.retries), features=self.features, notes=verdict.notes,
-            boot_only=self.cell.boot_only,
+            boot_only=self.cell.boot_only, image=self.image,
         )
 
 
@@ -333,7 +334,7 @@ def missing_features(ref: selftests.TestRef,
         r = by_name.get(name)
         if r is None or r.state is FeatureState.ABSENT:
             note = f": {r.note}" if r is not None and r.note else ""
-            out.append(f"{name} ({r.feature.kind.value if r else 'feature'}) absent{note}")
+            out.append(f"{name} ({r.feature.kind.value if r else 'feature'}{note})")
     return out
 
 
@@ -348,7 +349,7 @@ def _build_tests(run: CellRun, kernel: KernelImage,
                 run.tests.append(TestResult(
                     name=ref.name, status=Status.SKIP, duration_s=0.0, exit_code=None,
                     ktap=None, reason="skipped by the harness: the kernel lacks "
-                                      + "; ".join(missing)))
+                                      + ", ".join(missing)))
                 continue
             if ref.kind == "own":
                 assert ref.manifest is not None
@@ -364,6 +365,7 @@ def _build_tests(run: CellRun, kernel: KernelImage,
 
 def _boot_and_test(run: CellRun, kernel: KernelImage,
                    planned: list[protocol.GuestTest]) -> None:
+    run.image = str(kernel.bzimage)
     with run.stage("accel", Status.BOOT_ERROR):
         accel, why = vm.choose_accel(run.accel_request, kernel.bzimage,
                                      log_path=run.out_dir / "kvm-probe.log")

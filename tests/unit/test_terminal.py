@@ -82,7 +82,7 @@ def no_tests_example() -> str:
                                ("shutdown", Phase.SHUTDOWN)))
     skipped = Result(name="memcg_kfuncs", status=Status.SKIP, duration_s=0.0, exit_code=None,
                      ktap=None, reason="skipped by the harness: the kernel lacks "
-                                       "bpf_memcg_flush_stats (kfunc) absent")
+                                       "bpf_memcg_flush_stats (kfunc)")
     v = verdict.judge((*tests, skipped), kernel_version="6.12.117+",
                       expectations=verdict.Expectations(), rules=verdict.CellRules())
     return results.summary([cell(v.status, v.error, v.results)], base=RUN)
