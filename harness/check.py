@@ -537,7 +537,7 @@ def _check_prefix(state: _Run, k: int, *, tree: Path, base_commit: str, build_di
         state.states.update({i: r for i, r in enumerate(applied, start=1)})
     tree_id = sources.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
     with state.timed(f"prefix {k}: kconfig"):
-        kconfig.configure(tree, tree_id, build_dir, fragments, log_dir=pdir)
+        kconfig.configure(tree, build_dir, fragments, log_dir=pdir)
     if k >= 1:
         log.info("[%d/%d] %s: building", n - k + 1, n + 1, what)
         b = state.builds[k] = _build_prefix(k, tree, build_dir, tree_id, pdir, tools)

@@ -112,16 +112,34 @@ def source_definitions(repo: Path, commit: str,
     if cached.exists():
         data: dict[str, str] = json.loads(cached.read_text())
         return data
-    # A fixed-string pass over the whole tree is fast; the regexes then run on its few lines.
+    found = _grep(repo, tree, features, ("*.c",))
+    atomic.write_text(cached, json.dumps(found))
+    return found
+
+
+def definitions_after(repo: Path, base_commit: str, base: Mapping[str, str], head: str,
+                      features: tuple[Feature, ...]) -> dict[str, str]:
+    """`source_definitions` of head, from those of its base and the C files it changed:
+    only those are grepped (a series touches a few files; the whole tree takes seconds)."""
+    changed = proc.check(["git", "-C", str(repo), "diff", "--name-only", base_commit, head,
+                          "--", "*.c"], what="git diff", timeout=120).output.split()
+    kept = {name: where for name, where in base.items()
+            if where.rsplit(":", 1)[0] not in changed}
+    return {**kept, **(_grep(repo, head, features, tuple(changed)) if changed else {})}
+
+
+def _grep(repo: Path, treeish: str, features: tuple[Feature, ...],
+          pathspec: tuple[str, ...]) -> dict[str, str]:
+    # A fixed-string pass is fast; the regexes then run on its few lines.
     argv = ["git", "-C", str(repo), "grep", "-n", "-w", "-F", "--no-color"]
     for f in features:
         argv += ["-e", "DEFINE_BPF_ITER_FUNC" if f.kind is FeatureKind.ITERATOR else f.name]
-    argv += [tree, "--", "*.c"]
+    argv += [treeish, "--", *pathspec]
     res = proc.run(argv, timeout=300)
     if res.returncode not in (0, 1):  # 1: nothing matched
-        raise FeatureError(f"git grep in {repo} at {commit[:12]} failed: {res.tail(3)}")
+        raise FeatureError(f"git grep in {repo} at {treeish[:12]} failed: {res.tail(3)}")
     found: dict[str, str] = {}
-    compiled = [(f, re.compile(p)) for f, p in zip(features, patterns, strict=True)]
+    compiled = [(f, re.compile(_pattern(f))) for f in features]
     for line in res.output.splitlines():
         # TREE:path:line:text
         parts = line.split(":", 3)
@@ -133,7 +151,6 @@ def source_definitions(repo: Path, commit: str,
         for f, rx in compiled:
             if f.name not in found and rx.search(text):
                 found[f.name] = f"{path}:{lineno}"
-    atomic.write_text(cached, json.dumps(found))
     return found
 
 

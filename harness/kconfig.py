@@ -331,12 +331,34 @@ def resolve_fragment(name: str, tree: Path | None = None) -> Path:
                       "(or pass a path to a .config fragment)")
 
 
-def generate(tree: Path, tree_id: str, fragments: list[Path], *, log_dir: Path) -> tuple[Path, str]:
+# What `make tinyconfig`, merge_config.sh and olddefconfig read from a tree: every Kconfig
+# file, the config fragments under configs/, the Makefiles that define the config targets,
+# and scripts/ (kconfig itself, and the helpers Kconfig's $(shell,...) macros run).
+_KCONFIG_INPUT = re.compile(r"(?:^|/)Kconfig[^/]*$|^scripts/|^Makefile$|^arch/[^/]+/Makefile"
+                            r"|^(?:arch/[^/]+|kernel)/configs/")
+
+
+def kconfig_inputs(tree: Path) -> str:
+    """An id of the tree's kconfig inputs: a patch to mm/memcontrol.c leaves it alone, so
+    the .config of the tree before it is reused without running Kconfig again."""
+    listing = proc.check(["git", "-C", str(tree), "ls-tree", "-r", "HEAD"],
+                         what="git ls-tree", timeout=120).output
+    h = hashlib.sha256()
+    for line in listing.splitlines():
+        meta, _, path = line.partition("\t")
+        if _KCONFIG_INPUT.search(path):
+            h.update(f"{meta.split()[-1]} {path}\n".encode())
+    return h.hexdigest()
+
+
+def generate(tree: Path, fragments: list[Path], *, log_dir: Path) -> tuple[Path, str]:
     """Produce the merged, olddefconfig'd config in the cache; returns (path, its sha256).
 
-    Cached by (tree id, fragment contents): the same inputs never run Kconfig twice.
+    Cached by (the tree's kconfig inputs, the compiler, the fragments' contents): the same
+    inputs never run Kconfig twice.
     """
-    h = hashlib.sha256(f"{BASE}\n{tree_id}\n".encode())
+    compiler = proc.run(["gcc", "--version"], timeout=30).output.splitlines()[:1]
+    h = hashlib.sha256(f"{BASE}\n{kconfig_inputs(tree)}\n{compiler}\n".encode())
     for frag in fragments:
         h.update(frag.name.encode() + b"\n" + frag.read_bytes())
     key = h.hexdigest()[:16]
@@ -409,7 +431,7 @@ def dropped_error(dropped: tuple[DroppedSymbol, ...], fragments: list[Path],
     )
 
 
-def configure(tree: Path, tree_id: str, build_dir: Path, fragments: list[Path], *,
+def configure(tree: Path, build_dir: Path, fragments: list[Path], *,
               log_dir: Path, lenient: Collection[Path] = ()) -> ConfigResult:
     """Generate, verify, and install the .config into build_dir only if it changed.
 
@@ -417,7 +439,7 @@ def configure(tree: Path, tree_id: str, build_dir: Path, fragments: list[Path], 
     asked for it last is in `lenient` (the tree's own fragments): then it is reported in
     the result's `dropped`, with the reason, and the build goes on.
     """
-    generated, _ = generate(tree, tree_id, fragments, log_dir=log_dir)
+    generated, _ = generate(tree, fragments, log_dir=log_dir)
     final = parse_config(generated.read_text())
     wanted = requested_symbols(fragments)
     owner = request_owners(fragments)

@@ -272,17 +272,17 @@ def _prepare_kernel(run: CellRun, plan: CellPlan) -> KernelImage:
                 {name: series.series_dir(name) for name in cell.series}, base_defs)
             run.patches = series.apply(tree, source.base_commit, list(plan.patches),
                                        log_dir=logs, in_base=provided)
-            head_defs = features.source_definitions(tree, "HEAD", known)
+            head_defs = features.definitions_after(tree, source.base_commit, base_defs, "HEAD",
+                                                   known)
             run.features = features.from_sources(known, base_defs, head_defs)
             # Tests and fragments from the tree itself: checked now, before any build.
             for ref in plan.tests:
                 selftests.check_in_tree(ref, tree)
         with run.stage("kconfig", Status.CONFIG_ERROR):
-            tree_id = sources.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
             fragments = [kconfig.resolve_fragment(c, tree) for c in cell.configs]
             lenient = [f for c, f in zip(cell.configs, fragments, strict=True)
                        if kconfig.is_tree_fragment(c)]
-            run.config = kconfig.configure(tree, tree_id, build_dir, fragments, log_dir=logs,
+            run.config = kconfig.configure(tree, build_dir, fragments, log_dir=logs,
                                            lenient=lenient)
         with run.stage("build", Status.BUILD_ERROR):
             kernel = build.build(tree, build_dir, log_dir=logs, tools=build.toolchain())

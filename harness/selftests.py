@@ -250,7 +250,10 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path
     """Compile the BPF objects, skeletons and userspace; returns the output directory."""
     header = vmlinux_h(kernel, log_dir=log_dir)
     trees = "|".join(_tree_hash(d) for d in (manifest.directory, *manifest.include))
-    key = hashlib.sha256(f"{header.parent.name}|{trees}".encode())
+    # The header's content, not the kernel: a kernel whose types did not change (a
+    # one-line change in a .c file) does not rebuild the tests (CO-RE relocates them).
+    btf_types = hashlib.sha256(header.read_bytes()).hexdigest()
+    key = hashlib.sha256(f"{btf_types}|{trees}".encode())
     out = paths.sub("selftests") / f"{manifest.directory.name}-{key.hexdigest()[:16]}"
     if (out / ".built").exists():
         return out

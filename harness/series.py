@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import email
 import email.policy
+import hashlib
+import json
 import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from . import paths, proc
+from . import atomic, paths, proc
 from .errors import HarnessError
 from .model import KernelSpec, PatchResult, PatchState, SourceKind, Status
 from .sources import git
@@ -182,27 +185,67 @@ def _git_dir(tree: Path) -> Path:
     return Path(out)
 
 
+def _applied_cache(tree: Path) -> Path:
+    """One record per source repository (its worktrees share the commits)."""
+    common = proc.check(["git", "-C", str(tree), "rev-parse", "--path-format=absolute",
+                         "--git-common-dir"], what="git rev-parse", timeout=60).output.strip()
+    return paths.sub("applied") / f"{Path(common).parent.name}.json"
+
+
+def _load_applied(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data: dict[str, dict[str, Any]] = json.loads(path.read_text())
+        return data
+    except (OSError, ValueError):
+        return {}
+
+
+def _has_commit(tree: Path, commit: str) -> bool:
+    return proc.run(["git", "-C", str(tree), "cat-file", "-e", f"{commit}^{{commit}}"],
+                    timeout=60).ok
+
+
 def apply(tree: Path, base_commit: str, patches: list[Patch], *,
           log_dir: Path, in_base: Mapping[str, str] | None = None) -> tuple[PatchResult, ...]:
     """Reset to base and apply the patches in order; PatchConflictError on the first conflict.
 
     in_base: series name -> why the base already has it (everything its provides.toml
     declares is defined there); that series' patches are not applied, reported in base.
+
+    `git am` with a fixed committer makes the same commit of the same patch on the same
+    parent, so what a patch made once is remembered (parent + patch content -> commit):
+    a series applied before, or all but its last patch, is only checked out again.
     """
-    reset_to(tree, base_commit)
     results: list[PatchResult] = []
     am_log = log_dir / "git-am.log"
     in_base = in_base or {}
+    cache_file = _applied_cache(tree)
+    known = _load_applied(cache_file)
+    learnt: dict[str, dict[str, Any]] = {}
+    current = base_commit
+    moved = False  # whether the worktree was reset to `current` to apply for real
     for i, patch in enumerate(patches):
         subject = subject_of(patch.path)
-        files = files_of(tree, patch.path)
         if patch.series in in_base:
             log.info("%s: base already provides series %s (%s); not applied",
                      patch.name, patch.series, in_base[patch.series])
             results.append(PatchResult(name=patch.name, subject=subject,
-                                       state=PatchState.ALREADY_IN_BASE, files=files,
+                                       state=PatchState.ALREADY_IN_BASE,
+                                       files=files_of(tree, patch.path),
                                        detail=in_base[patch.series]))
             continue
+        key = f"{current}:{hashlib.sha256(patch.path.read_bytes()).hexdigest()}"
+        seen = known.get(key)
+        if seen is not None and not moved and _has_commit(tree, seen["commit"]):
+            current = seen["commit"]
+            results.append(PatchResult(name=patch.name, subject=subject,
+                                       state=PatchState(seen["state"]),
+                                       files=tuple(seen["files"])))
+            continue
+        if not moved:
+            reset_to(tree, current)
+            moved = True
+        files = files_of(tree, patch.path)
         # Already in base: the reverse applies cleanly and the forward does not.
         # -v names each hunk that fails, with its line (kept for a conflict report).
         fwd = proc.run(["git", "-C", str(tree), "apply", "--check", "-v", str(patch.path)],
@@ -214,12 +257,17 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
                 log.info("%s: already in base, skipped", patch.name)
                 results.append(PatchResult(name=patch.name, subject=subject,
                                            state=PatchState.ALREADY_IN_BASE, files=files))
+                learnt[key] = {"commit": current, "state": PatchState.ALREADY_IN_BASE.value,
+                               "files": list(files)}
                 continue
         res = proc.run(["git", "-C", str(tree), "am", "-3", "--keep-cr", "--no-gpg-sign",
                         str(patch.path)], env=_AM_ENV, timeout=300, log_path=am_log)
         if res.ok:
+            current = git(tree, "rev-parse", "HEAD", what="git rev-parse").strip()
             results.append(PatchResult(name=patch.name, subject=subject,
                                        state=PatchState.APPLIED, files=files))
+            learnt[key] = {"commit": current, "state": PatchState.APPLIED.value,
+                           "files": list(files)}
             continue
         unmerged = proc.run(["git", "-C", str(tree), "diff", "--name-only",
                              "--diff-filter=U"], timeout=60).output.split()
@@ -231,6 +279,11 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
                                    state=PatchState.NOT_TRIED) for p in patches[i + 1:])
         raise conflict_error(patch, i + 1, len(patches), base_commit, detail,
                              tuple(results), log=am_log)
+    if not moved:
+        reset_to(tree, current)
+    if learnt:
+        atomic.write_text(cache_file, json.dumps({**_load_applied(cache_file), **learnt},
+                                                 indent=1))
     return tuple(results)
 
 

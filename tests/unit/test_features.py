@@ -179,3 +179,22 @@ def test_bad_provides_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "provides.toml").write_text('kfunc = ["x"]\n')
     with pytest.raises(features.FeatureError, match=r"unknown keys.*kfuncs"):
         features.declared_by_series(tmp_path)
+
+
+def test_definitions_after_a_series_grep_only_what_it_changed(tmp_path: Path) -> None:
+    repo = tmp_path / "k"
+    base = make_kernel(repo)
+    known = (*features.KERNEL_FEATURES, *MEMCG_KFUNCS)
+    base_defs = features.source_definitions(repo, base, known)
+    # the series adds a kfunc to mm/memcontrol.c and removes the hook from rstat.c
+    rstat = (repo / "kernel/cgroup/rstat.c").read_text()
+    git(repo, "checkout", "-q", "-b", "s")
+    (repo / "mm/memcontrol.c").write_text("// memcg\n\nBTF_ID_FLAGS(func, bpf_memcg_stat_fetch)\n")
+    (repo / "kernel/cgroup/rstat.c").write_text(rstat.replace("__weak noinline void "
+                                                              "bpf_rstat_flush", "void gone"))
+    git(repo, "commit", "-q", "-am", "series")
+    after = features.definitions_after(repo, base, base_defs, "HEAD", known)
+    assert after == features.source_definitions(repo, "HEAD", known)  # what a full grep says
+    assert after["bpf_memcg_stat_fetch"] == "mm/memcontrol.c:3"
+    assert "bpf_rstat_flush" not in after
+    assert after["cgroup"] == base_defs["cgroup"]  # from a file it did not touch

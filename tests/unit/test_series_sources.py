@@ -47,7 +47,7 @@ def format_patch(repo: Path, out: Path, edit: dict[str, str], subject: str) -> P
     return Path(made)
 
 
-def test_apply_reports_applied_and_already_in_base(tmp_path: Path) -> None:
+def test_apply_reports_applied_and_already_in_base(tmp_path: Path, cache: Path) -> None:
     repo = make_repo(tmp_path / "k")
     text = (repo / "mm/memcontrol.c").read_text()
     p1 = format_patch(repo, tmp_path / "p", {"mm/memcontrol.c": text.replace("line 5\n",
@@ -65,7 +65,7 @@ def test_apply_reports_applied_and_already_in_base(tmp_path: Path) -> None:
     assert "line five" in (repo / "mm/memcontrol.c").read_text()
 
 
-def test_conflict_names_patch_files_hunks_and_leaves_nothing(tmp_path: Path) -> None:
+def test_conflict_names_patch_files_hunks_and_leaves_nothing(tmp_path: Path, cache: Path) -> None:
     repo = make_repo(tmp_path / "k")
     text = (repo / "mm/memcontrol.c").read_text()
     good = format_patch(repo, tmp_path / "p", {"README": "kernel\nok\n"}, "doc: ok")
@@ -89,6 +89,38 @@ def test_conflict_names_patch_files_hunks_and_leaves_nothing(tmp_path: Path) -> 
     assert git(repo, "status", "--porcelain") == ""
     gitdir = Path(git(repo, "rev-parse", "--absolute-git-dir").strip())
     assert not (gitdir / "rebase-apply").exists()
+
+
+def test_a_series_applied_before_is_checked_out_not_applied_again(
+        tmp_path: Path, cache: Path) -> None:
+    repo = make_repo(tmp_path / "k")
+    text = (repo / "mm/memcontrol.c").read_text()
+    p1 = format_patch(repo, tmp_path / "p", {"mm/memcontrol.c": text.replace(
+        "line 5\n", "line five\n")}, "mm: five")
+    p2 = format_patch(repo, tmp_path / "p", {"README": "kernel\ntwo\n"}, "doc: two")
+    p3 = format_patch(repo, tmp_path / "p3", {"README": "kernel\nthree\n"}, "doc: three")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    first = series.apply(repo, base, [series.Patch(path=p, series="s") for p in (p1, p2)],
+                         log_dir=tmp_path / "l1")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert (tmp_path / "l1" / "git-am.log").exists()
+    # again, after the tree moved elsewhere: the same commit, and no git am ran
+    git(repo, "checkout", "-q", "--detach", base)
+    again = series.apply(repo, base, [series.Patch(path=p, series="s") for p in (p1, p2)],
+                         log_dir=tmp_path / "l2")
+    assert git(repo, "rev-parse", "HEAD").strip() == head
+    assert not (tmp_path / "l2" / "git-am.log").exists()
+    assert again == first
+    assert "line five" in (repo / "mm/memcontrol.c").read_text()
+    assert (repo / "README").read_text() == "kernel\ntwo\n"
+    # the same first patch and another second one: only the second is applied
+    other = series.apply(repo, base, [series.Patch(path=p, series="s") for p in (p1, p3)],
+                         log_dir=tmp_path / "l3")
+    assert [r.state for r in other] == [PatchState.APPLIED, PatchState.APPLIED]
+    am_log = (tmp_path / "l3" / "git-am.log").read_text()
+    assert p3.name in am_log and p1.name not in am_log
+    assert (repo / "README").read_text() == "kernel\nthree\n"
+    assert git(repo, "status", "--porcelain") == ""
 
 
 def test_series_file_and_per_base_variant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
