@@ -103,6 +103,8 @@ class _Extracted:
     lines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # A result line kept once for a run of identical ones -> how many more came.
+    repeats: dict[str, int] = field(default_factory=dict)
 
 
 def extract_ktap_lines(text: str | Iterable[str]) -> list[str]:
@@ -153,8 +155,8 @@ class _Collapser:
                 self.dropped_failures += repeats
             return
         if repeats > 1 and _STRUCTURAL.match(line):
-            self.out.warnings.append(f"{line.strip()!r} came {repeats} times in a row: "
-                                     "counted once")
+            key = _result_key(line)
+            self.out.repeats[key] = self.out.repeats.get(key, 0) + repeats - 1
         elif repeats > 1:
             line = f"{line} [this line {repeats} times]"
         self.out.lines.append(line)
@@ -172,6 +174,11 @@ class _Collapser:
             else:
                 self.out.warnings.append(what)
         return self.out
+
+
+def _result_key(line: str) -> str:
+    """A result line as the same result wherever it came: depth marks and blanks aside."""
+    return line.strip().lstrip("#").strip()
 
 
 def _lines(source: str | Iterable[str]) -> Iterator[str]:
@@ -267,7 +274,8 @@ class _Block:
     trailing_diag: list[str] = field(default_factory=list)
     skip_all: str | None = None  # reason of "1..0 # SKIP reason"
     warnings: list[str] = field(default_factory=list)
-    seen: dict[str, int] = field(default_factory=dict)  # result line -> times it came
+    seen: set[str] = field(default_factory=set)  # result lines of this block
+    dups: dict[str, int] = field(default_factory=dict)  # result line -> times more it came
 
     @property
     def all_errors(self) -> list[str]:
@@ -336,7 +344,7 @@ class _Parser:
                 self._plan(int(m.group(1)), (m.group(2) or "").strip())
             elif (m := _RESULT_RE.match(line)) is not None:
                 self.lines.pop()
-                self._result(m.group(1), m.group(2), m.group(3))
+                self._result(m.group(1), m.group(2), m.group(3), _result_key(line))
             elif (m := _BAIL_RE.match(line)) is not None:
                 self.lines.pop()
                 reason = m.group(1).strip()
@@ -430,17 +438,16 @@ class _Parser:
         if child.skip_all is not None:
             self.pending_diag.append(f"all subtests skipped: {child.skip_all}".rstrip(": "))
 
-    def _result(self, result: str, number: str | None, rest: str) -> None:
+    def _result(self, result: str, number: str | None, rest: str, key: str) -> None:
         self.seg_started = True
         # The same result line again at this depth under this parent is the same result
         # (QEMU console captures repeat lines): counted once, with a warning.
-        key = f"{result} {number} {rest}"
         if key in self.block.seen:
-            self.block.seen[key] += 1
+            self.block.dups[key] = self.block.dups.get(key, 0) + 1
             self.pending_children = []
             self.pending_diag = []
             return
-        self.block.seen[key] = 1
+        self.block.seen.add(key)
         num = int(number) if number is not None else self.expected
         if num != self.expected:
             self.block.errors.append(f"expected test number {self.expected}, got {num}")
@@ -475,6 +482,8 @@ class _Parser:
             if status is not Status.SKIP:
                 child_errors.extend(child.short_errors)
             self.block.warnings.extend(f"{label}: {w}" for w in child.warnings)
+            for k, n in child.dups.items():
+                self.block.dups[k] = self.block.dups.get(k, 0) + n
         self.block.errors.extend(f"{label}: {e}" for e in child_errors)
         if len(diag) > MAX_DIAG_LINES:
             cut = len(diag) - MAX_DIAG_LINES
@@ -532,13 +541,7 @@ class _Parser:
         if final:
             self.block.trailing_diag = self.pending_diag[-MAX_DIAG_LINES:]
             self.pending_diag = []
-            repeated = {k: n for k, n in self.block.seen.items() if n > 1}
-            for key, n in list(repeated.items())[:10]:
-                self.block.warnings.append(f"result {key.replace(' None ', ' ')!r} came {n} "
-                                           "times: counted once")
-            if len(repeated) > 10:
-                self.block.warnings.append(f"{len(repeated) - 10} more result lines came "
-                                           "more than once: each counted once")
+
         if self.seg_started or self.seg_plan is not None:
             self.plans.append(self.seg_plan)
         self.seg_plan = None
@@ -585,8 +588,21 @@ def parse(text: str | Iterable[str]) -> KtapResult:
         plan=block.plan,
         cases=tuple(cases),
         errors=tuple(errors),
-        warnings=tuple(extracted.warnings + block.warnings),
+        warnings=tuple(extracted.warnings + block.warnings
+                       + _repeat_warnings(extracted.repeats, block.dups)),
     )
+
+
+def _repeat_warnings(*extra: dict[str, int]) -> list[str]:
+    total: dict[str, int] = {}
+    for counts in extra:
+        for key, n in counts.items():
+            total[key] = total.get(key, 0) + n
+    out = [f"result {key!r} came {n + 1} times: counted once"
+           for key, n in list(total.items())[:10]]
+    if len(total) > 10:
+        out.append(f"{len(total) - 10} more result lines came more than once: each counted once")
+    return out
 
 
 # --- summaries -----------------------------------------------------------------------

@@ -331,3 +331,21 @@ def test_rstat_tree_benchmark_methods_agree(ci_run: Run) -> None:
     for mode in ("few", "all"):
         for method in ("rstat_root", "rstat_walk", "user_walk"):
             assert all(v > 0 for v in m["median_ms"][mode][method]), m
+
+
+def test_a_flooding_test_is_cut_in_the_guest_and_counted_once(ci_run: Run) -> None:
+    t = ci_run.test("6.12-faults", "flood")
+    assert t["status"] == "PASS", t
+    assert t["ktap"]["counts"]["PASS"] == 1
+    assert any("counted once" in w for w in t["ktap"]["warnings"]), t["ktap"]["warnings"]
+    assert any("output cut in the guest at 8388608 bytes" in n for n in t["notes"]), t
+    out = ci_run.out / "6.12-faults" / "guest" / "flood.out"
+    assert 8 * 2**20 <= out.stat().st_size <= 8 * 2**20 + 200
+    assert (ci_run.out / "results.json").stat().st_size < 5 * 2**20
+    assert "output cut in the guest" in ci_run.output  # on the terminal too
+
+
+def test_a_test_that_leaves_a_child_running_does_not_hold_the_runner(ci_run: Run) -> None:
+    t = ci_run.test("6.12-faults", "orphan")
+    assert t["status"] == "PASS", t
+    assert t["duration_s"] < 30

@@ -518,3 +518,37 @@ def test_to_json_is_serialisable_with_status_strings() -> None:
     assert case["directive"] == "exit=1"
     assert [s["status"] for s in case["subtests"]] == ["PASS", "PASS", "SKIP", "FAIL", "PASS"]
     assert case["subtests"][0]["subtests"] == []
+
+
+# --- a real QEMU console capture that repeats result lines ----------------------------
+
+
+def test_a_duplicated_console_capture_counts_each_result_once() -> None:
+    """console_duplicated_test_memcontrol.log: test_memcontrol's stdout piped (full
+    buffering) on the serial console of a real 6.12 TCG guest; forked children repeat the
+    unflushed lines, so "ok 1 test_memcg_subtree_control" came 6 times."""
+    text = golden("console_duplicated_test_memcontrol.log")
+    assert text.count("ok 1 test_memcg_subtree_control") == 6
+    r = parse(text)
+    counts = summary_counts(r)
+    assert (counts[Status.PASS], counts[Status.FAIL], counts[Status.SKIP]) == (6, 6, 2)
+    assert [c.number for c in r.cases] == list(range(1, 15))
+    assert not any("expected test number" in e for e in r.errors)
+    assert "result 'ok 1 test_memcg_subtree_control' came 6 times: counted once" in r.warnings
+    assert "result 'not ok 3 test_memcg_min' came 4 times: counted once" in r.warnings
+
+
+def test_the_same_result_under_another_parent_is_another_result() -> None:
+    text = ("TAP version 13\n1..2\n"
+            "    KTAP version 1\n    1..1\n    ok 1 x\nok 1 a\n"
+            "    KTAP version 1\n    1..1\n    ok 1 x\nok 2 b\n")
+    r = parse(text)
+    assert [len(c.subtests) for c in r.cases] == [1, 1]
+    assert r.warnings == ()
+
+
+def test_a_repeated_block_is_one_result_with_its_subtests() -> None:
+    block = "    KTAP version 1\n    1..1\n    ok 1 x\nok 1 a\n"
+    r = parse("TAP version 13\n1..1\n" + block + block)
+    assert len(r.cases) == 1 and len(r.cases[0].subtests) == 1
+    assert r.errors == ()
