@@ -58,13 +58,31 @@ def evaluate(plan: list[GuestTest], boot: BootRecord) -> list[TestResult]:
     return results
 
 
-def _splats(text: str) -> tuple[Splat, ...]:
-    return tuple(splat.find_splats(text)) if text else ()
+MAX_SPLATS = 20  # kept (and decoded) per result
+MAX_SAME_SPLATS = 3  # ...of one fingerprint
+
+
+def _splats(text: str) -> tuple[tuple[Splat, ...], tuple[str, ...]]:
+    """The splats of a part of the log, bounded: a WARN in a loop must not make results.json
+    (and decoding) grow without end. What is not kept is counted by fingerprint."""
+    found = splat.find_splats(text) if text else []
+    kept: list[Splat] = []
+    dropped: dict[str, int] = {}
+    per: dict[str, int] = {}
+    for s in found:
+        per[s.fingerprint] = per.get(s.fingerprint, 0) + 1
+        if len(kept) < MAX_SPLATS and per[s.fingerprint] <= MAX_SAME_SPLATS:
+            kept.append(s)
+        else:
+            dropped[s.fingerprint] = dropped.get(s.fingerprint, 0) + 1
+    notes = (("more splats than kept: " + ", ".join(f"{fp} x{n}" for fp, n in
+                                                     dropped.items()),) if dropped else ())
+    return tuple(kept), notes
 
 
 def _boot_result(log: protocol.KernelLog, info: protocol.GuestInfo,
                  boot: BootRecord) -> TestResult:
-    splats = _splats(log.boot)
+    splats, notes = _splats(log.boot)
     ready = info.values.get("ready", "").split()
     duration = float(ready[0]) if ready and ready[0].replace(".", "", 1).isdigit() else 0.0
     if not info.reached_runner:
@@ -77,10 +95,10 @@ def _boot_result(log: protocol.KernelLog, info: protocol.GuestInfo,
             reason = f"the guest never started the test runner ({how})"
         return TestResult(name="boot", phase=Phase.BOOT, status=Status.BOOT_ERROR,
                           duration_s=duration, exit_code=None, ktap=None, splats=splats,
-                          reason=reason)
+                          reason=reason, notes=notes)
     taint = bad_taint(0, info.taint("tainted_at_boot"))
     return TestResult(name="boot", phase=Phase.BOOT, status=Status.PASS, duration_s=duration,
-                      exit_code=None, ktap=None, splats=splats, taint=taint)
+                      exit_code=None, ktap=None, splats=splats, taint=taint, notes=notes)
 
 
 def _setup_result(log: protocol.KernelLog, info: protocol.GuestInfo,
@@ -97,8 +115,9 @@ def _setup_result(log: protocol.KernelLog, info: protocol.GuestInfo,
     else:
         taint += bad_taint(before, info.taint("tainted_at_end"))
     status = Status.PASS if info.reached_runner else Status.SKIP
+    splats, notes = _splats(log.setup)
     return TestResult(name="setup", phase=Phase.SETUP, status=status, duration_s=0.0,
-                      exit_code=None, ktap=None, splats=_splats(log.setup),
+                      exit_code=None, ktap=None, splats=splats, notes=notes,
                       taint="".join(dict.fromkeys(taint)),
                       reason="" if info.reached_runner else "not reached: the guest never "
                                                             "started the runner")
@@ -106,7 +125,7 @@ def _setup_result(log: protocol.KernelLog, info: protocol.GuestInfo,
 
 def _shutdown_result(log: protocol.KernelLog, boot: BootRecord,
                      info: protocol.GuestInfo) -> TestResult:
-    splats = _splats(log.shutdown)
+    splats, notes = _splats(log.shutdown)
     if not boot.runner_done:
         where = ("the guest never started the runner" if not info.reached_runner
                  else "the guest stopped before the runner finished")
@@ -117,7 +136,7 @@ def _shutdown_result(log: protocol.KernelLog, boot: BootRecord,
     else:
         status, reason = Status.PASS, ""
     return TestResult(name="shutdown", phase=Phase.SHUTDOWN, status=status, duration_s=0.0,
-                      exit_code=None, ktap=None, splats=splats, reason=reason)
+                      exit_code=None, ktap=None, splats=splats, reason=reason, notes=notes)
 
 
 def _parse_output(test: GuestTest, text: str, artifact: str | None) -> KtapResult | None:
@@ -148,7 +167,8 @@ def _test_result(test: GuestTest, rec: RunnerRecord | None, log: protocol.Kernel
             reason = "never started: the guest stopped before reaching this test"
         return TestResult(name=test.name, status=status, duration_s=0.0, exit_code=None,
                           ktap=None, reason=reason)
-    splats = _splats(log.tests.get(test.name, ""))
+    splats, more = _splats(log.tests.get(test.name, ""))
+    notes += more
     if rec.ended is None:
         if boot.vm_timed_out and not splats:
             status = Status.TIMEOUT

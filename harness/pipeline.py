@@ -411,7 +411,7 @@ def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
 
     def read(name: str) -> str:
         path = guest_dir / name
-        return path.read_text(errors="replace") if path.exists() else ""
+        return read_bounded(path) if path.exists() else ""
 
     record = outcome.BootRecord(
         status_text=read("status.tsv"), info_text=read("guest-info.tsv"),
@@ -441,6 +441,25 @@ def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
         final.append(replace(res, splats=tuple(_decode(s, kernel) for s in res.splats),
                              log=logfile, extra=extra))
     return final
+
+
+LOG_READ_CAP = 32 * 2**20
+
+
+def read_bounded(path: Path, cap: int = LOG_READ_CAP) -> str:
+    """A guest file whole, or, past `cap` (a kernel printing in a loop fills the console),
+    its first and last halves with a line that says what was left out. The boot is at the
+    start, the shutdown at the end."""
+    size = path.stat().st_size
+    if size <= cap:
+        return path.read_text(errors="replace")
+    with path.open("rb") as f:
+        head = f.read(cap // 2)
+        f.seek(size - cap // 2)
+        tail = f.read()
+    return (head.decode(errors="replace")
+            + f"\n[harness: {size - cap} bytes of {path.name} not read]\n"
+            + tail.decode(errors="replace"))
 
 
 def _decode(s: Splat, kernel: KernelImage) -> Splat:

@@ -247,3 +247,23 @@ def test_kselftest_nested_results_and_known_failures() -> None:
     v = by_name(list(verdict.judge(list(res.values()), kernel_version="6.12.117+",
                                    expectations=known, rules=verdict.CellRules()).results))
     assert v["kselftest-cgroup-test_freezer"].status is Status.XFAIL
+
+
+def test_a_warning_in_a_loop_keeps_a_few_splats_and_counts_the_rest() -> None:
+    plan, rec = record("clean-6.12")
+    marker = "[   37.662189] harness: runner-done\n"
+    plan, rec = record("clean-6.12", console=rec.console.replace(marker, marker + WARN * 500))
+    res = by_name(outcome.evaluate(plan, rec))["shutdown"]
+    assert len(res.splats) == outcome.MAX_SAME_SPLATS
+    assert res.notes == ("more splats than kept: WARNING:my_notifier x497",)
+
+
+def test_a_huge_console_is_read_head_and_tail(tmp_path: Path) -> None:
+    from harness import pipeline
+
+    log = tmp_path / "console.log"
+    log.write_text("boot line\n" + "x" * 1000 + "\nharness: runner-done\nlast line\n")
+    text = pipeline.read_bounded(log, cap=200)
+    assert text.startswith("boot line\n") and text.endswith("last line\n")
+    assert "bytes of console.log not read" in text
+    assert len(text) < 300
