@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from . import atomic, build, kconfig, paths, proc, series, sources
+from .errors import HarnessError
 from .model import PatchResult, PatchState, SourceKind, StageTiming, Status
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,10 @@ NOT_KERNEL_OBJECTS = ("tools/", "scripts/", "usr/", "Documentation/")
 CHECKPATCH_PYTHON_FIX = "apt-get install -y python3-ply python3-git"
 
 
-class CheckSetupError(Exception):
+class CheckSetupError(HarnessError):
     """The check cannot run (no patches, a prebuilt image, a broken checkpatch); says the fix."""
+
+    status = Status.SETUP_ERROR
 
 
 # --- checkpatch -------------------------------------------------------------------------
@@ -489,8 +492,7 @@ def run(request: CheckRequest, out_dir: Path) -> CheckReport:
     except series.PatchConflictError as exc:
         state.states.update({i: r for i, r in enumerate(exc.results, start=1)})
         return state.report(str(exc))
-    except (CheckSetupError, sources.SourceError, series.SeriesError, kconfig.ConfigError,
-            proc.CommandError, proc.ToolMissingError) as exc:
+    except HarnessError as exc:
         return state.report(str(exc))
     return state.report()
 
@@ -508,7 +510,8 @@ def _check(state: _Run) -> None:
     fragments = [kconfig.resolve_fragment(c) for c in request.configs]
     with state.timed("source"):
         source = sources.prepare(spec, log_dir=out)
-        tree = sources.worktree(source, "+".join(request.configs), log_dir=out)
+        # Named as `run` names it: the two share the worktree, build directory and kernels.
+        tree = sources.worktree(source, kconfig.config_slug(request.configs), log_dir=out)
     state.source, state.package_version = source.describe, source.package_version
     build_dir = paths.sub("build") / tree.name
     tools = build.toolchain()
