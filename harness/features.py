@@ -121,8 +121,10 @@ def definitions_after(repo: Path, base_commit: str, base: Mapping[str, str], hea
                       features: tuple[Feature, ...]) -> dict[str, str]:
     """`source_definitions` of head, from those of its base and the C files it changed:
     only those are grepped (a series touches a few files; the whole tree takes seconds)."""
-    changed = proc.check(["git", "-C", str(repo), "diff", "--name-only", base_commit, head,
-                          "--", "*.c"], what="git diff", timeout=120).output.split()
+    # --no-renames: a renamed file's old path must count as changed too
+    changed = proc.check(["git", "-C", str(repo), "diff", "--name-only", "--no-renames",
+                          base_commit, head, "--", "*.c"], what="git diff",
+                         timeout=120).output.split()
     kept = {name: where for name, where in base.items()
             if where.rsplit(":", 1)[0] not in changed}
     return {**kept, **(_grep(repo, head, features, tuple(changed)) if changed else {})}
@@ -219,6 +221,13 @@ def from_btf_only(features: tuple[Feature, ...],
              + ("; a kfunc's registration is not visible in BTF"
                 if f.kind is FeatureKind.KFUNC else ""))
         for f in features)
+
+
+def declared_but_absent(reports: tuple[FeatureReport, ...],
+                        applied: set[str]) -> list[FeatureReport]:
+    """Features a series applied in this kernel declares, that the built kernel lacks."""
+    return [r for r in reports if r.state is FeatureState.ABSENT and r.btf is not None
+            and set(r.feature.declared_by) & applied]
 
 
 def series_in_base(series_dirs: Mapping[str, Path],

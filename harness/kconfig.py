@@ -357,8 +357,10 @@ def generate(tree: Path, fragments: list[Path], *, log_dir: Path) -> tuple[Path,
     Cached by (the tree's kconfig inputs, the compiler, the fragments' contents): the same
     inputs never run Kconfig twice.
     """
-    compiler = proc.run(["gcc", "--version"], timeout=30).output.splitlines()[:1]
-    h = hashlib.sha256(f"{BASE}\n{kconfig_inputs(tree)}\n{compiler}\n".encode())
+    # Kconfig records the tools' versions (CC, LD, AS, PAHOLE_VERSION) and tests them.
+    tools = [proc.run([t, "--version"], timeout=30).output.splitlines()[:1]
+             for t in ("gcc", "ld", "as", "pahole")]
+    h = hashlib.sha256(f"{BASE}\n{kconfig_inputs(tree)}\n{tools}\n".encode())
     for frag in fragments:
         h.update(frag.name.encode() + b"\n" + frag.read_bytes())
     key = h.hexdigest()[:16]

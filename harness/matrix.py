@@ -58,6 +58,10 @@ class MatrixError(HarnessError):
     status = Status.SETUP_ERROR
 
 
+_KEYS = frozenset({"name", "tier", "kernel", "series", "configs", "tests", "patches",
+                   "expect_status", "expect", "description", "boot_only", "append"})
+
+
 def default_path() -> Path:
     return paths.repo_root() / "matrix.toml"
 
@@ -72,6 +76,9 @@ def load(path: Path | None = None) -> list[Cell]:
     seen = set()
     for i, raw in enumerate(data.get("cell", [])):
         try:
+            if unknown := sorted(set(raw) - _KEYS):
+                # a typo (`serie = [...]`) would run the cell without what it names
+                raise ValueError(f"key(s) {', '.join(unknown)}; known: {', '.join(sorted(_KEYS))}")
             if not isinstance(raw.get("expect", {}), dict):
                 raise ValueError("expect (a table: { TEST = STATUS })")
             cell = Cell(
@@ -86,6 +93,8 @@ def load(path: Path | None = None) -> list[Cell]:
                 expect=tuple(sorted((str(k), str(v))
                                     for k, v in raw.get("expect", {}).items())),
                 description=str(raw.get("description", "")),
+                boot_only=bool(raw.get("boot_only", False)),
+                append=str(raw.get("append", "")),
             )
             for status in [cell.expect_status, *(v for _, v in cell.expect)]:
                 if status is not None:

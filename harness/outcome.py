@@ -11,7 +11,8 @@ every other final verdict, is `verdict.judge`'s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from . import ktap, splat, test_progs
 from .guest import protocol
@@ -47,14 +48,18 @@ def bad_taint(before: int | None, after: int | None) -> str:
 
 
 def evaluate(plan: list[GuestTest], boot: BootRecord) -> list[TestResult]:
-    """[boot, each planned test, setup, shutdown], with raw statuses."""
+    """[boot, each planned test, setup, shutdown], with raw statuses. Each result's `log`
+    is the guest file (relative to the guest directory) that shows it: a test's own output,
+    the kernel log its part came from."""
     log = protocol.split_kernel_log(boot.dmesg, boot.console)
     info = protocol.parse_info(boot.info_text)
     records = protocol.parse_status(boot.status_text)
-    results = [_boot_result(log, info, boot)]
-    results += [_test_result(t, records.get(t.name), log, boot, info) for t in plan]
-    results.append(_setup_result(log, info, records, plan))
-    results.append(_shutdown_result(log, boot, info))
+    kernel_log = Path(log.source)
+    results = [replace(_boot_result(log, info, boot), log=kernel_log)]
+    results += [replace(_test_result(t, records.get(t.name), log, boot, info),
+                        log=Path(f"{t.name}.out")) for t in plan]
+    results.append(replace(_setup_result(log, info, records, plan), log=kernel_log))
+    results.append(replace(_shutdown_result(log, boot, info), log=Path("console.log")))
     return results
 
 
@@ -133,6 +138,12 @@ def _shutdown_result(log: protocol.KernelLog, boot: BootRecord,
     elif boot.vm_timed_out:
         status = Status.TIMEOUT
         reason = "the runner finished but the guest did not power off before the VM timeout"
+    elif not log.runner_done:
+        # What the kernel printed after the runner cannot be told apart: not judged is not
+        # clean.
+        status = Status.FAIL
+        reason = ("not judged: the console has no runner-done marker, so the shutdown's "
+                  "lines cannot be found (was the console's log level lowered?)")
     else:
         status, reason = Status.PASS, ""
     return TestResult(name="shutdown", phase=Phase.SHUTDOWN, status=status, duration_s=0.0,
@@ -154,9 +165,10 @@ def _test_result(test: GuestTest, rec: RunnerRecord | None, log: protocol.Kernel
     text = boot.outputs.get(test.name, "")
     parsed = _parse_output(test, text, boot.artifacts.get(test.name))
     notes: tuple[str, ...] = ()
-    if (cut := protocol.output_cut(text)) is not None:
-        notes = (f"output cut in the guest at {cut[1]} bytes; {cut[0]} more bytes were "
-                 "discarded",)
+    cut = protocol.output_cut(text)
+    if cut is not None:
+        notes = (f"output cut in the guest at {cut.cap} bytes; {cut.discarded} more bytes "
+                 f"were discarded ({cut.failed_lines} failed result lines among them)",)
     if rec is None or rec.started is None:
         if not info.reached_runner:
             status, reason = Status.BOOT_ERROR, "never started: the guest did not boot"
@@ -178,6 +190,10 @@ def _test_result(test: GuestTest, rec: RunnerRecord | None, log: protocol.Kernel
         return TestResult(name=test.name, status=status, duration_s=0.0, exit_code=None,
                           ktap=parsed, splats=splats, reason=reason, notes=notes)
     status, reason = _status_from_exit(rec, parsed, test)
+    if cut is not None and cut.failed_lines:
+        status = worst([status, Status.FAIL])
+        reason = (f"{cut.failed_lines} failed result lines were in the output cut in the "
+                  "guest" + (f"; {reason}" if reason else ""))
     return TestResult(name=test.name, status=status, duration_s=rec.ended - rec.started,
                       exit_code=rec.exit_code, ktap=parsed, splats=splats, reason=reason,
                       taint=bad_taint(rec.taint_before, rec.taint_after), notes=notes)

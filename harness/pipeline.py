@@ -42,7 +42,7 @@ from .model import (
     KernelImage,
     KernelSpec,
     PatchResult,
-    Phase,
+    PatchState,
     SourceKind,
     Splat,
     StageTiming,
@@ -290,12 +290,30 @@ def _prepare_kernel(run: CellRun, plan: CellPlan) -> KernelImage:
         funcs = _btf_funcs(run, kernel)
         if funcs is not None:
             run.features = features.confirm_with_btf(run.features, funcs)
+            with run.stage("features", Status.BUILD_ERROR):
+                _check_declared(run, plan)
         if kernel.config is not None:
             (logs / "config").write_bytes(kernel.config.read_bytes())
         # kselftests build from the same tree state: still under the lock.
         with run.stage("kselftests-build", Status.BUILD_ERROR):
             _build_tree_tests(run, plan, tree, build_dir, kernel)
     return kernel
+
+
+def _check_declared(run: CellRun, plan: CellPlan) -> None:
+    """What a series applied here says it adds must be in the built kernel: otherwise the
+    tests that need it would be skipped and the cell could pass on a kernel without it."""
+    applied = {p.series for p, r in zip(plan.patches, run.patches, strict=False)
+               if r.state is PatchState.APPLIED}
+    lacking = features.declared_but_absent(run.features, applied)
+    if lacking:
+        raise build.BuildError(
+            "the built kernel lacks what its series declare (patches/*/provides.toml):\n"
+            + "\n".join(f"  {r.feature.label} of {', '.join(r.feature.declared_by)}: {r.note}"
+                        for r in lacking),
+            run.out_dir / "config",
+            fix="check that the series still defines and registers them, and that the "
+                "config enables the code they are in")
 
 
 def _btf_funcs(run: CellRun, kernel: KernelImage) -> frozenset[str] | None:
@@ -432,14 +450,9 @@ def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
                 extra["metrics"] = json.loads(metrics.read_text())
             except ValueError as exc:
                 extra["metrics_error"] = f"{metrics.name}: {exc}"
-        if res.phase is Phase.TEST:
-            logfile = guest_dir / f"{res.name}.out"
-        elif res.phase is Phase.SHUTDOWN or not record.dmesg:
-            logfile = console
-        else:
-            logfile = guest_dir / "dmesg.txt"
         final.append(replace(res, splats=tuple(_decode(s, kernel) for s in res.splats),
-                             log=logfile, extra=extra))
+                             log=guest_dir / res.log if res.log and
+                             (guest_dir / res.log).exists() else None, extra=extra))
     return final
 
 

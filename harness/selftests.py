@@ -138,6 +138,9 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
         problems.append(f"needs {bad}: only {', '.join(_NEEDS)}")
     if manifest.timeout_s <= 0:
         problems.append(f"timeout {manifest.timeout_s}: seconds, > 0")
+    if any("\t" in part or "\n" in part for part in manifest.command):
+        problems.append("command: no tabs or newlines (the guest runner's plan is one line "
+                        "per test); put a longer script in a file of the test directory")
     if problems:
         raise _setup_error(f"{toml_path}: " + "; ".join(problems))
     return manifest

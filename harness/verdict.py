@@ -235,31 +235,43 @@ def judge_known_failures(res: TestResult, known: tuple[KnownFailure, ...]) -> Te
     by_sub: dict[str | None, KnownFailure] = {e.subtest: e for e in mine if e.subtest}
     if res.ktap is None:
         return res
+    if res.status is Status.FAIL and res.ktap.status is not Status.FAIL:
+        # Failed for a reason outside the result tree (it exited non-zero, it crashed at
+        # exit): no known subtest failure explains that.
+        return res
     cases = tuple(_mark(c, by_sub) for c in res.ktap.cases)
     leaves = _leaves(cases)
-    status = combined([c.status for c in leaves], empty=res.status)
+    status = combined([c.status for c in cases], empty=res.status)
+    if res.ktap.errors:
+        status = worst([status, Status.FAIL])
     notes = list(res.notes)
     failed = [c.name for c in leaves if c.name in by_sub and c.status is Status.XFAIL]
     passed_flaky = [c.name for c in leaves if c.name in by_sub and by_sub[c.name].flaky
                     and c.status is Status.PASS]
     reason = res.reason
-    if failed:
+    if failed and status is not Status.FAIL:
         reason = "; ".join(
             f"{n}: {'declared flaky' if by_sub[n].flaky else 'expected failure'}: "
             f"{by_sub[n].reason}" for n in failed)
     if passed_flaky:
         notes.append("declared flaky, passed this time: " + ", ".join(passed_flaky))
-    if status is Status.FAIL:
-        reason = res.reason
-    elif res.ktap.errors:
-        status = worst([status, Status.FAIL])
     return replace(res, ktap=replace(res.ktap, cases=cases), status=status, reason=reason,
                    notes=tuple(notes))
+
+
+_FAILING = frozenset({Status.FAIL, Status.TIMEOUT, Status.CRASHED})
 
 
 def _mark(case: TestCase, by_sub: dict[str | None, KnownFailure]) -> TestCase:
     if case.subtests:
         subs = tuple(_mark(s, by_sub) for s in case.subtests)
+        signal = re.search(r"\bexit=(\d+)", case.directive)
+        if case.status in _FAILING and (
+                not any(s.status in _FAILING for s in case.subtests)
+                or (signal is not None and int(signal.group(1)) >= 128)):
+            # "not ok" with every subtest ok, or killed by a signal (the runner's exit=139):
+            # it failed on its own, and stays failed whatever its subtests became.
+            return replace(case, subtests=subs)
         return replace(case, subtests=subs,
                        status=combined([s.status for s in subs], empty=case.status))
     known = by_sub.get(case.name)

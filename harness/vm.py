@@ -143,8 +143,10 @@ def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: 
             "--append", "panic=-1 panic_on_warn=0 hung_task_panic=0 "
                         "softlockup_panic=0 printk.devkmsg=on"]
     if append:
-        # After ours, so that the user's value of the same parameter wins.
-        argv += ["--append", append]
+        # After ours, so that the user's value of the same parameter wins; except what
+        # judging the kernel needs: every message on the console (the shutdown is only
+        # there) and the runner's markers never rate-limited.
+        argv += ["--append", append, "--append", "printk.devkmsg=on ignore_loglevel"]
     if accel is Accel.TCG:
         argv.append("--disable-kvm")
     for d in rwdirs:

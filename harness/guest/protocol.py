@@ -22,6 +22,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import HarnessError
+from ..model import Status
+
 RUNNER = Path(__file__).resolve().parent / "runner.sh"
 OUTPUT_CAP_BYTES = 8 * 2**20  # per test: kselftest:cgroup writes ~100 KB, test_progs ~1 MB
 
@@ -30,11 +33,13 @@ _END = re.compile(r"harness: test-end (\S+) rc=")
 _RUNNER_START = re.compile(r"harness: runner-start\s*$", re.MULTILINE)
 _RUNNER_DONE = re.compile(r"harness: runner-done\s*$", re.MULTILINE)
 OUTPUT_CUT = re.compile(r"^\[harness: output cut: (\d+) bytes over the (\d+)-byte cap were "
-                        r"discarded\]$", re.MULTILINE)
+                        r"discarded, (\d+) failed result lines among them\]$", re.MULTILINE)
 
 
-class PlanError(ValueError):
+class PlanError(HarnessError):
     """A test cannot be written to the plan (a tab or newline in its name or command)."""
+
+    status = Status.SETUP_ERROR
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,9 +134,8 @@ class KernelLog:
     tests: dict[str, str] = field(default_factory=dict)
     setup: str = ""
     shutdown: str = ""
-    source: str = ""
-    runner_started: bool = False
-    runner_done: bool = False
+    source: str = ""  # the file boot, tests and set-up came from: dmesg.txt or console.log
+    runner_done: bool = False  # the runner-done marker was seen: the shutdown is known
 
 
 def split_kernel_log(dmesg: str, console: str) -> KernelLog:
@@ -146,17 +150,13 @@ def split_kernel_log(dmesg: str, console: str) -> KernelLog:
     # starts at the boot and has test markers is still whole.)
     use_console = not (_RUNNER_START.search(dmesg) or
                        ("Linux version" in dmesg[:4096] and _START.search(dmesg)))
-    text = console if use_console else dmesg
-    parts = _split(text)
-    shutdown = parts.shutdown
-    if not use_console:
-        from_console = _split(console)
-        if from_console.runner_done:
-            shutdown = from_console.shutdown
+    parts = _split(console if use_console else dmesg)
+    # The shutdown only the console saw.
+    shutdown = parts if use_console else _split(console)
     return KernelLog(boot=parts.boot, tests=parts.tests, setup=parts.setup,
-                     shutdown=shutdown,
-                     source="console.log" if use_console else "dmesg.txt (shutdown: console.log)",
-                     runner_started=parts.runner_started, runner_done=parts.runner_done)
+                     shutdown=shutdown.shutdown,
+                     source="console.log" if use_console else "dmesg.txt",
+                     runner_done=shutdown.runner_done)
 
 
 def _split(text: str) -> KernelLog:
@@ -165,14 +165,11 @@ def _split(text: str) -> KernelLog:
     shutdown: list[str] = []
     tests: dict[str, list[str]] = {}
     current = boot
-    started = done = False
+    done = False
     for line in text.splitlines(keepends=True):
         if (m := _START.search(line)) is not None:
             current = tests.setdefault(m.group(1), [])
-        elif _END.search(line):
-            current = setup
-        elif _RUNNER_START.search(line):
-            started = True
+        elif _END.search(line) or _RUNNER_START.search(line):
             current = setup
         elif _RUNNER_DONE.search(line):
             done = True
@@ -180,11 +177,20 @@ def _split(text: str) -> KernelLog:
         else:
             current.append(line)
     return KernelLog(boot="".join(boot), tests={k: "".join(v) for k, v in tests.items()},
-                     setup="".join(setup), shutdown="".join(shutdown),
-                     runner_started=started, runner_done=done)
+                     setup="".join(setup), shutdown="".join(shutdown), runner_done=done)
 
 
-def output_cut(text: str) -> tuple[int, int] | None:
-    """(bytes discarded, cap) when the runner cut this output."""
+@dataclass(frozen=True, kw_only=True)
+class OutputCut:
+    discarded: int  # bytes
+    cap: int
+    failed_lines: int  # "not ok" lines among the discarded
+
+
+def output_cut(text: str) -> OutputCut | None:
+    """What the runner discarded of this output, if it cut it."""
     m = OUTPUT_CUT.search(text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    if m is None:
+        return None
+    return OutputCut(discarded=int(m.group(1)), cap=int(m.group(2)),
+                     failed_lines=int(m.group(3)))

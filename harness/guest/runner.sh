@@ -50,6 +50,12 @@ setup_scratch() {
 		echo "scratch	none: /tmp" >> "$out/guest-info.tsv"
 	fi
 }
+# The output past the cap: its size, and how many failed result lines it held (a failure
+# there must still fail the test). fold bounds the line awk holds for output without
+# newlines (its count is then a little high).
+count_rest() {
+	fold -b -w 65536 | awk '{ n += length($0) + 1 } /^[ \t#]*not ok/ { f++ } END { print n + 0, f + 0 }'
+}
 # Hung tasks and soft lockups must be reported while a test runs.
 echo 30 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null || true
 echo "uname	$(uname -r)" >> "$out/guest-info.tsv"
@@ -81,12 +87,12 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	  pid=$!
 	  wait $pid
 	  echo $? > "$out/.rc"
-	  kill -KILL -$pid 2>/dev/null ) | { head -c "$cap"; wc -c > "$out/.cut"; } >> "$out/$name.out"
+	  kill -KILL -$pid 2>/dev/null ) | { head -c "$cap"; count_rest > "$out/.cut"; } >> "$out/$name.out"
 	rc=$(cat "$out/.rc" 2>/dev/null || echo 125)
-	cut=$(cat "$out/.cut" 2>/dev/null || echo 0)
-	[ "$cut" -gt 0 ] 2>/dev/null &&
-		printf '\n[harness: output cut: %s bytes over the %s-byte cap were discarded]\n' \
-			"$cut" "$cap" >> "$out/$name.out"
+	read -r cut failed < "$out/.cut" 2>/dev/null || cut=0
+	[ "${cut:-0}" -gt 0 ] 2>/dev/null &&
+		printf '\n[harness: output cut: %s bytes over the %s-byte cap were discarded, %s failed result lines among them]\n' \
+			"$cut" "$cap" "${failed:-0}" >> "$out/$name.out"
 	s1=$(cut -d' ' -f1 /proc/uptime)
 	t1=$(cat /proc/sys/kernel/tainted)
 	kmsg "test-end $name rc=$rc"

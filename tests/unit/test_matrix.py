@@ -37,3 +37,13 @@ def test_adhoc_cells_without_tests_take_their_base_cells_tests() -> None:
     # Another base: the default cell's tests, each skipped without its features.
     tests, why = matrix.default_tests("git:/src/linux", cells)
     assert tests == by_name["6.12"].tests and "feature" in why
+
+
+def test_a_misspelt_key_is_an_error_not_a_cell_without_it(tmp_path: Path) -> None:
+    with pytest.raises(matrix.MatrixError, match=r"key\(s\) serie; known"):
+        cell(tmp_path, 'serie = ["memcg-kfuncs"]\n')
+
+
+def test_boot_only_and_append_are_read(tmp_path: Path) -> None:
+    c = cell(tmp_path, 'boot_only = true\nappend = "panic_on_warn=1"\n')
+    assert c.boot_only and c.append == "panic_on_warn=1"

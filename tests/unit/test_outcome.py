@@ -220,10 +220,17 @@ def test_output_cut_in_the_guest_is_noted() -> None:
     plan, rec = record("clean-6.12")
     name = plan[0].name
     text = rec.outputs[name] + ("\n[harness: output cut: 1234 bytes over the 8388608-byte cap "
-                                "were discarded]\n")
+                                "were discarded, 0 failed result lines among them]\n")
     plan, rec = record("clean-6.12", outputs={**rec.outputs, name: text})
     res = by_name(outcome.evaluate(plan, rec))
     assert "1234 more bytes were discarded" in res[name].notes[0]
+    assert res[name].status is Status.PASS
+    # a failure in what was cut still fails the test
+    failed = text.replace("0 failed result lines", "2 failed result lines")
+    plan, rec = record("clean-6.12", outputs={**rec.outputs, name: failed})
+    res = by_name(outcome.evaluate(plan, rec))
+    assert res[name].status is Status.FAIL
+    assert "2 failed result lines were in the output cut" in res[name].reason
 
 
 # ---- kselftests through their own runner ----

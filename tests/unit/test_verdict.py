@@ -256,3 +256,39 @@ def test_stage_errors_and_empty_runs_are_not_expected_failures() -> None:
                       stage_error=Status.BUILD_ERROR, error="make failed")
     assert v.status is Status.BUILD_ERROR and v.error == "make failed"
     assert judge(kernel(), rules).status is Status.FAIL
+
+
+def test_a_failure_of_its_own_is_not_explained_by_known_subtest_failures() -> None:
+    """A test whose subtests are all ok but whose runner line says `not ok # exit=139` (a
+    crash at exit), or whose KTAP is clean but which exited 1, stays FAIL although one of
+    its subtests is declared flaky."""
+    flaky = Expectations(failures=(KnownFailure(test="m", subtest="test_memcg_low",
+                                                kernel=">=6.12", reason="tcg", flaky=True),))
+    cases = (Case(name="test_memcg_low", number=1, status=Status.PASS),
+             Case(name="test_memcg_min", number=2, status=Status.PASS))
+    parent = Case(name="selftests: cgroup: test_memcontrol", number=1, status=Status.FAIL,
+                  directive="exit=139", subtests=cases)
+    crashed_at_exit = KtapResult(version="TAP version 13", plan=1, cases=(parent,))
+    assert crashed_at_exit.status is Status.FAIL
+    got = by_name(judge([*kernel(), res("m", Status.FAIL, ktap=crashed_at_exit)],
+                        expectations=flaky))["m"]
+    assert got.status is Status.FAIL
+    # ...and with a known failure among the subtests too
+    mixed = KtapResult(version="TAP version 13", plan=1, cases=(
+        Case(name=parent.name, number=1, status=Status.FAIL, directive="exit=139",
+             subtests=(Case(name="test_memcg_low", number=1, status=Status.FAIL),
+                       cases[1])),))
+    got = by_name(judge([*kernel(), res("m", Status.FAIL, ktap=mixed)], expectations=flaky))
+    assert got["m"].status is Status.FAIL  # killed by a signal: not the subtest's doing
+    exit1 = KtapResult(version="TAP version 13", plan=1, cases=(
+        Case(name=parent.name, number=1, status=Status.FAIL, directive="exit=1",
+             subtests=mixed.cases[0].subtests),))
+    got = by_name(judge([*kernel(), res("m", Status.FAIL, ktap=exit1)], expectations=flaky))
+    assert got["m"].status is Status.XFAIL  # exit=1 follows the known subtest failure
+    clean = KtapResult(version="TAP version 13", plan=1,
+                       cases=(Case(name=parent.name, number=1, status=Status.PASS,
+                                   subtests=cases),))
+    exited = Result(name="m", status=Status.FAIL, duration_s=1.0, exit_code=1, ktap=clean,
+                    reason="KTAP reports success but the test exited 1")
+    got = by_name(judge([*kernel(), exited], expectations=flaky))["m"]
+    assert got.status is Status.FAIL and "exited 1" in got.reason
