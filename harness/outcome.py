@@ -11,6 +11,7 @@ every other final verdict, is `verdict.judge`'s.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -60,7 +61,17 @@ def evaluate(plan: list[GuestTest], boot: BootRecord) -> list[TestResult]:
                         log=Path(f"{t.name}.out")) for t in plan]
     results.append(replace(_setup_result(log, info, records, plan), log=kernel_log))
     results.append(replace(_shutdown_result(log, boot, info), log=Path("console.log")))
+    if (gap := _CONSOLE_GAP.search(boot.console)) is not None:
+        # Splats in the part of the console that was not read were not judged: say so
+        # wherever the console was the source.
+        note = (f"console.log was too big: {gap.group(1)} bytes in its middle were not read, "
+                "and splats there were not judged")
+        results = [replace(r, notes=(*r.notes, note)) if log.source == "console.log" or
+                   r.phase is Phase.SHUTDOWN else r for r in results]
     return results
+
+
+_CONSOLE_GAP = re.compile(r"^\[harness: (\d+) bytes of console\.log not read\]$", re.MULTILINE)
 
 
 MAX_SPLATS = 20  # kept (and decoded) per result

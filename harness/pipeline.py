@@ -392,6 +392,7 @@ def _boot_and_test(run: CellRun, kernel: KernelImage,
     earlier: list[Splat] = []
     for attempt in (1, 2):
         guest_dir = run.out_dir / "guest" if attempt == 1 else run.out_dir / f"guest-{attempt}"
+        retry = False
         with run.stage("boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})",
                        Status.BOOT_ERROR):
             results = _one_boot(run, kernel, accel, planned, guest_dir)
@@ -402,17 +403,19 @@ def _boot_and_test(run: CellRun, kernel: KernelImage,
             run.tests = skipped + results
             if boot.status is Status.BOOT_ERROR:
                 panicked = any(s.kind == "PANIC" for s in boot.splats)
-                if attempt == 1 and not panicked:
-                    # A guest that never reached the runner (and did not panic) gets one
-                    # more boot; what its kernel printed still counts.
-                    run.retries.append(f"boot: {boot.reason}; booted again")
-                    log.warning("[%s] %s; booting once more", run.cell.name, boot.reason)
-                    earlier = [replace(s, where="first boot (failed; booted again)")
-                               for s in boot.splats]
-                    continue
                 # The splats are the boot result's, shown with it.
-                raise vm.BootError(boot.reason, log=guest_dir / "console.log")
-        break
+                if attempt > 1 or panicked:
+                    raise vm.BootError(boot.reason, log=guest_dir / "console.log")
+                # A guest that never reached the runner (and did not panic) gets one more
+                # boot; what its kernel printed still counts.
+                retry = True
+                run.retries.append(f"boot: {boot.reason}; booted again")
+                log.warning("[%s] %s; booting once more", run.cell.name, boot.reason)
+                earlier = [replace(s, where="first boot (failed; booted again)")
+                           for s in boot.splats]
+        if not retry:
+            break
+        run.stages[-1] = replace(run.stages[-1], status=Status.BOOT_ERROR, detail=boot.reason)
 
 
 def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,

@@ -243,14 +243,17 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         lines += _wrap("features: " + feature_line(c.features), "   ")
     tests = [t for t in c.tests if t.phase is Phase.TEST]
     kernel = [t for t in c.tests if t.phase in KERNEL_PHASES]
-    if kernel and all(t.status is Status.PASS and not t.splats for t in kernel):
+    if kernel and all(t.status is Status.PASS and not t.splats and not t.notes for t in kernel):
         lines.append("   kernel log: boot, set-up between tests and shutdown clean "
                      "(no splat, no new taint)")
     name_width = min(max((len(t.name) for t in c.tests), default=0), 40)
-    for t in [*(k for k in kernel if k.status is not Status.PASS or k.splats), *tests]:
+    for t in [*(k for k in kernel if k.status is not Status.PASS or k.splats or k.notes),
+              *tests]:
         # A reason the cell's error already gave is not given twice.
         lines += _result_lines(t, name_width, base,
                                said=bool(t.reason and c.error and t.reason in c.error))
+    for retry in c.retries:
+        lines += _wrap(f"retried: {retry}", "   ")
     if c.boot_only and not tests:
         lines.append("   (--boot-only: no tests asked for; judged by boot and shutdown)")
     for note in c.notes:

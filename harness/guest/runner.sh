@@ -56,6 +56,19 @@ setup_scratch() {
 count_rest() {
 	fold -b -w 65536 | awk '{ n += length($0) + 1 } /^[ \t#]*not ok/ { f++ } END { print n + 0, f + 0 }'
 }
+# What a test left running outside timeout's process group (setsid, a daemon) and still
+# writing to the output pipe: killed too, or the reader would wait for it. Called in the
+# subshell whose stdout is that pipe (a builtin's /proc/self is the shell itself).
+kill_pipe_holders() {
+	read -r me _ < /proc/self/stat
+	exec 3>&1
+	pipe=$(readlink /proc/self/fd/3)
+	exec 3>&-
+	for p in $(ls -l /proc/[0-9]*/fd/1 /proc/[0-9]*/fd/2 2>/dev/null |
+			grep -F -- "-> $pipe" | sed 's|.* /proc/\([0-9]*\)/fd/.*|\1|' | sort -u); do
+		[ "$p" = "$me" ] || kill -KILL "$p" 2>/dev/null
+	done
+}
 # Hung tasks and soft lockups must be reported while a test runs.
 echo 30 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null || true
 echo "uname	$(uname -r)" >> "$out/guest-info.tsv"
@@ -87,7 +100,8 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	  pid=$!
 	  wait $pid
 	  echo $? > "$out/.rc"
-	  kill -KILL -$pid 2>/dev/null ) | { head -c "$cap"; count_rest > "$out/.cut"; } >> "$out/$name.out"
+	  kill -KILL -$pid 2>/dev/null
+	  kill_pipe_holders ) | { head -c "$cap"; count_rest > "$out/.cut"; } >> "$out/$name.out"
 	rc=$(cat "$out/.rc" 2>/dev/null || echo 125)
 	read -r cut failed < "$out/.cut" 2>/dev/null || cut=0
 	[ "${cut:-0}" -gt 0 ] 2>/dev/null &&

@@ -75,7 +75,7 @@ def test_a_failed_first_boot_is_retried_and_its_splat_still_counts(
     assert [b.name for b in boots] == ["guest", "guest-2"]
     assert run.retries and "never started the test runner" in run.retries[0]
     stages = [(s.stage, s.status) for s in run.stages]
-    assert stages == [("accel", Status.PASS), ("boot+tests", Status.PASS),
+    assert stages == [("accel", Status.PASS), ("boot+tests", Status.BOOT_ERROR),
                       ("boot+tests (attempt 2)", Status.PASS)]
     results = {r.name: r for r in run.tests}
     first = results["boot"].splats
@@ -109,3 +109,15 @@ def test_a_panic_at_boot_is_not_retried_and_the_stage_fails(
     boot_result = {r.name: r for r in run.tests}["boot"]
     assert boot_result.status is Status.BOOT_ERROR
     assert [s.kind for s in boot_result.splats] == ["PANIC"]
+
+
+def test_a_retried_boot_is_said_on_the_terminal(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import results
+
+    fake_guests(monkeypatch, "[    0.000000] Linux version 6.12.117+\n")
+    run, _ = boot(tmp_path)
+    judged = verdict.judge(run.tests, kernel_version="6.12.117+",
+                           expectations=verdict.Expectations(), rules=verdict.CellRules())
+    text = " ".join(results.summary([run.result(judged)]).split())
+    assert "retried: boot: the guest never started the test runner" in text

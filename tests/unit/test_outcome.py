@@ -274,3 +274,17 @@ def test_a_huge_console_is_read_head_and_tail(tmp_path: Path) -> None:
     assert text.startswith("boot line\n") and text.endswith("last line\n")
     assert "bytes of console.log not read" in text
     assert len(text) < 300
+
+
+def test_a_console_read_in_part_is_not_called_clean(tmp_path: Path) -> None:
+    from harness import pipeline
+
+    plan, rec = record("clean-6.12")
+    log = tmp_path / "console.log"
+    log.write_text(rec.console.replace("[   37.662189] harness: runner-done",
+                                       "x" * 2000 + "\n[   37.662189] harness: runner-done"))
+    console = pipeline.read_bounded(log, cap=len(rec.console))
+    plan, rec = record("clean-6.12", console=console)
+    res = by_name(outcome.evaluate(plan, rec))
+    assert any("not judged" in n for n in res["shutdown"].notes)
+    assert not any("not judged" in n for n in res["boot"].notes)  # boot came from dmesg.txt
