@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths, proc
+from . import atomic, paths, proc
 from .errors import HarnessError
 from .model import KernelImage, Status
 from .sources import git, locked
@@ -99,6 +99,14 @@ def make_argv(tree: Path, build_dir: Path, tools: Toolchain, *targets: str,
     return [*argv, *extra, *targets]
 
 
+def read_count(path: Path, default: int) -> int:
+    """A step count an earlier build wrote; the default when there is none or it is bad."""
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
 class Progress:
     """A progress line on a terminal (stage, elapsed, steps, percent); periodic log lines if not."""
 
@@ -149,7 +157,7 @@ def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Toolchain,
     build_log = log_dir / "build.log"
     with locked(f"build-{build_dir.name}", wait_message=f"building in {build_dir}"):
         stats = build_dir / ".harness-steps"
-        expected = int(stats.read_text()) if stats.exists() else 2600
+        expected = read_count(stats, 2600)
         progress = Progress("build", expected)
         # A dirty tree inside the source dir makes out-of-tree builds refuse to start.
         argv = make_argv(tree, build_dir, tools, "bzImage", jobs=jobs)
@@ -159,7 +167,7 @@ def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Toolchain,
         if not result.ok:
             raise BuildError(_build_failure(build_log, result), build_log)
         if progress.count > 100:
-            stats.write_text(str(progress.count))
+            atomic.write_text(stats, str(progress.count))
         log.info("built in %.0fs (%d steps)", result.duration_s, progress.count)
         _store(build_dir, stored, key=key, tree_id=tree_id, tools=tools,
                seconds=result.duration_s)

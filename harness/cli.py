@@ -21,7 +21,7 @@ from typing import Any
 from . import doctor, ktap, matrix, paths, pipeline, proc, results
 from .errors import EnvironmentProblem, HarnessError, from_os_error
 from .matrix import Cell, Tier
-from .model import Accel, CellResult, Status, TestResult
+from .model import Accel, CellResult, TestResult
 
 log = logging.getLogger("harness")
 
@@ -188,18 +188,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         "run_id": out.name,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": ["harness", *sys.argv[1:]],
-        "harness_rev": _harness_rev(),
         "host": {"kernel": os.uname().release, "cpus": os.cpu_count()},
-        "tools": doctor.tool_versions(),
         "strict": args.strict,
         "what": what,
     }
-    results.write_reproduce(out / "reproduce.sh", argv=sys.argv[1:] or ["run"],
-                            repo=paths.repo_root(), harness_rev=meta["harness_rev"])
     done: list[CellResult] = []
-    results.write_json(out / "results.json", done, meta=meta, state="running")
     current = ""
     try:
+        # First thing: a run stopped from here on leaves a results.json that says so.
+        results.write_json(out / "results.json", done, meta=meta, state="running")
+        meta["harness_rev"] = _harness_rev()
+        meta["tools"] = doctor.tool_versions()
+        results.write_reproduce(out / "reproduce.sh", argv=sys.argv[1:] or ["run"],
+                                repo=paths.repo_root(), harness_rev=meta["harness_rev"])
         for cell in cells:
             current = cell.name
             cell_dir = out / cell.name
@@ -213,15 +214,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             results.write_json(out / "results.json", done, meta=meta,
                                state="complete" if len(done) == len(cells) else "running")
     except KeyboardInterrupt as exc:
+        # Finish the record: a second signal must not cut it short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         stage = ""
         if isinstance(exc, pipeline.CellInterrupted):
             done.append(exc.partial)
-            stage = next((s.stage for s in reversed(exc.partial.stages)
-                          if s.status is Status.INTERRUPTED), "")
+            stage = exc.where
         not_run = [c.name for c in cells if c.name not in {d.cell for d in done}]
         meta["interrupted"] = {"signal": str(exc), "cell": current, "stage": stage,
                                "not_run": not_run}
-        results.write_json(out / "results.json", done, meta=meta, state="interrupted")
+        results.write_json(out / "results.json", done, meta=meta, state="interrupted",
+                           code=128 + _signal_of(exc))
         print(results.summary(done, base=out))
         print(f"\ninterrupted ({exc}) in cell {current}" + (f", stage {stage}" if stage else "")
               + (f"; not run: {', '.join(not_run)}" if not_run else "")

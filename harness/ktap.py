@@ -94,7 +94,6 @@ def _is_ktap_shaped(text: str) -> bool:
 MAX_LINES = 20_000  # distinct KTAP lines kept from one output
 MAX_KEPT_CHARS = 2 * 2**20  # ...and at most this much of their text
 MAX_DIAG_LINES = 64  # diagnostic lines kept per result
-_RESULT_SHAPED = re.compile(r"^[#\s]*(?:not )?ok\b")
 _STRUCTURAL = re.compile(r"^[#\s]*(?:(?:not )?ok\b|1\.\.\d|(?:KTAP|TAP) version \d|Subtest:)")
 
 
@@ -274,7 +273,7 @@ class _Block:
     trailing_diag: list[str] = field(default_factory=list)
     skip_all: str | None = None  # reason of "1..0 # SKIP reason"
     warnings: list[str] = field(default_factory=list)
-    seen: set[str] = field(default_factory=set)  # result lines of this block
+    seen: dict[str, TestCase] = field(default_factory=dict)  # result line -> its case
     dups: dict[str, int] = field(default_factory=dict)  # result line -> times more it came
 
     @property
@@ -442,12 +441,16 @@ class _Parser:
         self.seg_started = True
         # The same result line again at this depth under this parent is the same result
         # (QEMU console captures repeat lines): counted once, with a warning.
-        if key in self.block.seen:
+        first = self.block.seen.get(key)
+        if first is not None:
+            again = tuple(c for child in self.pending_children for c in child.cases)
+            if again and again != first.subtests:
+                # Not a repeated capture of the same lines: another run of that test.
+                self.block.errors.append(f"result {key!r} came again with other subtests")
             self.block.dups[key] = self.block.dups.get(key, 0) + 1
             self.pending_children = []
             self.pending_diag = []
             return
-        self.block.seen.add(key)
         num = int(number) if number is not None else self.expected
         if num != self.expected:
             self.block.errors.append(f"expected test number {self.expected}, got {num}")
@@ -463,6 +466,7 @@ class _Parser:
             directive=directive,
         )
         self.block.cases.append(case)
+        self.block.seen[key] = case
         self.seg_results += 1
         self.expected = num + 1
 

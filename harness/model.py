@@ -42,8 +42,8 @@ class Status(enum.Enum):
     def exit_code(self) -> int:
         """What a cell with this status contributes to the exit status of the run:
         0 passed; 1 a test failed, crashed or timed out, or nothing was tested; 2 a
-        stage error. (A single skipped test inside a cell that ran others is not a
-        cell status: see `verdict.cell_status`.)"""
+        stage error. (A skipped test inside a cell that ran others does not make the
+        cell SKIP: see `verdict.judge`.)"""
         if self.is_stage_error:
             return 2
         if self in (Status.FAIL, Status.TIMEOUT, Status.CRASHED, Status.SKIP,

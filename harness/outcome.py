@@ -74,8 +74,9 @@ def evaluate(plan: list[GuestTest], boot: BootRecord) -> list[TestResult]:
 _CONSOLE_GAP = re.compile(r"^\[harness: (\d+) bytes of console\.log not read\]$", re.MULTILINE)
 
 
-MAX_SPLATS = 20  # kept (and decoded) per result
+MAX_SPLATS = 20  # kept (and decoded) per result, past the first of each fingerprint
 MAX_SAME_SPLATS = 3  # ...of one fingerprint
+MAX_FINGERPRINTS = 100
 
 
 def _splats(text: str) -> tuple[tuple[Splat, ...], tuple[str, ...]]:
@@ -87,7 +88,10 @@ def _splats(text: str) -> tuple[tuple[Splat, ...], tuple[str, ...]]:
     per: dict[str, int] = {}
     for s in found:
         per[s.fingerprint] = per.get(s.fingerprint, 0) + 1
-        if len(kept) < MAX_SPLATS and per[s.fingerprint] <= MAX_SAME_SPLATS:
+        # The first of each kind is always kept, so that every one is judged (a new splat
+        # after many of declared noise is not lost).
+        first = per[s.fingerprint] == 1 and len(per) <= MAX_FINGERPRINTS
+        if first or (len(kept) < MAX_SPLATS and per[s.fingerprint] <= MAX_SAME_SPLATS):
             kept.append(s)
         else:
             dropped[s.fingerprint] = dropped.get(s.fingerprint, 0) + 1

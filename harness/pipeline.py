@@ -54,6 +54,7 @@ from .model import (
 log = logging.getLogger(__name__)
 
 BOOT_ALLOWANCE_S = 120  # boot + runner start + dmesg dump + power-off, TCG, generous
+MAX_METRICS_BYTES = 2**20  # what a test writes to $HARNESS_METRICS
 GUEST_MEMORY = "2G"
 GUEST_CPUS = 2
 
@@ -65,9 +66,10 @@ def expectations_path() -> Path:
 class CellInterrupted(KeyboardInterrupt):
     """A signal stopped the cell; carries what it had done, for results.json."""
 
-    def __init__(self, partial: CellResult, signal_name: str) -> None:
+    def __init__(self, partial: CellResult, signal_name: str, where: str) -> None:
         super().__init__(signal_name)
         self.partial = partial
+        self.where = where  # the stage it stopped in, or "after STAGE" between two
 
 
 @dataclass
@@ -89,7 +91,7 @@ class CellRun:
     # kselftest target -> its installed directory, decided while the tree was locked
     kselftest_dirs: dict[str, Path] = field(default_factory=dict)
     features: tuple[FeatureReport, ...] = ()
-    current_stage: str = ""
+    current_stage: str = ""  # the stage running now, "" between stages
     image: str = ""
 
     @contextmanager
@@ -114,6 +116,7 @@ class CellRun:
             self._record(name, Status.INTERRUPTED, start, "interrupted by a signal")
             raise
         self._record(name, Status.PASS, start)
+        self.current_stage = ""
 
     def _record(self, name: str, status: Status, start: float, detail: str = "") -> None:
         self.stages.append(StageTiming(stage=name, status=status,
@@ -158,11 +161,12 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel, strict: bool = False) -
         error = str(exc)
         expectations = verdicts.Expectations()
     except KeyboardInterrupt as exc:
-        where = f" in stage {run.current_stage}" if run.current_stage else ""
+        where = run.current_stage or (f"after {run.stages[-1].stage}" if run.stages else
+                                      "before the first stage")
         partial = run.result(verdicts.CellVerdict(
             results=tuple(run.tests), status=Status.INTERRUPTED,
-            error=f"interrupted by {exc or 'a signal'}{where}"))
-        raise CellInterrupted(partial, str(exc)) from exc
+            error=f"interrupted by {exc or 'a signal'} ({where})"))
+        raise CellInterrupted(partial, str(exc), where) from exc
     judged = verdicts.judge(run.tests, kernel_version=run.kernel_version,
                             expectations=expectations, rules=rules, stage_error=stage_error,
                             error=error)
@@ -438,9 +442,10 @@ def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
         status_text=read("status.tsv"), info_text=read("guest-info.tsv"),
         outputs={t.name: read(f"{t.name}.out") for t in planned
                  if (guest_dir / f"{t.name}.out").exists()},
-        # Result files a test wrote next to its output (test_progs -J).
+        # Result files a test wrote next to its output (test_progs -J), bounded like logs.
         artifacts={t.name: read(f"{t.name}.json") for t in planned
-                   if (guest_dir / f"{t.name}.json").exists()},
+                   if (guest_dir / f"{t.name}.json").exists()
+                   and (guest_dir / f"{t.name}.json").stat().st_size <= LOG_READ_CAP},
         dmesg=read("dmesg.txt"), console=read("console.log"),
         runner_done=(guest_dir / "runner-done").exists(),
         vm_timed_out=guest.timed_out, vm_exit=guest.returncode)
@@ -448,7 +453,10 @@ def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
     for res in outcome.evaluate(planned, record):
         extra = dict(res.extra)
         metrics = guest_dir / f"{res.name}.metrics.json"
-        if metrics.exists():
+        if metrics.exists() and metrics.stat().st_size > MAX_METRICS_BYTES:
+            extra["metrics_error"] = (f"{metrics.name}: {metrics.stat().st_size} bytes, over "
+                                      f"the {MAX_METRICS_BYTES}-byte limit: not read")
+        elif metrics.exists():
             try:
                 extra["metrics"] = json.loads(metrics.read_text())
             except ValueError as exc:

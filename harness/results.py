@@ -154,14 +154,15 @@ def exit_code(cells: list[CellResult]) -> int:
 
 
 def write_json(path: Path, cells: list[CellResult], *, meta: dict[str, Any],
-               state: str = "complete") -> None:
-    """Atomically: a reader (or a killed run) never sees a half-written file."""
+               state: str = "complete", code: int | None = None) -> None:
+    """Atomically: a reader (or a killed run) never sees a half-written file. `code`: the
+    exit status when it is not the cells' (128 + N for a run stopped by signal N)."""
     data = {
         "schema": SCHEMA_VERSION,
         **meta,
         "state": state,
         "status": run_status(cells).value if cells else None,
-        "exit_code": exit_code(cells),
+        "exit_code": exit_code(cells) if code is None else code,
         "cells": [cell_json(c, path.parent) for c in cells],
     }
     atomic.write_text(path, json.dumps(data, indent=2) + "\n")

@@ -324,8 +324,7 @@ def plan_own(manifest: Manifest, built: Path) -> GuestTest:
     import shlex
 
     return GuestTest(name=manifest.name, timeout_s=manifest.timeout_s, cwd=built,
-                     command=shlex.join(manifest.command), fmt=manifest.fmt,
-                     suite=manifest.name, needs=manifest.needs)
+                     command=shlex.join(manifest.command), fmt=manifest.fmt, needs=manifest.needs)
 
 
 def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
@@ -346,14 +345,20 @@ def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
     # which on tmpfs allocates nothing): run them from a copy on the runner's ext2 scratch
     # file system, not from the host's read-only root or virtme-ng's tmpfs-backed /tmp.
     scratch = f"$HARNESS_SCRATCH/kselftest-{ref.target}"
+    if not wanted:
+        raise SelftestError(f"kselftest {ref.target}: its kselftest-list.txt names no test",
+                            fix="check the target's Makefile (TEST_GEN_PROGS, TEST_PROGS)",
+                            status=Status.SETUP_ERROR)
     return [
-        GuestTest(name=f"kselftest-{ref.target}-{t}", timeout_s=KSELFTEST_TIMEOUT_S,
+        # a nested target (net/forwarding) must not make a path of the name
+        GuestTest(name=f"kselftest-{ref.target}-{t}".replace("/", "_"),
+                  timeout_s=KSELFTEST_TIMEOUT_S,
                   cwd=installed,
                   command=f"rm -rf {scratch} && mkdir -p {scratch} && "
                           f"cp -a . {scratch} && cd {scratch} && "
                           f"./run_kselftest.sh -o {KSELFTEST_TIMEOUT_S - 10} "
                           f"-t {ref.target}:{t}",
-                  suite=f"kselftest:{ref.target}", needs=("swap", "scratch"))
+                  needs=("swap", "scratch"))
         for t in wanted
     ]
 
@@ -423,7 +428,7 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
             f"failed (exit {res.returncode})"
         raise SelftestError(f"make vmlinux modules for test_progs {how}; log: {blog}")
     stats = paths.sub("test_progs") / ".steps"
-    progress = kbuild.Progress("test_progs", int(stats.read_text()) if stats.exists() else 2500)
+    progress = kbuild.Progress("test_progs", kbuild.read_count(stats, 2500))
     progress_line = progress.line
 
     def on_line(line: str) -> None:
@@ -461,7 +466,7 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
         raise SelftestError(f"building test_progs {how} after {res.duration_s:.0f}s; "
                             f"log: {blog}\n{shown}")
     if progress.count > 100:
-        stats.write_text(str(progress.count))
+        atomic.write_text(stats, str(progress.count))
     log.info("test_progs built in %.0fs", res.duration_s)
     (out / ".built").write_text(f"{res.duration_s:.0f}\n")
     return out
@@ -472,4 +477,4 @@ def plan_test_progs(ref: TestRef, built: Path) -> GuestTest:
     return GuestTest(
         name=ref.name, timeout_s=TEST_PROGS_TIMEOUT_S, cwd=built,
         command=f'./test_progs -a {ref.target} -J "$HARNESS_OUT/{ref.name}.json"',
-        fmt="test_progs", suite="test_progs")
+        fmt="test_progs")

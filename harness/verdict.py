@@ -39,8 +39,9 @@ from .model import (
 )
 
 # Taint letters a kind of splat sets by itself: declared noise explains these.
-_TAINT_OF_KIND = {"WARNING": "W", "BUG": "D", "OOPS": "D", "PANIC": "D", "SOFT_LOCKUP": "L",
-                  "KASAN": "B"}
+# (A "BUG:" may be an oops (D), a sleeping function in atomic context (W) or KFENCE (B).)
+_TAINT_OF_KIND = {"WARNING": "W", "BUG": "DWB", "OOPS": "D", "PANIC": "D",
+                  "SOFT_LOCKUP": "L", "KASAN": "B", "LOCKDEP": "W"}
 
 
 class ExpectationsError(HarnessError):
@@ -127,12 +128,15 @@ def _check_range(spec: str) -> None:
 
 
 def version_matches(version: str, spec: str) -> bool:
-    have = _vtuple(version)
+    """Whether `version` is in a range like ">=6.12,<6.13". A version is compared as far as
+    the clause goes: ==6.12 is every 6.12.x, <=6.12 too, >6.12 only 6.13 and later."""
+    full = _vtuple(version)
     for clause in spec.split(","):
         m = _CLAUSE.fullmatch(clause.strip())
         if not m:
             return False
         op, want = m.group(1), _vtuple(m.group(2))
+        have = full[: len(want)]
         cmp = (have > want) - (have < want)
         ok = {">=": cmp >= 0, "<=": cmp <= 0, "==": cmp == 0, "<": cmp < 0, ">": cmp > 0}[op]
         if not ok:

@@ -51,7 +51,6 @@ class GuestTest:
     cwd: Path
     command: str  # a shell command line, run by sh -c in cwd
     fmt: str = "ktap"
-    suite: str = ""
     needs: tuple[str, ...] = ()  # guest set-up done before it runs: "swap", "scratch"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -236,12 +235,10 @@ def test_an_output_flood_is_parsed_in_bounded_time_and_memory(tmp_path: Path,
         for _ in range(FLOOD_MB * 2**20 // len(line) // 1000):
             f.write(line * 1000)
     assert flood.stat().st_size >= FLOOD_MB * 2**20 * 0.99
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     ran = harness("parse", str(flood), "--out", str(tmp_path / "o"), cache=cache)
     assert ran.code == 0, ran.out
     assert ran.seconds <= 10, ran.seconds
     assert ran.max_rss_kb <= 300 * 1024, ran.max_rss_kb
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss == before  # not ours to hold
     size = (tmp_path / "o" / "results.json").stat().st_size
     assert size <= 5 * 2**20, size
     test = cell_of(tmp_path / "o")["tests"][0]  # type: ignore[index]

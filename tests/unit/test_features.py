@@ -198,3 +198,16 @@ def test_definitions_after_a_series_grep_only_what_it_changed(tmp_path: Path) ->
     assert after["bpf_memcg_stat_fetch"] == "mm/memcontrol.c:3"
     assert "bpf_rstat_flush" not in after
     assert after["cgroup"] == base_defs["cgroup"]  # from a file it did not touch
+
+
+def test_a_feature_its_series_declares_but_the_kernel_lacks_is_named() -> None:
+    """BTF overruled the sources (compiled out, registration lost): the tests that need it
+    would be skipped and the cell could pass, so the pipeline stops with BUILD_ERROR."""
+    kfunc = MEMCG_KFUNCS[0]
+    added = features.from_sources((kfunc,), {}, {kfunc.name: "mm/memcontrol.c:3"})
+    lacking = features.confirm_with_btf(added, frozenset())
+    assert lacking[0].state is FeatureState.ABSENT and "BTF has no" in lacking[0].note
+    assert features.declared_but_absent(lacking, {"s"}) == list(lacking)
+    assert features.declared_but_absent(lacking, {"other"}) == []  # not applied here
+    present = features.confirm_with_btf(added, frozenset({kfunc.name}))
+    assert features.declared_but_absent(present, {"s"}) == []

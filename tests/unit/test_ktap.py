@@ -552,3 +552,11 @@ def test_a_repeated_block_is_one_result_with_its_subtests() -> None:
     r = parse("TAP version 13\n1..1\n" + block + block)
     assert len(r.cases) == 1 and len(r.cases[0].subtests) == 1
     assert r.errors == ()
+
+
+def test_a_result_again_with_other_subtests_is_an_error() -> None:
+    ok = "    KTAP version 1\n    1..1\n    ok 1 x\nok 1 a\n"
+    failing = "    KTAP version 1\n    1..1\n    not ok 1 x\nok 1 a\n"
+    r = parse("TAP version 13\n1..1\n" + ok + failing)
+    assert any("came again with other subtests" in e for e in r.errors)
+    assert r.status is Status.FAIL

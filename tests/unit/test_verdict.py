@@ -292,3 +292,18 @@ def test_a_failure_of_its_own_is_not_explained_by_known_subtest_failures() -> No
                     reason="KTAP reports success but the test exited 1")
     got = by_name(judge([*kernel(), exited], expectations=flaky))["m"]
     assert got.status is Status.FAIL and "exited 1" in got.reason
+
+
+@pytest.mark.parametrize(("version", "spec", "matches"), [
+    ("6.12.117+", ">=6.12,<6.13", True),
+    ("6.1.192", ">=6.12,<6.13", False),
+    ("6.1.192", "<6.2", True),
+    ("6.12.117+", "==6.12", True),  # as far as the clause goes: every 6.12.x
+    ("6.12.117", "<=6.12", True),
+    ("6.12.117", ">6.12", False),
+    ("6.13.1", ">6.12", True),
+    ("6.12.117", "==6.12.117", True),
+    ("6.12.116", "==6.12.117", False),
+])
+def test_version_ranges(version: str, spec: str, matches: bool) -> None:
+    assert verdict.version_matches(version, spec) is matches
