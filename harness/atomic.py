@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -40,3 +42,18 @@ def write_text(path: Path, text: str) -> None:
 
 def copy_file(src: Path, dest: Path) -> None:
     write_bytes(dest, src.read_bytes())
+
+
+@contextlib.contextmanager
+def directory(out: Path, *, prefix: str) -> Iterator[Path]:
+    """A scratch directory next to `out` to fill; renamed to `out` (replacing an older one)
+    when the block ends, removed when it fails: `out` is whole or absent."""
+    scratch = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
+    try:
+        yield scratch
+        if out.exists():
+            shutil.rmtree(out)
+        scratch.rename(out)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,8 +185,7 @@ def _build_failure(build_log: Path, result: proc.Completed) -> str:
 def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Toolchain,
            seconds: float) -> None:
     """Copy the artifacts in, atomically: a half-copied kernel is never seen as built."""
-    scratch = Path(tempfile.mkdtemp(prefix=".store-", dir=stored.parent))
-    try:
+    with atomic.directory(stored, prefix=".store-") as scratch:
         shutil.copyfile(build_dir / "arch/x86/boot/bzImage", scratch / "bzImage")
         shutil.copyfile(build_dir / "vmlinux", scratch / "vmlinux")
         shutil.copyfile(build_dir / ".config", scratch / "config")
@@ -196,12 +194,6 @@ def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Tool
         meta = {"key": key, "tree_id": tree_id, "release": release, "gcc": tools.gcc,
                 "pahole": tools.pahole, "build_seconds": round(seconds, 1)}
         (scratch / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        if stored.exists():
-            shutil.rmtree(stored)
-        scratch.rename(stored)
-    finally:
-        if scratch.exists():
-            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _image_from_store(stored: Path, tree: Path, build_dir: Path, *, cached: bool) -> KernelImage:

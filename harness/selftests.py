@@ -16,7 +16,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,8 +263,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path
     clang = proc.require(CLANG)
     bpftool = proc.require("bpftool")
     includes = [f"-I{d}" for d in manifest.include]
-    scratch = Path(tempfile.mkdtemp(prefix=f".{manifest.name}-", dir=out.parent))
-    try:
+    with atomic.directory(out, prefix=f".{manifest.name}-") as scratch:
         shutil.copyfile(header, scratch / "vmlinux.h")
         for src in manifest.bpf:
             stem = src.removesuffix(".c")
@@ -285,12 +283,6 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path
                         "-lbpf", "-lelf", "-lz", "-lm"],
                        what=f"building {manifest.name}", timeout=300, log_path=blog)
         (scratch / ".built").write_text("ok\n")
-        if out.exists():
-            shutil.rmtree(out)
-        scratch.rename(out)
-    finally:
-        if scratch.exists():
-            shutil.rmtree(scratch, ignore_errors=True)
     return out
 
 
@@ -305,18 +297,11 @@ def build_kselftest(target: str, tree: Path, build_dir: Path, *, log_dir: Path) 
     proc.check(["make", "-C", str(tree), f"O={build_dir}", "-s", "headers"],
                what="make headers", timeout=900, log_path=klog)
     kbuild = paths.sub("kselftest-build") / f"{target}-{tree_id[:16]}"
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target}-", dir=out.parent))
-    try:
+    with atomic.directory(out, prefix=f".{target}-") as scratch:
         proc.check(["make", "-C", str(tree / "tools/testing/selftests"), f"TARGETS={target}",
                     f"O={kbuild}", f"KHDR_INCLUDES=-isystem {build_dir}/usr/include",
                     f"INSTALL_PATH={scratch}", "install"],
                    what=f"building kselftest {target}", timeout=1800, log_path=klog)
-        if out.exists():
-            shutil.rmtree(out)
-        scratch.rename(out)
-    finally:
-        if scratch.exists():
-            shutil.rmtree(scratch, ignore_errors=True)
     return out
 
 
