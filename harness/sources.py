@@ -19,7 +19,7 @@ from pathlib import Path
 
 import git as gitpython
 
-from . import paths, proc
+from . import atomic, paths, proc
 from .errors import HarnessError
 from .model import KernelSpec, PreparedSource, SourceKind, Status
 
@@ -155,25 +155,19 @@ def _prepare_debian(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
 def _import_tarball(tarball: Path, dest: Path, *, message: str, log_dir: Path) -> None:
     """Unpack and commit in a scratch directory, then rename: a failure leaves nothing."""
     log.info("importing %s into %s (once per package version)", tarball, dest)
-    scratch = Path(tempfile.mkdtemp(prefix=".import-", dir=dest.parent))
-    try:
+    with atomic.directory(dest, prefix=".import-") as scratch:
         proc.check(
             ["tar", "-xf", str(tarball), "-C", str(scratch), "--strip-components=1"],
             what=f"unpacking {tarball}", timeout=1800, log_path=log_dir / "import.log",
         )
         git(scratch, "init", "-q", "-b", "base", what="git init")
         git(scratch, "config", "core.bigFileThreshold", "1m", what="git config")
+        # never: the series cache (series.apply) keeps commits no ref points to
         git(scratch, "config", "gc.auto", "0", what="git config")
         git(scratch, "add", "-A", "-f", what="git add", timeout=1800)
         git(scratch, "commit", "-q", "--no-verify", "-m", message,
             what="git commit", env=_IMPORT_ENV, timeout=1800)
         (scratch / ".git" / "harness-imported").write_text(message + "\n")
-        if dest.exists():
-            shutil.rmtree(dest)
-        scratch.rename(dest)
-    finally:
-        if scratch.exists():
-            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _prepare_git(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
