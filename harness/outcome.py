@@ -177,7 +177,7 @@ def _parse_output(test: GuestTest, text: str, artifact: str | None) -> KtapResul
 
 def _test_result(test: GuestTest, rec: RunnerRecord | None, log: protocol.KernelLog,
                  boot: BootRecord, info: protocol.GuestInfo) -> TestResult:
-    text = boot.outputs.get(test.name, "")
+    text = protocol.without_cut_line(boot.outputs.get(test.name, ""))
     parsed = _parse_output(test, text, boot.artifacts.get(test.name))
     notes: tuple[str, ...] = ()
     cut = protocol.output_cut(text)

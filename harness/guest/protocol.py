@@ -186,6 +186,20 @@ class OutputCut:
     failed_lines: int  # "not ok" lines among the discarded
 
 
+def without_cut_line(text: str) -> str:
+    """The output with the line the cap cut in two dropped: its first half would read as
+    another result ("ok 1 the same res")."""
+    m = OUTPUT_CUT.search(text)
+    if m is None:
+        return text
+    # The runner writes a newline before the marker: two end a cut on a line boundary.
+    kept = text[: m.start()]
+    if kept.endswith("\n\n"):
+        return kept[:-1] + text[m.start():]
+    kept = kept[:-1] if kept.endswith("\n") else kept
+    return kept[: kept.rfind("\n") + 1] + text[m.start():]
+
+
 def output_cut(text: str) -> OutputCut | None:
     """What the runner discarded of this output, if it cut it."""
     m = OUTPUT_CUT.search(text)
