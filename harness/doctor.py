@@ -20,7 +20,7 @@ class Check:
 
 
 TOOLS = ("git", "make", "gcc", "ccache", "clang-19", "bpftool", "pahole",
-         "qemu-system-x86_64", "vng", "flex", "bison", "bc", "xz", "perl")
+         "qemu-system-x86_64", "vng", "flex", "bison", "bc", "xz", "lz4", "perl")
 # Only for test_progs:NAME tests (the kernel's own BPF selftests).
 TEST_PROGS_TOOLS = ("llvm-strip-19", "ld.lld-19", "rsync", "openssl")
 

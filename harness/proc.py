@@ -94,6 +94,7 @@ INSTALL_HINTS: Mapping[str, str] = {
     "bison": "apt-get install -y bison",
     "bc": "apt-get install -y bc",
     "xz": "apt-get install -y xz-utils",
+    "lz4": "apt-get install -y lz4 (the test kernel's image is lz4-compressed)",
     "tar": "apt-get install -y tar",
     "perl": "apt-get install -y perl",
 }
