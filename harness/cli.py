@@ -8,6 +8,7 @@ cause and fix, never a traceback); 128+N killed by signal N (130 SIGINT, 143 SIG
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -18,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import doctor, ktap, matrix, paths, pipeline, proc, results
+from . import atomic, doctor, ktap, matrix, paths, pipeline, proc, results
 from .errors import EnvironmentProblem, HarnessError, from_os_error
 from .matrix import Cell, Tier
 from .model import Accel, CellResult, TestResult
@@ -97,6 +98,25 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", type=Path, metavar="DIR",
                    help="results directory (default results/check-<timestamp>)")
 
+    mu = sub.add_parser("mutate", help="mutation testing: which one-line bugs in a series (or "
+                        "a kernel function) do the tests miss?")
+    mu.add_argument("--series", required=True, metavar="NAME",
+                    help="the series whose added C lines are mutated")
+    mu.add_argument("--target", action="append", default=[], metavar="FILE[:FUNCTION]",
+                    help="also mutate this kernel function (or file), e.g. "
+                         "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked (repeatable)")
+    mu.add_argument("--test", action="append", default=[], metavar="NAME",
+                    help="the tests that must kill them (default: the cell's)")
+    mu.add_argument("--cell", default=None, metavar="NAME",
+                    help="matrix cell to mutate in (default: the first default/ci cell that "
+                         "applies the series and declares no expectations)")
+    mu.add_argument("--max", type=int, default=None, metavar="N",
+                    help="run at most N mutants, drawn by --seed (default: all)")
+    mu.add_argument("--seed", type=int, default=0, metavar="S")
+    mu.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
+    mu.add_argument("--out", type=Path, metavar="DIR",
+                    help="results directory (default results/mutate-<timestamp>)")
+
     sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
     ls = sub.add_parser("matrix", help="list the matrix cells")
     ls.add_argument("--tier", choices=[t.value for t in Tier], default="full")
@@ -153,19 +173,19 @@ def _harness_rev() -> str:
     return res.output.strip() if res.ok else "unknown"
 
 
-def prepare_out(out: Path) -> None:
+def prepare_out(out: Path, *, marker: str = "results.json") -> None:
     """A results directory that holds this run's files only.
 
-    New or empty: used. An earlier run's (it has results.json): emptied first, so old
-    files never mix with new ones. Anything else is left alone: exit 2.
+    New or empty: used. An earlier run's (it has `marker`): emptied first, so old files
+    never mix with new ones. Anything else is left alone: exit 2.
     """
     if out.exists() and not out.is_dir():
         raise EnvironmentProblem(f"--out {out} is a file, not a directory",
                                  fix="give a new or empty directory, or an earlier run's")
     if out.is_dir() and any(out.iterdir()):
-        if not (out / "results.json").is_file():
+        if not (out / marker).is_file():
             raise EnvironmentProblem(
-                f"--out {out} is not empty and is not a results directory (no results.json)",
+                f"--out {out} is not empty and is not a results directory (no {marker})",
                 fix="give a new or empty directory; an earlier run's directory is reused "
                     "after emptying it")
         log.info("%s holds an earlier run: emptying it first", out)
@@ -288,6 +308,28 @@ def cmd_check(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def cmd_mutate(args: argparse.Namespace) -> int:
+    from . import mutate
+
+    out = (args.out or Path("results") / f"mutate-{_run_id()}").resolve()
+    prepare_out(out, marker="mutants.json")
+    log.info("results: %s", out)
+    request = mutate.Request(series=args.series, targets=tuple(args.target),
+                             tests=tuple(args.test), cell=args.cell, max=args.max,
+                             seed=args.seed, accel=Accel(args.accel))
+    state = mutate.State(request=request, out=out, cell=mutate.choose_cell(request,
+                                                                            matrix.load()))
+    try:
+        state = mutate.run(request, out)
+    finally:
+        atomic.write_text(out / "mutants.json", json.dumps(mutate.to_json(state), indent=2)
+                          + "\n")
+    print(mutate.summary(state))
+    code = mutate.exit_code(state)
+    print(f"\nmutants: {out / 'mutants.json'}  (exit {code})")
+    return code
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     found = doctor.checks()
     print(doctor.render(found))
@@ -321,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     handlers = {"run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
-                "check": cmd_check}
+                "check": cmd_check, "mutate": cmd_mutate}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt as exc:

@@ -223,7 +223,7 @@ def skeleton_name(bpf_source: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", stem)
 
 
-def _tree_hash(directory: Path) -> str:
+def tree_hash(directory: Path) -> str:
     h = hashlib.sha256()
     for p in sorted(directory.rglob("*")):
         if p.is_file():
@@ -251,7 +251,7 @@ def vmlinux_h(kernel: KernelImage, *, log_dir: Path) -> Path:
 def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path:
     """Compile the BPF objects, skeletons and userspace; returns the output directory."""
     header = vmlinux_h(kernel, log_dir=log_dir)
-    trees = "|".join(_tree_hash(d) for d in (manifest.directory, *manifest.include))
+    trees = "|".join(tree_hash(d) for d in (manifest.directory, *manifest.include))
     # The header's content, not the kernel: a kernel whose types did not change (a
     # one-line change in a .c file) does not rebuild the tests (CO-RE relocates them).
     btf_types = hashlib.sha256(header.read_bytes()).hexdigest()

@@ -1,0 +1,444 @@
+"""`harness mutate`: which wrong kernels would the tests pass? A driver over `run`'s pipeline.
+
+A mutant is one extra patch on a matrix cell (a one-line bug from mutants.py). The
+unmutated kernel runs first with the same tests (the baseline); then each mutant:
+- its object file is compiled first: a compile error makes it stillborn, an object equal
+  to the baseline's (debug info aside) makes it equivalent, without a boot;
+- otherwise the cell runs with the mutant patch (incremental build, boot, tests), and it is
+  killed when any result (boot and shutdown included) differs from the baseline's, or when
+  the harness's own feature check stops it; a kill only by declared-flaky tests is
+  confirmed by a second run. Survived otherwise.
+Verdicts are cached by (the series tree, the mutant, the config, the tests' sources, the
+harness revision); mutant kernels are removed from the store after their run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import tomllib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import (
+    atomic,
+    build,
+    kconfig,
+    matrix,
+    mutants,
+    paths,
+    pipeline,
+    proc,
+    selftests,
+    sources,
+    verdict,
+)
+from . import series as series_mod
+from .errors import HarnessError
+from .matrix import Cell
+from .model import Accel, CellResult, KernelSpec, Status
+
+log = logging.getLogger(__name__)
+
+EQUIVALENTS = "equivalent-mutants.toml"  # per series: mutants declared equivalent, with why
+
+
+class MutateError(HarnessError):
+    status = Status.SETUP_ERROR
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    series: str
+    targets: tuple[str, ...] = ()  # FILE or FILE:FUNCTION
+    tests: tuple[str, ...] = ()
+    cell: str | None = None
+    max: int | None = None
+    seed: int = 0
+    accel: Accel = Accel.AUTO
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    mutant: mutants.Mutant
+    outcome: str  # killed | survived | equivalent | stillborn
+    why: str = ""
+    killed_by: tuple[str, ...] = ()  # results that differed from the baseline
+    passed: tuple[str, ...] = ()  # the tests a survivor passed
+    run: str = ""  # its run directory, relative to the output
+    cached: bool = False
+    seconds: float = 0.0
+
+
+OUTCOMES = ("killed", "survived", "equivalent", "stillborn")
+
+
+# ---- the verdict of one run against the baseline (pure) ----
+
+
+def statuses(cell: CellResult) -> dict[str, str]:
+    return {t.name: t.status.value for t in cell.tests}
+
+
+def failed_stage(cell: CellResult) -> str:
+    return next((s.stage for s in cell.stages if s.status is not Status.PASS), "")
+
+
+def compare(baseline: Mapping[str, str], mutant: Mapping[str, str], *, stage: str,
+            stage_status: str = "") -> tuple[str, tuple[str, ...]]:
+    """("killed" | "survived" | "stillborn", what differed) of one mutant run.
+
+    A build that failed is stillborn; a stop by the harness's own checks after the build
+    (the feature check: a declared kfunc is gone) or a boot error is a kill; otherwise
+    every result is compared with the baseline's, boot and shutdown included.
+    """
+    if stage == "build" or (stage_status == Status.BUILD_ERROR.value and stage != "features"):
+        return "stillborn", ()
+    if stage:
+        return "killed", (f"stage {stage}: {stage_status}",)
+    differ = tuple(sorted(n for n in set(baseline) | set(mutant)
+                          if baseline.get(n) != mutant.get(n)))
+    return ("killed", differ) if differ else ("survived", ())
+
+
+def flaky_tests(expectations: verdict.Expectations, kernel_version: str) -> frozenset[str]:
+    return frozenset(e.test for e in expectations.failures
+                     if e.flaky and verdict.version_matches(kernel_version, e.kernel))
+
+
+# ---- cache keys ----
+
+
+def tests_digest(tests: tuple[str, ...]) -> str:
+    """What the selected tests are: our own by their sources, the tree's by name (their
+    sources are in the tree id)."""
+    h = hashlib.sha256()
+    for text in tests:
+        ref = selftests.resolve(text)
+        h.update(ref.name.encode() + b"\0")
+        if ref.manifest is not None:
+            for d in (ref.manifest.directory, *ref.manifest.include):
+                h.update(selftests.tree_hash(d).encode())
+    return h.hexdigest()
+
+
+def verdict_key(*, tree_id: str, mutant: mutants.Mutant, config: str, tests: str,
+                harness_rev: str) -> str:
+    text = "\n".join([tree_id, mutant.id, mutant.summary, config, tests, harness_rev])
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+# ---- equivalent mutants declared by hand ----
+
+
+def declared_equivalents(series_dir: Path) -> dict[str, str]:
+    """mutant id -> the argument why it cannot change behaviour (patches/S/EQUIVALENTS)."""
+    path = series_dir / EQUIVALENTS
+    if not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+        return {str(e["mutant"]): str(e["why"]) for e in data.get("equivalent", [])}
+    except (tomllib.TOMLDecodeError, KeyError) as exc:
+        raise MutateError(f"{path}: {exc}", fix="each [[equivalent]] needs mutant and why"
+                          ) from None
+
+
+# ---- the driver ----
+
+
+@dataclass
+class State:
+    request: Request
+    out: Path
+    cell: Cell
+    verdicts: list[Verdict] = field(default_factory=list)
+    baseline: CellResult | None = None
+    generated: int = 0
+    sources_count: dict[str, int] = field(default_factory=dict)
+
+
+def choose_cell(request: Request, cells: list[Cell]) -> Cell:
+    """The cell to mutate in: --cell, else the first default/ci cell that applies the
+    series and declares no expectations; its tests unless --test names others."""
+    candidates = [c for c in cells if request.series in c.series and not c.has_expectations]
+    if request.cell is not None:
+        chosen = next((c for c in cells if c.name == request.cell), None)
+        if chosen is None or request.series not in chosen.series:
+            raise MutateError(f"no matrix cell {request.cell!r} applies series "
+                              f"{request.series}",
+                              fix=f"cells that do: {', '.join(c.name for c in candidates)}")
+    else:
+        tiered = [c for c in candidates if matrix.Tier.CI.includes(c.tier)]
+        if not tiered:
+            raise MutateError(f"no default or ci matrix cell applies series {request.series} "
+                              "without expectations", fix="pass --cell")
+        chosen = tiered[0]
+    tests = request.tests or chosen.tests
+    return replace(chosen, name=f"mutate-{request.series}", tests=tests, expect_status=None,
+                   expect=(), patches=())
+
+
+def run(request: Request, out: Path) -> State:
+    cell = choose_cell(request, matrix.load())
+    state = State(request=request, out=out, cell=cell)
+    out.mkdir(parents=True, exist_ok=True)
+    log.info("mutating series %s in cell %s (tests: %s)", request.series, cell.kernel,
+             ", ".join(cell.tests))
+    baseline = pipeline.run_cell(cell, out / "baseline", accel=request.accel)
+    state.baseline = baseline
+    if baseline.status.is_stage_error:
+        raise MutateError(f"the baseline (no mutant) did not run: {baseline.status.value}: "
+                          f"{baseline.error}", fix="run the cell with `harness run` first")
+    spec = sources.parse_spec(cell.kernel)
+    source = sources.prepare(spec, log_dir=out)
+    tree = sources.worktree(source, kconfig.config_slug(cell.configs), log_dir=out)
+    build_dir = paths.sub("build") / tree.name
+    tools = build.toolchain()
+    with _tree(tree):
+        head, before = _series_commits(tree, source.base_commit, cell, request.series, spec,
+                                       log_dir=out)
+        generated = _generate(tree, before, head, request)
+    state.generated = len(generated)
+    for m in generated:
+        state.sources_count[m.source] = state.sources_count.get(m.source, 0) + 1
+    chosen = mutants.sample(generated, request.max, request.seed)
+    log.info("%d mutants generated; %d to run", len(generated), len(chosen))
+    tree_id = sources.git(tree, "rev-parse", f"{head}^{{tree}}", what="git rev-parse").strip()
+    config = hashlib.sha256((out / "baseline" / "config").read_bytes()).hexdigest()
+    key_parts = {"tree_id": tree_id, "config": config, "tests": tests_digest(cell.tests),
+                 "harness_rev": _harness_rev()}
+    declared = declared_equivalents(series_mod.series_dir(request.series))
+    exp = verdict.load_expectations(pipeline.expectations_path())
+    flaky = flaky_tests(exp, baseline.kernel_version)
+    objects: dict[str, str | None] = {}
+    try:
+        for i, m in enumerate(chosen, 1):
+            log.info("[mutant %d/%d] %s", i, len(chosen), m.summary)
+            v = _one(state, m, tree=tree, head=head, build_dir=build_dir, tools=tools,
+                     objects=objects, declared=declared, flaky=flaky, key_parts=key_parts)
+            state.verdicts.append(v)
+            log.info("[mutant %d/%d] %s%s", i, len(chosen), v.outcome.upper(),
+                     f": {v.why}" if v.why else "")
+    finally:
+        # Whatever happened: the worktree at the series, as `run` leaves it.
+        with _tree(tree):
+            series_mod.reset_to(tree, head)
+    return state
+
+
+@contextmanager
+def _tree(tree: Path) -> Iterator[None]:
+    with sources.locked(f"tree-{tree.name}", wait_message=f"using {tree}"):
+        yield
+
+
+def _series_commits(tree: Path, base: str, cell: Cell, name: str, spec: KernelSpec, *,
+                    log_dir: Path) -> tuple[str, str]:
+    """(the commit with every series of the cell, the commit before the named one); both
+    applied before by the baseline run, so these are checkouts."""
+    base_name = series_mod.base_name(spec)
+    cut = cell.series.index(name)
+    series_mod.apply(tree, base, series_mod.collect(cell.series[:cut], [], base_name),
+                     log_dir=log_dir)
+    before = sources.git(tree, "rev-parse", "HEAD", what="git rev-parse").strip()
+    series_mod.apply(tree, base, series_mod.collect(cell.series, [], base_name),
+                     log_dir=log_dir)
+    head = sources.git(tree, "rev-parse", "HEAD", what="git rev-parse").strip()
+    return head, before
+
+
+def _generate(tree: Path, before: str, head: str, request: Request) -> list[mutants.Mutant]:
+    operators = mutants.load_operators()
+    diff = sources.git(tree, "diff", "-U0", before, head, "--", "*.c", what="git diff")
+    out: list[mutants.Mutant] = []
+    for file, added in sorted(mutants.added_lines(diff).items()):
+        text = (tree / file).read_text(errors="replace")
+        out += mutants.generate(file, text, added, operators, source=f"series {request.series}",
+                                functions=mutants.defined_functions(text))
+    for target in request.targets:
+        file, _, function = target.partition(":")
+        path = tree / file
+        if not path.is_file() or not file.endswith(".c"):
+            raise MutateError(f"--target {target}: no C file {file} in the tree",
+                              fix="a path relative to the kernel tree, e.g. "
+                                  "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked")
+        text = path.read_text(errors="replace")
+        if function:
+            span = mutants.function_lines(text, function)
+            if span is None:
+                raise MutateError(f"--target {target}: {file} defines no function {function}")
+            lines = span
+        else:
+            lines = range(1, text.count("\n") + 2)
+        out += mutants.generate(file, text, lines, operators, source=f"target {target}",
+                                functions=mutants.defined_functions(text))
+    return out
+
+
+def _object(tree: Path, build_dir: Path, tools: build.Toolchain, file: str,
+            log_path: Path) -> tuple[str | None, str]:
+    """(hash of FILE's object without debug info, or None; the compiler's first errors)."""
+    obj = file.removesuffix(".c") + ".o"
+    (build_dir / obj).unlink(missing_ok=True)
+    res = proc.run(build.make_argv(tree, build_dir, tools, obj), env=build.make_env(tools),
+                   timeout=600, log_path=log_path)
+    if not res.ok:
+        errors = [ln for ln in res.output.splitlines() if "error" in ln][:5]
+        return None, "\n".join(errors) or res.tail(5)
+    stripped = build_dir / (obj + ".nodebug")
+    proc.check(["objcopy", "--strip-debug", str(build_dir / obj), str(stripped)],
+               what="objcopy --strip-debug", timeout=120)
+    digest = hashlib.sha256(stripped.read_bytes()).hexdigest()
+    stripped.unlink()
+    return digest, ""
+
+
+def _one(state: State, m: mutants.Mutant, *, tree: Path, head: str, build_dir: Path,
+         tools: build.Toolchain, objects: dict[str, str | None], declared: Mapping[str, str],
+         flaky: frozenset[str], key_parts: Mapping[str, str]) -> Verdict:
+    out = state.out
+    cache = paths.sub("mutants") / f"{verdict_key(mutant=m, **key_parts)}.json"
+    if cache.exists():
+        data = json.loads(cache.read_text())
+        return Verdict(mutant=m, outcome=data["outcome"], why=data["why"],
+                       killed_by=tuple(data["killed_by"]), passed=tuple(data["passed"]),
+                       run=data.get("run", ""), cached=True)
+    if m.id in declared:
+        return Verdict(mutant=m, outcome="equivalent", why=f"declared: {declared[m.id]}")
+    logs = out / "objects"
+    logs.mkdir(parents=True, exist_ok=True)
+    original = (tree / m.file).read_text(errors="replace")
+    patch = out / "mutants" / f"{m.id}.patch"
+    patch.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(patch, m.patch(original))
+    with _tree(tree), sources.locked(f"build-{build_dir.name}", wait_message="compiling"):
+        series_mod.reset_to(tree, head)
+        if m.file not in objects:
+            objects[m.file], _ = _object(tree, build_dir, tools, m.file,
+                                         logs / "baseline.log")
+        (tree / m.file).write_text(m.apply(original))
+        try:
+            digest, errors = _object(tree, build_dir, tools, m.file, logs / f"{m.id}.log")
+        finally:
+            (tree / m.file).write_text(original)
+    v: Verdict
+    if digest is None:
+        v = Verdict(mutant=m, outcome="stillborn", why=f"does not compile: {errors}")
+    elif objects[m.file] is not None and digest == objects[m.file]:
+        v = Verdict(mutant=m, outcome="equivalent", why="the object file is unchanged "
+                                                        "(debug info aside)")
+    else:
+        v = _run_mutant(state, m, patch, flaky)
+    atomic.write_text(cache, json.dumps({"outcome": v.outcome, "why": v.why,
+                                         "killed_by": list(v.killed_by),
+                                         "passed": list(v.passed), "run": v.run}))
+    return v
+
+
+def _run_mutant(state: State, m: mutants.Mutant, patch: Path,
+                flaky: frozenset[str]) -> Verdict:
+    assert state.baseline is not None
+    base = statuses(state.baseline)
+    cell = replace(state.cell, patches=(str(patch),))
+    for attempt in (1, 2):
+        run_dir = state.out / "runs" / (m.id if attempt == 1 else f"{m.id}-again")
+        result = pipeline.run_cell(cell, run_dir, accel=state.request.accel)
+        _forget_kernel(result, state.baseline)
+        outcome, differ = compare(base, statuses(result), stage=failed_stage(result),
+                                  stage_status=result.status.value
+                                  if result.status.is_stage_error else "")
+        only_flaky = differ and all(d in flaky for d in differ)
+        if outcome == "killed" and only_flaky and attempt == 1:
+            log.info("killed only by declared-flaky tests (%s): running it again",
+                     ", ".join(differ))
+            continue
+        rel = str(run_dir.relative_to(state.out))
+        if outcome == "killed":
+            why = "; ".join(f"{d}: {base.get(d, '-')} -> {statuses(result).get(d, '-')}"
+                            for d in differ if not d.startswith("stage "))
+            why = why or "; ".join(differ)
+            return Verdict(mutant=m, outcome="killed", why=why, killed_by=differ, run=rel)
+        if outcome == "stillborn":
+            return Verdict(mutant=m, outcome="stillborn", why=result.error.splitlines()[0]
+                           if result.error else "build failed", run=rel)
+        passed = tuple(t.name for t in result.tests)
+        return Verdict(mutant=m, outcome="survived", passed=passed, run=rel,
+                       why="a flaky kill not confirmed" if attempt == 2 else "")
+    raise AssertionError("unreachable")
+
+
+def _forget_kernel(result: CellResult, baseline: CellResult) -> None:
+    """Mutant kernels are not kept: ~120 MB each in the store."""
+    if result.image and result.image != baseline.image:
+        stored = Path(result.image).parent
+        if stored.parent == paths.sub("kernels"):
+            shutil.rmtree(stored, ignore_errors=True)
+
+
+def _harness_rev() -> str:
+    res = proc.run(["git", "-C", str(paths.repo_root()), "rev-parse", "HEAD"], timeout=30)
+    return res.output.strip() if res.ok else "unknown"
+
+
+# ---- the report ----
+
+
+def table(state: State) -> dict[str, dict[str, int]]:
+    """operator -> outcome -> count."""
+    out: dict[str, dict[str, int]] = {}
+    for v in state.verdicts:
+        row = out.setdefault(v.mutant.operator, dict.fromkeys(OUTCOMES, 0))
+        row[v.outcome] += 1
+    return out
+
+
+def to_json(state: State) -> dict[str, Any]:
+    return {
+        "series": state.request.series, "cell": state.cell.kernel,
+        "tests": list(state.cell.tests), "targets": list(state.request.targets),
+        "seed": state.request.seed, "max": state.request.max,
+        "generated": state.generated, "by_source": state.sources_count,
+        "baseline": {"status": state.baseline.status.value if state.baseline else None,
+                     "results": statuses(state.baseline) if state.baseline else {}},
+        "table": table(state),
+        "mutants": [{"id": v.mutant.id, "operator": v.mutant.operator,
+                     "source": v.mutant.source, "file": v.mutant.file,
+                     "line": v.mutant.start, "before": list(v.mutant.before),
+                     "after": list(v.mutant.after), "outcome": v.outcome, "why": v.why,
+                     "killed_by": list(v.killed_by), "passed": list(v.passed),
+                     "patch": f"mutants/{v.mutant.id}.patch", "run": v.run,
+                     "cached": v.cached} for v in state.verdicts],
+    }
+
+
+def summary(state: State) -> str:
+    rows = table(state)
+    lines = [f"mutants of {state.request.series} in {state.cell.kernel}: "
+             f"{state.generated} generated, {len(state.verdicts)} run "
+             f"(tests: {', '.join(state.cell.tests)})", ""]
+    head = f"{'operator':<22}" + "".join(f"{o:>11}" for o in OUTCOMES)
+    lines.append(head)
+    totals = dict.fromkeys(OUTCOMES, 0)
+    for op, row in sorted(rows.items()):
+        lines.append(f"{op:<22}" + "".join(f"{row[o]:>11}" for o in OUTCOMES))
+        for o in OUTCOMES:
+            totals[o] += row[o]
+    lines.append(f"{'total':<22}" + "".join(f"{totals[o]:>11}" for o in OUTCOMES))
+    survivors = [v for v in state.verdicts if v.outcome == "survived"]
+    for v in survivors:
+        lines += ["", f"SURVIVED {v.mutant.id}: {v.mutant.summary}",
+                  f"  passed: {', '.join(v.passed)}",
+                  f"  patch: {state.out.name}/mutants/{v.mutant.id}.patch"]
+        lines += [f"  - {b}" for b in v.mutant.before] + [f"  + {a}" for a in v.mutant.after]
+    return "\n".join(lines)
+
+
+def exit_code(state: State) -> int:
+    return 1 if any(v.outcome == "survived" for v in state.verdicts) else 0
+

@@ -1,0 +1,145 @@
+"""Mutation operators on real kernel C (tests/golden/mutants/README.md), sampling, cache keys,
+and verdicts against a baseline from real result trees."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from harness import mutants
+from harness.mutate import compare, verdict_key
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "mutants"
+OPS = mutants.load_operators()
+
+
+def rstat() -> str:
+    return (GOLDEN / "rstat_flush_locked.c").read_text()
+
+
+def flush_locked(text: str) -> range:
+    span = mutants.function_lines(text, "cgroup_rstat_flush_locked")
+    assert span is not None
+    return span
+
+
+def by_summary(ms: list[mutants.Mutant]) -> dict[str, mutants.Mutant]:
+    return {f"{m.operator}: {' / '.join(s.strip() for s in m.after)}": m for m in ms}
+
+
+def test_the_rstat_flush_path_gets_the_bugs_a_reviewer_would_fear() -> None:
+    text = rstat()
+    span = flush_locked(text)
+    assert text.split("\n")[span.start - 1].startswith("static void cgroup_rstat_flush_locked")
+    assert text.split("\n")[span.stop - 2] == "}"
+    ms = mutants.generate("kernel/cgroup/rstat.c", text, span, OPS, source="target",
+                          functions=mutants.defined_functions(text))
+    got = by_summary(ms)
+    # the BPF hook never called, the base stats never flushed, the lock never dropped
+    assert {"delete-call: ;"} <= {k.split(" / ")[0] for k in got}
+    deleted = {m.before[0].strip() for m in ms if m.operator == "delete-call"}
+    assert {"bpf_rstat_flush(pos, cgroup_parent(pos), cpu);",
+            "cgroup_base_stat_flush(pos, cpu);", "__cgroup_rstat_unlock(cgrp, cpu);",
+            "lockdep_assert_held(&cgroup_rstat_lock);"} <= deleted
+    assert "swap-arguments: __cgroup_rstat_lock(cpu, cgrp);" in got
+    assert "drop-negation: if (cond_resched())" in got
+    # the lock taken again outside the loop: a statement moved out of its block
+    moved = [m for m in ms if m.operator == "move-out-of-block"]
+    assert any(m.after[1].strip() == "__cgroup_rstat_lock(cgrp, cpu);" and
+               m.after[0].strip() == "}" for m in moved)
+    # nothing outside the function, and never a line count changed
+    assert all(span.start <= m.start < span.stop for m in ms)
+    assert all(len(m.before) == len(m.after) for m in ms)
+
+
+def test_the_series_lines_get_every_operator_that_applies() -> None:
+    diff = (GOLDEN / "memcg-kfuncs.diff").read_text()
+    added = mutants.added_lines(diff)["mm/memcontrol.c"]
+    assert len(added) == 222
+    # the excerpt starts at line 1528 of the file: shift the added lines to it
+    text = (GOLDEN / "memcg_kfuncs_series.c").read_text()
+    lines = {n - 1527 for n in added if 1528 <= n <= 1712}
+    ms = mutants.generate("mm/memcontrol.c", text, lines, OPS, source="series s",
+                          functions=mutants.defined_functions(text) | {
+                              "memcg_page_state_local_output", "memcg_events_local"})
+    ops = Counter(m.operator for m in ms)
+    assert set(ops) >= {"delete-call", "delete-assignment", "flip-comparison", "loosen-bound",
+                        "drop-negation", "hierarchical-to-local", "drop-kfunc-flag",
+                        "return-constant", "swap-arguments"}
+    got = by_summary(ms)
+    assert "hierarchical-to-local: val = memcg_page_state_local_output(memcg, item);" in got
+    assert "hierarchical-to-local: val = memcg_events_local(memcg, item);" in got
+    assert ("drop-kfunc-flag: BTF_ID_FLAGS(func, bpf_memcg_flush_stats, KF_TRUSTED_ARGS)"
+            in got)  # KF_SLEEPABLE dropped
+    assert "drop-kfunc-flag: BTF_ID_FLAGS(func, bpf_memcg_stat_fetch)" in got
+    assert "delete-call: ;" in {k for k in got if k.startswith("delete-call")}
+    assert any(m.before[0].strip() == "css_put(&memcg->css);" for m in ms
+               if m.operator == "delete-call")
+    # file-scope macros (late_initcall, __bpf_kfunc_start_defs) are not statements to drop
+    assert not any(m.before[0].startswith(("late_initcall", "__bpf_kfunc")) for m in ms)
+    # comments are never mutated
+    assert not any(m.before[0].lstrip().startswith(("/*", "*")) for m in ms)
+
+
+def test_a_mutant_is_a_patch_git_am_takes_and_its_id_is_stable() -> None:
+    text = rstat()
+    m = mutants.generate("kernel/cgroup/rstat.c", text, flush_locked(text), OPS,
+                         source="target")[0]
+    patch = m.patch(text)
+    assert patch.startswith("From: harness mutate")
+    assert "Subject: [PATCH] MUTANT" in patch
+    assert "--- a/kernel/cgroup/rstat.c\n+++ b/kernel/cgroup/rstat.c\n@@" in patch
+    again = mutants.generate("kernel/cgroup/rstat.c", text, flush_locked(text), OPS,
+                             source="target")[0]
+    assert again.id == m.id
+    assert m.apply(text).count("\n") == text.count("\n")
+    with pytest.raises(mutants.MutantError, match="not what it was made from"):
+        m.apply(text.replace(m.before[0], m.before[0] + " "))
+
+
+def test_sampling_is_reproducible_and_takes_every_source() -> None:
+    text = rstat()
+    a = mutants.generate("r.c", text, flush_locked(text), OPS, source="target")
+    b = mutants.generate("m.c", (GOLDEN / "memcg_kfuncs_series.c").read_text(),
+                         range(1, 186), OPS, source="series")
+    one = mutants.sample(a + b, 3, seed=7)
+    assert [m.id for m in one] == [m.id for m in mutants.sample(b + a, 3, seed=7)]
+    assert {m.source for m in one} == {"target", "series"}
+    assert [m.id for m in mutants.sample(a + b, 3, seed=8)] != [m.id for m in one]
+    assert len(mutants.sample(a + b, None, seed=0)) == len(a + b)
+
+
+def test_cache_keys_change_with_each_input() -> None:
+    text = rstat()
+    m1, m2 = mutants.generate("r.c", text, flush_locked(text), OPS, source="t")[:2]
+    base = {"tree_id": "t", "config": "c", "tests": "s", "harness_rev": "h"}
+    key = verdict_key(mutant=m1, **base)
+    assert verdict_key(mutant=m1, **base) == key
+    assert verdict_key(mutant=m2, **base) != key
+    for field in base:
+        assert verdict_key(mutant=m1, **{**base, field: "other"}) != key
+
+
+def _statuses(results: Path, cell: str | None = None) -> dict[str, str]:
+    data = json.loads(results.read_text())
+    c = data["cells"][0] if cell is None else next(x for x in data["cells"]
+                                                     if x["cell"] == cell)
+    return {t["name"]: t["status"] for t in c["tests"]}
+
+
+def test_verdicts_against_a_real_baseline() -> None:
+    """Real result trees: the default cell (the baseline) and the warn-boot-shutdown kernel
+    (tests/golden/mutants/results-*.json, from runs of 2026-11-23)."""
+    base = _statuses(GOLDEN / "results-baseline.json")
+    warn = _statuses(GOLDEN / "results-warn-boot-shutdown.json")
+    assert compare(base, base, stage="") == ("survived", ())
+    outcome, differ = compare(base, warn, stage="")
+    assert outcome == "killed" and {"boot", "shutdown"} <= set(differ)
+    assert compare(base, {}, stage="build", stage_status="BUILD_ERROR")[0] == "stillborn"
+    # the harness's own feature check (a declared kfunc gone) stops it: that is a kill
+    assert compare(base, {}, stage="features", stage_status="BUILD_ERROR") == (
+        "killed", ("stage features: BUILD_ERROR",))
+    assert compare(base, {}, stage="boot+tests", stage_status="BOOT_ERROR")[0] == "killed"
