@@ -34,6 +34,7 @@ from . import (
     paths,
     pipeline,
     proc,
+    results,
     selftests,
     sources,
     verdict,
@@ -190,7 +191,7 @@ def run(request: Request, out: Path) -> State:
     out.mkdir(parents=True, exist_ok=True)
     log.info("mutating series %s in cell %s (tests: %s)", request.series, cell.kernel,
              ", ".join(cell.tests))
-    baseline = pipeline.run_cell(cell, out / "baseline", accel=request.accel)
+    baseline = _run(cell, out / "baseline", request.accel)
     state.baseline = baseline
     if baseline.status.is_stage_error:
         raise MutateError(f"the baseline (no mutant) did not run: {baseline.status.value}: "
@@ -348,7 +349,7 @@ def _run_mutant(state: State, m: mutants.Mutant, patch: Path,
     cell = replace(state.cell, patches=(str(patch),))
     for attempt in (1, 2):
         run_dir = state.out / "runs" / (m.id if attempt == 1 else f"{m.id}-again")
-        result = pipeline.run_cell(cell, run_dir, accel=state.request.accel)
+        result = _run(cell, run_dir, state.request.accel)
         _forget_kernel(result, state.baseline)
         outcome, differ = compare(base, statuses(result), stage=failed_stage(result),
                                   stage_status=result.status.value
@@ -371,6 +372,14 @@ def _run_mutant(state: State, m: mutants.Mutant, patch: Path,
         return Verdict(mutant=m, outcome="survived", passed=passed, run=rel,
                        why="a flaky kill not confirmed" if attempt == 2 else "")
     raise AssertionError("unreachable")
+
+
+def _run(cell: Cell, run_dir: Path, accel: Accel) -> CellResult:
+    """One run of the cell, with its results.json as `harness run` writes it."""
+    result = pipeline.run_cell(cell, run_dir, accel=accel)
+    results.write_json(run_dir / "results.json", [result],
+                       meta={"command": ["harness", "mutate"], "cell": cell.name})
+    return result
 
 
 def _forget_kernel(result: CellResult, baseline: CellResult) -> None:
