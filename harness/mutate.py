@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import shutil
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -213,11 +214,11 @@ def run(request: Request, out: Path) -> State:
     tree_id = sources.git(tree, "rev-parse", f"{head}^{{tree}}", what="git rev-parse").strip()
     config = hashlib.sha256((out / "baseline" / "config").read_bytes()).hexdigest()
     key_parts = {"tree_id": tree_id, "config": config, "tests": tests_digest(cell.tests),
-                 "harness_rev": _harness_rev()}
+                 "harness_rev": harness_revision()}
     declared = declared_equivalents(series_mod.series_dir(request.series))
     exp = verdict.load_expectations(pipeline.expectations_path())
     flaky = flaky_tests(exp, baseline.kernel_version)
-    objects: dict[str, str | None] = {}
+    objects: dict[str, ObjectBuild] = {}
     try:
         for i, m in enumerate(chosen, 1):
             log.info("[mutant %d/%d] %s", i, len(chosen), m.summary)
@@ -282,26 +283,45 @@ def _generate(tree: Path, before: str, head: str, request: Request) -> list[muta
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class ObjectBuild:
+    digest: str | None  # of the object without debug info; None: it did not compile
+    errors: str = ""
+    warnings: frozenset[str] = frozenset()  # without line and column
+
+
+def compiler_warnings(output: str) -> frozenset[str]:
+    """The compiler's warnings, "file: warning: text" (a mutant keeps the line numbers, but
+    a warning is the same warning wherever it moved)."""
+    out = set()
+    for line in output.splitlines():
+        m = re.match(r"^(?:\S*/)?([^/\s:]+\.[ch]):\d+(?::\d+)?: warning: (.*)$", line)
+        if m is not None:
+            out.add(f"{m.group(1)}: warning: {m.group(2)}")
+    return frozenset(out)
+
+
 def _object(tree: Path, build_dir: Path, tools: build.Toolchain, file: str,
-            log_path: Path) -> tuple[str | None, str]:
-    """(hash of FILE's object without debug info, or None; the compiler's first errors)."""
+            log_path: Path) -> ObjectBuild:
+    """FILE's object, built in the cell's build directory (so that the build that follows
+    takes it from ccache)."""
     obj = file.removesuffix(".c") + ".o"
     (build_dir / obj).unlink(missing_ok=True)
     res = proc.run(build.make_argv(tree, build_dir, tools, obj), env=build.make_env(tools),
                    timeout=600, log_path=log_path)
     if not res.ok:
         errors = [ln for ln in res.output.splitlines() if "error" in ln][:5]
-        return None, "\n".join(errors) or res.tail(5)
+        return ObjectBuild(digest=None, errors="\n".join(errors) or res.tail(5))
     stripped = build_dir / (obj + ".nodebug")
     proc.check(["objcopy", "--strip-debug", str(build_dir / obj), str(stripped)],
                what="objcopy --strip-debug", timeout=120)
     digest = hashlib.sha256(stripped.read_bytes()).hexdigest()
     stripped.unlink()
-    return digest, ""
+    return ObjectBuild(digest=digest, warnings=compiler_warnings(res.output))
 
 
 def _one(state: State, m: mutants.Mutant, *, tree: Path, head: str, build_dir: Path,
-         tools: build.Toolchain, objects: dict[str, str | None], declared: Mapping[str, str],
+         tools: build.Toolchain, objects: dict[str, ObjectBuild], declared: Mapping[str, str],
          flaky: frozenset[str], key_parts: Mapping[str, str]) -> Verdict:
     out = state.out
     cache = paths.sub("mutants") / f"{verdict_key(mutant=m, **key_parts)}.json"
@@ -321,19 +341,24 @@ def _one(state: State, m: mutants.Mutant, *, tree: Path, head: str, build_dir: P
     with _tree(tree), sources.locked(f"build-{build_dir.name}", wait_message="compiling"):
         series_mod.reset_to(tree, head)
         if m.file not in objects:
-            objects[m.file], _ = _object(tree, build_dir, tools, m.file,
-                                         logs / "baseline.log")
+            objects[m.file] = _object(tree, build_dir, tools, m.file, logs / "baseline.log")
         (tree / m.file).write_text(m.apply(original))
         try:
-            digest, errors = _object(tree, build_dir, tools, m.file, logs / f"{m.id}.log")
+            built = _object(tree, build_dir, tools, m.file, logs / f"{m.id}.log")
         finally:
             (tree / m.file).write_text(original)
+    baseline = objects[m.file]
+    new_warnings = sorted(built.warnings - baseline.warnings)
     v: Verdict
-    if digest is None:
-        v = Verdict(mutant=m, outcome="stillborn", why=f"does not compile: {errors}")
-    elif objects[m.file] is not None and digest == objects[m.file]:
-        v = Verdict(mutant=m, outcome="equivalent", why="the object file is unchanged "
-                                                        "(debug info aside)")
+    if built.digest is None:
+        v = Verdict(mutant=m, outcome="stillborn", why=f"does not compile: {built.errors}")
+    elif new_warnings:
+        # A kernel developer does not ship a new warning (CONFIG_WERROR fails the build).
+        v = Verdict(mutant=m, outcome="stillborn",
+                    why=f"the compiler warns: {'; '.join(new_warnings)[:300]}")
+    elif baseline.digest is not None and built.digest == baseline.digest:
+        v = Verdict(mutant=m, outcome="equivalent", why="the object file is unchanged in "
+                                                        "this config (debug info aside)")
     else:
         v = _run_mutant(state, m, patch, flaky)
     atomic.write_text(cache, json.dumps({"outcome": v.outcome, "why": v.why,
@@ -390,9 +415,15 @@ def _forget_kernel(result: CellResult, baseline: CellResult) -> None:
             shutil.rmtree(stored, ignore_errors=True)
 
 
-def _harness_rev() -> str:
-    res = proc.run(["git", "-C", str(paths.repo_root()), "rev-parse", "HEAD"], timeout=30)
-    return res.output.strip() if res.ok else "unknown"
+def harness_revision() -> str:
+    """The harness as it is on disk (its code, the guest runner, the operators), committed
+    or not: a changed harness judges anew."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".sh", ".toml", ".j2"):
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
 
 
 # ---- the report ----

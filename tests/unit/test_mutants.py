@@ -143,3 +143,17 @@ def test_verdicts_against_a_real_baseline() -> None:
     assert compare(base, {}, stage="features", stage_status="BUILD_ERROR") == (
         "killed", ("stage features: BUILD_ERROR",))
     assert compare(base, {}, stage="boot+tests", stage_status="BOOT_ERROR")[0] == "killed"
+
+
+def test_a_new_compiler_warning_is_told_from_the_old_ones() -> None:
+    """The real warnings of the swapped __cgroup_rstat_unlock(cpu, cgrp) mutant (gcc 12)."""
+    from harness.mutate import compiler_warnings
+
+    out = ("  CC      kernel/cgroup/rstat.o\n"
+           "../../work/debian-6.12-6.12.117-1_deb12u1-base/kernel/cgroup/rstat.c:340:39: "
+           "warning: passing argument 1 of '__cgroup_rstat_unlock' makes pointer from integer "
+           "without a cast [-Wint-conversion]\n")
+    got = compiler_warnings(out)
+    assert got == {"rstat.c: warning: passing argument 1 of '__cgroup_rstat_unlock' makes "
+                   "pointer from integer without a cast [-Wint-conversion]"}
+    assert compiler_warnings(out.replace(":340:39:", ":341:2:")) == got  # moved: the same

@@ -1,0 +1,53 @@
+"""`harness mutate` for real: three mutants drawn by seed, at least one from the series and
+one from the rstat flush path (--target), each built, booted and killed by the tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import paths
+
+from .conftest import harness
+
+SEED = 3
+TARGET = "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked"
+
+
+def test_three_mutants_by_seed_are_each_killed(tmp_path_factory: pytest.TempPathFactory) -> None:
+    out = tmp_path_factory.mktemp("mutate") / "out"
+    proc = harness("mutate", "--series", "memcg-kfuncs", "--target", TARGET,
+                   "--test", "memcg_kfuncs", "--test", "hierarchical_stats",
+                   "--max", "3", "--seed", str(SEED), "--out", str(out), timeout=3600)
+    (out.parent / "harness-output.log").write_text(proc.stdout + "\n--- stderr ---\n"
+                                                   + proc.stderr)
+    data = json.loads((out / "mutants.json").read_text())
+    assert data["baseline"]["status"] == "PASS", data["baseline"]
+    runs = data["mutants"]
+    assert len(runs) == 3
+    assert {m["source"].split()[0] for m in runs} == {"series", "target"}
+    for m in runs:
+        assert m["outcome"] in ("killed", "equivalent"), (m["id"], m["outcome"], m["before"],
+                                                          m["after"], m["why"])
+        assert (out / m["patch"]).read_text().startswith("From: harness mutate")
+    assert any(m["outcome"] == "killed" for m in runs)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "killed" in proc.stdout and "operator" in proc.stdout
+    # the mutant kernels were not kept (the baseline's was), and the worktree is back at
+    # the series
+    baseline = json.loads((out / "baseline" / "results.json").read_text())["cells"][0]
+    assert Path(baseline["image"]).exists()
+    for m in runs:
+        if m["run"]:
+            image = json.loads((out / m["run"] / "results.json").read_text())["cells"][0]["image"]
+            assert image and image != baseline["image"] and not Path(image).exists()
+    tree = next(p for p in (paths.cache_root() / "work").iterdir()
+                if p.name.startswith("debian-6.12") and p.name.endswith("-base"))
+    subject = subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%s"], text=True,
+                             capture_output=True, check=True).stdout
+    assert "MUTANT" not in subject
+    assert subprocess.run(["git", "-C", str(tree), "status", "--porcelain"], text=True,
+                          capture_output=True, check=True).stdout == ""
