@@ -108,6 +108,12 @@ def compare(baseline: Mapping[str, str], mutant: Mapping[str, str], *, stage: st
     return ("killed", differ) if differ else ("survived", ())
 
 
+def to_confirm(outcome: str, differ: tuple[str, ...], flaky: frozenset[str]) -> bool:
+    """Whether a kill must be seen twice: every result that made it is a declared-flaky
+    test (its status may differ from the baseline's on an unmutated kernel too)."""
+    return outcome == "killed" and bool(differ) and all(d in flaky for d in differ)
+
+
 def flaky_tests(expectations: verdict.Expectations, kernel_version: str) -> frozenset[str]:
     return frozenset(e.test for e in expectations.failures
                      if e.flaky and verdict.version_matches(kernel_version, e.kernel))
@@ -379,8 +385,7 @@ def _run_mutant(state: State, m: mutants.Mutant, patch: Path,
         outcome, differ = compare(base, statuses(result), stage=failed_stage(result),
                                   stage_status=result.status.value
                                   if result.status.is_stage_error else "")
-        only_flaky = differ and all(d in flaky for d in differ)
-        if outcome == "killed" and only_flaky and attempt == 1:
+        if attempt == 1 and to_confirm(outcome, differ, flaky):
             log.info("killed only by declared-flaky tests (%s): running it again",
                      ", ".join(differ))
             continue

@@ -157,3 +157,21 @@ def test_a_new_compiler_warning_is_told_from_the_old_ones() -> None:
     assert got == {"rstat.c: warning: passing argument 1 of '__cgroup_rstat_unlock' makes "
                    "pointer from integer without a cast [-Wint-conversion]"}
     assert compiler_warnings(out.replace(":340:39:", ":341:2:")) == got  # moved: the same
+
+
+def test_a_kill_only_by_declared_flaky_tests_is_confirmed() -> None:
+    from harness import verdict
+    from harness.mutate import flaky_tests, to_confirm
+
+    exp = verdict.load_expectations(Path(__file__).parents[2] / "selftests" /
+                                    "expectations.toml")
+    flaky = flaky_tests(exp, "6.12.117+")
+    assert "kselftest-cgroup-test_freezer" in flaky
+    assert flaky_tests(exp, "6.1.192") == frozenset()  # keyed by version
+    base = _statuses(GOLDEN / "results-baseline.json")
+    freezer_failed = {**base, "kselftest-cgroup-test_freezer": "XFAIL"}
+    outcome, differ = compare(base, freezer_failed, stage="")
+    assert outcome == "killed" and to_confirm(outcome, differ, flaky)
+    both = {**freezer_failed, "memcg_kfuncs": "FAIL"}
+    outcome, differ = compare(base, both, stage="")
+    assert not to_confirm(outcome, differ, flaky)  # a real test failed too
