@@ -43,7 +43,7 @@ from . import (
 from . import series as series_mod
 from .errors import HarnessError
 from .matrix import Cell
-from .model import Accel, CellResult, KernelSpec, Status
+from .model import Accel, CellResult, KernelSpec, Phase, Status
 
 log = logging.getLogger(__name__)
 
@@ -380,7 +380,7 @@ def _run_mutant(state: State, m: mutants.Mutant, patch: Path,
     cell = replace(state.cell, patches=(str(patch),))
     for attempt in (1, 2):
         run_dir = state.out / "runs" / (m.id if attempt == 1 else f"{m.id}-again")
-        result = _run(cell, run_dir, state.request.accel)
+        result = _run(cell, run_dir, state.request.accel, mutant_timeouts(state.baseline))
         _forget_kernel(result, state.baseline)
         outcome, differ = compare(base, statuses(result), stage=failed_stage(result),
                                   stage_status=result.status.value
@@ -404,9 +404,20 @@ def _run_mutant(state: State, m: mutants.Mutant, patch: Path,
     raise AssertionError("unreachable")
 
 
-def _run(cell: Cell, run_dir: Path, accel: Accel) -> CellResult:
-    """One run of the cell, with its results.json as `harness run` writes it."""
-    result = pipeline.run_cell(cell, run_dir, accel=accel)
+def mutant_timeouts(baseline: CellResult) -> dict[str, int]:
+    """A mutant's test may take ten times as long as the baseline's (at least 30 s): one
+    that hangs (a deadlock, a lost wakeup) is a TIMEOUT in seconds, not in the test's own
+    minutes."""
+    return {t.name: max(30, int(10 * t.duration_s)) for t in baseline.tests
+            if t.phase is Phase.TEST and t.duration_s > 0}
+
+
+def _run(cell: Cell, run_dir: Path, accel: Accel,
+         timeouts: Mapping[str, int] | None = None) -> CellResult:
+    """One run of the cell, with its results.json as `harness run` writes it. Mutant runs
+    stop after a test that killed the kernel, and have the baseline's timeouts."""
+    result = pipeline.run_cell(cell, run_dir, accel=accel, fail_fast=timeouts is not None,
+                               timeouts=timeouts)
     results.write_json(run_dir / "results.json", [result],
                        meta={"command": ["harness", "mutate"], "cell": cell.name})
     return result

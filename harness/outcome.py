@@ -185,6 +185,11 @@ def _test_result(test: GuestTest, rec: RunnerRecord | None, log: protocol.Kernel
         notes = (f"output cut in the guest at {cut.cap} bytes; {cut.discarded} more bytes "
                  f"were discarded ({cut.failed_lines} failed result lines among them)",)
     if rec is None or rec.started is None:
+        if "stopped" in info.values:
+            return TestResult(name=test.name, status=Status.SKIP, duration_s=0.0,
+                              exit_code=None, ktap=None,
+                              reason=f"not run: the kernel died in {info.values['stopped']} "
+                                     "(fail-fast)")
         if not info.reached_runner:
             status, reason = Status.BOOT_ERROR, "never started: the guest did not boot"
         elif boot.vm_timed_out:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -142,7 +142,10 @@ class CellPlan:
     patches: tuple[series.Patch, ...]  # every series' files, then --patch files: checked
 
 
-def run_cell(cell: Cell, out_dir: Path, *, accel: Accel, strict: bool = False) -> CellResult:
+def run_cell(cell: Cell, out_dir: Path, *, accel: Accel, strict: bool = False,
+             fail_fast: bool = False, timeouts: Mapping[str, int] | None = None) -> CellResult:
+    """One cell, judged. fail_fast: no test runs after one that made the kernel die;
+    timeouts: per-test timeouts (seconds) instead of the tests' own, by test name."""
     out_dir.mkdir(parents=True, exist_ok=True)
     run = CellRun(cell=cell, out_dir=out_dir, accel_request=accel)
     rules = verdicts.CellRules(expect_status=Status(cell.expect_status)
@@ -154,8 +157,10 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel, strict: bool = False) -
         expectations = verdicts.load_expectations(expectations_path())
         plan = _plan(run)
         kernel = _prepare_kernel(run, plan)
-        planned = _build_tests(run, kernel, plan)
-        _boot_and_test(run, kernel, planned)
+        planned = [replace(t, timeout_s=min(t.timeout_s, (timeouts or {}).get(t.name,
+                                                                                 t.timeout_s)))
+                   for t in _build_tests(run, kernel, plan)]
+        _boot_and_test(run, kernel, planned, fail_fast=fail_fast)
     except HarnessError as exc:
         stage_error = exc.status or Status.SETUP_ERROR
         error = str(exc)
@@ -385,8 +390,8 @@ def _build_tests(run: CellRun, kernel: KernelImage,
     return planned
 
 
-def _boot_and_test(run: CellRun, kernel: KernelImage,
-                   planned: list[protocol.GuestTest]) -> None:
+def _boot_and_test(run: CellRun, kernel: KernelImage, planned: list[protocol.GuestTest], *,
+                   fail_fast: bool = False) -> None:
     run.image = str(kernel.bzimage)
     with run.stage("accel", Status.BOOT_ERROR):
         accel, why = vm.choose_accel(run.accel_request, kernel.bzimage,
@@ -399,7 +404,7 @@ def _boot_and_test(run: CellRun, kernel: KernelImage,
         retry = False
         with run.stage("boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})",
                        Status.BOOT_ERROR):
-            results = _one_boot(run, kernel, accel, planned, guest_dir)
+            results = _one_boot(run, kernel, accel, planned, guest_dir, fail_fast=fail_fast)
             boot = results[0]
             if earlier:
                 boot = replace(boot, splats=(*earlier, *boot.splats))
@@ -423,14 +428,16 @@ def _boot_and_test(run: CellRun, kernel: KernelImage,
 
 
 def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
-              planned: list[protocol.GuestTest], guest_dir: Path) -> list[TestResult]:
+              planned: list[protocol.GuestTest], guest_dir: Path, *,
+              fail_fast: bool = False) -> list[TestResult]:
     guest_dir.mkdir(parents=True, exist_ok=True)
     plan_file = guest_dir / "plan.tsv"
     protocol.write_plan(planned, plan_file)
     timeout = BOOT_ALLOWANCE_S + sum(t.timeout_s + 15 for t in planned)
     console = guest_dir / "console.log"
     guest = vm.run_guest(kernel, accel, rwdirs=[guest_dir],
-                         command=protocol.runner_argv(guest_dir, plan_file),
+                         command=protocol.runner_argv(guest_dir, plan_file,
+                                                      fail_fast=fail_fast),
                          timeout=timeout, console_log=console, memory=GUEST_MEMORY,
                          cpus=GUEST_CPUS, append=run.cell.append)
 

@@ -66,8 +66,10 @@ def write_plan(tests: list[GuestTest], path: Path) -> None:
     path.write_text("".join(lines))
 
 
-def runner_argv(guest_dir: Path, plan: Path, cap: int = OUTPUT_CAP_BYTES) -> list[str]:
-    return ["/bin/sh", str(RUNNER), str(guest_dir), str(plan), str(cap)]
+def runner_argv(guest_dir: Path, plan: Path, cap: int = OUTPUT_CAP_BYTES, *,
+                fail_fast: bool = False) -> list[str]:
+    return ["/bin/sh", str(RUNNER), str(guest_dir), str(plan), str(cap), "1" if fail_fast
+            else "0"]
 
 
 @dataclass(frozen=True, kw_only=True)

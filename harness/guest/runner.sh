@@ -4,7 +4,7 @@
 # kselftests lose and duplicate lines), and brackets it in the kernel log so splats can
 # be attributed to the test that was running.
 #
-# usage: runner.sh OUTDIR PLANFILE [OUTPUT_CAP_BYTES]
+# usage: runner.sh OUTDIR PLANFILE [OUTPUT_CAP_BYTES [FAIL_FAST]]
 # PLANFILE lines: NAME<TAB>TIMEOUT_S<TAB>CWD<TAB>NEEDS<TAB>SHELL_COMMAND (NEEDS: swap,scratch or -)
 # The host reads what this writes with harness/guest/protocol.py: keep the two in step.
 set -u
@@ -13,6 +13,9 @@ plan=$2
 # Each test's output is kept up to this many bytes; the rest is counted and dropped, so a
 # test that loops printing cannot fill the host's disk through the shared directory.
 cap=${3:-8388608}
+# 1: stop after a test that made the kernel die (taint D, an oops): what would run next on
+# that kernel proves nothing and may hang (harness mutate)
+fail_fast=${4:-0}
 status=$out/status.tsv
 : > "$status"
 
@@ -111,6 +114,10 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	t1=$(cat /proc/sys/kernel/tainted)
 	kmsg "test-end $name rc=$rc"
 	printf '%s\tended\t%s\t%s\t%s\t%s\t%s\n' "$name" "$s1" "$rc" "$t0" "$t1" "$s0" >> "$status"
+	if [ "$fail_fast" = 1 ] && [ $((t1 & 128)) -ne 0 ] && [ $((t0 & 128)) -eq 0 ]; then
+		echo "stopped	$name" >> "$out/guest-info.tsv"
+		break
+	fi
 done < "$plan"
 rm -f "$out/.rc" "$out/.cut"
 echo "tainted_at_end	$(cat /proc/sys/kernel/tainted)" >> "$out/guest-info.tsv"

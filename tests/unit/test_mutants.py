@@ -175,3 +175,18 @@ def test_a_kill_only_by_declared_flaky_tests_is_confirmed() -> None:
     both = {**freezer_failed, "memcg_kfuncs": "FAIL"}
     outcome, differ = compare(base, both, stage="")
     assert not to_confirm(outcome, differ, flaky)  # a real test failed too
+
+
+def test_mutant_timeouts_follow_the_baseline() -> None:
+    from harness.model import CellResult, Phase, Status
+    from harness.model import TestResult as Result
+    from harness.mutate import mutant_timeouts
+
+    def r(name: str, seconds: float, phase: Phase = Phase.TEST) -> Result:
+        return Result(name=name, status=Status.PASS, duration_s=seconds, exit_code=0,
+                      ktap=None, phase=phase)
+
+    base = CellResult(cell="c", kernel="k", kernel_version="6.12", status=Status.PASS,
+                      patches=(), config=None, stages=(),
+                      tests=(r("boot", 4.0, Phase.BOOT), r("quick", 1.7), r("slow", 12.4)))
+    assert mutant_timeouts(base) == {"quick": 30, "slow": 124}

@@ -308,3 +308,15 @@ def test_the_line_the_cap_cut_in_two_is_not_a_result() -> None:
     res = by_name(outcome.evaluate(plan, rec))[name]
     assert res.ktap is not None and res.ktap.errors == ()
     assert [c.name for c in res.ktap.cases] == ["flood"]
+
+
+def test_fail_fast_tests_after_a_dying_kernel_are_skipped_with_why() -> None:
+    plan, rec = record("clean-6.12")
+    first = plan[0].name
+    status = "\n".join(ln for ln in rec.status_text.splitlines() if ln.startswith(first))
+    plan, rec = record("clean-6.12", status_text=status,
+                       info_text=rec.info_text + f"stopped\t{first}\n")
+    res = by_name(outcome.evaluate(plan, rec))
+    later = res[plan[1].name]
+    assert later.status is Status.SKIP
+    assert later.reason == f"not run: the kernel died in {first} (fail-fast)"
