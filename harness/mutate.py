@@ -340,12 +340,13 @@ def _one(state: State, m: mutants.Mutant, *, tree: Path, head: str, build_dir: P
         return Verdict(mutant=m, outcome="equivalent", why=f"declared: {declared[m.id]}")
     logs = out / "objects"
     logs.mkdir(parents=True, exist_ok=True)
-    original = (tree / m.file).read_text(errors="replace")
     patch = out / "mutants" / f"{m.id}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(patch, m.patch(original))
     with _tree(tree), sources.locked(f"build-{build_dir.name}", wait_message="compiling"):
+        # (the last mutant's run left its commit checked out)
         series_mod.reset_to(tree, head)
+        original = (tree / m.file).read_text(errors="replace")
+        atomic.write_text(patch, m.patch(original))
         if m.file not in objects:
             objects[m.file] = _object(tree, build_dir, tools, m.file, logs / "baseline.log")
         (tree / m.file).write_text(m.apply(original))
