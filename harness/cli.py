@@ -228,7 +228,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             results.write_reproduce(cell_dir / "reproduce.sh",
                                     argv=pipeline.cell_argv(cell, accel),
                                     repo=paths.repo_root(), harness_rev=meta["harness_rev"])
-            res = pipeline.run_cell(cell, cell_dir, accel=accel, strict=args.strict)
+            res = pipeline.run_cell(cell, cell_dir, accel=accel,
+                                    options=pipeline.RunOptions(strict=args.strict))
             done.append(res)
             # Written after every cell, so a killed run still leaves what it finished.
             results.write_json(out / "results.json", done, meta=meta,

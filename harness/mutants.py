@@ -167,8 +167,10 @@ def _delete_statement(op: Operator, line: str, _next: str | None,
     pattern = _CALL if op.params.get("kind") == "call" else _ASSIGN
     if not pattern.match(code):
         return []
+    # An empty block, not a bare ";": the line stays a statement wherever it was (under an
+    # if without braces too) and the compiler has nothing to warn about (-Wempty-body).
     indent = code[: len(code) - len(code.lstrip())]
-    return [(f"{indent};",)]
+    return [(f"{indent}{{ }}",)]
 
 
 def _replace_operator(op: Operator, line: str, _next: str | None,

@@ -417,8 +417,9 @@ def _run(cell: Cell, run_dir: Path, accel: Accel,
          timeouts: Mapping[str, int] | None = None) -> CellResult:
     """One run of the cell, with its results.json as `harness run` writes it. Mutant runs
     stop after a test that killed the kernel, and have the baseline's timeouts."""
-    result = pipeline.run_cell(cell, run_dir, accel=accel, fail_fast=timeouts is not None,
-                               timeouts=timeouts)
+    options = pipeline.RunOptions() if timeouts is None else pipeline.RunOptions(
+        fail_fast=True, timeouts=timeouts, retry_boot=False)
+    result = pipeline.run_cell(cell, run_dir, accel=accel, options=options)
     results.write_json(run_dir / "results.json", [result],
                        meta={"command": ["harness", "mutate"], "cell": cell.name})
     return result

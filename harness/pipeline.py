@@ -142,25 +142,33 @@ class CellPlan:
     patches: tuple[series.Patch, ...]  # every series' files, then --patch files: checked
 
 
-def run_cell(cell: Cell, out_dir: Path, *, accel: Accel, strict: bool = False,
-             fail_fast: bool = False, timeouts: Mapping[str, int] | None = None) -> CellResult:
-    """One cell, judged. fail_fast: no test runs after one that made the kernel die;
-    timeouts: per-test timeouts (seconds) instead of the tests' own, by test name."""
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    strict: bool = False  # an unexpected pass fails the cell
+    fail_fast: bool = False  # no test runs after one that made the kernel die
+    timeouts: Mapping[str, int] = field(default_factory=dict)  # by test name, seconds (lower)
+    retry_boot: bool = True  # a first boot that never reached the runner gets a second
+
+
+def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
+             options: RunOptions = RunOptions()) -> CellResult:
+    """One cell, judged."""
     out_dir.mkdir(parents=True, exist_ok=True)
     run = CellRun(cell=cell, out_dir=out_dir, accel_request=accel)
     rules = verdicts.CellRules(expect_status=Status(cell.expect_status)
                                if cell.expect_status else None,
-                               expect=cell.expect_map, boot_only=cell.boot_only, strict=strict)
+                               expect=cell.expect_map, boot_only=cell.boot_only,
+                               strict=options.strict)
     stage_error: Status | None = None
     error = ""
     try:
         expectations = verdicts.load_expectations(expectations_path())
         plan = _plan(run)
         kernel = _prepare_kernel(run, plan)
-        planned = [replace(t, timeout_s=min(t.timeout_s, (timeouts or {}).get(t.name,
-                                                                                 t.timeout_s)))
+        planned = [replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(t.name,
+                                                                               t.timeout_s)))
                    for t in _build_tests(run, kernel, plan)]
-        _boot_and_test(run, kernel, planned, fail_fast=fail_fast)
+        _boot_and_test(run, kernel, planned, options)
     except HarnessError as exc:
         stage_error = exc.status or Status.SETUP_ERROR
         error = str(exc)
@@ -390,8 +398,8 @@ def _build_tests(run: CellRun, kernel: KernelImage,
     return planned
 
 
-def _boot_and_test(run: CellRun, kernel: KernelImage, planned: list[protocol.GuestTest], *,
-                   fail_fast: bool = False) -> None:
+def _boot_and_test(run: CellRun, kernel: KernelImage, planned: list[protocol.GuestTest],
+                   options: RunOptions = RunOptions()) -> None:
     run.image = str(kernel.bzimage)
     with run.stage("accel", Status.BOOT_ERROR):
         accel, why = vm.choose_accel(run.accel_request, kernel.bzimage,
@@ -404,7 +412,8 @@ def _boot_and_test(run: CellRun, kernel: KernelImage, planned: list[protocol.Gue
         retry = False
         with run.stage("boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})",
                        Status.BOOT_ERROR):
-            results = _one_boot(run, kernel, accel, planned, guest_dir, fail_fast=fail_fast)
+            results = _one_boot(run, kernel, accel, planned, guest_dir,
+                                fail_fast=options.fail_fast)
             boot = results[0]
             if earlier:
                 boot = replace(boot, splats=(*earlier, *boot.splats))
@@ -413,7 +422,7 @@ def _boot_and_test(run: CellRun, kernel: KernelImage, planned: list[protocol.Gue
             if boot.status is Status.BOOT_ERROR:
                 panicked = any(s.kind == "PANIC" for s in boot.splats)
                 # The splats are the boot result's, shown with it.
-                if attempt > 1 or panicked:
+                if attempt > 1 or panicked or not options.retry_boot:
                     raise vm.BootError(boot.reason, log=guest_dir / "console.log")
                 # A guest that never reached the runner (and did not panic) gets one more
                 # boot; what its kernel printed still counts.

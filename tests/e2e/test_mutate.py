@@ -13,7 +13,7 @@ from harness import paths
 
 from .conftest import harness
 
-SEED = 3
+SEED = 19
 TARGET = "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked"
 
 
