@@ -35,6 +35,8 @@ extern s64 bpf_memcg_vm_event_fetch(struct cgroup *cgrp,
 __u32 mode = 0;
 /* number of records written since userspace last reset it */
 __u32 records = 0;
+/* MK_MODE_TARGET: the one cgroup of the walk to read */
+__u64 target_cgid = 0;
 
 /* too big for the 512-byte BPF stack: built here, then copied out */
 struct mk_read_rec rrec = {};
@@ -113,6 +115,9 @@ static __always_inline void run_probes(struct cgroup *cgrp)
 	P_NODE(P_NODE_VALID, NR_ANON_MAPPED);
 	P_MEMCG(P_MEMCG_VALID, MEMCG_KMEM);
 	P_EVENT(P_EVENT_VALID, PGFAULT);
+	P_NODE(P_NODE_FIRST, 0);
+	P_MEMCG(P_MEMCG_FIRST, NR_VM_NODE_STAT_ITEMS);
+	P_MEMCG(P_MEMCG_LAST, MEMCG_NR_STAT - 1);
 
 	P_NODE(P_NODE_END, NR_VM_NODE_STAT_ITEMS);
 	P_NODE(P_NODE_END_PLUS5, NR_VM_NODE_STAT_ITEMS + 5);
@@ -161,10 +166,12 @@ int memcg_read(struct bpf_iter__cgroup *ctx)
 		return 0;
 	}
 
+	if (mode == MK_MODE_TARGET && cgrp->kn->id != target_cgid)
+		return 0;	/* another cgroup of the walk */
 	rrec.magic = MK_MAGIC_READ;
 	rrec.cgid = cgrp->kn->id;
 	rrec.flush_ret = 1;
-	if (mode == MK_MODE_READ)
+	if (mode == MK_MODE_READ || mode == MK_MODE_TARGET)
 		rrec.flush_ret = bpf_memcg_flush_stats(cgrp);	/* may sleep */
 	read_fields(cgrp);
 	bpf_seq_write(seq, &rrec, sizeof(rrec));

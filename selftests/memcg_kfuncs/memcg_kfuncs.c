@@ -10,6 +10,7 @@
  *   <cgroup2>/memcg_kfuncs.<pid>/child      C  the worker lives here
  *   <cgroup2>/memcg_kfuncs.<pid>/nomem      N  subtree_control: (nothing)
  *   <cgroup2>/memcg_kfuncs.<pid>/nomem/leaf L  no memory controller state
+ *   <cgroup2>/memcg_kfuncs.<pid>/flushed    E  has a memcg, never any memory
  *
  * The kfuncs are called from a sleepable cgroup iterator (iter.s/cgroup),
  * one SELF_ONLY link per cgroup, which writes binary records (see
@@ -17,8 +18,8 @@
  *
  * Order of the checks (KTAP, one line each):
  *   1  load_sleepable_iter            the iterator with all four kfuncs loads
- *   2  cgroup_setup                   P, C, N, L exist; memory.stat exists in
- *                                     P, C, N and not in L
+ *   2  cgroup_setup                   P, C, N, L, E exist; memory.stat exists
+ *                                     in P, C, N, E and not in L
  *   3  bad_items_einval               out-of-range / wrong-enum items give
  *                                     exactly -EINVAL, on P and on L (the
  *                                     item is checked before the cgroup).
@@ -35,25 +36,37 @@
  *                                     item has a counter, so they must be
  *                                     accepted (>= 0; documented limitation)
  *   5  no_memcg_enoent                on L the flush and valid fetches give
- *                                     exactly -ENOENT (and 0 / >= 0 on P)
+ *                                     exactly -ENOENT (and 0 / >= 0 on P);
+ *                                     the first and last valid item of each
+ *                                     enum are valid calls too (a bound one
+ *                                     off would refuse them)
  *   6  nonsleepable_flush_rejected    a non-sleepable iter/cgroup program
  *                                     calling bpf_memcg_flush_stats is
  *                                     refused; the verifier log says "sleep"
- *   7  charge_memory_in_child         a forked worker moves itself into C
+ *   7  untrusted_cgroup_rejected      a cgroup pointer walked through fields
+ *                                     the verifier knows nothing about is
+ *                                     refused by each fetch ("must be a rcu
+ *                                     pointer": KF_RCU) and by the flush
+ *                                     ("must be referenced or trusted":
+ *                                     KF_TRUSTED_ARGS); skipped before 6.2
+ *   8  charge_memory_in_child         a forked worker moves itself into C
  *                                     and creates 64 MiB anon (touched page
  *                                     by page), 16 MiB shmem (written to a
  *                                     memfd), 8 MiB of a tmpfs file mmapped
  *                                     MAP_SHARED and touched; it stays alive
- *   8  child_values_match_created     C's kfunc values are what was created
- *   9  child_matches_memory_stat      C: kfunc == memory.stat, per field
- *  10  parent_matches_memory_stat     P: kfunc == memory.stat, per field
- *  11  parent_includes_child          P >= C for every field, P ~= C for
+ *   9  child_values_match_created     C's kfunc values are what was created
+ *  10  child_matches_memory_stat      C: kfunc == memory.stat, per field
+ *  11  parent_matches_memory_stat     P: kfunc == memory.stat, per field
+ *  12  parent_includes_child          P >= C for every field, P ~= C for
  *                                     anon/file/shmem/file_mapped/pgfault
  *                                     (only C has memory): fails for a
  *                                     local-only (non-hierarchical) fetch
- *  12  flush_makes_new_memory_visible read, +32 MiB anon in C, read again:
+ *  13  flush_makes_new_memory_visible read, +32 MiB anon in C, read again:
  *                                     C's and P's anon grew by 32 MiB
- *  13  cgroup_cleanup                 worker killed, tmpfs gone, cgroups
+ *  14  flush_keeps_no_reference       E, flushed 8 times and removed, leaves
+ *                                     P's nr_dying_descendants within 10 s (a
+ *                                     reference the flush keeps would not)
+ *  15  cgroup_cleanup                 worker killed, tmpfs gone, cgroups
  *                                     removed (also on failure / SIGTERM)
  *
  * Tolerances.  memory.stat and the kfuncs read the same counters through
@@ -127,6 +140,7 @@
 #include "memcg_kfuncs.h"
 #include "memcg_kfuncs.skel.h"
 #include "memcg_kfuncs_sleep_neg.skel.h"
+#include "memcg_kfuncs_untrusted_neg.skel.h"
 
 
 #ifndef CGROUP2_SUPER_MAGIC
@@ -164,12 +178,14 @@ enum test_id {
 	T_NEG_UNTRACKED,
 	T_NEG_ENOENT,
 	T_NEG_VERIFIER,
+	T_NEG_UNTRUSTED,
 	T_CHARGE,
 	T_AMOUNTS,
 	T_AGREE_CHILD,
 	T_AGREE_PARENT,
 	T_HIER,
 	T_STALE,
+	T_NO_REF,
 	T_CLEANUP,
 	NUM_TESTS
 };
@@ -181,12 +197,14 @@ static const char *const test_names[NUM_TESTS] = {
 	[T_NEG_UNTRACKED] = "untracked_items_einval",
 	[T_NEG_ENOENT]	 = "no_memcg_enoent",
 	[T_NEG_VERIFIER] = "nonsleepable_flush_rejected",
+	[T_NEG_UNTRUSTED] = "untrusted_cgroup_rejected",
 	[T_CHARGE]	 = "charge_memory_in_child",
 	[T_AMOUNTS]	 = "child_values_match_created",
 	[T_AGREE_CHILD]	 = "child_matches_memory_stat",
 	[T_AGREE_PARENT] = "parent_matches_memory_stat",
 	[T_HIER]	 = "parent_includes_child",
 	[T_STALE]	 = "flush_makes_new_memory_visible",
+	[T_NO_REF]	 = "flush_keeps_no_reference",
 	[T_CLEANUP]	 = "cgroup_cleanup",
 };
 
@@ -430,6 +448,10 @@ static struct pdesc pdesc[NR_PROBES] = {
 	[P_NODE_VALID]	     = { "node_stat_fetch(NR_ANON_MAPPED)", E_NONNEG, E_ENOENT },
 	[P_MEMCG_VALID]	     = { "stat_fetch(MEMCG_KMEM)", E_NONNEG, E_ENOENT },
 	[P_EVENT_VALID]	     = { "vm_event_fetch(PGFAULT)", E_NONNEG, E_ENOENT },
+	/* every memcg_stat_item is tracked, and so is the first node item */
+	[P_NODE_FIRST]	     = { "node_stat_fetch(0: NR_LRU_BASE)", E_NONNEG, E_ENOENT },
+	[P_MEMCG_FIRST]	     = { "stat_fetch(first: MEMCG_SWAP)", E_NONNEG, E_ENOENT },
+	[P_MEMCG_LAST]	     = { "stat_fetch(MEMCG_NR_STAT - 1)", E_NONNEG, E_ENOENT },
 	[P_NODE_END]	     = { "node_stat_fetch(NR_VM_NODE_STAT_ITEMS)", E_EINVAL, E_EINVAL },
 	[P_NODE_END_PLUS5]   = { "node_stat_fetch(NR_VM_NODE_STAT_ITEMS + 5)", E_EINVAL, E_EINVAL },
 	[P_NODE_INT_MAX]     = { "node_stat_fetch(0x7fffffff)", E_EINVAL, E_EINVAL },
@@ -475,7 +497,7 @@ static bool expect_ok(enum expect e, long long v)
 /* cgroups                                                             */
 /* ------------------------------------------------------------------ */
 
-enum { CG_P, CG_C, CG_N, CG_L, NUM_CG };
+enum { CG_P, CG_C, CG_N, CG_L, CG_E, NUM_CG };
 
 struct cg {
 	const char *rel;
@@ -492,6 +514,7 @@ static struct cg cgs[NUM_CG] = {
 	[CG_C] = { "child",	 "child C" },
 	[CG_N] = { "nomem",	 "nomem N" },
 	[CG_L] = { "nomem/leaf", "no-memcg leaf L" },
+	[CG_E] = { "flushed",	 "empty flushed E" },
 };
 
 static char cg_mnt[PATH_MAX];
@@ -807,21 +830,24 @@ static int attach_link(int cgi, char *reason, size_t len)
 	return 0;
 }
 
-/* One walk of @cgi's link; the record lands in @buf (exactly @len bytes). */
-static int iter_run(int cgi, int mode, void *buf, size_t len, char *msg, size_t mlen)
+static struct bpf_link *walk_link;	/* DESCENDANTS_PRE from P, for MK_MODE_TARGET */
+
+/* One walk of a link; the one record lands in @buf (exactly @len bytes). */
+static int link_run(struct bpf_link *link, int cgi, int mode, void *buf, size_t len,
+		    char *msg, size_t mlen)
 {
 	size_t off = 0;
 	char extra[64];
 	int fd, err = 0;
 	ssize_t n;
 
-	if (!cgs[cgi].link) {
+	if (!link) {
 		snprintf(msg, mlen, "%s: no iterator link", cgs[cgi].label);
 		return -EINVAL;
 	}
 	skel->bss->mode = mode;
 	skel->bss->records = 0;
-	fd = bpf_iter_create(bpf_link__fd(cgs[cgi].link));
+	fd = bpf_iter_create(bpf_link__fd(link));
 	if (fd < 0) {
 		err = -errno;
 		snprintf(msg, mlen, "bpf_iter_create(%s): %s", cgs[cgi].label, strerror(errno));
@@ -859,14 +885,58 @@ static int iter_run(int cgi, int mode, void *buf, size_t len, char *msg, size_t 
 	return err;
 }
 
+static int attach_walk_link(char *reason, size_t len)
+{
+	LIBBPF_OPTS(bpf_iter_attach_opts, opts);
+	union bpf_iter_link_info linfo;
+
+	memset(&linfo, 0, sizeof(linfo));
+	linfo.cgroup.cgroup_fd = cgs[CG_P].fd;
+	linfo.cgroup.order = BPF_CGROUP_ITER_DESCENDANTS_PRE;
+	opts.link_info = &linfo;
+	opts.link_info_len = sizeof(linfo);
+	libbpf_log_reset();
+	walk_link = bpf_program__attach_iter(skel->progs.memcg_read, &opts);
+	if (!walk_link) {
+		snprintf(reason, len, "attaching a DESCENDANTS_PRE iterator link to %s: %s",
+			 cgs[CG_P].path, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* One walk of @cgi's own SELF_ONLY link. */
+static int iter_run(int cgi, int mode, void *buf, size_t len, char *msg, size_t mlen)
+{
+	return link_run(cgs[cgi].link, cgi, mode, buf, len, msg, mlen);
+}
+
+static int check_read_rec(int cgi, int mode, struct mk_read_rec *r, char *msg, size_t mlen);
+
 static int read_rec(int cgi, int mode, struct mk_read_rec *r, char *msg, size_t mlen)
 {
-	int err, f;
+	int err;
 
 	memset(r, 0, sizeof(*r));
 	err = iter_run(cgi, mode, r, sizeof(*r), msg, mlen);
-	if (err)
-		return err;
+	return err ? err : check_read_rec(cgi, mode, r, msg, mlen);
+}
+
+/* @cgi read (flush + fetches) through P's descendants walk: no link pins it. */
+static int read_target(int cgi, struct mk_read_rec *r, char *msg, size_t mlen)
+{
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	skel->bss->target_cgid = cgs[cgi].ino;
+	err = link_run(walk_link, cgi, MK_MODE_TARGET, r, sizeof(*r), msg, mlen);
+	return err ? err : check_read_rec(cgi, MK_MODE_READ, r, msg, mlen);
+}
+
+static int check_read_rec(int cgi, int mode, struct mk_read_rec *r, char *msg, size_t mlen)
+{
+	int f;
+
 	if (r->magic != MK_MAGIC_READ || r->cgid != cgs[cgi].ino) {
 		snprintf(msg, mlen, "%s: bad record (magic 0x%llx, cgroup id %llu, expected id %llu)",
 			 cgs[cgi].label, (unsigned long long)r->magic,
@@ -1236,6 +1306,141 @@ static void check_verifier_rejects(void)
 	report(T_NEG_VERIFIER, true);
 }
 
+/*
+ * A cgroup pointer the verifier cannot vouch for (memcg_kfuncs_untrusted_neg.bpf.c)
+ * must be refused by every kfunc, for the flag it registers: KF_RCU for the
+ * fetches, KF_TRUSTED_ARGS for the flush.  Each program is loaded alone.
+ */
+static void check_untrusted_rejected(void)
+{
+	static const struct {
+		const char *prog;
+		const char *needle;
+	} cases[] = {
+		{ "fetch_node_untrusted", "must be a rcu pointer" },
+		{ "fetch_memcg_untrusted", "must be a rcu pointer" },
+		{ "fetch_event_untrusted", "must be a rcu pointer" },
+		{ "flush_untrusted", "must be referenced or trusted" },
+	};
+	static char vlog[65536];
+	bool ok = true;
+	size_t c;
+
+	if (kernel_major < 6 || (kernel_major == 6 && kernel_minor < 2)) {
+		/* no KF_RCU, no bpf_rcu_read_lock(): the backport registers no flags */
+		report_skip(T_NEG_UNTRUSTED, "kernel < 6.2: the kfuncs carry no KF_RCU or "
+			    "KF_TRUSTED_ARGS there (see the 6.1 cover letter)");
+		return;
+	}
+	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		LIBBPF_OPTS(bpf_object_open_opts, oopts,
+			.kernel_log_buf = vlog,
+			.kernel_log_size = sizeof(vlog),
+			.kernel_log_level = 0,
+		);
+		struct memcg_kfuncs_untrusted_neg_bpf *neg;
+		struct bpf_program *prog;
+		int err;
+
+		vlog[0] = '\0';
+		libbpf_log_reset();
+		neg = memcg_kfuncs_untrusted_neg_bpf__open_opts(&oopts);
+		if (!neg) {
+			diag("opening the untrusted-pointer object failed: %s", strerror(errno));
+			diag_block("", libbpf_log);
+			ok = false;
+			break;
+		}
+		bpf_object__for_each_program(prog, neg->obj)
+			bpf_program__set_autoload(prog, !strcmp(bpf_program__name(prog),
+								cases[c].prog));
+		err = memcg_kfuncs_untrusted_neg_bpf__load(neg);
+		memcg_kfuncs_untrusted_neg_bpf__destroy(neg);
+		if (!err) {
+			diag("%s loaded: the kfunc took a pointer that is neither trusted nor RCU "
+			     "protected (its KF_ flag is missing?)", cases[c].prog);
+			ok = false;
+		} else if (!verifier_lines_matching(vlog, cases[c].needle, false)) {
+			diag("%s refused (%d: %s), but no verifier message says '%s'; log:",
+			     cases[c].prog, err, strerror(-err), cases[c].needle);
+			diag_block("verifier: ", vlog);
+			ok = false;
+		} else {
+			diag("%s refused as expected:", cases[c].prog);
+			verifier_lines_matching(vlog, cases[c].needle, true);
+		}
+	}
+	report(T_NEG_UNTRUSTED, ok);
+}
+
+/* nr_dying_descendants of @cgi's cgroup.stat, or -1 */
+static long long dying_descendants(int cgi)
+{
+	char path[PATH_MAX + 32], buf[512], *p;
+
+	snprintf(path, sizeof(path), "%.4000s/cgroup.stat", cgs[cgi].path);
+	if (read_small(path, buf, sizeof(buf)) < 0)
+		return -1;
+	p = strstr(buf, "nr_dying_descendants ");
+	return p ? strtoll(p + strlen("nr_dying_descendants "), NULL, 10) : -1;
+}
+
+/*
+ * The flush pins the memcg while it works and must drop that reference: flush
+ * an empty cgroup E (nothing ever charged to it) a few times, remove it, and E
+ * must be gone from P's dying descendants within seconds.  A reference kept
+ * (a css_put() missing) keeps E dying for good.  E is reached through P's
+ * DESCENDANTS_PRE link, never a link of its own: a link pins its cgroup until
+ * it is freed, after an RCU tasks-trace grace period for a sleepable program
+ * (seen: E stayed dying for over 10 s after its link was destroyed).
+ */
+static bool check_no_reference(void)
+{
+	struct mk_read_rec r;
+	char msg[512];
+	long long before, now = -1;
+	int k, tries;
+
+	before = dying_descendants(CG_P);
+	if (before < 0) {
+		diag("cannot read nr_dying_descendants of %s/cgroup.stat", cgs[CG_P].path);
+		return false;
+	}
+	for (k = 0; k < 8; k++) {
+		if (read_target(CG_E, &r, msg, sizeof(msg))) {
+			diag("%s", msg);
+			return false;
+		}
+		if (r.flush_ret != 0) {
+			diag("flush of %s returned %lld, expected 0", cgs[CG_E].label,
+			     (long long)r.flush_ret);
+			return false;
+		}
+	}
+	if (cgs[CG_E].fd >= 0) {
+		close(cgs[CG_E].fd);
+		cgs[CG_E].fd = -1;
+	}
+	if (rmdir(cgs[CG_E].path)) {
+		diag("rmdir(%s): %s", cgs[CG_E].path, strerror(errno));
+		return false;
+	}
+	cgs[CG_E].created = false;
+	for (tries = 0; tries < 100; tries++) {	/* 10 s */
+		now = dying_descendants(CG_P);
+		if (now >= 0 && now <= before)
+			break;
+		usleep(100000);
+	}
+	diag("P's nr_dying_descendants: %lld before removing E (flushed 8 times), %lld after %d.%d s",
+	     before, now, tries / 10, tries % 10);
+	if (now < 0 || now > before) {
+		diag("E is still dying: a reference to its memcg (or cgroup) was never dropped");
+		return false;
+	}
+	return true;
+}
+
 static void diag_rec(const char *who, const struct mk_read_rec *r)
 {
 	int f;
@@ -1587,12 +1792,18 @@ int main(void)
 		}
 	} else {
 		setup_ok = true;
+		/* E is read only through P's walk (see check_no_reference()) */
 		for (i = 0; i < NUM_CG && setup_ok; i++) {
-			if (attach_link(i, reason, sizeof(reason))) {
+			if (i != CG_E && attach_link(i, reason, sizeof(reason))) {
 				diag("%s", reason);
 				diag_block("", libbpf_log);
 				setup_ok = false;
 			}
+		}
+		if (setup_ok && attach_walk_link(reason, sizeof(reason))) {
+			diag("%s", reason);
+			diag_block("", libbpf_log);
+			setup_ok = false;
 		}
 		for (i = 0; i < NUM_CG; i++)
 			diag("%-16s %s (id %llu)", cgs[i].label, cgs[i].path, cgs[i].ino);
@@ -1604,6 +1815,7 @@ int main(void)
 
 	/* 6. the verifier */
 	check_verifier_rejects();
+	check_untrusted_rejected();
 
 	/* 7. memory in C */
 	if (!setup_ok) {
@@ -1645,8 +1857,14 @@ int main(void)
 		report(T_HIER, check_hierarchy());
 		report(T_STALE, check_staleness());
 	}
+	if (!setup_ok)
+		report_skip(T_NO_REF, "cgroups not set up");
+	else
+		report(T_NO_REF, check_no_reference());
 
-	/* 13. cleanup */
+	/* 15. cleanup */
+	bpf_link__destroy(walk_link);
+	walk_link = NULL;
 	for (i = 0; i < NUM_CG; i++) {
 		bpf_link__destroy(cgs[i].link);
 		cgs[i].link = NULL;

@@ -19,6 +19,8 @@ enum mk_mode {
 	MK_MODE_READ = 1,	/* bpf_memcg_flush_stats(), then the fetches */
 	MK_MODE_NOFLUSH = 2,	/* the fetches only (what the last flush left) */
 	MK_MODE_PROBE = 3,	/* the validation probes below */
+	MK_MODE_TARGET = 4,	/* MK_MODE_READ for the cgroup whose id is target_cgid
+				 * only, on a walk of its ancestor's descendants */
 };
 
 /* what MK_MODE_READ / MK_MODE_NOFLUSH read; the memory.stat key is in
@@ -72,6 +74,11 @@ enum mk_probe {
 	P_NODE_VALID,		/* node fetch, NR_ANON_MAPPED */
 	P_MEMCG_VALID,		/* memcg fetch, MEMCG_KMEM */
 	P_EVENT_VALID,		/* event fetch, PGFAULT */
+	/* the first and last valid items: a bound one off refuses them (every
+	 * memcg_stat_item is tracked; event 0, PGPGIN, is not on every kernel) */
+	P_NODE_FIRST,		/* node fetch, 0 (NR_LRU_BASE) */
+	P_MEMCG_FIRST,		/* memcg fetch, NR_VM_NODE_STAT_ITEMS (MEMCG_SWAP) */
+	P_MEMCG_LAST,		/* memcg fetch, MEMCG_NR_STAT - 1 */
 	/* out of range or of the wrong enum: -EINVAL, whatever the cgroup */
 	P_NODE_END,		/* node fetch, NR_VM_NODE_STAT_ITEMS */
 	P_NODE_END_PLUS5,	/* node fetch, NR_VM_NODE_STAT_ITEMS + 5 */
