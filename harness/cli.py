@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     mu.add_argument("--max", type=int, default=None, metavar="N",
                     help="run at most N mutants, drawn by --seed (default: all)")
     mu.add_argument("--seed", type=int, default=0, metavar="S")
+    mu.add_argument("--mutant", action="append", default=[], metavar="ID",
+                    help="run only these mutants (ids from mutants.json; repeatable)")
     mu.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
     mu.add_argument("--out", type=Path, metavar="DIR",
                     help="results directory (default results/mutate-<timestamp>)")
@@ -317,7 +319,8 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     log.info("results: %s", out)
     request = mutate.Request(series=args.series, targets=tuple(args.target),
                              tests=tuple(args.test), cell=args.cell, max=args.max,
-                             seed=args.seed, accel=Accel(args.accel))
+                             seed=args.seed, accel=Accel(args.accel),
+                             only=tuple(args.mutant))
     state = mutate.State(request=request, out=out, cell=mutate.choose_cell(request,
                                                                             matrix.load()))
     try:

@@ -63,6 +63,7 @@ class Request:
     max: int | None = None
     seed: int = 0
     accel: Accel = Accel.AUTO
+    only: tuple[str, ...] = ()  # mutant ids: run just these (a survivor again, say)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,6 +216,14 @@ def run(request: Request, out: Path) -> State:
     state.generated = len(generated)
     for m in generated:
         state.sources_count[m.source] = state.sources_count.get(m.source, 0) + 1
+    if request.only:
+        unknown = set(request.only) - {m.id for m in generated}
+        if unknown:
+            raise MutateError(f"no mutant {', '.join(sorted(unknown))} among the "
+                              f"{len(generated)} generated",
+                              fix="take the ids from mutants.json of a run of the same "
+                                  "series, targets and harness")
+        generated = [m for m in generated if m.id in request.only]
     chosen = mutants.sample(generated, request.max, request.seed)
     log.info("%d mutants generated; %d to run", len(generated), len(chosen))
     tree_id = sources.git(tree, "rev-parse", f"{head}^{{tree}}", what="git rev-parse").strip()
