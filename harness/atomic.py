@@ -7,6 +7,7 @@ write half-way: a reader must never see a half-written file, and no temporary is
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -38,6 +39,11 @@ def write_bytes(path: Path, data: bytes) -> None:
 
 def write_text(path: Path, text: str) -> None:
     write_bytes(path, text.encode())
+
+
+def write_json(path: Path, data: object) -> None:
+    """The one way results (results.json, check.json, mutants.json) are written."""
+    write_text(path, json.dumps(data, indent=2) + "\n")
 
 
 def copy_file(src: Path, dest: Path) -> None:

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from . import atomic, paths, proc
 from .errors import HarnessError
+from .gitcmd import git
 from .model import KernelImage, Status
-from .sources import git, locked
+from .sources import locked
 
 log = logging.getLogger(__name__)
 

@@ -21,22 +21,22 @@ pure text in, data out.
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import os
 import re
 import shlex
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import atomic, build, kconfig, paths, proc, series, sources
+from . import atomic, build, kconfig, proc, series, sources
 from .errors import HarnessError
 from .model import PatchResult, PatchState, SourceKind, StageTiming, Status
+from .stages import StageLog
+from .tree import KernelTree
 
 log = logging.getLogger(__name__)
 
@@ -316,15 +316,14 @@ def c_sources(files: tuple[str, ...]) -> tuple[str, ...]:
                  if f.endswith(".c") and " => " not in f and not f.startswith(NOT_KERNEL_OBJECTS))
 
 
-def compile_w1(tree: Path, build_dir: Path, source: str, *, prefix: int,
-               tools: build.Toolchain, log_path: Path) -> ObjectCompile:
+def compile_w1(tree: KernelTree, source: str, *, prefix: int, tools: build.Toolchain,
+               log_path: Path) -> ObjectCompile:
     """`make -C TREE O=BUILD W=1 path/file.o`, the object deleted first so it recompiles."""
-    if not (tree / source).is_file():
+    if not (tree.path / source).is_file():
         return ObjectCompile(source=source, prefix=prefix, state=CompileState.ABSENT)
     obj = source.removesuffix(".c") + ".o"
-    (build_dir / obj).unlink(missing_ok=True)
-    argv = build.make_argv(tree, build_dir, tools, obj, extra=("W=1",))
-    res = proc.run(argv, env=build.make_env(tools), timeout=W1_TIMEOUT_S, log_path=log_path)
+    res = tree.compile_object(source, tools=tools, log_path=log_path, extra=("W=1",),
+                              timeout=W1_TIMEOUT_S)
     lines = res.output.splitlines()
     mine = object_output(lines, obj)
     if mine is None:
@@ -334,7 +333,7 @@ def compile_w1(tree: Path, build_dir: Path, source: str, *, prefix: int,
                                  duration_s=res.duration_s)
         mine = lines
     warnings = extract_warnings(mine)
-    normalised = tuple(normalise_warning(w, tree, build_dir) for w in warnings)
+    normalised = tuple(normalise_warning(w, tree.path, tree.build_dir) for w in warnings)
     if not res.ok:
         why = f"timed out after {res.duration_s:.0f}s" if res.timed_out \
             else f"make exit {res.returncode}"
@@ -447,18 +446,11 @@ class _Run:
     checkpatch: dict[int, CheckpatchRun] = field(default_factory=dict)
     builds: dict[int, PrefixBuild] = field(default_factory=dict)
     compiles: dict[tuple[int, str], ObjectCompile] = field(default_factory=dict)
-    timings: list[StageTiming] = field(default_factory=list)
+    # check says what it does itself, one line per step: the stages are only recorded
+    stages: StageLog = field(default_factory=lambda: StageLog("check", announce=False))
 
-    @contextmanager
-    def timed(self, stage: str) -> Iterator[None]:
-        start = time.monotonic()
-        status = Status.SETUP_ERROR
-        try:
-            yield
-            status = Status.PASS
-        finally:
-            self.timings.append(StageTiming(stage=stage, status=status,
-                                            duration_s=time.monotonic() - start))
+    def timed(self, stage: str) -> AbstractContextManager[None]:
+        return self.stages.stage(stage, Status.SETUP_ERROR)
 
     def report(self, error: str = "") -> CheckReport:
         checked = []
@@ -478,7 +470,8 @@ class _Run:
         return CheckReport(
             kernel=self.request.kernel, source=self.source,
             package_version=self.package_version, configs=self.request.configs,
-            series=self.request.series, patches=tuple(checked), timings=tuple(self.timings),
+            series=self.request.series, patches=tuple(checked),
+            timings=tuple(self.stages.stages),
             duration_s=time.monotonic() - self.start, error=error,
         )
 
@@ -507,47 +500,45 @@ def _check(state: _Run) -> None:
                                    series.base_name(spec))
     if not state.patches:
         raise CheckSetupError("nothing to check; fix: pass --series NAME or --patch FILE")
-    fragments = [kconfig.resolve_fragment(c) for c in request.configs]
+    for c in request.configs:  # the tree's own (tree:PATH) are checked in the tree
+        if not kconfig.is_tree_fragment(c):
+            kconfig.check_fragment(kconfig.resolve_fragment(c), c)
     with state.timed("source"):
-        source = sources.prepare(spec, log_dir=out)
-        # Named as `run` names it: the two share the worktree, build directory and kernels.
-        tree = sources.worktree(source, kconfig.config_slug(request.configs), log_dir=out)
-    state.source, state.package_version = source.describe, source.package_version
-    build_dir = paths.sub("build") / tree.name
+        # The same tree service as `run`: the two share the worktree, build directory,
+        # locks and stored kernels.
+        tree = KernelTree.open(spec, request.configs, log_dir=out)
+    state.source, state.package_version = tree.source.describe, tree.source.package_version
     tools = build.toolchain()
     n = len(state.patches)
     for i, patch in enumerate(state.patches, start=1):
-        state.c_files[i] = c_sources(series.files_of(tree, patch.path))
+        state.c_files[i] = c_sources(series.files_of(tree.path, patch.path))
     log.info("checking %d patch(es) on %s: checkpatch, %d prefix builds, W=1 on %d file(s)",
-             n, source.describe, n, len({f for fs in state.c_files.values() for f in fs}))
+             n, tree.source.describe, n, len({f for fs in state.c_files.values() for f in fs}))
     # One lock from the first checkout to the last compile: no other run moves this tree.
-    with sources.locked(f"tree-{tree.name}", wait_message=f"using {tree}"):
+    with tree.locked():
         for k in range(n, -1, -1):
-            _check_prefix(state, k, tree=tree, base_commit=source.base_commit,
-                          build_dir=build_dir, fragments=fragments, tools=tools)
+            _check_prefix(state, k, tree=tree, tools=tools)
 
 
-def _check_prefix(state: _Run, k: int, *, tree: Path, base_commit: str, build_dir: Path,
-                  fragments: list[Path], tools: build.Toolchain) -> None:
+def _check_prefix(state: _Run, k: int, *, tree: KernelTree, tools: build.Toolchain) -> None:
     """Patches 1..k applied: build it, checkpatch patch k+1, W=1 for patches k and k+1."""
     n = len(state.patches)
     pdir = state.out_dir / f"prefix-{k}"
     what = f"patches 1..{k}" if k else "the base"
     log.info("[%d/%d] %s: applying", n - k + 1, n + 1, what)
     with state.timed(f"prefix {k}: series"):
-        applied = series.apply(tree, base_commit, state.patches[:k], log_dir=pdir)
+        applied = tree.apply(state.patches[:k], log_dir=pdir)
     if k == n:
         state.states.update({i: r for i, r in enumerate(applied, start=1)})
-    tree_id = sources.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
+    tree_id = tree.tree_id()
     with state.timed(f"prefix {k}: kconfig"):
-        kconfig.configure(tree, build_dir, fragments, log_dir=pdir)
+        tree.configure(log_dir=pdir)
     if k >= 1:
         log.info("[%d/%d] %s: building", n - k + 1, n + 1, what)
-        b = state.builds[k] = _build_prefix(k, tree, build_dir, tree_id, pdir, tools)
-        state.timings.append(StageTiming(
-            stage=f"prefix {k}: build", duration_s=b.duration_s,
-            status=Status.PASS if b.built else Status.BUILD_ERROR,
-            detail="from the kernel store" if b.cached else ""))
+        b = state.builds[k] = _build_prefix(k, tree, tree_id, pdir, tools)
+        state.stages.record(f"prefix {k}: build",
+                            Status.PASS if b.built else Status.BUILD_ERROR, b.duration_s,
+                            "from the kernel store" if b.cached else "")
         log.info("[%d/%d] %s: %s", n - k + 1, n + 1, what,
                  ("already built" if b.cached else f"built in {b.duration_s:.0f}s")
                  if b.built else f"BUILD FAILED ({b.log})")
@@ -555,7 +546,7 @@ def _check_prefix(state: _Run, k: int, *, tree: Path, base_commit: str, build_di
         patch = state.patches[k]
         cp_log = state.out_dir / "checkpatch" / f"{k + 1}-{patch.name}.log"
         with state.timed(f"prefix {k}: checkpatch {patch.name}"):
-            state.checkpatch[k + 1] = run_checkpatch(tree, patch.path, log_path=cp_log)
+            state.checkpatch[k + 1] = run_checkpatch(tree.path, patch.path, log_path=cp_log)
         r = state.checkpatch[k + 1].report
         log.info("[%d/%d] checkpatch %s: %d errors, %d warnings, %d checks", n - k + 1, n + 1,
                  patch.name, r.errors, r.warnings, r.checks)
@@ -563,17 +554,16 @@ def _check_prefix(state: _Run, k: int, *, tree: Path, base_commit: str, build_di
     for source in sorted(wanted):
         log.info("[%d/%d] %s: W=1 %s", n - k + 1, n + 1, what, source)
         logname = source.replace("/", "_") + ".log"
-        with state.timed(f"prefix {k}: W=1 {source}"), \
-                sources.locked(f"build-{build_dir.name}", wait_message=f"W=1 in {build_dir}"):
+        with state.timed(f"prefix {k}: W=1 {source}"), tree.build_locked("W=1"):
             state.compiles[(k, source)] = compile_w1(
-                tree, build_dir, source, prefix=k, tools=tools, log_path=pdir / "w1" / logname)
+                tree, source, prefix=k, tools=tools, log_path=pdir / "w1" / logname)
 
 
-def _build_prefix(k: int, tree: Path, build_dir: Path, tree_id: str, pdir: Path,
+def _build_prefix(k: int, tree: KernelTree, tree_id: str, pdir: Path,
                   tools: build.Toolchain) -> PrefixBuild:
     start = time.monotonic()
     try:
-        image = build.build(tree, build_dir, log_dir=pdir, tools=tools)
+        image = tree.build(log_dir=pdir, tools=tools)
     except build.BuildError as exc:
         text = exc.log_path.read_text(errors="replace") if exc.log_path.is_file() else str(exc)
         return PrefixBuild(prefix=k, tree_id=tree_id, built=False,
@@ -648,7 +638,7 @@ def to_json(report: CheckReport, out_dir: Path, meta: dict[str, Any]) -> dict[st
 
 def write_json(path: Path, report: CheckReport, meta: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(path, json.dumps(to_json(report, path.parent, meta), indent=2) + "\n")
+    atomic.write_json(path, to_json(report, path.parent, meta))
 
 
 def summary_table(report: CheckReport) -> str:

@@ -8,7 +8,6 @@ cause and fix, never a traceback); 128+N killed by signal N (130 SIGINT, 143 SIG
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -21,6 +20,7 @@ from typing import Any
 
 from . import atomic, doctor, ktap, matrix, paths, pipeline, proc, results
 from .errors import EnvironmentProblem, HarnessError, from_os_error
+from .gitcmd import git_run
 from .matrix import Cell, Tier
 from .model import Accel, CellResult, TestResult
 
@@ -171,7 +171,7 @@ def _run_id() -> str:
 
 
 def _harness_rev() -> str:
-    res = proc.run(["git", "-C", str(paths.repo_root()), "rev-parse", "HEAD"], timeout=30)
+    res = git_run(paths.repo_root(), "rev-parse", "HEAD", timeout=30)
     return res.output.strip() if res.ok else "unknown"
 
 
@@ -326,8 +326,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     try:
         state = mutate.run(request, out)
     finally:
-        atomic.write_text(out / "mutants.json", json.dumps(mutate.to_json(state), indent=2)
-                          + "\n")
+        atomic.write_json(out / "mutants.json", mutate.to_json(state))
     print(mutate.summary(state))
     code = mutate.exit_code(state)
     print(f"\nmutants: {out / 'mutants.json'}  (exit {code})")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from . import atomic, paths, proc
 from .errors import HarnessError
+from .gitcmd import git, git_run
 from .model import Feature, FeatureKind, FeatureReport, FeatureState, Status
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,7 @@ def source_definitions(repo: Path, commit: str,
     """
     if not features:
         return {}
-    tree = proc.check(["git", "-C", str(repo), "rev-parse", f"{commit}^{{tree}}"],
-                      what="git rev-parse", timeout=60).output.strip()
+    tree = git(repo, "rev-parse", f"{commit}^{{tree}}", what="git rev-parse", timeout=60).strip()
     patterns = [_pattern(f) for f in features]
     key = hashlib.sha256("\n".join([tree, *patterns]).encode()).hexdigest()[:20]
     cached = paths.sub("features") / f"{key}.json"
@@ -122,9 +122,8 @@ def definitions_after(repo: Path, base_commit: str, base: Mapping[str, str], hea
     """`source_definitions` of head, from those of its base and the C files it changed:
     only those are grepped (a series touches a few files; the whole tree takes seconds)."""
     # --no-renames: a renamed file's old path must count as changed too
-    changed = proc.check(["git", "-C", str(repo), "diff", "--name-only", "--no-renames",
-                          base_commit, head, "--", "*.c"], what="git diff",
-                         timeout=120).output.split()
+    changed = git(repo, "diff", "--name-only", "--no-renames", base_commit, head, "--", "*.c",
+                  what="git diff", timeout=120).split()
     kept = {name: where for name, where in base.items()
             if where.rsplit(":", 1)[0] not in changed}
     return {**kept, **(_grep(repo, head, features, tuple(changed)) if changed else {})}
@@ -133,11 +132,11 @@ def definitions_after(repo: Path, base_commit: str, base: Mapping[str, str], hea
 def _grep(repo: Path, treeish: str, features: tuple[Feature, ...],
           pathspec: tuple[str, ...]) -> dict[str, str]:
     # A fixed-string pass is fast; the regexes then run on its few lines.
-    argv = ["git", "-C", str(repo), "grep", "-n", "-w", "-F", "--no-color"]
+    argv = ["grep", "-n", "-w", "-F", "--no-color"]
     for f in features:
         argv += ["-e", "DEFINE_BPF_ITER_FUNC" if f.kind is FeatureKind.ITERATOR else f.name]
     argv += [treeish, "--", *pathspec]
-    res = proc.run(argv, timeout=300)
+    res = git_run(repo, *argv, timeout=300)
     if res.returncode not in (0, 1):  # 1: nothing matched
         raise FeatureError(f"git grep in {repo} at {treeish[:12]} failed: {res.tail(3)}")
     found: dict[str, str] = {}

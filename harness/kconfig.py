@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import atomic, paths, proc
 from .errors import HarnessError
+from .gitcmd import git
 from .model import ConfigResult, DroppedSymbol, Status
 
 log = logging.getLogger(__name__)
@@ -341,8 +342,7 @@ _KCONFIG_INPUT = re.compile(r"(?:^|/)Kconfig[^/]*$|^scripts/|^Makefile$|^arch/[^
 def kconfig_inputs(tree: Path) -> str:
     """An id of the tree's kconfig inputs: a patch to mm/memcontrol.c leaves it alone, so
     the .config of the tree before it is reused without running Kconfig again."""
-    listing = proc.check(["git", "-C", str(tree), "ls-tree", "-r", "HEAD"],
-                         what="git ls-tree", timeout=120).output
+    listing = git(tree, "ls-tree", "-r", "HEAD", what="git ls-tree", timeout=120)
     h = hashlib.sha256()
     for line in listing.splitlines():
         meta, _, path = line.partition("\t")

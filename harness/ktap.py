@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from harness.model import KtapResult, Status, TestCase
 
-__all__ = ["extract_ktap_lines", "parse", "summary_counts", "to_json"]
+__all__ = ["extract_ktap_lines", "parse", "summary_counts"]
 
 _VERSION_RE = re.compile(r"^(?:KTAP|TAP) version (\d+)\s*$")
 _VERSION_SEARCH = re.compile(r"(?:KTAP|TAP) version \d+\s*$")
@@ -638,26 +638,3 @@ def summary_counts(result: KtapResult) -> dict[Status, int]:
     for case in result.cases:
         _count(case, counts)
     return counts
-
-
-def _case_json(case: TestCase) -> dict[str, object]:
-    return {
-        "name": case.name,
-        "number": case.number,
-        "status": case.status.value,
-        "directive": case.directive,
-        "diagnostic": case.diagnostic,
-        "subtests": [_case_json(s) for s in case.subtests],
-    }
-
-
-def to_json(result: KtapResult) -> dict[str, object]:
-    """A JSON-serialisable dict of `result` (statuses as their `.value` strings)."""
-    return {
-        "version": result.version,
-        "plan": result.plan,
-        "status": result.status.value,
-        "errors": list(result.errors),
-        "counts": {s.value: n for s, n in summary_counts(result).items()},
-        "cases": [_case_json(c) for c in result.cases],
-    }

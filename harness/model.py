@@ -117,12 +117,6 @@ class KernelSpec:
             return f"{self.kind.value}:{self.value}@{self.rev}"
         return f"{self.kind.value}:{self.value}"
 
-    @property
-    def slug(self) -> str:
-        """A name usable in a path."""
-        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in self.value.strip("/"))
-        return f"{self.kind.value}-{safe}"[:80]
-
 
 @dataclass(frozen=True, kw_only=True)
 class PreparedSource:

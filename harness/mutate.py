@@ -20,8 +20,7 @@ import logging
 import re
 import shutil
 import tomllib
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,21 +28,23 @@ from typing import Any
 from . import (
     atomic,
     build,
-    kconfig,
+    gitcmd,
     matrix,
     mutants,
     paths,
     pipeline,
     proc,
     results,
-    selftests,
     sources,
+    testkinds,
     verdict,
 )
 from . import series as series_mod
 from .errors import HarnessError
 from .matrix import Cell
 from .model import Accel, CellResult, KernelSpec, Phase, Status
+from .testkinds import own as own_tests
+from .tree import KernelTree
 
 log = logging.getLogger(__name__)
 
@@ -128,11 +129,11 @@ def tests_digest(tests: tuple[str, ...]) -> str:
     sources are in the tree id)."""
     h = hashlib.sha256()
     for text in tests:
-        ref = selftests.resolve(text)
+        ref = testkinds.resolve(text)
         h.update(ref.name.encode() + b"\0")
         if ref.manifest is not None:
             for d in (ref.manifest.directory, *ref.manifest.include):
-                h.update(selftests.tree_hash(d).encode())
+                h.update(own_tests.tree_hash(d).encode())
     return h.hexdigest()
 
 
@@ -205,14 +206,11 @@ def run(request: Request, out: Path) -> State:
         raise MutateError(f"the baseline (no mutant) did not run: {baseline.status.value}: "
                           f"{baseline.error}", fix="run the cell with `harness run` first")
     spec = sources.parse_spec(cell.kernel)
-    source = sources.prepare(spec, log_dir=out)
-    tree = sources.worktree(source, kconfig.config_slug(cell.configs), log_dir=out)
-    build_dir = paths.sub("build") / tree.name
+    tree = KernelTree.open(spec, cell.configs, log_dir=out)
     tools = build.toolchain()
-    with _tree(tree):
-        head, before = _series_commits(tree, source.base_commit, cell, request.series, spec,
-                                       log_dir=out)
-        generated = _generate(tree, before, head, request)
+    with tree.locked():
+        head, before = _series_commits(tree, cell, request.series, spec, log_dir=out)
+        generated = _generate(tree.path, before, head, request)
     state.generated = len(generated)
     for m in generated:
         state.sources_count[m.source] = state.sources_count.get(m.source, 0) + 1
@@ -226,7 +224,7 @@ def run(request: Request, out: Path) -> State:
         generated = [m for m in generated if m.id in request.only]
     chosen = mutants.sample(generated, request.max, request.seed)
     log.info("%d mutants generated; %d to run", len(generated), len(chosen))
-    tree_id = sources.git(tree, "rev-parse", f"{head}^{{tree}}", what="git rev-parse").strip()
+    tree_id = tree.tree_id(head)
     config = hashlib.sha256((out / "baseline" / "config").read_bytes()).hexdigest()
     key_parts = {"tree_id": tree_id, "config": config, "tests": tests_digest(cell.tests),
                  "harness_rev": harness_revision()}
@@ -237,42 +235,33 @@ def run(request: Request, out: Path) -> State:
     try:
         for i, m in enumerate(chosen, 1):
             log.info("[mutant %d/%d] %s", i, len(chosen), m.summary)
-            v = _one(state, m, tree=tree, head=head, build_dir=build_dir, tools=tools,
+            v = _one(state, m, tree=tree, head=head, tools=tools,
                      objects=objects, declared=declared, flaky=flaky, key_parts=key_parts)
             state.verdicts.append(v)
             log.info("[mutant %d/%d] %s%s", i, len(chosen), v.outcome.upper(),
                      f": {v.why}" if v.why else "")
     finally:
         # Whatever happened: the worktree at the series, as `run` leaves it.
-        with _tree(tree):
-            series_mod.reset_to(tree, head)
+        with tree.locked():
+            tree.reset_to(head)
     return state
 
 
-@contextmanager
-def _tree(tree: Path) -> Iterator[None]:
-    with sources.locked(f"tree-{tree.name}", wait_message=f"using {tree}"):
-        yield
-
-
-def _series_commits(tree: Path, base: str, cell: Cell, name: str, spec: KernelSpec, *,
+def _series_commits(tree: KernelTree, cell: Cell, name: str, spec: KernelSpec, *,
                     log_dir: Path) -> tuple[str, str]:
     """(the commit with every series of the cell, the commit before the named one); both
     applied before by the baseline run, so these are checkouts."""
     base_name = series_mod.base_name(spec)
     cut = cell.series.index(name)
-    series_mod.apply(tree, base, series_mod.collect(cell.series[:cut], [], base_name),
-                     log_dir=log_dir)
-    before = sources.git(tree, "rev-parse", "HEAD", what="git rev-parse").strip()
-    series_mod.apply(tree, base, series_mod.collect(cell.series, [], base_name),
-                     log_dir=log_dir)
-    head = sources.git(tree, "rev-parse", "HEAD", what="git rev-parse").strip()
-    return head, before
+    tree.apply(series_mod.collect(cell.series[:cut], [], base_name), log_dir=log_dir)
+    before = tree.rev()
+    tree.apply(series_mod.collect(cell.series, [], base_name), log_dir=log_dir)
+    return tree.rev(), before
 
 
 def _generate(tree: Path, before: str, head: str, request: Request) -> list[mutants.Mutant]:
     operators = mutants.load_operators()
-    diff = sources.git(tree, "diff", "-U0", before, head, "--", "*.c", what="git diff")
+    diff = gitcmd.git(tree, "diff", "-U0", before, head, "--", "*.c", what="git diff")
     out: list[mutants.Mutant] = []
     for file, added in sorted(mutants.added_lines(diff).items()):
         text = (tree / file).read_text(errors="replace")
@@ -316,14 +305,13 @@ def compiler_warnings(output: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _object(tree: Path, build_dir: Path, tools: build.Toolchain, file: str,
+def _object(tree: KernelTree, tools: build.Toolchain, file: str,
             log_path: Path) -> ObjectBuild:
     """FILE's object, built in the cell's build directory (so that the build that follows
     takes it from ccache)."""
     obj = file.removesuffix(".c") + ".o"
-    (build_dir / obj).unlink(missing_ok=True)
-    res = proc.run(build.make_argv(tree, build_dir, tools, obj), env=build.make_env(tools),
-                   timeout=600, log_path=log_path)
+    build_dir = tree.build_dir
+    res = tree.compile_object(file, tools=tools, log_path=log_path, timeout=600)
     if not res.ok:
         errors = [ln for ln in res.output.splitlines() if "error" in ln][:5]
         return ObjectBuild(digest=None, errors="\n".join(errors) or res.tail(5))
@@ -335,7 +323,7 @@ def _object(tree: Path, build_dir: Path, tools: build.Toolchain, file: str,
     return ObjectBuild(digest=digest, warnings=compiler_warnings(res.output))
 
 
-def _one(state: State, m: mutants.Mutant, *, tree: Path, head: str, build_dir: Path,
+def _one(state: State, m: mutants.Mutant, *, tree: KernelTree, head: str,
          tools: build.Toolchain, objects: dict[str, ObjectBuild], declared: Mapping[str, str],
          flaky: frozenset[str], key_parts: Mapping[str, str]) -> Verdict:
     out = state.out
@@ -351,18 +339,19 @@ def _one(state: State, m: mutants.Mutant, *, tree: Path, head: str, build_dir: P
     logs.mkdir(parents=True, exist_ok=True)
     patch = out / "mutants" / f"{m.id}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
-    with _tree(tree), sources.locked(f"build-{build_dir.name}", wait_message="compiling"):
+    source = tree.path / m.file
+    with tree.locked(), tree.build_locked("compiling a mutant"):
         # (the last mutant's run left its commit checked out)
-        series_mod.reset_to(tree, head)
-        original = (tree / m.file).read_text(errors="replace")
+        tree.reset_to(head)
+        original = source.read_text(errors="replace")
         atomic.write_text(patch, m.patch(original))
         if m.file not in objects:
-            objects[m.file] = _object(tree, build_dir, tools, m.file, logs / "baseline.log")
-        (tree / m.file).write_text(m.apply(original))
+            objects[m.file] = _object(tree, tools, m.file, logs / "baseline.log")
+        source.write_text(m.apply(original))
         try:
-            built = _object(tree, build_dir, tools, m.file, logs / f"{m.id}.log")
+            built = _object(tree, tools, m.file, logs / f"{m.id}.log")
         finally:
-            (tree / m.file).write_text(original)
+            source.write_text(original)
     baseline = objects[m.file]
     new_warnings = sorted(built.warnings - baseline.warnings)
     v: Verdict

@@ -1,36 +1,29 @@
-"""One matrix cell, stage by stage: plan, source, series, kconfig, build, selftests, boot.
+"""One matrix cell, stage by stage; each stage returns a typed result that the next takes:
 
-Each stage is timed and recorded as it finishes, so a cell that stops early still leaves
-a results entry that says which stage stopped it and why. Everything that can be
-checked without building is checked first (the `plan` stage: kernel spec, test names,
-config fragments, patch files). The final statuses are `verdict.judge`'s.
+    Cell -> _plan -> CellPlan (spec, test refs, patch files: all checked before any work)
+         -> _kernel -> BuiltKernel (KernelTree: source, series, kconfig, build, features,
+                                    tests built from the tree, all under the tree lock)
+         -> _test_plan -> TestPlan (guest commands; tests the kernel cannot run: SKIP)
+         -> _boot_and_test -> BootOutcome (boot, each test, setup, shutdown judged)
+         -> verdict.judge -> CellResult
+
+Each stage is timed and recorded as it finishes (`stages.StageLog`), so a cell that stops
+early still says which stage stopped it and why, with what it had learnt (`CellFacts`,
+updated in `run_cell` alone). The final statuses are `verdict.judge`'s.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import (
-    build,
-    features,
-    kconfig,
-    outcome,
-    paths,
-    proc,
-    selftests,
-    series,
-    sources,
-    splat,
-    vm,
-)
+from . import build, features, kconfig, outcome, paths, proc, series, sources, splat, testkinds, vm
 from . import verdict as verdicts
-from .errors import HarnessError, from_os_error
+from .errors import HarnessError
 from .guest import protocol
 from .matrix import Cell
 from .model import (
@@ -45,15 +38,18 @@ from .model import (
     PatchState,
     SourceKind,
     Splat,
-    StageTiming,
     Status,
     TestResult,
     worst,
 )
+from .stages import StageLog
+from .testkinds import BuildContext, SelftestError, TestRef
+from .tree import KernelTree
 
 log = logging.getLogger(__name__)
 
 BOOT_ALLOWANCE_S = 120  # boot + runner start + dmesg dump + power-off, TCG, generous
+PER_TEST_ALLOWANCE_S = 15  # per test: set-up (swap, scratch), markers, the kill grace
 MAX_METRICS_BYTES = 2**20  # what a test writes to $HARNESS_METRICS
 GUEST_MEMORY = "2G"
 GUEST_CPUS = 2
@@ -72,74 +68,80 @@ class CellInterrupted(KeyboardInterrupt):
         self.where = where  # the stage it stopped in, or "after STAGE" between two
 
 
-@dataclass
-class CellRun:
-    """Mutable while the cell runs; judged and frozen into a CellResult at the end."""
-
-    cell: Cell
-    out_dir: Path
-    accel_request: Accel
-    stages: list[StageTiming] = field(default_factory=list)
-    patches: tuple[PatchResult, ...] = ()
-    config: ConfigResult | None = None
-    tests: list[TestResult] = field(default_factory=list)
-    kernel_version: str = ""
-    source_describe: str = ""
-    package_version: str | None = None
-    accel: str = ""
-    retries: list[str] = field(default_factory=list)
-    # kselftest target -> its installed directory, decided while the tree was locked
-    kselftest_dirs: dict[str, Path] = field(default_factory=dict)
-    features: tuple[FeatureReport, ...] = ()
-    current_stage: str = ""  # the stage running now, "" between stages
-    image: str = ""
-
-    @contextmanager
-    def stage(self, name: str, error_status: Status) -> Iterator[None]:
-        start = time.monotonic()
-        self.current_stage = name
-        log.info("[%s] %s", self.cell.name, name)
-        try:
-            yield
-        except HarnessError as exc:
-            if exc.status is None:
-                exc.status = error_status
-            if isinstance(exc, series.PatchConflictError):
-                self.patches = exc.results
-            self._record(name, exc.status, start, str(exc))
-            raise
-        except OSError as exc:
-            problem = from_os_error(exc, f"[{name}]")
-            self._record(name, Status.SETUP_ERROR, start, str(problem))
-            raise problem from exc
-        except KeyboardInterrupt:
-            self._record(name, Status.INTERRUPTED, start, "interrupted by a signal")
-            raise
-        self._record(name, Status.PASS, start)
-        self.current_stage = ""
-
-    def _record(self, name: str, status: Status, start: float, detail: str = "") -> None:
-        self.stages.append(StageTiming(stage=name, status=status,
-                                       duration_s=time.monotonic() - start, detail=detail))
-
-    def result(self, verdict: verdicts.CellVerdict) -> CellResult:
-        return CellResult(
-            cell=self.cell.name, kernel=self.cell.kernel, kernel_version=self.kernel_version,
-            status=verdict.status, patches=self.patches, config=self.config,
-            stages=tuple(self.stages), tests=verdict.results, source=self.source_describe,
-            package_version=self.package_version, error=verdict.error, accel=self.accel,
-            retries=tuple(self.retries), features=self.features, notes=verdict.notes,
-            boot_only=self.cell.boot_only, image=self.image,
-        )
-
-
 @dataclass(frozen=True, kw_only=True)
 class CellPlan:
     """What the cell will do, all checked before anything is imported or built."""
 
     spec: KernelSpec
-    tests: tuple[selftests.TestRef, ...]
+    tests: tuple[TestRef, ...]
     patches: tuple[series.Patch, ...]  # every series' files, then --patch files: checked
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedTree:
+    """The worktree at the base plus the cell's patches, and what the sources define."""
+
+    tree: KernelTree
+    patches: tuple[PatchResult, ...]
+    features: tuple[FeatureReport, ...]  # from the sources; the build confirms with BTF
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuiltKernel:
+    image: KernelImage
+    source: str  # what it was built from, for the user
+    package_version: str | None = None
+    config: ConfigResult | None = None
+    patches: tuple[PatchResult, ...] = ()
+    features: tuple[FeatureReport, ...] = ()
+    # tests built from the tree itself (kselftest:, test_progs:), while it was locked
+    tree_tests: Mapping[str, Path] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestPlan:
+    planned: tuple[protocol.GuestTest, ...]  # what the guest runs
+    skipped: tuple[TestResult, ...]  # what the kernel cannot run: never booted for
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootOutcome:
+    results: tuple[TestResult, ...]  # boot, each test, setup, shutdown
+    accel: str
+    retries: tuple[str, ...] = ()
+
+
+@dataclass
+class CellFacts:
+    """What is known of the cell so far: updated by `run_cell` alone, from each stage's
+    result (and from the error that stopped one), so a cell that stops still says what
+    it had done."""
+
+    patches: tuple[PatchResult, ...] = ()
+    config: ConfigResult | None = None
+    features: tuple[FeatureReport, ...] = ()
+    kernel_version: str = ""
+    source: str = ""
+    package_version: str | None = None
+    image: str = ""
+    accel: str = ""
+    retries: tuple[str, ...] = ()
+    tests: tuple[TestResult, ...] = ()
+
+    def result(self, cell: Cell, stages: StageLog, verdict: verdicts.CellVerdict) -> CellResult:
+        return CellResult(
+            cell=cell.name, kernel=cell.kernel, kernel_version=self.kernel_version,
+            status=verdict.status, patches=self.patches, config=self.config,
+            stages=tuple(stages.stages), tests=verdict.results, source=self.source,
+            package_version=self.package_version, error=verdict.error, accel=self.accel,
+            retries=self.retries, features=self.features, notes=verdict.notes,
+            boot_only=cell.boot_only, image=self.image,
+        )
+
+    def learn(self, kernel: BuiltKernel) -> None:
+        self.patches, self.config, self.features = kernel.patches, kernel.config, kernel.features
+        self.kernel_version, self.source = kernel.image.version, kernel.source
+        self.package_version, self.image = kernel.package_version, str(kernel.image.bzimage)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,11 +152,21 @@ class RunOptions:
     retry_boot: bool = True  # a first boot that never reached the runner gets a second
 
 
+class StageStopped(HarnessError):
+    """A stage's error, with what the cell had learnt before it (for results.json)."""
+
+    def __init__(self, cause: HarnessError, partial: Mapping[str, object]) -> None:
+        super().__init__(cause.message, fix=cause.fix, log=cause.log, status=cause.status)
+        self.cause = cause
+        self.partial = partial
+
+
 def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
              options: RunOptions = RunOptions()) -> CellResult:
-    """One cell, judged."""
+    """One cell, judged: plan -> kernel -> test plan -> boot outcome -> verdict."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    run = CellRun(cell=cell, out_dir=out_dir, accel_request=accel)
+    stages = StageLog(cell.name)
+    facts = CellFacts()
     rules = verdicts.CellRules(expect_status=Status(cell.expect_status)
                                if cell.expect_status else None,
                                expect=cell.expect_map, boot_only=cell.boot_only,
@@ -163,27 +175,34 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
     error = ""
     try:
         expectations = verdicts.load_expectations(expectations_path())
-        plan = _plan(run)
-        kernel = _prepare_kernel(run, plan)
-        planned = [replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(t.name,
-                                                                               t.timeout_s)))
-                   for t in _build_tests(run, kernel, plan)]
-        _boot_and_test(run, kernel, planned, options)
+        plan = _plan(cell, stages)
+        kernel = _kernel(cell, plan, out_dir, stages)
+        facts.learn(kernel)
+        tests = _test_plan(plan, kernel, out_dir, stages)
+        facts.tests = tests.skipped
+        timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(t.name,
+                                                                                t.timeout_s)))
+                      for t in tests.planned)
+        boot = _boot_and_test(cell, kernel.image, timed, out_dir, stages, options, accel)
+        facts.accel, facts.retries = boot.accel, boot.retries
+        facts.tests = (*tests.skipped, *boot.results)
     except HarnessError as exc:
+        if isinstance(exc, StageStopped):
+            for name, value in exc.partial.items():
+                setattr(facts, name, value)
         stage_error = exc.status or Status.SETUP_ERROR
         error = str(exc)
         expectations = verdicts.Expectations()
     except KeyboardInterrupt as exc:
-        where = run.current_stage or (f"after {run.stages[-1].stage}" if run.stages else
-                                      "before the first stage")
-        partial = run.result(verdicts.CellVerdict(
-            results=tuple(run.tests), status=Status.INTERRUPTED,
+        where = stages.where()
+        partial = facts.result(cell, stages, verdicts.CellVerdict(
+            results=facts.tests, status=Status.INTERRUPTED,
             error=f"interrupted by {exc or 'a signal'} ({where})"))
         raise CellInterrupted(partial, str(exc), where) from exc
-    judged = verdicts.judge(run.tests, kernel_version=run.kernel_version,
+    judged = verdicts.judge(list(facts.tests), kernel_version=facts.kernel_version,
                             expectations=expectations, rules=rules, stage_error=stage_error,
                             error=error)
-    return run.result(judged)
+    return facts.result(cell, stages, judged)
 
 
 @contextmanager
@@ -194,23 +213,22 @@ def _collected(problems: list[HarnessError]) -> Iterator[None]:
         problems.append(exc)
 
 
-def _plan(run: CellRun) -> CellPlan:
+def _plan(cell: Cell, stages: StageLog) -> CellPlan:
     """Everything that can be wrong with the request, found before the expensive work, and
     told all at once (a typo in a test name and a bad fragment line: both)."""
-    cell = run.cell
     problems: list[HarnessError] = []
-    with run.stage("plan", Status.SETUP_ERROR):
+    with stages.stage("plan", Status.SETUP_ERROR):
         spec: KernelSpec | None = None
         with _collected(problems):
             spec = sources.parse_spec(cell.kernel)
-        found: list[selftests.TestRef] = []
+        found: list[TestRef] = []
         for text in cell.tests:
             with _collected(problems):
-                found.append(selftests.resolve(text))
+                found.append(testkinds.resolve(text))
         refs = tuple(found)
         names = [r.name for r in refs]
         if dups := sorted({n for n in names if names.count(n) > 1}):
-            problems.append(selftests.SelftestError(
+            problems.append(SelftestError(
                 f"tests named twice: {', '.join(dups)}", fix="name each test once",
                 status=Status.SETUP_ERROR))
         known: set[str] = set()
@@ -218,7 +236,7 @@ def _plan(run: CellRun) -> CellPlan:
             known = {f.name for f in features.known_features()}
         for ref in refs:
             if unknown := [r for r in ref.requires if r not in known]:
-                problems.append(selftests.SelftestError(
+                problems.append(SelftestError(
                     f"test {ref.name} requires unknown feature(s) {', '.join(unknown)}",
                     fix=f"use the names the feature probe knows: {', '.join(sorted(known))} "
                         "(or declare them in a series' provides.toml)",
@@ -233,8 +251,8 @@ def _plan(run: CellRun) -> CellPlan:
                 problems.append(sources.SourceError(
                     f"{spec.text} is a prebuilt image: it cannot take patches",
                     fix="drop --series/--patch, or use debian:/git:"))
-            if bad := [r.name for r in refs if r.kind != "own"]:
-                problems.append(selftests.SelftestError(
+            if bad := [r.name for r in refs if testkinds.kind_of(r).from_tree]:
+                problems.append(SelftestError(
                     f"{', '.join(bad)} need(s) a kernel source tree; {spec.text} has none",
                     fix="use a debian:/git: kernel for tests built from the tree",
                     status=Status.SETUP_ERROR))
@@ -263,105 +281,110 @@ def _patch_path(text: str) -> Path:
     return path
 
 
-def _prepare_kernel(run: CellRun, plan: CellPlan) -> KernelImage:
-    cell, logs, spec = run.cell, run.out_dir, plan.spec
-    if spec.kind is SourceKind.IMAGE:
-        with run.stage("image", Status.SETUP_ERROR):
-            kernel = build.image_from_file(Path(spec.value))
-        run.kernel_version = kernel.version
-        run.source_describe = f"prebuilt image {spec.value}"
-        with run.stage("features", Status.SETUP_ERROR):
-            funcs = _btf_funcs(run, kernel)
-            run.features = features.from_btf_only(features.known_features(), funcs)
-        return kernel
-    with run.stage("source", Status.SETUP_ERROR):
-        source = sources.prepare(spec, log_dir=logs)
-        tree = sources.worktree(source, kconfig.config_slug(cell.configs), log_dir=logs)
-        build_dir = paths.sub("build") / tree.name
-        run.source_describe = source.describe
-        run.package_version = source.package_version
-    # One lock from checkout to the end of the build: no other run moves this tree meanwhile.
-    with sources.locked(f"tree-{tree.name}", wait_message=f"using {tree}"):
-        with run.stage("series", Status.PATCH_CONFLICT):
-            known = features.known_features()
-            base_defs = features.source_definitions(source.repo, source.base_commit, known)
-            provided = features.series_in_base(
-                {name: series.series_dir(name) for name in cell.series}, base_defs)
-            run.patches = series.apply(tree, source.base_commit, list(plan.patches),
-                                       log_dir=logs, in_base=provided)
-            head_defs = features.definitions_after(tree, source.base_commit, base_defs, "HEAD",
-                                                   known)
-            run.features = features.from_sources(known, base_defs, head_defs)
-            # Tests and fragments from the tree itself: checked now, before any build.
-            for ref in plan.tests:
-                selftests.check_in_tree(ref, tree)
-        with run.stage("kconfig", Status.CONFIG_ERROR):
-            fragments = [kconfig.resolve_fragment(c, tree) for c in cell.configs]
-            lenient = [f for c, f in zip(cell.configs, fragments, strict=True)
-                       if kconfig.is_tree_fragment(c)]
-            run.config = kconfig.configure(tree, build_dir, fragments, log_dir=logs,
-                                           lenient=lenient)
-        with run.stage("build", Status.BUILD_ERROR):
-            kernel = build.build(tree, build_dir, log_dir=logs, tools=build.toolchain())
-        run.kernel_version = kernel.version
-        funcs = _btf_funcs(run, kernel)
-        if funcs is not None:
-            run.features = features.confirm_with_btf(run.features, funcs)
-            with run.stage("features", Status.BUILD_ERROR):
-                _check_declared(run, plan)
-        if kernel.config is not None:
-            (logs / "config").write_bytes(kernel.config.read_bytes())
-        # kselftests build from the same tree state: still under the lock.
-        with run.stage("kselftests-build", Status.BUILD_ERROR):
-            _build_tree_tests(run, plan, tree, build_dir, kernel)
-    return kernel
+def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog) -> BuiltKernel:
+    """The kernel to boot: a prebuilt image, or the tree patched, configured and built."""
+    if plan.spec.kind is SourceKind.IMAGE:
+        with stages.stage("image", Status.SETUP_ERROR):
+            image = build.image_from_file(Path(plan.spec.value))
+        with stages.stage("features", Status.SETUP_ERROR):
+            funcs, note = _btf_funcs(cell, image)
+            found = features.from_btf_only(features.known_features(), funcs)
+        return BuiltKernel(image=image, source=f"prebuilt image {plan.spec.value}",
+                           features=_noted(found, note))
+    with stages.stage("source", Status.SETUP_ERROR):
+        tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs)
+    learnt: dict[str, object] = {"source": tree.source.describe,
+                                 "package_version": tree.source.package_version}
+    try:
+        # One lock from checkout to the end of the build: no other run moves this tree.
+        with tree.locked():
+            prepared = _series(cell, plan, tree, logs, stages)
+            learnt |= {"patches": prepared.patches, "features": prepared.features}
+            with stages.stage("kconfig", Status.CONFIG_ERROR):
+                config = tree.configure(log_dir=logs)
+            learnt["config"] = config
+            with stages.stage("build", Status.BUILD_ERROR):
+                image = tree.build(log_dir=logs)
+            learnt["kernel_version"], learnt["image"] = image.version, str(image.bzimage)
+            if image.config is not None:
+                (logs / "config").write_bytes(image.config.read_bytes())
+            with stages.stage("features", Status.BUILD_ERROR):
+                confirmed = _confirm_features(cell, plan, prepared, image, logs)
+            learnt["features"] = confirmed
+            # kselftests build from the same tree state: still under the lock.
+            with stages.stage("kselftests-build", Status.BUILD_ERROR):
+                tree_tests = _build_tests_of(plan.tests, confirmed, BuildContext(
+                    kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir),
+                    from_tree=True)
+    except series.PatchConflictError as exc:
+        raise StageStopped(exc, {**learnt, "patches": exc.results}) from exc
+    except StageStopped:
+        raise
+    except HarnessError as exc:
+        raise StageStopped(exc, learnt) from exc
+    return BuiltKernel(image=image, source=tree.source.describe,
+                       package_version=tree.source.package_version, config=config,
+                       patches=prepared.patches, features=confirmed, tree_tests=tree_tests)
 
 
-def _check_declared(run: CellRun, plan: CellPlan) -> None:
-    """What a series applied here says it adds must be in the built kernel: otherwise the
-    tests that need it would be skipped and the cell could pass on a kernel without it."""
-    applied = {p.series for p, r in zip(plan.patches, run.patches, strict=False)
+def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
+            stages: StageLog) -> PreparedTree:
+    with stages.stage("series", Status.PATCH_CONFLICT):
+        known = features.known_features()
+        base_defs = features.source_definitions(tree.source.repo, tree.base_commit, known)
+        provided = features.series_in_base(
+            {name: series.series_dir(name) for name in cell.series}, base_defs)
+        patches = tree.apply(plan.patches, log_dir=logs, in_base=provided)
+        head_defs = features.definitions_after(tree.path, tree.base_commit, base_defs, "HEAD",
+                                               known)
+        # Tests and fragments from the tree itself: checked now, before any build.
+        for ref in plan.tests:
+            testkinds.kind_of(ref).check_in_tree(ref, tree.path)
+        tree.fragments()
+    return PreparedTree(tree=tree, patches=patches,
+                        features=features.from_sources(known, base_defs, head_defs))
+
+
+def _confirm_features(cell: Cell, plan: CellPlan, prepared: PreparedTree, image: KernelImage,
+                      logs: Path) -> tuple[FeatureReport, ...]:
+    """The source verdicts confirmed by the kernel's BTF; what a series applied here says
+    it adds must be in the built kernel: otherwise the tests that need it would be skipped
+    and the cell could pass on a kernel without it."""
+    funcs, note = _btf_funcs(cell, image)
+    if funcs is None:
+        return _noted(prepared.features, note)
+    confirmed = features.confirm_with_btf(prepared.features, funcs)
+    applied = {p.series for p, r in zip(plan.patches, prepared.patches, strict=False)
                if r.state is PatchState.APPLIED}
-    lacking = features.declared_but_absent(run.features, applied)
+    lacking = features.declared_but_absent(confirmed, applied)
     if lacking:
-        raise build.BuildError(
+        raise StageStopped(build.BuildError(
             "the built kernel lacks what its series declare (patches/*/provides.toml):\n"
             + "\n".join(f"  {r.feature.label} of {', '.join(r.feature.declared_by)}: {r.note}"
                         for r in lacking),
-            run.out_dir / "config",
+            logs / "config",
             fix="check that the series still defines and registers them, and that the "
-                "config enables the code they are in")
+                "config enables the code they are in"), {"features": confirmed})
+    return confirmed
 
 
-def _btf_funcs(run: CellRun, kernel: KernelImage) -> frozenset[str] | None:
-    """The kernel's BTF FUNCs for the feature report; None when there is none to read."""
-    if kernel.vmlinux is None:
-        return None
+def _btf_funcs(cell: Cell, image: KernelImage) -> tuple[frozenset[str] | None, str]:
+    """The kernel's BTF FUNCs for the feature report; None (and why) when unreadable."""
+    if image.vmlinux is None:
+        return None, ""
     try:
-        return features.btf_funcs(kernel.vmlinux)
+        return features.btf_funcs(image.vmlinux), ""
     except (proc.CommandError, proc.ToolMissingError) as exc:
         # Not a reason to stop the cell: the selftests will say what BTF lacks.
-        log.warning("[%s] cannot read the kernel's BTF: %s", run.cell.name, exc)
-        run.features = tuple(replace(r, note=f"BTF unreadable, source verdict only: {exc}")
-                             for r in run.features)
-        return None
+        log.warning("[%s] cannot read the kernel's BTF: %s", cell.name, exc)
+        return None, f"BTF unreadable, source verdict only: {exc}"
 
 
-def _build_tree_tests(run: CellRun, plan: CellPlan, tree: Path, build_dir: Path,
-                      kernel: KernelImage) -> None:
-    """The tests that build from the kernel tree itself (kselftest:, test_progs:)."""
-    progs = tuple(r.target for r in plan.tests if r.kind == "test_progs")
-    for ref in plan.tests:
-        if ref.kind == "kselftest":
-            run.kselftest_dirs[ref.target] = selftests.build_kselftest(
-                ref.target, tree, build_dir, log_dir=run.out_dir)
-    if progs:
-        run.kselftest_dirs["test_progs:"] = selftests.build_test_progs(
-            tree, build_dir, kernel, progs, log_dir=run.out_dir)
+def _noted(reports: tuple[FeatureReport, ...], note: str) -> tuple[FeatureReport, ...]:
+    return tuple(replace(r, note=note) for r in reports) if note else reports
 
 
-def missing_features(ref: selftests.TestRef,
-                     reports: tuple[FeatureReport, ...]) -> list[str]:
+def missing_features(ref: TestRef, reports: tuple[FeatureReport, ...]) -> list[str]:
     """What a test requires that the feature probe found absent, each with the probe's why."""
     by_name = {r.feature.name: r for r in reports}
     out = []
@@ -373,82 +396,103 @@ def missing_features(ref: selftests.TestRef,
     return out
 
 
-def _build_tests(run: CellRun, kernel: KernelImage,
-                 plan: CellPlan) -> list[protocol.GuestTest]:
+def _build_tests_of(refs: tuple[TestRef, ...], reports: tuple[FeatureReport, ...],
+                    ctx: BuildContext, *, from_tree: bool) -> dict[str, Path]:
+    """Build the runnable tests of the kinds built from the tree (or not), each kind's
+    tests at once; ref name -> the directory the guest runs them from."""
+    built: dict[str, Path] = {}
+    for kind in testkinds.KINDS:
+        mine = [r for r in refs if r.kind == kind.name and not missing_features(r, reports)]
+        if kind.from_tree is from_tree and mine:
+            built.update(kind.build(mine, ctx))
+    return built
+
+
+def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog) -> TestPlan:
     planned: list[protocol.GuestTest] = []
-    with run.stage("selftests-build", Status.BUILD_ERROR):
+    skipped: list[TestResult] = []
+    with stages.stage("selftests-build", Status.BUILD_ERROR):
+        built = {**kernel.tree_tests, **_build_tests_of(
+            plan.tests, kernel.features, BuildContext(kernel=kernel.image, log_dir=logs),
+            from_tree=False)}
         for ref in plan.tests:
-            missing = missing_features(ref, run.features)
-            if missing:
+            if missing := missing_features(ref, kernel.features):
                 # Not built, not booted: the kernel cannot run it.
-                run.tests.append(TestResult(
+                skipped.append(TestResult(
                     name=ref.name, status=Status.SKIP, duration_s=0.0, exit_code=None,
                     ktap=None, reason="skipped by the harness: the kernel lacks "
                                       + ", ".join(missing)))
                 continue
-            if ref.kind == "own":
-                assert ref.manifest is not None
-                built = selftests.build_own(ref.manifest, kernel, log_dir=run.out_dir)
-                planned.append(selftests.plan_own(ref.manifest, built))
-            elif ref.kind == "test_progs":
-                planned.append(selftests.plan_test_progs(ref, run.kselftest_dirs["test_progs:"]))
-            else:
-                # Not re-read from the tree: another run may have moved it since.
-                planned.extend(selftests.plan_kselftest(ref, run.kselftest_dirs[ref.target]))
-    return planned
+            planned += testkinds.kind_of(ref).plan(ref, built[ref.name])
+    return TestPlan(planned=tuple(planned), skipped=tuple(skipped))
 
 
-def _boot_and_test(run: CellRun, kernel: KernelImage, planned: list[protocol.GuestTest],
-                   options: RunOptions = RunOptions()) -> None:
-    run.image = str(kernel.bzimage)
-    with run.stage("accel", Status.BOOT_ERROR):
-        accel, why = vm.choose_accel(run.accel_request, kernel.bzimage,
-                                     log_path=run.out_dir / "kvm-probe.log")
-        run.accel = f"{accel.value} ({why})"
-    skipped = list(run.tests)
+class BootFailed(vm.BootError):
+    """The guest never reached the runner (twice, or once with a panic): the boot result
+    with its splats goes to results.json with the error."""
+
+    def __init__(self, reason: str, *, log: Path, results: tuple[TestResult, ...],
+                 accel: str, retries: tuple[str, ...]) -> None:
+        super().__init__(reason, log=log)
+        self.results, self.accel, self.retries = results, accel, retries
+
+
+def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],
+                   logs: Path, stages: StageLog, options: RunOptions,
+                   accel_request: Accel) -> BootOutcome:
+    with stages.stage("accel", Status.BOOT_ERROR):
+        accel, why = vm.choose_accel(accel_request, kernel.bzimage,
+                                     log_path=logs / "kvm-probe.log")
+    accel_text = f"{accel.value} ({why})"
+    retries: list[str] = []
     earlier: list[Splat] = []
     for attempt in (1, 2):
-        guest_dir = run.out_dir / "guest" if attempt == 1 else run.out_dir / f"guest-{attempt}"
-        retry = False
-        with run.stage("boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})",
-                       Status.BOOT_ERROR):
-            results = _one_boot(run, kernel, accel, planned, guest_dir,
-                                fail_fast=options.fail_fast)
-            boot = results[0]
-            if earlier:
-                boot = replace(boot, splats=(*earlier, *boot.splats))
-                results[0] = boot
-            run.tests = skipped + results
-            if boot.status is Status.BOOT_ERROR:
-                panicked = any(s.kind == "PANIC" for s in boot.splats)
-                # The splats are the boot result's, shown with it.
-                if attempt > 1 or panicked or not options.retry_boot:
-                    raise vm.BootError(boot.reason, log=guest_dir / "console.log")
-                # A guest that never reached the runner (and did not panic) gets one more
-                # boot; what its kernel printed still counts.
-                retry = True
-                run.retries.append(f"boot: {boot.reason}; booted again")
-                log.warning("[%s] %s; booting once more", run.cell.name, boot.reason)
-                earlier = [replace(s, where="first boot (failed; booted again)")
-                           for s in boot.splats]
-        if not retry:
-            break
-        run.stages[-1] = replace(run.stages[-1], status=Status.BOOT_ERROR, detail=boot.reason)
+        guest_dir = logs / "guest" if attempt == 1 else logs / f"guest-{attempt}"
+        name = "boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})"
+        try:
+            with stages.stage(name, Status.BOOT_ERROR):
+                results = _one_boot(cell, kernel, accel, list(planned), guest_dir,
+                                    fail_fast=options.fail_fast)
+                boot = results[0]
+                if earlier:
+                    boot = replace(boot, splats=(*earlier, *boot.splats))
+                    results[0] = boot
+                if boot.status is Status.BOOT_ERROR:
+                    panicked = any(s.kind == "PANIC" for s in boot.splats)
+                    # The splats are the boot result's, shown with it.
+                    if attempt > 1 or panicked or not options.retry_boot:
+                        raise BootFailed(boot.reason, log=guest_dir / "console.log",
+                                         results=tuple(results), accel=accel_text,
+                                         retries=tuple(retries))
+        except BootFailed as exc:
+            raise StageStopped(exc, {"tests": exc.results, "accel": exc.accel,
+                                     "retries": exc.retries}) from exc
+        if boot.status is not Status.BOOT_ERROR:
+            return BootOutcome(results=tuple(results), accel=accel_text,
+                               retries=tuple(retries))
+        # A guest that never reached the runner (and did not panic) gets one more boot;
+        # what its kernel printed still counts.
+        stages.stages[-1] = replace(stages.stages[-1], status=Status.BOOT_ERROR,
+                                    detail=boot.reason)
+        retries.append(f"boot: {boot.reason}; booted again")
+        log.warning("[%s] %s; booting once more", cell.name, boot.reason)
+        earlier = [replace(s, where="first boot (failed; booted again)") for s in boot.splats]
+    raise AssertionError("the second attempt returns or raises")  # pragma: no cover
 
 
-def _one_boot(run: CellRun, kernel: KernelImage, accel: Accel,
+def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
               planned: list[protocol.GuestTest], guest_dir: Path, *,
               fail_fast: bool = False) -> list[TestResult]:
     guest_dir.mkdir(parents=True, exist_ok=True)
     plan_file = guest_dir / "plan.tsv"
     protocol.write_plan(planned, plan_file)
-    timeout = BOOT_ALLOWANCE_S + sum(t.timeout_s + 15 for t in planned)
+    timeout = BOOT_ALLOWANCE_S + sum(t.timeout_s + PER_TEST_ALLOWANCE_S for t in planned)
     console = guest_dir / "console.log"
     guest = vm.run_guest(kernel, accel, rwdirs=[guest_dir],
                          command=protocol.runner_argv(guest_dir, plan_file,
                                                       fail_fast=fail_fast),
                          timeout=timeout, console_log=console, memory=GUEST_MEMORY,
-                         cpus=GUEST_CPUS, append=run.cell.append)
+                         cpus=GUEST_CPUS, append=cell.append)
 
     def read(name: str) -> str:
         path = guest_dir / name

@@ -8,7 +8,6 @@ its failing checks and their diagnostics; notes on known failures and declared n
 
 from __future__ import annotations
 
-import json
 import shlex
 import stat
 import textwrap
@@ -165,7 +164,7 @@ def write_json(path: Path, cells: list[CellResult], *, meta: dict[str, Any],
         "exit_code": exit_code(cells) if code is None else code,
         "cells": [cell_json(c, path.parent) for c in cells],
     }
-    atomic.write_text(path, json.dumps(data, indent=2) + "\n")
+    atomic.write_json(path, data)
 
 
 _env = jinja2.Environment(

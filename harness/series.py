@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import atomic, paths, proc
+from . import atomic, paths
 from .errors import HarnessError
+from .gitcmd import git, git_run
 from .model import KernelSpec, PatchResult, PatchState, SourceKind, Status
-from .sources import git
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def subject_of(patch: Path) -> str:
 
 
 def files_of(tree: Path, patch: Path) -> tuple[str, ...]:
-    res = proc.run(["git", "-C", str(tree), "apply", "--numstat", str(patch)], timeout=60)
+    res = git_run(tree, "apply", "--numstat", str(patch), timeout=60)
     files = []
     for line in res.output.splitlines():
         parts = line.split("\t")
@@ -172,7 +172,7 @@ def files_of(tree: Path, patch: Path) -> tuple[str, ...]:
 def reset_to(tree: Path, commit: str) -> None:
     """Move the worktree to commit; only files that differ are rewritten (mtimes kept)."""
     if (_git_dir(tree) / "rebase-apply").exists():
-        proc.run(["git", "-C", str(tree), "am", "--abort"], timeout=120)
+        git_run(tree, "am", "--abort", timeout=120)
     git(tree, "checkout", "-q", "-f", "--detach", commit, what="git checkout")
     # -x: the Debian import ignores every untracked path, and a file a patch added must
     # not outlive it (nor the test_progs build copy). Builds are out of tree (O=).
@@ -180,15 +180,14 @@ def reset_to(tree: Path, commit: str) -> None:
 
 
 def _git_dir(tree: Path) -> Path:
-    out = proc.check(["git", "-C", str(tree), "rev-parse", "--absolute-git-dir"],
-                     what="git rev-parse", timeout=60).output.strip()
+    out = git(tree, "rev-parse", "--absolute-git-dir", what="git rev-parse", timeout=60).strip()
     return Path(out)
 
 
 def _applied_cache(tree: Path) -> Path:
     """One record per source repository (its worktrees share the commits)."""
-    common = proc.check(["git", "-C", str(tree), "rev-parse", "--path-format=absolute",
-                         "--git-common-dir"], what="git rev-parse", timeout=60).output.strip()
+    common = git(tree, "rev-parse", "--path-format=absolute", "--git-common-dir",
+                 what="git rev-parse", timeout=60).strip()
     return paths.sub("applied") / f"{Path(common).parent.name}.json"
 
 
@@ -201,7 +200,7 @@ def _load_applied(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _has_commit(tree: Path, commit: str) -> bool:
-    return proc.run(["git", "-C", str(tree), "cat-file", "-e", f"{commit}^{{commit}}"],
+    return git_run(tree, "cat-file", "-e", f"{commit}^{{commit}}",
                     timeout=60).ok
 
 
@@ -248,11 +247,11 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
         files = files_of(tree, patch.path)
         # Already in base: the reverse applies cleanly and the forward does not.
         # -v names each hunk that fails, with its line (kept for a conflict report).
-        fwd = proc.run(["git", "-C", str(tree), "apply", "--check", "-v", str(patch.path)],
+        fwd = git_run(tree, "apply", "--check", "-v", str(patch.path),
                        timeout=60)
         if not fwd.ok:
-            rev = proc.run(["git", "-C", str(tree), "apply", "--check", "--reverse",
-                            str(patch.path)], timeout=60)
+            rev = git_run(tree, "apply", "--check", "--reverse",
+                            str(patch.path), timeout=60)
             if rev.ok:
                 log.info("%s: already in base, skipped", patch.name)
                 results.append(PatchResult(name=patch.name, subject=subject,
@@ -260,8 +259,8 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
                 learnt[key] = {"commit": current, "state": PatchState.ALREADY_IN_BASE.value,
                                "files": list(files)}
                 continue
-        res = proc.run(["git", "-C", str(tree), "am", "-3", "--keep-cr", "--no-gpg-sign",
-                        str(patch.path)], env=_AM_ENV, timeout=300, log_path=am_log)
+        res = git_run(tree, "am", "-3", "--keep-cr", "--no-gpg-sign",
+                        str(patch.path), env=_AM_ENV, timeout=300, log_path=am_log)
         if res.ok:
             current = git(tree, "rev-parse", "HEAD", what="git rev-parse").strip()
             results.append(PatchResult(name=patch.name, subject=subject,
@@ -269,8 +268,8 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
             learnt[key] = {"commit": current, "state": PatchState.APPLIED.value,
                            "files": list(files)}
             continue
-        unmerged = proc.run(["git", "-C", str(tree), "diff", "--name-only",
-                             "--diff-filter=U"], timeout=60).output.split()
+        unmerged = git_run(tree, "diff", "--name-only",
+                             "--diff-filter=U", timeout=60).output.split()
         detail = conflict_detail(fwd.output, unmerged, res.output)
         reset_to(tree, base_commit)
         results.append(PatchResult(name=patch.name, subject=subject, state=PatchState.CONFLICT,

@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import git as gitpython
-
 from . import atomic, paths, proc
 from .errors import HarnessError
+from .gitcmd import git, git_run
 from .model import KernelSpec, PreparedSource, SourceKind, Status
 
 log = logging.getLogger(__name__)
@@ -60,14 +59,6 @@ def parse_spec(text: str) -> KernelSpec:
     if kind in (SourceKind.GIT, SourceKind.IMAGE):
         rest = str(Path(rest).expanduser())
     return KernelSpec(kind=kind, value=rest)
-
-
-def git(repo: Path, *args: str, what: str, timeout: float = 600,
-        env: dict[str, str] | None = None, log_path: Path | None = None) -> str:
-    """The one typed entry point for git commands that change state (cwd=, never chdir)."""
-    return proc.check(
-        ["git", "-C", str(repo), *args], what=what, timeout=timeout, env=env, log_path=log_path
-    ).output
 
 
 @contextmanager
@@ -145,7 +136,7 @@ def _prepare_debian(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
     with locked(f"src-{dest.name}", wait_message=f"importing {package}"):
         if not (dest / ".git" / "harness-imported").exists():
             _import_tarball(tarball, dest, message=f"Debian {package} {version}", log_dir=log_dir)
-    base = gitpython.Repo(dest).head.commit.hexsha
+    base = git(dest, "rev-parse", "HEAD", what="git rev-parse").strip()
     return PreparedSource(
         spec=spec, repo=dest, base_commit=base,
         describe=f"Debian {package} {version}", package_version=version,
@@ -172,11 +163,9 @@ def _import_tarball(tarball: Path, dest: Path, *, message: str, log_dir: Path) -
 
 def _prepare_git(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
     user = Path(spec.value).resolve()
-    try:
-        user_repo = gitpython.Repo(user)
-    except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
+    if not user.is_dir() or not git_run(user, "rev-parse", "--git-dir", timeout=60).ok:
         raise SourceError(f"{user} is not a git repository; fix: pass git:PATH of a kernel "
-                          "checkout") from None
+                          "checkout")
     key = hashlib.sha256(str(user).encode()).hexdigest()[:12]
     clone = paths.sub("src") / f"git-{user.name}-{key}"
     with locked(f"src-{clone.name}", wait_message=f"cloning {user}"):
@@ -185,21 +174,23 @@ def _prepare_git(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
             try:
                 # --shared borrows the user's objects through alternates: nothing is written
                 # on their side.
-                proc.check(["git", "clone", "-q", "--shared", "--no-checkout", str(user),
-                            str(scratch / "repo")], what=f"cloning {user}", timeout=1800,
-                           log_path=log_dir / "import.log")
+                git(scratch, "clone", "-q", "--shared", "--no-checkout", str(user),
+                    str(scratch / "repo"), what=f"cloning {user}", timeout=1800,
+                    log_path=log_dir / "import.log")
                 (scratch / "repo").rename(clone)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
     if spec.rev:
         # Resolve in the user's repo (read-only); the object is reachable through alternates.
-        try:
-            commit = user_repo.commit(spec.rev).hexsha
-        except (gitpython.BadName, ValueError):
-            raise SourceError(f"{spec.rev!r} is not a commit in {user}") from None
+        found = git_run(user, "rev-parse", "--verify", "--quiet", f"{spec.rev}^{{commit}}",
+                        timeout=60)
+        if not found.ok:
+            raise SourceError(f"{spec.rev!r} is not a commit in {user}",
+                              fix=f"name a commit, branch or tag of {user} after @")
+        commit = found.output.strip()
         describe = f"{user} at {spec.rev} ({commit[:12]})"
         return PreparedSource(spec=spec, repo=clone, base_commit=commit, describe=describe)
-    head = user_repo.head.commit.hexsha
+    head = git(user, "rev-parse", "HEAD", what="git rev-parse").strip()
     snapshot = _snapshot_uncommitted(user, clone)
     if snapshot is None:
         return PreparedSource(spec=spec, repo=clone, base_commit=head,
@@ -218,8 +209,8 @@ def _snapshot_uncommitted(user: Path, clone: Path) -> str | None:
     their index and the clone's object directory (theirs only as an alternate), so every new
     object lands in the cache.  Untracked files are not included.
     """
-    user_git = Path(proc.check(["git", "-C", str(user), "rev-parse", "--absolute-git-dir"],
-                               what="git rev-parse", timeout=60).output.strip())
+    user_git = Path(git(user, "rev-parse", "--absolute-git-dir", what="git rev-parse",
+                        timeout=60).strip())
     with tempfile.TemporaryDirectory(prefix="harness-index-") as tmp:
         index_copy = Path(tmp) / "index"
         if (user_git / "index").exists():
@@ -230,8 +221,8 @@ def _snapshot_uncommitted(user: Path, clone: Path) -> str | None:
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(user_git / "objects"),
             "GIT_OPTIONAL_LOCKS": "0",
         }
-        stash = proc.check(["git", "-C", str(user), "stash", "create"], what="git stash create",
-                           timeout=600, env=env).output.strip()
+        stash = git(user, "stash", "create", what="git stash create", timeout=600,
+                    env=env).strip()
     if not stash:
         return None
     tree = git(clone, "rev-parse", f"{stash}^{{tree}}", what="git rev-parse").strip()

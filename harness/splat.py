@@ -169,7 +169,7 @@ def find_splats(dmesg: str) -> list[Splat]:
         while block and not block[-1].strip():
             block.pop()
         splats.append(Splat(kind=kind, title=texts[i], text="\n".join(block),
-                            function=faulting_function(kind, block)))
+                            function=faulting_function(block)))
         i = end + 1
     return splats
 
@@ -190,7 +190,7 @@ _REPORTING = re.compile(
     r"watchdog_timer_fn|rcu_sched_clock_irq|rcu_pending|__cond_resched|preempt_\w+)$")
 
 
-def faulting_function(kind: str, block: list[str]) -> str:
+def faulting_function(block: list[str]) -> str:
     """The function a splat is about, for matching the same splat across runs.
 
     The title names it for a WARNING ("at FILE:LINE func+...") and KASAN ("in func+...");

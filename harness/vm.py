@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,6 +169,3 @@ def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command:
     return GuestRun(returncode=res.returncode, timed_out=res.timed_out,
                     duration_s=res.duration_s, console_log=console_log, argv=res.argv)
 
-
-def shell_join(argv: list[str] | tuple[str, ...]) -> str:
-    return shlex.join(argv)

@@ -6,6 +6,7 @@ the boot that works are the real ones of tests/golden/guest/clean-6.12."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ import pytest
 
 from harness import pipeline, verdict, vm
 from harness.matrix import Cell, Tier
-from harness.model import Accel, KernelImage, Phase, Status
+from harness.model import Accel, CellResult, KernelImage, Phase, Status
+from harness.model import TestResult as Result
+from harness.stages import StageLog
 
 from .test_outcome import GOLDEN, plan_of
 
@@ -55,15 +58,40 @@ def fake_guests(monkeypatch: pytest.MonkeyPatch, first_console: str) -> list[Pat
     return boots
 
 
-def boot(tmp_path: Path) -> tuple[pipeline.CellRun, Exception | None]:
+@dataclass
+class Booted:
+    """What the boot stage left: its stages, and the cell's facts as run_cell keeps them."""
+
+    cell: Cell
+    stages: StageLog
+    facts: pipeline.CellFacts
+
+    @property
+    def retries(self) -> list[str]:
+        return list(self.facts.retries)
+
+    @property
+    def tests(self) -> list[Result]:
+        return list(self.facts.tests)
+
+    def result(self, judged: verdict.CellVerdict) -> CellResult:
+        return self.facts.result(self.cell, self.stages, judged)
+
+
+def boot(tmp_path: Path) -> tuple[Booted, Exception | None]:
     cell = Cell(name="c", tier=Tier.DEFAULT, kernel="debian:6.12")
-    run = pipeline.CellRun(cell=cell, out_dir=tmp_path, accel_request=Accel.TCG)
+    run = Booted(cell=cell, stages=StageLog("c"), facts=pipeline.CellFacts())
     kernel = KernelImage(bzimage=tmp_path / "bzImage", vmlinux=None, config=None,
                          version="6.12.117+")
     try:
-        pipeline._boot_and_test(run, kernel, plan_of(GOLDEN / "clean-6.12"))
-    except vm.BootError as exc:
-        return run, exc
+        out = pipeline._boot_and_test(cell, kernel, tuple(plan_of(GOLDEN / "clean-6.12")),
+                                      tmp_path, run.stages, pipeline.RunOptions(), Accel.TCG)
+    except pipeline.StageStopped as exc:
+        # what run_cell does with a stage that stopped: its facts kept, its cause reported
+        for name, value in exc.partial.items():
+            setattr(run.facts, name, value)
+        return run, exc.cause
+    run.facts.tests, run.facts.retries = out.results, out.retries
     return run, None
 
 
@@ -74,7 +102,7 @@ def test_a_failed_first_boot_is_retried_and_its_splat_still_counts(
     assert error is None
     assert [b.name for b in boots] == ["guest", "guest-2"]
     assert run.retries and "never started the test runner" in run.retries[0]
-    stages = [(s.stage, s.status) for s in run.stages]
+    stages = [(s.stage, s.status) for s in run.stages.stages]
     assert stages == [("accel", Status.PASS), ("boot+tests", Status.BOOT_ERROR),
                       ("boot+tests (attempt 2)", Status.PASS)]
     results = {r.name: r for r in run.tests}
@@ -105,7 +133,8 @@ def test_a_panic_at_boot_is_not_retried_and_the_stage_fails(
     assert isinstance(error, vm.BootError)
     assert "panicked during boot" in str(error) and "console.log" in str(error)
     assert len(boots) == 1 and run.retries == []
-    assert [(s.stage, s.status) for s in run.stages][-1] == ("boot+tests", Status.BOOT_ERROR)
+    last = run.stages.stages[-1]
+    assert (last.stage, last.status) == ("boot+tests", Status.BOOT_ERROR)
     boot_result = {r.name: r for r in run.tests}["boot"]
     assert boot_result.status is Status.BOOT_ERROR
     assert [s.kind for s in boot_result.splats] == ["PANIC"]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.ktap import extract_ktap_lines, parse, summary_counts, to_json
+from harness.ktap import extract_ktap_lines, parse, summary_counts
 from harness.model import KtapResult, Status
 from harness.model import TestCase as Case  # aliased: pytest would try to collect "Test*"
 
@@ -503,24 +503,26 @@ def test_summary_counts_leaves_only() -> None:
     }
 
 
-def test_to_json_is_serialisable_with_status_strings() -> None:
+def test_results_json_of_a_ktap_result_is_serialisable_with_status_strings() -> None:
+    """The KTAP tree as results.json carries it (ktap.to_json, never called, is gone)."""
+    from harness.model import TestResult
+    from harness.results import test_json
+
     result = parse(golden("kselftest_harness_mincore.tap"))
-    data = to_json(result)
+    data = test_json(TestResult(name="mincore", status=result.status, duration_s=1.0,
+                                exit_code=1, ktap=result))["ktap"]
     round_tripped = json.loads(json.dumps(data))
     assert round_tripped["version"] == "TAP version 13"
     assert round_tripped["plan"] == 1
-    assert round_tripped["status"] == "FAIL"
     assert round_tripped["errors"] == []
     assert round_tripped["counts"]["PASS"] == 3
     assert round_tripped["counts"]["SKIP"] == 1
-    (case,) = round_tripped["cases"]
+    (case,) = round_tripped["subtests"]
     assert case["name"] == "selftests: mincore: mincore_selftest"
+    assert case["status"] == "FAIL"
     assert case["directive"] == "exit=1"
     assert [s["status"] for s in case["subtests"]] == ["PASS", "PASS", "SKIP", "FAIL", "PASS"]
-    assert case["subtests"][0]["subtests"] == []
-
-
-# --- a real QEMU console capture that repeats result lines ----------------------------
+    assert "subtests" not in case["subtests"][0]
 
 
 def test_a_duplicated_console_capture_counts_each_result_once() -> None:

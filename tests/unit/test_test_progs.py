@@ -71,7 +71,7 @@ def test_json_and_stdout_disagreeing_is_reported() -> None:
 
 
 def test_sources_of_named_tests(tmp_path: Path) -> None:
-    from harness import selftests
+    from harness.testkinds import test_progs as selftests
 
     pt = tmp_path / "prog_tests"
     pt.mkdir()

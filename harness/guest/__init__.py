@@ -1,0 +1,1 @@
+"""The guest side: the runner script and the protocol it speaks with the host."""

@@ -1,0 +1,43 @@
+"""Test kinds as backends behind one protocol (`base.TestKind`): resolve, check against the
+tree, build, plan. A `--test` string goes to the first kind that claims it; our own tests
+(a name or a directory) are the kind of last resort.
+
+- `own`: `selftests/<name>/` or any directory with `test.toml`
+- `kselftest:TARGET[:TEST,...]`: the tree's tools/testing/selftests/TARGET
+- `test_progs:TEST`: one test of the tree's BPF selftests
+"""
+
+from __future__ import annotations
+
+from .base import BuildContext, Manifest, SelftestError, TestKind, TestRef
+from .kselftest import KIND as KSELFTEST
+from .own import KIND as OWN
+from .test_progs import KIND as TEST_PROGS
+
+KINDS: tuple[TestKind, ...] = (KSELFTEST, TEST_PROGS, OWN)
+BY_NAME: dict[str, TestKind] = {k.name: k for k in KINDS}
+
+__all__ = [
+    "BY_NAME",
+    "KINDS",
+    "BuildContext",
+    "Manifest",
+    "SelftestError",
+    "TestKind",
+    "TestRef",
+    "kind_of",
+    "resolve",
+]
+
+
+def resolve(text: str) -> TestRef:
+    """What a --test or matrix `tests` entry names; SETUP_ERROR (with the fix) if nothing."""
+    for kind in KINDS:
+        ref = kind.resolve(text)
+        if ref is not None:
+            return ref
+    raise AssertionError("the own kind resolves or raises")  # pragma: no cover
+
+
+def kind_of(ref: TestRef) -> TestKind:
+    return BY_NAME[ref.kind]

@@ -1,0 +1,219 @@
+"""Our own selftests: a directory with `test.toml` (`selftests/<name>/` or any path).
+
+BPF objects compiled with clang for the BPF target against a `vmlinux.h` from the kernel's
+BTF, bpftool skeletons, userspace linked against libbpf; the guest runs `[run] command`,
+which prints KTAP (or test_progs lines, or only an exit code).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import shlex
+import shutil
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .. import atomic, paths, proc
+from ..guest.protocol import GuestTest
+from ..model import KERNEL_PHASES, KernelImage
+from .base import BuildContext, Manifest, SelftestError, TestRef, setup_error
+
+CLANG = "clang-19"
+BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-D__TARGET_ARCH_x86", "-Wall", "-Werror")
+_FORMATS = ("ktap", "test_progs", "exit")
+_NEEDS = ("swap", "scratch")
+
+
+def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
+    toml_path = directory / "test.toml"
+    if not toml_path.exists():
+        raise setup_error(f"{directory} has no test.toml",
+                           fix="a test directory describes its build and run there (see "
+                               "selftests/cgroup_iter_rstat/test.toml)")
+    try:
+        data = tomllib.loads(toml_path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise setup_error(f"{toml_path}: {exc}", fix="correct the TOML syntax") from None
+    try:
+        build = data.get("build", {})
+        run = data["run"]
+        name = str(data["name"])
+        if variant is not None:
+            variants = data.get("variants", {})
+            if variant not in variants:
+                raise setup_error(f"{toml_path} has no [variants.{variant}]",
+                                   fix=f"use one of: {', '.join(variants) or 'no variants'}")
+            run = {**run, **variants[variant]}
+            name = f"{name}@{variant}"
+        manifest = Manifest(
+            name=name,
+            directory=directory.resolve(),
+            description=str(data.get("description", "")),
+            bpf=tuple(build.get("bpf", ())),
+            userspace=tuple(build.get("userspace", ())),
+            command=tuple(run["command"]),
+            timeout_s=int(run.get("timeout", 120)),
+            fmt=str(run.get("format", "ktap")),
+            cflags=tuple(build.get("cflags", ())),
+            needs=tuple(run.get("needs", ())),
+            bpf_cflags=tuple(build.get("bpf_cflags", ())),
+            include=tuple(_include_dir(toml_path, d) for d in build.get("include", ())),
+            requires=tuple(str(r) for r in data.get("requires", ())),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise setup_error(f"{toml_path}: missing or invalid field {exc}",
+                           fix="see selftests/cgroup_iter_rstat/test.toml") from None
+    problems = []
+    if not re.fullmatch(r"[A-Za-z0-9_.@+-]+", manifest.name) or manifest.name in {
+            p.value for p in KERNEL_PHASES}:
+        problems.append(f"name {manifest.name!r}: letters, digits and _.@+- only, and not "
+                        "boot, setup or shutdown (the kernel's own results)")
+    if manifest.fmt not in _FORMATS:
+        problems.append(f"format {manifest.fmt!r}: one of {', '.join(_FORMATS)}")
+    if bad := [n for n in manifest.needs if n not in _NEEDS]:
+        problems.append(f"needs {bad}: only {', '.join(_NEEDS)}")
+    if manifest.timeout_s <= 0:
+        problems.append(f"timeout {manifest.timeout_s}: seconds, > 0")
+    if any("\t" in part or "\n" in part for part in manifest.command):
+        problems.append("command: no tabs or newlines (the guest runner's plan is one line "
+                        "per test); put a longer script in a file of the test directory")
+    if problems:
+        raise setup_error(f"{toml_path}: " + "; ".join(problems))
+    return manifest
+
+
+def _include_dir(toml_path: Path, name: str) -> Path:
+    d = (toml_path.parent / name).resolve()
+    if not d.is_dir():
+        raise setup_error(f"{toml_path}: [build] include {name!r}: no directory {d}")
+    return d
+
+
+def own_tests() -> list[str]:
+    root = paths.repo_root() / "selftests"
+    return sorted(p.name for p in root.iterdir() if (p / "test.toml").exists())
+
+
+def resolve(text: str) -> TestRef:
+    """NAME, NAME@VARIANT or a directory with test.toml; SETUP_ERROR (with the fix) if
+    nothing is found. The manifest is read and validated completely here."""
+    # NAME@VARIANT picks [variants.VARIANT] of test.toml (e.g. a full-length benchmark).
+    base, _, variant = text.partition("@")
+    candidate = Path(base)
+    if candidate.is_dir():
+        m = load_manifest(candidate, variant or None)
+        return TestRef(kind="own", name=m.name, manifest=m)
+    in_repo = paths.repo_root() / "selftests" / base
+    if base and in_repo.is_dir():
+        m = load_manifest(in_repo, variant or None)
+        return TestRef(kind="own", name=m.name, manifest=m)
+    known = own_tests()
+    close = difflib.get_close_matches(base, known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise setup_error(f"test {text!r} not found: not a directory with test.toml, nor a test "
+                      "under selftests/, nor kselftest:TARGET or test_progs:TEST",
+                      fix=f"{hint}our tests: {', '.join(known)}")
+
+
+def skeleton_name(bpf_source: str) -> str:
+    """cgroup_iter_rstat.bpf.c -> cgroup_iter_rstat_bpf (the C identifier bpftool uses)."""
+    stem = bpf_source.removesuffix(".c").replace(".", "_")
+    return re.sub(r"[^A-Za-z0-9_]", "_", stem)
+
+
+def tree_hash(directory: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(directory.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(directory)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def vmlinux_h(kernel: KernelImage) -> Path:
+    """vmlinux.h from the kernel's BTF, once per kernel."""
+    if kernel.vmlinux is None:
+        raise SelftestError(f"{kernel.bzimage} has no vmlinux with BTF next to it; BPF tests "
+                            "need one (put vmlinux beside the image)")
+    key = hashlib.sha256(str(kernel.vmlinux).encode() + str(kernel.vmlinux.stat().st_mtime_ns)
+                         .encode()).hexdigest()[:16]
+    out = paths.sub("vmlinux-h") / key / "vmlinux.h"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        res = proc.check([proc.require("bpftool"), "btf", "dump", "file", str(kernel.vmlinux),
+                          "format", "c"], what="bpftool btf dump", timeout=300,
+                         log_path=None)
+        atomic.write_text(out, res.output)
+    return out
+
+
+def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path:
+    """Compile the BPF objects, skeletons and userspace; returns the output directory."""
+    # A test without BPF programs needs no BTF (nor a vmlinux to read it from).
+    header = vmlinux_h(kernel) if manifest.bpf else None
+    trees = "|".join(tree_hash(d) for d in (manifest.directory, *manifest.include))
+    # The header's content, not the kernel: a kernel whose types did not change (a
+    # one-line change in a .c file) does not rebuild the tests (CO-RE relocates them).
+    btf_types = hashlib.sha256(header.read_bytes()).hexdigest() if header else "no BPF"
+    key = hashlib.sha256(f"{btf_types}|{trees}".encode())
+    out = paths.sub("selftests") / f"{manifest.directory.name}-{key.hexdigest()[:16]}"
+    if (out / ".built").exists():
+        return out
+    blog = log_dir / f"build-{manifest.name}.log"
+    clang, bpftool = (proc.require(CLANG), proc.require("bpftool")) if manifest.bpf else ("", "")
+    includes = [f"-I{d}" for d in manifest.include]
+    with atomic.directory(out, prefix=f".{manifest.name}-") as scratch:
+        if header is not None:
+            shutil.copyfile(header, scratch / "vmlinux.h")
+        for src in manifest.bpf:
+            stem = src.removesuffix(".c")
+            obj = scratch / f"{stem}.o"
+            proc.check([clang, *BPF_CFLAGS, *manifest.bpf_cflags, f"-I{scratch}",
+                        f"-I{manifest.directory}", *includes, "-c", str(manifest.directory / src),
+                        "-o", str(obj)], what=f"clang {src}", timeout=300, log_path=blog)
+            skel = proc.check([bpftool, "gen", "skeleton", str(obj), "name",
+                               skeleton_name(src)], what=f"bpftool gen skeleton {src}",
+                              timeout=120, log_path=None)
+            (scratch / f"{src.removesuffix('.bpf.c')}.skel.h").write_text(skel.output)
+        if manifest.userspace:
+            proc.check(["gcc", "-O2", "-g", "-Wall", "-Wextra", *manifest.cflags,
+                        f"-I{scratch}", f"-I{manifest.directory}", *includes,
+                        *(str(manifest.directory / s) for s in manifest.userspace),
+                        "-o", str(scratch / manifest.name.partition("@")[0]),
+                        "-lbpf", "-lelf", "-lz", "-lm"],
+                       what=f"building {manifest.name}", timeout=300, log_path=blog)
+        (scratch / ".built").write_text("ok\n")
+    return out
+
+
+def plan_own(manifest: Manifest, built: Path) -> GuestTest:
+    return GuestTest(name=manifest.name, timeout_s=manifest.timeout_s, cwd=built,
+                     command=shlex.join(manifest.command), fmt=manifest.fmt, needs=manifest.needs)
+
+
+
+class OwnTests:
+    name = "own"
+    from_tree = False
+
+    def resolve(self, text: str) -> TestRef | None:
+        return resolve(text)  # the kind of last resort: whatever no prefix claimed
+
+    def check_in_tree(self, ref: TestRef, tree: Path) -> None:
+        pass  # not built from the tree
+
+    def build(self, refs: Sequence[TestRef], ctx: BuildContext) -> Mapping[str, Path]:
+        out = {}
+        for ref in refs:
+            assert ref.manifest is not None
+            out[ref.name] = build_own(ref.manifest, ctx.kernel, log_dir=ctx.log_dir)
+        return out
+
+    def plan(self, ref: TestRef, built: Path) -> list[GuestTest]:
+        assert ref.manifest is not None
+        return [plan_own(ref.manifest, built)]
+
+
+KIND = OwnTests()

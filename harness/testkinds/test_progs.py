@@ -1,0 +1,168 @@
+"""`test_progs:TEST`: one test of the kernel's own BPF selftests
+(tools/testing/selftests/bpf), test_progs built from the tree against the built kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .. import atomic, gitcmd, paths, proc
+from .. import build as kbuild
+from ..guest.protocol import GuestTest
+from ..model import KernelImage
+from .base import BuildContext, SelftestError, TestRef, setup_error
+from .own import CLANG
+
+log = logging.getLogger(__name__)
+
+PREFIX = "test_progs:"
+TEST_PROGS_TIMEOUT_S = 600
+TEST_PROGS_BUILD_TIMEOUT_S = 4 * 3600
+_BPF_SELFTEST_LINE = re.compile(r"^\s+(CLNG-BPF|GEN-SKEL|TEST-OBJ|EXT-OBJ|LIB|BINARY|CC|LD|"
+                                r"GEN|MOD|INSTALL|LINK-BPF|TEST-HDR)\b")
+
+
+def test_progs_sources(bpf_dir: Path, names: tuple[str, ...]) -> tuple[Path, ...]:
+    """The prog_tests/*.c files that define the named tests (test_NAME / serial_test_NAME)."""
+    files = []
+    for name in names:
+        rx = re.compile(rf"^void (serial_)?test_{re.escape(name)}\(void\)", re.MULTILINE)
+        own = bpf_dir / "prog_tests" / f"{name}.c"
+        candidates = [own] if own.exists() else []
+        candidates += sorted((bpf_dir / "prog_tests").glob("*.c"))
+        found = [f for f in candidates if rx.search(f.read_text(errors="replace"))]
+        if not found:
+            raise setup_error(f"test_progs:{name}: no prog_tests/*.c of this tree defines "
+                               f"test_{name}",
+                               fix=f"check the name against {bpf_dir / 'prog_tests'}")
+        files.append(found[0])
+    return tuple(dict.fromkeys(files))
+
+
+def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
+                     names: tuple[str, ...], *, log_dir: Path) -> Path:
+    """Build test_progs of the tree against this kernel, with the named tests; cached.
+
+    test_progs compiles every BPF program of tools/testing/selftests/bpf against the
+    kernel's BTF and builds bpf_testmod.ko against its build directory. It also compiles
+    every prog_tests/*.c, and one broken test anywhere stops the build (Debian's 6.12.117
+    has prog_tests/bpf_attr_size.c without the BPF program its skeleton needs), so it is
+    built from a copy of the directory, at the same depth (relative paths and symlinks
+    hold), whose prog_tests/ keeps only the requested tests' files; every BPF program
+    stays. Cached per (kernel, tree, tests). An interrupted build resumes.
+    """
+    if kernel.vmlinux is None:
+        raise SelftestError("test_progs needs the kernel's vmlinux (BTF)")
+    tree_id = gitcmd.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
+    bpf_dir = tree / "tools/testing/selftests/bpf"
+    wanted = test_progs_sources(bpf_dir, names)
+    key = hashlib.sha256(f"{kernel.bzimage.parent.name}|{tree_id}|"
+                         f"{','.join(f.name for f in wanted)}".encode()).hexdigest()[:16]
+    out = paths.sub("test_progs") / key
+    if (out / ".built").exists():
+        log.info("test_progs already built for this kernel (%s)", out)
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    blog = log_dir / "build-test_progs.log"
+    tools = kbuild.toolchain()
+    for tool in (CLANG, "llvm-strip-19", "rsync", "ld.lld-19"):
+        proc.require(tool)
+    # bpf_testmod.ko (built with test_progs) needs the kernel's Module.symvers and a build
+    # directory that matches the tree: bring it up to date (a no-op when it is).
+    log.info("test_progs: kernel modules and Module.symvers in %s", build_dir)
+    res = proc.run(kbuild.make_argv(tree, build_dir, tools, "vmlinux", "modules"),
+                   env=kbuild.make_env(tools), timeout=kbuild.BUILD_TIMEOUT_S, log_path=blog,
+                   keep_output=False)
+    if not res.ok:
+        how = f"timed out after {res.duration_s:.0f}s" if res.timed_out else \
+            f"failed (exit {res.returncode})"
+        raise SelftestError(f"make vmlinux modules for test_progs {how}; log: {blog}")
+    stats = paths.sub("test_progs") / ".steps"
+    progress = kbuild.Progress("test_progs", kbuild.read_count(stats, 2500))
+    progress_line = progress.line
+
+    def on_line(line: str) -> None:
+        if _BPF_SELFTEST_LINE.match(line):
+            progress_line("  CC " + line)  # counted like a kernel build step
+
+    # Our worktree, not the user's: the copy goes away with the next reset (git clean).
+    selection = bpf_dir.parent / f"bpf-harness-{key[:8]}"
+    if selection.exists():
+        shutil.rmtree(selection)
+    shutil.copytree(bpf_dir, selection, symlinks=True,
+                    ignore=lambda d, entries: [
+                        e for e in entries if Path(d).name == "prog_tests" and (
+                            # tests.h is generated from the .c files present: not a stale one
+                            e == "tests.h" or
+                            (e.endswith(".c") and e not in {f.name for f in wanted}))])
+    log.info("test_progs: building with prog_tests %s", ", ".join(f.name for f in wanted))
+    argv = ["make", "-C", str(selection),
+            f"-j{os.cpu_count() or 1}", f"O={build_dir}", f"OUTPUT={out}",
+            f"VMLINUX_BTF={kernel.vmlinux}", f"CLANG={CLANG}", "LLVM_STRIP=llvm-strip-19",
+            # No LLVM disassembler (JIT dumps in a few tests): the same build on every
+            # machine, and no static link of LLVM. Its feature probe only checks a header,
+            # so it says "on" wherever some llvm-*-dev is installed; the variable is final.
+            "feature-llvm=0", "test_progs"]
+    log.info("building test_progs (every BPF program of tools/testing/selftests/bpf; "
+             "a cold build takes long on 2 CPUs; log: %s)", blog)
+    res = proc.run(argv, timeout=TEST_PROGS_BUILD_TIMEOUT_S, log_path=blog,
+                   on_line=on_line, keep_output=False)
+    progress.done()
+    if not res.ok:
+        lines = blog.read_text(errors="replace").splitlines()
+        errors = [ln for ln in lines if re.search(r"error:|Error \d|undefined reference", ln)]
+        shown = "\n".join((errors or lines)[-15:])
+        how = "timed out" if res.timed_out else f"failed (exit {res.returncode})"
+        raise SelftestError(f"building test_progs {how} after {res.duration_s:.0f}s; "
+                            f"log: {blog}\n{shown}")
+    if progress.count > 100:
+        atomic.write_text(stats, str(progress.count))
+    log.info("test_progs built in %.0fs", res.duration_s)
+    (out / ".built").write_text(f"{res.duration_s:.0f}\n")
+    return out
+
+
+def plan_test_progs(ref: TestRef, built: Path) -> GuestTest:
+    # -a: the exact test name (-t would take every test whose name contains it).
+    return GuestTest(
+        name=ref.name, timeout_s=TEST_PROGS_TIMEOUT_S, cwd=built,
+        command=f'./test_progs -a {ref.target} -J "$HARNESS_OUT/{ref.name}.json"',
+        fmt="test_progs")
+
+
+def resolve(text: str) -> TestRef:
+    name = text.removeprefix(PREFIX)
+    if not re.fullmatch(r"[A-Za-z0-9_]+", name):
+        raise setup_error(f"{text}: not a test_progs test name",
+                          fix="test_progs:TEST, e.g. test_progs:cgroup_iter")
+    return TestRef(kind="test_progs", name=text, target=name)
+
+
+class TestProgs:
+    name = "test_progs"
+    from_tree = True
+
+    def resolve(self, text: str) -> TestRef | None:
+        return resolve(text) if text.startswith(PREFIX) else None
+
+    def check_in_tree(self, ref: TestRef, tree: Path) -> None:
+        test_progs_sources(tree / "tools/testing/selftests/bpf", (ref.target,))
+
+    def build(self, refs: Sequence[TestRef], ctx: BuildContext) -> Mapping[str, Path]:
+        """One test_progs binary for every test_progs: test of the cell."""
+        assert ctx.tree is not None and ctx.build_dir is not None
+        built = build_test_progs(ctx.tree, ctx.build_dir, ctx.kernel,
+                                 tuple(r.target for r in refs), log_dir=ctx.log_dir)
+        return {ref.name: built for ref in refs}
+
+    def plan(self, ref: TestRef, built: Path) -> list[GuestTest]:
+        return [plan_test_progs(ref, built)]
+
+
+KIND = TestProgs()

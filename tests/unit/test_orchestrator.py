@@ -1,0 +1,270 @@
+"""The orchestrator end to end in seconds: `pipeline.run_cell` with fakes only at the
+process boundary. A fake kernel tree (tests/fakes/kernel-tree: its Makefile makes the
+config and the artefacts the harness reads; kernel/*.c are compiled for real) and a fake
+`vng` on PATH (tests/fakes/bin/vng: plays the guest runner's side of the protocol on the
+host). Everything between is the real harness: git, the series, kconfig checks, the
+kernel store, the test backends, the guest protocol, the verdict, results.json.
+
+The real thing (real kernel, real QEMU) is tests/e2e."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import pipeline, results
+from harness.matrix import Cell, Tier
+from harness.model import Accel, CellResult, Status
+
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
+GOLDEN_SCHEMA = Path(__file__).resolve().parents[1] / "golden" / "results-schema.json"
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, text=True,
+                          capture_output=True).stdout
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A cache, a user's kernel tree (git), and the fake vng first on PATH."""
+    root = tmp_path_factory.mktemp("orchestrator")
+    tree = root / "linux"
+    shutil.copytree(FAKES / "kernel-tree", tree)
+    _git(tree, "init", "-q", "-b", "main")
+    _git(tree, "add", "-A")
+    _git(tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HARNESS_CACHE", str(root / "cache"))
+        mp.setenv("PATH", f"{FAKES / 'bin'}:{os.environ['PATH']}")
+        mp.delenv("FAKE_VNG", raising=False)
+        # a hung guest is killed in seconds, not after the real allowance
+        mp.setattr(pipeline, "BOOT_ALLOWANCE_S", 3)
+        mp.setattr(pipeline, "PER_TEST_ALLOWANCE_S", 0)
+        yield root
+
+
+def own_test(root: Path, name: str, script: str, *, timeout: int = 5,
+             userspace: str = "") -> str:
+    d = root / "tests" / name
+    d.mkdir(parents=True, exist_ok=True)
+    build = ""
+    if userspace:
+        (d / "prog.c").write_text(userspace)
+        build = '[build]\nuserspace = ["prog.c"]\n'
+    (d / "run.sh").write_text(script)
+    (d / "test.toml").write_text(f'name = "{name}"\n{build}[run]\n'
+                                 f'command = ["sh", "{d / "run.sh"}"]\ntimeout = {timeout}\n')
+    return str(d)
+
+
+KTAP_PASS = "echo 'TAP version 13'; echo '1..2'; echo 'ok 1 - first'; echo 'ok 2 - second'\n"
+KTAP_FAIL = "echo 'TAP version 13'; echo '1..2'; echo 'ok 1 - first'; echo 'not ok 2 - second'\n"
+
+
+def run(world: Path, out: str, *, tests: tuple[str, ...] = (), patches: tuple[str, ...] = (),
+        configs: tuple[str, ...] = (str(FAKES / "fake.config"),), scenario: str = "",
+        monkeypatch: pytest.MonkeyPatch | None = None) -> CellResult:
+    if monkeypatch is not None:
+        monkeypatch.setenv("FAKE_VNG", scenario)
+        monkeypatch.setenv("FAKE_VNG_STATE", str(world / out / "vng-state"))
+    tests = tests or (own_test(world, "fake_pass", KTAP_PASS),)
+    cell = Cell(name=out, tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}", configs=configs,
+                tests=tests, patches=patches)
+    result = pipeline.run_cell(cell, world / out, accel=Accel.TCG)
+    results.write_json(world / out / "results.json", [result], meta={"command": ["test"]})
+    return result
+
+
+def stage_statuses(r: CellResult) -> list[tuple[str, str]]:
+    return [(s.stage, s.status.value) for s in r.stages]
+
+
+def test_a_clean_cell_passes_every_stage_and_its_tests(world: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    r = run(world, "clean", monkeypatch=monkeypatch)
+    assert r.status is Status.PASS, r.error
+    assert stage_statuses(r) == [(s, "PASS") for s in (
+        "plan", "source", "series", "kconfig", "build", "features", "kselftests-build",
+        "selftests-build", "accel", "boot+tests")]
+    by = {t.name: t for t in r.tests}
+    assert [by[n].status for n in ("boot", "fake_pass", "setup", "shutdown")] == [
+        Status.PASS] * 4
+    fake = by["fake_pass"].ktap
+    assert fake is not None and [c.status for c in fake.cases] == [Status.PASS] * 2
+    assert r.kernel_version == "6.99.0-fake"
+    assert r.config is not None and "CONFIG_FAKE_FEATURE" in r.config.requested
+    # the kernel went into the store; the summary says PASS
+    assert Path(r.image).parent.parent == world / "cache" / "kernels"
+    assert "PASS" in results.summary([r])
+
+
+def test_the_second_run_takes_the_kernel_from_the_store(world: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    first = run(world, "store-1", monkeypatch=monkeypatch)
+    caplog.set_level("INFO")
+    second = run(world, "store-2", monkeypatch=monkeypatch)
+    assert first.image == second.image and second.status is Status.PASS
+    assert "already built" in caplog.text
+
+
+def test_results_json_has_the_schema_of_the_golden(world: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every key path and its JSON type, from this run, against the golden (made by this
+    test from the fake run with UPDATE_GOLDEN=1, and checked against a real run's
+    results.json by tests/e2e/test_pipeline.py)."""
+    run(world, "schema", monkeypatch=monkeypatch)
+    got = schema_of(json.loads((world / "schema" / "results.json").read_text()))
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN_SCHEMA.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    assert got == json.loads(GOLDEN_SCHEMA.read_text())
+
+
+def schema_of(data: Any, path: str = "$") -> dict[str, str]:
+    """key path -> JSON type; list items merged under [] (free-form maps not descended)."""
+    out: dict[str, str] = {}
+    if isinstance(data, dict):
+        out[path] = "object"
+        if path.endswith((".extra", ".metrics", ".counts")):
+            return out
+        for k, v in data.items():
+            out.update(schema_of(v, f"{path}.{k}"))
+    elif isinstance(data, list):
+        out[path] = "array"
+        for v in data:
+            out.update(schema_of(v, f"{path}[]"))
+    else:
+        out[path] = {bool: "boolean", int: "number", float: "number", str: "string",
+                     type(None): "null"}[type(data)]
+        if out[path] == "null":
+            del out[path]  # optional values: their presence as a key is what is checked
+    return out
+
+
+def test_a_failing_subtest_fails_the_cell(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = run(world, "fail", tests=(own_test(world, "fake_fail", KTAP_FAIL),),
+            monkeypatch=monkeypatch)
+    assert r.status is Status.FAIL
+    assert {t.name: t.status for t in r.tests}["fake_fail"] is Status.FAIL
+    assert "not ok 2 - second" in results.summary([r]) or "second" in results.summary([r])
+
+
+def test_a_patch_that_does_not_apply_is_a_patch_conflict_and_the_tree_is_untouched(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch = world / "conflict.patch"
+    patch.write_text("From 1 Mon Sep 17 00:00:00 2001\nFrom: T <t@t>\nSubject: [PATCH] x\n\n"
+                     "---\n kernel/fake.c | 2 +-\n\n--- a/kernel/fake.c\n+++ b/kernel/fake.c\n"
+                     "@@ -3,3 +3,3 @@ int fake_answer(void)\n {\n-\treturn 41;\n+\treturn 43;\n }\n"
+                     "-- \n2.39\n")
+    head = _git(world / "linux", "rev-parse", "HEAD")
+    r = run(world, "conflict", patches=(str(patch),), monkeypatch=monkeypatch)
+    assert r.status is Status.PATCH_CONFLICT
+    assert stage_statuses(r)[-1] == ("series", "PATCH_CONFLICT")
+    assert "conflict.patch" in r.error and "kernel/fake.c" in r.error
+    assert [p.state.value for p in r.patches] == ["conflict"]
+    assert _git(world / "linux", "rev-parse", "HEAD") == head
+    assert _git(world / "linux", "status", "--porcelain") == ""
+
+
+def _one_line_patch(world: Path, name: str, new: str) -> Path:
+    linux = world / "linux"
+    original = (linux / "kernel/fake.c").read_text()
+    (linux / "kernel/fake.c").write_text(original.replace("\treturn 42;", new))
+    diff = _git(linux, "diff")
+    _git(linux, "checkout", "kernel/fake.c")
+    patch = world / name
+    patch.write_text(f"From 1 Mon Sep 17 00:00:00 2001\nFrom: T <t@t>\nSubject: [PATCH] "
+                     f"{name}\n\n---\n{diff}-- \n2.39\n")
+    return patch
+
+
+def test_a_patch_that_breaks_the_build_is_a_build_error_with_the_compiler_line(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch = _one_line_patch(world, "broken.patch", "\treturn 42 +;")
+    r = run(world, "broken", patches=(str(patch),), monkeypatch=monkeypatch)
+    assert r.status is Status.BUILD_ERROR
+    assert stage_statuses(r)[-1] == ("build", "BUILD_ERROR")
+    assert "fake.c" in r.error and "error" in r.error and "build.log" in r.error
+    assert [p.state.value for p in r.patches] == ["applied"]
+
+
+def test_an_option_kconfig_drops_is_a_config_error_naming_it(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    frag = world / "unknown.config"
+    frag.write_text("CONFIG_FAKE_FEATURE=y\nCONFIG_NO_SUCH_OPTION=y\n")
+    r = run(world, "unknown-config", configs=(str(frag),), monkeypatch=monkeypatch)
+    assert r.status is Status.CONFIG_ERROR
+    assert stage_statuses(r)[-1] == ("kconfig", "CONFIG_ERROR")
+    assert "CONFIG_NO_SUCH_OPTION" in r.error and "unknown.config:2" in r.error
+
+
+def test_a_test_that_does_not_build_is_a_build_error(world: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    test = own_test(world, "fake_nobuild", KTAP_PASS, userspace="int main(void) { return }\n")
+    r = run(world, "nobuild", tests=(test,), monkeypatch=monkeypatch)
+    assert r.status is Status.BUILD_ERROR
+    assert stage_statuses(r)[-1] == ("selftests-build", "BUILD_ERROR")
+    assert "fake_nobuild" in r.error
+
+
+def test_an_unknown_test_stops_the_cell_at_the_plan(world: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    r = run(world, "typo", tests=("no_such_test",), monkeypatch=monkeypatch)
+    assert r.status is Status.SETUP_ERROR
+    assert stage_statuses(r) == [("plan", "SETUP_ERROR")]
+    assert "no_such_test" in r.error and "fix:" in r.error
+
+
+def test_a_first_boot_that_never_reached_the_runner_is_booted_again(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = run(world, "retry", scenario="no-runner-once", monkeypatch=monkeypatch)
+    assert r.status is Status.PASS, r.error
+    assert [s for s, _ in stage_statuses(r)][-2:] == ["boot+tests", "boot+tests (attempt 2)"]
+    assert stage_statuses(r)[-2][1] == "BOOT_ERROR"
+    assert len(r.retries) == 1 and "booted again" in r.retries[0]
+    assert (world / "retry" / "guest-2" / "runner-done").exists()
+
+
+def test_a_panic_at_boot_is_a_boot_error_not_retried(world: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    r = run(world, "panic", scenario="panic", monkeypatch=monkeypatch)
+    assert r.status is Status.BOOT_ERROR
+    assert stage_statuses(r)[-1] == ("boot+tests", "BOOT_ERROR") and r.retries == ()
+    boot = {t.name: t for t in r.tests}["boot"]
+    assert [s.kind for s in boot.splats] == ["PANIC"]
+    assert not (world / "panic" / "guest-2").exists()
+    assert "Unable to mount root fs" in results.summary([r])
+
+
+def test_a_warning_while_a_test_runs_makes_it_crashed(world: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    r = run(world, "warn", scenario="warn-in:fake_pass", monkeypatch=monkeypatch)
+    assert r.status is Status.CRASHED
+    fake = {t.name: t for t in r.tests}["fake_pass"]
+    assert fake.status is Status.CRASHED and fake.taint == "W"
+    assert [s.function for s in fake.splats] == ["fake_answer"]
+
+
+def test_a_warning_at_shutdown_fails_the_shutdown(world: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    r = run(world, "warn-shutdown", scenario="warn-at-shutdown", monkeypatch=monkeypatch)
+    assert r.status is Status.CRASHED
+    by = {t.name: t for t in r.tests}
+    assert by["fake_pass"].status is Status.PASS and by["shutdown"].status is Status.CRASHED
+
+
+def test_a_hung_guest_is_killed_and_said(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = run(world, "hang", scenario="hang", monkeypatch=monkeypatch)
+    assert r.status is Status.BOOT_ERROR
+    assert "timed out" in r.error or "never" in r.error
+    # the kill path left no fake guest behind
+    left = subprocess.run(["pgrep", "-f", str(FAKES / "bin" / "vng")], capture_output=True)
+    assert left.returncode == 1
