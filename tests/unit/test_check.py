@@ -477,3 +477,23 @@ def test_missing_series_is_a_setup_error(mini: tuple[Path, Path], tmp_path: Path
     report = check.run(check.CheckRequest(kernel=f"git:{repo}", configs=("mini.config",)),
                        tmp_path / "out")
     assert report.exit_code == 2 and "--series NAME or --patch FILE" in report.error
+
+
+def test_check_takes_a_config_fragment_from_the_tree_as_run_does(
+        mini: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, _ = mini
+    (repo / "kernel/configs").mkdir(parents=True)
+    (repo / "kernel/configs/tree.config").write_text("CONFIG_TINY=y\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a fragment of the tree's own")
+    series_dir = make_series(repo, tmp_path / "series",
+                             [("mm: add extra.c", {"mm/extra.c": EXTRA_C})])
+    report = check.run(check.CheckRequest(kernel=f"git:{repo}", series=(str(series_dir),),
+                                          configs=("tree:kernel/configs/tree.config",)),
+                       tmp_path / "out")
+    assert report.error == "" and report.exit_code == 0, check.summary_table(report)
+    missing = check.run(check.CheckRequest(kernel=f"git:{repo}", series=(str(series_dir),),
+                                           configs=("tree:kernel/configs/nope.config",)),
+                        tmp_path / "out2")
+    assert missing.exit_code == 2
+    assert "this kernel tree has no kernel/configs/nope.config" in missing.error
