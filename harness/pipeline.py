@@ -7,9 +7,10 @@
          -> _boot_and_test -> BootOutcome (boot, each test, setup, shutdown judged)
          -> verdict.judge -> CellResult
 
-Each stage is timed and recorded as it finishes (`stages.StageLog`), so a cell that stops
-early still says which stage stopped it and why, with what it had learnt (`CellFacts`,
-updated in `run_cell` alone). The final statuses are `verdict.judge`'s.
+Each stage is timed and recorded as it finishes (`stages.StageLog`), and what it found is
+noted in the cell's `CellFacts` as soon as it is known, so a cell stopped by an error or a
+signal still says which stage stopped it, why, and everything it had learnt before. The
+final statuses are `verdict.judge`'s.
 """
 
 from __future__ import annotations
@@ -113,9 +114,8 @@ class BootOutcome:
 
 @dataclass
 class CellFacts:
-    """What is known of the cell so far: updated by `run_cell` alone, from each stage's
-    result (and from the error that stopped one), so a cell that stops still says what
-    it had done."""
+    """What is known of the cell so far, noted by each stage as soon as it knows it: a cell
+    stopped half-way (an error, a signal) still reports it."""
 
     patches: tuple[PatchResult, ...] = ()
     config: ConfigResult | None = None
@@ -138,11 +138,6 @@ class CellFacts:
             boot_only=cell.boot_only, image=self.image,
         )
 
-    def learn(self, kernel: BuiltKernel) -> None:
-        self.patches, self.config, self.features = kernel.patches, kernel.config, kernel.features
-        self.kernel_version, self.source = kernel.image.version, kernel.source
-        self.package_version, self.image = kernel.package_version, str(kernel.image.bzimage)
-
 
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
@@ -150,15 +145,6 @@ class RunOptions:
     fail_fast: bool = False  # no test runs after one that made the kernel die
     timeouts: Mapping[str, int] = field(default_factory=dict)  # by test name, seconds (lower)
     retry_boot: bool = True  # a first boot that never reached the runner gets a second
-
-
-class StageStopped(HarnessError):
-    """A stage's error, with what the cell had learnt before it (for results.json)."""
-
-    def __init__(self, cause: HarnessError, partial: Mapping[str, object]) -> None:
-        super().__init__(cause.message, fix=cause.fix, log=cause.log, status=cause.status)
-        self.cause = cause
-        self.partial = partial
 
 
 def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
@@ -176,20 +162,13 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
     try:
         expectations = verdicts.load_expectations(expectations_path())
         plan = _plan(cell, stages)
-        kernel = _kernel(cell, plan, out_dir, stages)
-        facts.learn(kernel)
-        tests = _test_plan(plan, kernel, out_dir, stages)
-        facts.tests = tests.skipped
+        kernel = _kernel(cell, plan, out_dir, stages, facts)
+        tests = _test_plan(plan, kernel, out_dir, stages, facts)
         timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(t.name,
                                                                                 t.timeout_s)))
                       for t in tests.planned)
-        boot = _boot_and_test(cell, kernel.image, timed, out_dir, stages, options, accel)
-        facts.accel, facts.retries = boot.accel, boot.retries
-        facts.tests = (*tests.skipped, *boot.results)
+        _boot_and_test(cell, kernel.image, timed, out_dir, stages, options, accel, facts)
     except HarnessError as exc:
-        if isinstance(exc, StageStopped):
-            for name, value in exc.partial.items():
-                setattr(facts, name, value)
         stage_error = exc.status or Status.SETUP_ERROR
         error = str(exc)
         expectations = verdicts.Expectations()
@@ -281,91 +260,86 @@ def _patch_path(text: str) -> Path:
     return path
 
 
-def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog) -> BuiltKernel:
+def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
+            facts: CellFacts) -> BuiltKernel:
     """The kernel to boot: a prebuilt image, or the tree patched, configured and built."""
     if plan.spec.kind is SourceKind.IMAGE:
         with stages.stage("image", Status.SETUP_ERROR):
             image = build.image_from_file(Path(plan.spec.value))
+        facts.kernel_version, facts.image = image.version, str(image.bzimage)
+        facts.source = f"prebuilt image {plan.spec.value}"
         with stages.stage("features", Status.SETUP_ERROR):
             funcs, note = _btf_funcs(cell, image)
-            found = features.from_btf_only(features.known_features(), funcs)
-        return BuiltKernel(image=image, source=f"prebuilt image {plan.spec.value}",
-                           features=_noted(found, note))
+            facts.features = _noted(features.from_btf_only(features.known_features(), funcs),
+                                    note)
+        return BuiltKernel(image=image, source=facts.source, features=facts.features)
     with stages.stage("source", Status.SETUP_ERROR):
         tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs)
-    learnt: dict[str, object] = {"source": tree.source.describe,
-                                 "package_version": tree.source.package_version}
-    try:
-        # One lock from checkout to the end of the build: no other run moves this tree.
-        with tree.locked():
-            prepared = _series(cell, plan, tree, logs, stages)
-            learnt |= {"patches": prepared.patches, "features": prepared.features}
-            with stages.stage("kconfig", Status.CONFIG_ERROR):
-                config = tree.configure(log_dir=logs)
-            learnt["config"] = config
-            with stages.stage("build", Status.BUILD_ERROR):
-                image = tree.build(log_dir=logs)
-            learnt["kernel_version"], learnt["image"] = image.version, str(image.bzimage)
-            if image.config is not None:
-                (logs / "config").write_bytes(image.config.read_bytes())
+    facts.source, facts.package_version = tree.source.describe, tree.source.package_version
+    # One lock from checkout to the end of the build: no other run moves this tree.
+    with tree.locked():
+        prepared = _series(cell, plan, tree, logs, stages, facts)
+        with stages.stage("kconfig", Status.CONFIG_ERROR):
+            facts.config = config = tree.configure(log_dir=logs)
+        with stages.stage("build", Status.BUILD_ERROR):
+            image = tree.build(log_dir=logs)
+        facts.kernel_version, facts.image = image.version, str(image.bzimage)
+        if image.config is not None:
+            (logs / "config").write_bytes(image.config.read_bytes())
+        funcs, note = _btf_funcs(cell, image)
+        if funcs is None:
+            facts.features = _noted(prepared.features, note)
+        else:
             with stages.stage("features", Status.BUILD_ERROR):
-                confirmed = _confirm_features(cell, plan, prepared, image, logs)
-            learnt["features"] = confirmed
-            # kselftests build from the same tree state: still under the lock.
-            with stages.stage("kselftests-build", Status.BUILD_ERROR):
-                tree_tests = _build_tests_of(plan.tests, confirmed, BuildContext(
-                    kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir),
-                    from_tree=True)
-    except series.PatchConflictError as exc:
-        raise StageStopped(exc, {**learnt, "patches": exc.results}) from exc
-    except StageStopped:
-        raise
-    except HarnessError as exc:
-        raise StageStopped(exc, learnt) from exc
+                facts.features = features.confirm_with_btf(prepared.features, funcs)
+                _check_declared(plan, prepared, facts.features, logs)
+        # kselftests build from the same tree state: still under the lock.
+        with stages.stage("kselftests-build", Status.BUILD_ERROR):
+            tree_tests = _build_tests_of(plan.tests, facts.features, BuildContext(
+                kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir),
+                from_tree=True)
     return BuiltKernel(image=image, source=tree.source.describe,
                        package_version=tree.source.package_version, config=config,
-                       patches=prepared.patches, features=confirmed, tree_tests=tree_tests)
+                       patches=prepared.patches, features=facts.features,
+                       tree_tests=tree_tests)
 
 
-def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
-            stages: StageLog) -> PreparedTree:
+def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path, stages: StageLog,
+            facts: CellFacts) -> PreparedTree:
     with stages.stage("series", Status.PATCH_CONFLICT):
         known = features.known_features()
         base_defs = features.source_definitions(tree.source.repo, tree.base_commit, known)
         provided = features.series_in_base(
             {name: series.series_dir(name) for name in cell.series}, base_defs)
-        patches = tree.apply(plan.patches, log_dir=logs, in_base=provided)
+        try:
+            facts.patches = tree.apply(plan.patches, log_dir=logs, in_base=provided)
+        except series.PatchConflictError as exc:
+            facts.patches = exc.results
+            raise
         head_defs = features.definitions_after(tree.path, tree.base_commit, base_defs, "HEAD",
                                                known)
-        # Tests and fragments from the tree itself: checked now, before any build.
+        facts.features = features.from_sources(known, base_defs, head_defs)
+        # Tests from the tree itself: checked now, before any build.
         for ref in plan.tests:
             testkinds.kind_of(ref).check_in_tree(ref, tree.path)
-        tree.fragments()
-    return PreparedTree(tree=tree, patches=patches,
-                        features=features.from_sources(known, base_defs, head_defs))
+    return PreparedTree(tree=tree, patches=facts.patches, features=facts.features)
 
 
-def _confirm_features(cell: Cell, plan: CellPlan, prepared: PreparedTree, image: KernelImage,
-                      logs: Path) -> tuple[FeatureReport, ...]:
-    """The source verdicts confirmed by the kernel's BTF; what a series applied here says
-    it adds must be in the built kernel: otherwise the tests that need it would be skipped
-    and the cell could pass on a kernel without it."""
-    funcs, note = _btf_funcs(cell, image)
-    if funcs is None:
-        return _noted(prepared.features, note)
-    confirmed = features.confirm_with_btf(prepared.features, funcs)
+def _check_declared(plan: CellPlan, prepared: PreparedTree,
+                    confirmed: tuple[FeatureReport, ...], logs: Path) -> None:
+    """What a series applied here says it adds must be in the built kernel: otherwise the
+    tests that need it would be skipped and the cell could pass on a kernel without it."""
     applied = {p.series for p, r in zip(plan.patches, prepared.patches, strict=False)
                if r.state is PatchState.APPLIED}
     lacking = features.declared_but_absent(confirmed, applied)
     if lacking:
-        raise StageStopped(build.BuildError(
+        raise build.BuildError(
             "the built kernel lacks what its series declare (patches/*/provides.toml):\n"
             + "\n".join(f"  {r.feature.label} of {', '.join(r.feature.declared_by)}: {r.note}"
                         for r in lacking),
             logs / "config",
             fix="check that the series still defines and registers them, and that the "
-                "config enables the code they are in"), {"features": confirmed})
-    return confirmed
+                "config enables the code they are in")
 
 
 def _btf_funcs(cell: Cell, image: KernelImage) -> tuple[frozenset[str] | None, str]:
@@ -408,73 +382,60 @@ def _build_tests_of(refs: tuple[TestRef, ...], reports: tuple[FeatureReport, ...
     return built
 
 
-def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog) -> TestPlan:
+def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog,
+               facts: CellFacts) -> TestPlan:
+    # Not built, not booted: what the kernel cannot run.
+    facts.tests = skipped = tuple(
+        TestResult(name=ref.name, status=Status.SKIP, duration_s=0.0, exit_code=None,
+                   ktap=None, reason="skipped by the harness: the kernel lacks "
+                                     + ", ".join(missing))
+        for ref in plan.tests if (missing := missing_features(ref, kernel.features)))
     planned: list[protocol.GuestTest] = []
-    skipped: list[TestResult] = []
     with stages.stage("selftests-build", Status.BUILD_ERROR):
         built = {**kernel.tree_tests, **_build_tests_of(
             plan.tests, kernel.features, BuildContext(kernel=kernel.image, log_dir=logs),
             from_tree=False)}
         for ref in plan.tests:
-            if missing := missing_features(ref, kernel.features):
-                # Not built, not booted: the kernel cannot run it.
-                skipped.append(TestResult(
-                    name=ref.name, status=Status.SKIP, duration_s=0.0, exit_code=None,
-                    ktap=None, reason="skipped by the harness: the kernel lacks "
-                                      + ", ".join(missing)))
-                continue
-            planned += testkinds.kind_of(ref).plan(ref, built[ref.name])
-    return TestPlan(planned=tuple(planned), skipped=tuple(skipped))
-
-
-class BootFailed(vm.BootError):
-    """The guest never reached the runner (twice, or once with a panic): the boot result
-    with its splats goes to results.json with the error."""
-
-    def __init__(self, reason: str, *, log: Path, results: tuple[TestResult, ...],
-                 accel: str, retries: tuple[str, ...]) -> None:
-        super().__init__(reason, log=log)
-        self.results, self.accel, self.retries = results, accel, retries
+            if ref.name in built:
+                planned += testkinds.kind_of(ref).plan(ref, built[ref.name])
+    return TestPlan(planned=tuple(planned), skipped=skipped)
 
 
 def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],
-                   logs: Path, stages: StageLog, options: RunOptions,
-                   accel_request: Accel) -> BootOutcome:
+                   logs: Path, stages: StageLog, options: RunOptions, accel_request: Accel,
+                   facts: CellFacts) -> BootOutcome:
+    """Boot once (twice when the first never reached the runner and did not panic); the
+    results, after the harness's own skips, go into `facts` as each boot ends."""
     with stages.stage("accel", Status.BOOT_ERROR):
         accel, why = vm.choose_accel(accel_request, kernel.bzimage,
                                      log_path=logs / "kvm-probe.log")
-    accel_text = f"{accel.value} ({why})"
-    retries: list[str] = []
+    facts.accel = f"{accel.value} ({why})"
+    skipped = facts.tests
     earlier: list[Splat] = []
     for attempt in (1, 2):
         guest_dir = logs / "guest" if attempt == 1 else logs / f"guest-{attempt}"
         name = "boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})"
-        try:
-            with stages.stage(name, Status.BOOT_ERROR):
-                results = _one_boot(cell, kernel, accel, list(planned), guest_dir,
-                                    fail_fast=options.fail_fast)
-                boot = results[0]
-                if earlier:
-                    boot = replace(boot, splats=(*earlier, *boot.splats))
-                    results[0] = boot
-                if boot.status is Status.BOOT_ERROR:
-                    panicked = any(s.kind == "PANIC" for s in boot.splats)
-                    # The splats are the boot result's, shown with it.
-                    if attempt > 1 or panicked or not options.retry_boot:
-                        raise BootFailed(boot.reason, log=guest_dir / "console.log",
-                                         results=tuple(results), accel=accel_text,
-                                         retries=tuple(retries))
-        except BootFailed as exc:
-            raise StageStopped(exc, {"tests": exc.results, "accel": exc.accel,
-                                     "retries": exc.retries}) from exc
+        with stages.stage(name, Status.BOOT_ERROR):
+            results = _one_boot(cell, kernel, accel, list(planned), guest_dir,
+                                fail_fast=options.fail_fast)
+            boot = results[0]
+            if earlier:
+                boot = replace(boot, splats=(*earlier, *boot.splats))
+                results[0] = boot
+            facts.tests = (*skipped, *results)
+            if boot.status is Status.BOOT_ERROR:
+                panicked = any(s.kind == "PANIC" for s in boot.splats)
+                # The splats are the boot result's, shown with it.
+                if attempt > 1 or panicked or not options.retry_boot:
+                    raise vm.BootError(boot.reason, log=guest_dir / "console.log")
         if boot.status is not Status.BOOT_ERROR:
-            return BootOutcome(results=tuple(results), accel=accel_text,
-                               retries=tuple(retries))
+            return BootOutcome(results=tuple(results), accel=facts.accel,
+                               retries=facts.retries)
         # A guest that never reached the runner (and did not panic) gets one more boot;
         # what its kernel printed still counts.
         stages.stages[-1] = replace(stages.stages[-1], status=Status.BOOT_ERROR,
                                     detail=boot.reason)
-        retries.append(f"boot: {boot.reason}; booted again")
+        facts.retries = (*facts.retries, f"boot: {boot.reason}; booted again")
         log.warning("[%s] %s; booting once more", cell.name, boot.reason)
         earlier = [replace(s, where="first boot (failed; booted again)") for s in boot.splats]
     raise AssertionError("the second attempt returns or raises")  # pragma: no cover

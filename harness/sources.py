@@ -163,9 +163,13 @@ def _import_tarball(tarball: Path, dest: Path, *, message: str, log_dir: Path) -
 
 def _prepare_git(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
     user = Path(spec.value).resolve()
-    if not user.is_dir() or not git_run(user, "rev-parse", "--git-dir", timeout=60).ok:
-        raise SourceError(f"{user} is not a git repository; fix: pass git:PATH of a kernel "
-                          "checkout")
+    # The top of a work tree: a subdirectory (or a tree that merely sits inside some other
+    # repository) is not the kernel the user meant.
+    top = git_run(user, "rev-parse", "--show-prefix", timeout=60) if user.is_dir() else None
+    if top is None or not top.ok or top.output.strip():
+        raise SourceError(f"{user} is not the top of a git work tree",
+                          fix="pass git:PATH of a kernel checkout (the directory that holds "
+                              ".git)")
     key = hashlib.sha256(str(user).encode()).hexdigest()[:12]
     clone = paths.sub("src") / f"git-{user.name}-{key}"
     with locked(f"src-{clone.name}", wait_message=f"cloning {user}"):

@@ -36,12 +36,13 @@ def resolve(text: str) -> TestRef:
 def check_in_tree(ref: TestRef, tree: Path) -> None:
     root = tree / "tools/testing/selftests"
     if not (root / ref.target / "Makefile").is_file():
-        targets = sorted(p.name for p in root.iterdir() if (p / "Makefile").is_file())
+        targets = sorted(p.name for p in root.iterdir()
+                         if (p / "Makefile").is_file()) if root.is_dir() else []
         close = difflib.get_close_matches(ref.target, targets, n=1)
         hint = f"did you mean kselftest:{close[0]}? " if close else ""
         raise setup_error(f"{ref.name}: this kernel tree has no "
                           f"tools/testing/selftests/{ref.target}",
-                          fix=f"{hint}targets here: {', '.join(targets)}")
+                          fix=f"{hint}targets here: {', '.join(targets) or 'none'}")
     makefile = (root / ref.target / "Makefile").read_text(errors="replace")
     words = set(re.findall(r"[A-Za-z0-9_.-]+", makefile))
     missing = [t for t in ref.only if t not in words]

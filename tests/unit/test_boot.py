@@ -84,14 +84,10 @@ def boot(tmp_path: Path) -> tuple[Booted, Exception | None]:
     kernel = KernelImage(bzimage=tmp_path / "bzImage", vmlinux=None, config=None,
                          version="6.12.117+")
     try:
-        out = pipeline._boot_and_test(cell, kernel, tuple(plan_of(GOLDEN / "clean-6.12")),
-                                      tmp_path, run.stages, pipeline.RunOptions(), Accel.TCG)
-    except pipeline.StageStopped as exc:
-        # what run_cell does with a stage that stopped: its facts kept, its cause reported
-        for name, value in exc.partial.items():
-            setattr(run.facts, name, value)
-        return run, exc.cause
-    run.facts.tests, run.facts.retries = out.results, out.retries
+        pipeline._boot_and_test(cell, kernel, tuple(plan_of(GOLDEN / "clean-6.12")), tmp_path,
+                                run.stages, pipeline.RunOptions(), Accel.TCG, run.facts)
+    except vm.BootError as exc:
+        return run, exc
     return run, None
 
 

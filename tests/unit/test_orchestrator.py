@@ -52,7 +52,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def own_test(root: Path, name: str, script: str, *, timeout: int = 5,
-             userspace: str = "") -> str:
+             userspace: str = "", requires: tuple[str, ...] = ()) -> str:
     d = root / "tests" / name
     d.mkdir(parents=True, exist_ok=True)
     build = ""
@@ -60,7 +60,8 @@ def own_test(root: Path, name: str, script: str, *, timeout: int = 5,
         (d / "prog.c").write_text(userspace)
         build = '[build]\nuserspace = ["prog.c"]\n'
     (d / "run.sh").write_text(script)
-    (d / "test.toml").write_text(f'name = "{name}"\n{build}[run]\n'
+    needs = f"requires = {json.dumps(list(requires))}\n" if requires else ""
+    (d / "test.toml").write_text(f'name = "{name}"\n{needs}{build}[run]\n'
                                  f'command = ["sh", "{d / "run.sh"}"]\ntimeout = {timeout}\n')
     return str(d)
 
@@ -91,9 +92,11 @@ def test_a_clean_cell_passes_every_stage_and_its_tests(world: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     r = run(world, "clean", monkeypatch=monkeypatch)
     assert r.status is Status.PASS, r.error
+    # no "features" stage: the fake vmlinux has no BTF, so the source verdicts stand, noted
     assert stage_statuses(r) == [(s, "PASS") for s in (
-        "plan", "source", "series", "kconfig", "build", "features", "kselftests-build",
+        "plan", "source", "series", "kconfig", "build", "kselftests-build",
         "selftests-build", "accel", "boot+tests")]
+    assert r.features and all("BTF unreadable" in f.note for f in r.features)
     by = {t.name: t for t in r.tests}
     assert [by[n].status for n in ("boot", "fake_pass", "setup", "shutdown")] == [
         Status.PASS] * 4
@@ -268,3 +271,54 @@ def test_a_hung_guest_is_killed_and_said(world: Path, monkeypatch: pytest.Monkey
     # the kill path left no fake guest behind
     left = subprocess.run(["pgrep", "-f", str(FAKES / "bin" / "vng")], capture_output=True)
     assert left.returncode == 1
+
+
+def test_a_signal_in_the_build_keeps_what_the_cell_had_learnt(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.tree import KernelTree
+
+    def interrupted(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt("SIGINT")
+
+    monkeypatch.setattr(KernelTree, "build", interrupted)
+    patch = _one_line_patch(world, "fine.patch", "\treturn 43;")
+    with pytest.raises(pipeline.CellInterrupted) as stopped:
+        run(world, "sigint", patches=(str(patch),), monkeypatch=monkeypatch)
+    partial = stopped.value.partial
+    assert stopped.value.where == "build" and partial.status is Status.INTERRUPTED
+    assert [p.state.value for p in partial.patches] == ["applied"]
+    assert partial.config is not None and partial.source.endswith("(clean)")
+    assert stage_statuses(partial)[-1] == ("build", "INTERRUPTED")
+
+
+def test_a_failed_boot_keeps_the_tests_the_harness_skipped(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a hook the fake tree does not define
+    needy = own_test(world, "fake_needy", KTAP_PASS, requires=("bpf_rstat_flush",))
+    r = run(world, "panic-skip", tests=(needy, own_test(world, "fake_pass", KTAP_PASS)),
+            scenario="panic", monkeypatch=monkeypatch)
+    assert r.status is Status.BOOT_ERROR
+    by = {t.name: t for t in r.tests}
+    assert by["fake_needy"].status is Status.SKIP and "bpf_rstat_flush" in by["fake_needy"].reason
+    assert by["boot"].status is Status.BOOT_ERROR
+
+
+def test_an_error_after_the_patches_applied_keeps_their_states(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch = _one_line_patch(world, "fine2.patch", "\treturn 44;")
+    r = run(world, "bad-target", tests=("kselftest:nope",), patches=(str(patch),),
+            monkeypatch=monkeypatch)
+    assert r.status is Status.SETUP_ERROR
+    assert stage_statuses(r)[-1] == ("series", "SETUP_ERROR")
+    assert "tools/testing/selftests/nope" in r.error
+    assert [p.state.value for p in r.patches] == ["applied"]
+
+
+def test_a_subdirectory_of_a_repository_is_not_a_kernel_tree(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cell = Cell(name="subdir", tier=Tier.DEFAULT, kernel=f"git:{world / 'linux' / 'kernel'}",
+                configs=(str(FAKES / "fake.config"),),
+                tests=(own_test(world, "fake_pass", KTAP_PASS),))
+    r = pipeline.run_cell(cell, world / "subdir", accel=Accel.TCG)
+    assert r.status is Status.SETUP_ERROR
+    assert "is not the top of a git work tree" in r.error and "fix:" in r.error
