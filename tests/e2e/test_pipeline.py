@@ -269,8 +269,11 @@ def test_vm_wall_clock_timeout_kills_qemu(tmp_path: Path, ci_run: Run) -> None:
 # ---- issue 4: hierarchical stats, feature probe, broken kernels, tree-size benchmark ----
 
 RSTAT_FEATURES = {"bpf_rstat_flush", "cgroup_rstat_updated", "cgroup_rstat_flush", "cgroup"}
-MEMCG_KFUNCS = {"bpf_memcg_flush_stats", "bpf_memcg_node_stat_fetch", "bpf_memcg_stat_fetch",
-                "bpf_memcg_vm_event_fetch"}
+# mainline's memcg kfuncs (mm/bpf_memcontrol.c), which patches/memcg-kfuncs backports
+MEMCG_KFUNCS = {"bpf_get_mem_cgroup", "bpf_get_root_mem_cgroup", "bpf_put_mem_cgroup",
+                "bpf_mem_cgroup_flush_stats", "bpf_mem_cgroup_page_state",
+                "bpf_mem_cgroup_vm_events", "bpf_mem_cgroup_memory_events",
+                "bpf_mem_cgroup_usage"}
 
 
 def test_feature_probe_reports_base_and_series_confirmed_by_btf(ci_run: Run) -> None:
