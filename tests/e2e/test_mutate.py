@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,14 +18,18 @@ SEED = 19
 TARGET = "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked"
 
 
-def test_three_mutants_by_seed_are_each_killed(tmp_path_factory: pytest.TempPathFactory) -> None:
-    out = tmp_path_factory.mktemp("mutate") / "out"
+def mutate(out: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     proc = harness("mutate", "--series", "memcg-kfuncs", "--target", TARGET,
                    "--test", "memcg_kfuncs", "--test", "hierarchical_stats",
                    "--max", "3", "--seed", str(SEED), "--out", str(out), timeout=3600)
-    (out.parent / "harness-output.log").write_text(proc.stdout + "\n--- stderr ---\n"
-                                                   + proc.stderr)
-    data = json.loads((out / "mutants.json").read_text())
+    (out.parent / f"{out.name}-output.log").write_text(proc.stdout + "\n--- stderr ---\n"
+                                                       + proc.stderr)
+    return proc, json.loads((out / "mutants.json").read_text())
+
+
+def test_three_mutants_by_seed_are_each_killed(tmp_path_factory: pytest.TempPathFactory) -> None:
+    out = tmp_path_factory.mktemp("mutate") / "out"
+    proc, data = mutate(out)
     assert data["baseline"]["status"] == "PASS", data["baseline"]
     runs = data["mutants"]
     assert len(runs) == 3
@@ -51,3 +56,14 @@ def test_three_mutants_by_seed_are_each_killed(tmp_path_factory: pytest.TempPath
     assert "MUTANT" not in subject
     assert subprocess.run(["git", "-C", str(tree), "status", "--porcelain"], text=True,
                           capture_output=True, check=True).stdout == ""
+
+    # The same command again: every verdict from the cache (same tree, config, tests and
+    # harness), the same outcomes, and still every mutant's patch in the new directory.
+    again = out.parent / "again"
+    proc2, data2 = mutate(again)
+    assert proc2.returncode == 0, proc2.stdout[-3000:]
+    assert [(m["id"], m["outcome"]) for m in data2["mutants"]] == [
+        (m["id"], m["outcome"]) for m in runs]
+    for m in data2["mutants"]:
+        assert m["cached"] is True and m["run"] == ""
+        assert (again / m["patch"]).read_text() == (out / m["patch"]).read_text()
