@@ -1333,7 +1333,7 @@ static void check_untrusted_rejected(void)
 		{ "read_untrusted", "must be referenced or trusted" },
 		{ "flush_untrusted", "must be referenced or trusted" },
 		{ "leak", "Unreleased reference" },
-		{ "put_unreferenced", "release kernel function" },
+		{ "put_unreferenced", "must be referenced or trusted" },
 	};
 	static char vlog[65536];
 	bool ok = true;

@@ -15,7 +15,7 @@
  *   leak               a reference from bpf_get_mem_cgroup() not put:
  *                      "Unreleased reference" (KF_ACQUIRE)
  *   put_unreferenced   bpf_put_mem_cgroup() of a memcg the program did not
- *                      get (KF_RELEASE): "release kernel function ... expects"
+ *                      get (KF_RELEASE): "must be referenced or trusted"
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
