@@ -191,32 +191,44 @@ int memcg_read(struct bpf_iter__cgroup *ctx)
 		return 0;	/* another cgroup of the walk */
 
 	memcg = bpf_get_mem_cgroup(&cgrp->self);
+	/*
+	 * One NULL check, the put on the one path that has a memcg: the 6.1
+	 * verifier does not know that a tested pointer stays non-NULL, and a
+	 * second "if (memcg)" before the put would leave it a path without one.
+	 */
+	if (!memcg) {
+		if (mode == MK_MODE_PROBE) {
+			prec.magic = MK_MAGIC_PROBE;
+			prec.cgid = cgrp->kn->id;
+			no_memcg(prec.res, NR_PROBES);
+			bpf_seq_write(seq, &prec, sizeof(prec));
+		} else {
+			rrec.magic = MK_MAGIC_READ;
+			rrec.cgid = cgrp->kn->id;
+			rrec.flush_ret = -MK_ENOENT;
+			no_memcg(rrec.val, NR_FIELDS);
+			bpf_seq_write(seq, &rrec, sizeof(rrec));
+		}
+		records++;
+		return 0;
+	}
 	if (mode == MK_MODE_PROBE) {
 		prec.magic = MK_MAGIC_PROBE;
 		prec.cgid = cgrp->kn->id;
-		if (memcg)
-			run_probes(memcg);
-		else
-			no_memcg(prec.res, NR_PROBES);
+		run_probes(memcg);
 		bpf_seq_write(seq, &prec, sizeof(prec));
 	} else {
 		rrec.magic = MK_MAGIC_READ;
 		rrec.cgid = cgrp->kn->id;
 		rrec.flush_ret = 1;
-		if (!memcg) {
-			rrec.flush_ret = -MK_ENOENT;
-			no_memcg(rrec.val, NR_FIELDS);
-		} else {
-			if (mode == MK_MODE_READ || mode == MK_MODE_TARGET) {
-				bpf_mem_cgroup_flush_stats(memcg);	/* may sleep */
-				rrec.flush_ret = 0;
-			}
-			read_fields(memcg);
+		if (mode == MK_MODE_READ || mode == MK_MODE_TARGET) {
+			bpf_mem_cgroup_flush_stats(memcg);	/* may sleep */
+			rrec.flush_ret = 0;
 		}
+		read_fields(memcg);
 		bpf_seq_write(seq, &rrec, sizeof(rrec));
 	}
-	if (memcg)
-		bpf_put_mem_cgroup(memcg);
+	bpf_put_mem_cgroup(memcg);
 	records++;
 	return 0;
 }
