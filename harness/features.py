@@ -9,7 +9,7 @@ Features are the kernel's own (the rstat hook and kfuncs, the cgroup iterator) p
 each series under patches/ declares in its `provides.toml`:
 
     # patches/<series>/provides.toml
-    kfuncs = ["bpf_memcg_flush_stats", "bpf_memcg_stat_fetch"]
+    kfuncs = ["bpf_get_mem_cgroup", "bpf_mem_cgroup_page_state"]
     hooks = []
     iterators = []
 """

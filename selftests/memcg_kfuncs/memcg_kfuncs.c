@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * memcg_kfuncs: functional test of the memcg statistics kfuncs
- * (bpf_memcg_flush_stats, bpf_memcg_node_stat_fetch, bpf_memcg_stat_fetch,
- * bpf_memcg_vm_event_fetch; patches/memcg-kfuncs).
+ * memcg_kfuncs: functional test of the memcg kfuncs, mainline's API
+ * (mm/bpf_memcontrol.c; patches/memcg-kfuncs backports it): get and put a
+ * memcg, flush, read page_state, vm_events, memory_events and usage.
  *
  * Cgroups (under the cgroup2 mount, +memory enabled where needed):
  *
@@ -20,35 +20,40 @@
  *   1  load_sleepable_iter            the iterator with all four kfuncs loads
  *   2  cgroup_setup                   P, C, N, L, E exist; memory.stat exists
  *                                     in P, C, N, E and not in L
- *   3  bad_items_einval               out-of-range / wrong-enum items give
- *                                     exactly -EINVAL, on P and on L (the
- *                                     item is checked before the cgroup).
+ *   3  bad_items_einval               out-of-range indexes give exactly
+ *                                     (unsigned long)-1 on P (recorded
+ *                                     -EINVAL); on L bpf_get_mem_cgroup()
+ *                                     gives NULL and nothing is read.
  *                                     Run FIRST, before anything else calls
  *                                     the kfuncs: a missing check would hit
  *                                     a WARN_ONCE (the harness marks the test
  *                                     CRASHED) that fires only once per boot.
  *   4  untracked_items_einval         in-range items memcg does not track:
- *                                     PGFREE/PSWPIN events -EINVAL on every
+ *                                     PGFREE/PSWPIN events -1 on every
  *                                     kernel; NR_ISOLATED_ANON/NR_DIRTIED
- *                                     -EINVAL where memcg tracks a subset of
+ *                                     -1 where memcg tracks a subset of
  *                                     the node items (>= 6.11); on older
  *                                     kernels (the 6.1 backport) every node
  *                                     item has a counter, so they must be
  *                                     accepted (>= 0; documented limitation)
- *   5  no_memcg_enoent                on L the flush and valid fetches give
- *                                     exactly -ENOENT (and 0 / >= 0 on P);
- *                                     the first and last valid item of each
- *                                     enum are valid calls too (a bound one
- *                                     off would refuse them)
+ *   5  no_memcg_enoent                bpf_get_mem_cgroup() of L (no memory
+ *                                     controller) is NULL; on P the get, the
+ *                                     flush, valid reads of each kind, usage,
+ *                                     memory_events and the root memcg work;
+ *                                     the first and last valid index are
+ *                                     valid calls too (a bound one off
+ *                                     would refuse them)
  *   6  nonsleepable_flush_rejected    a non-sleepable iter/cgroup program
- *                                     calling bpf_memcg_flush_stats is
+ *                                     calling bpf_mem_cgroup_flush_stats is
  *                                     refused; the verifier log says "sleep"
- *   7  untrusted_cgroup_rejected      a cgroup pointer walked through fields
- *                                     the verifier knows nothing about is
- *                                     refused by each fetch ("must be a rcu
- *                                     pointer": KF_RCU) and by the flush
+ *   7  untrusted_cgroup_rejected      what the flags forbid is refused: an
+ *                                     untrusted css to the get ("must be a
+ *                                     rcu pointer": KF_RCU), an untrusted
+ *                                     memcg to a reader and to the flush
  *                                     ("must be referenced or trusted":
- *                                     KF_TRUSTED_ARGS); skipped before 6.2
+ *                                     KF_TRUSTED_ARGS), a reference not put
+ *                                     (KF_ACQUIRE), a put of a memcg not got
+ *                                     (KF_RELEASE); skipped before 6.2
  *   8  charge_memory_in_child         a forked worker moves itself into C
  *                                     and creates 64 MiB anon (touched page
  *                                     by page), 16 MiB shmem (written to a
@@ -70,7 +75,7 @@
  *                                     removed (also on failure / SIGTERM)
  *
  * Tolerances.  memory.stat and the kfuncs read the same counters through
- * the same flush (bpf_memcg_flush_stats() == mem_cgroup_flush_stats(), the
+ * the same flush (bpf_mem_cgroup_flush_stats() == mem_cgroup_flush_stats(), the
  * flush reading memory.stat does).  That flush is rate limited: on 6.12 it
  * runs only when more than MEMCG_CHARGE_BATCH (64) * online CPUs updates
  * are pending in the subtree, and every CPU keeps up to 64 more updates to
@@ -163,8 +168,10 @@
 #define SLACK_BYTES	(4 * MiB)
 
 static const char *const kfunc_names[] = {
-	"bpf_memcg_flush_stats", "bpf_memcg_node_stat_fetch",
-	"bpf_memcg_stat_fetch", "bpf_memcg_vm_event_fetch",
+	"bpf_get_mem_cgroup", "bpf_get_root_mem_cgroup", "bpf_put_mem_cgroup",
+	"bpf_mem_cgroup_flush_stats", "bpf_mem_cgroup_page_state",
+	"bpf_mem_cgroup_vm_events", "bpf_mem_cgroup_memory_events",
+	"bpf_mem_cgroup_usage",
 };
 
 /* ------------------------------------------------------------------ */
@@ -444,33 +451,37 @@ struct pdesc {
 
 /* the untracked node items are fixed up in main() for pre-6.11 kernels */
 static struct pdesc pdesc[NR_PROBES] = {
-	[P_FLUSH]	     = { "flush_stats()", E_ZERO, E_ENOENT },
-	[P_NODE_VALID]	     = { "node_stat_fetch(NR_ANON_MAPPED)", E_NONNEG, E_ENOENT },
-	[P_MEMCG_VALID]	     = { "stat_fetch(MEMCG_KMEM)", E_NONNEG, E_ENOENT },
-	[P_EVENT_VALID]	     = { "vm_event_fetch(PGFAULT)", E_NONNEG, E_ENOENT },
+	[P_FLUSH]	     = { "get_mem_cgroup(&cgrp->self) + flush_stats()", E_ZERO, E_ENOENT },
+	[P_NODE_VALID]	     = { "page_state(NR_ANON_MAPPED)", E_NONNEG, E_ENOENT },
+	[P_MEMCG_VALID]	     = { "page_state(MEMCG_KMEM)", E_NONNEG, E_ENOENT },
+	[P_EVENT_VALID]	     = { "vm_events(PGFAULT)", E_NONNEG, E_ENOENT },
+	[P_MEMEV_VALID]	     = { "memory_events(MEMCG_HIGH)", E_NONNEG, E_ENOENT },
+	[P_USAGE]	     = { "usage()", E_NONNEG, E_ENOENT },
+	[P_ROOT]	     = { "get_root_mem_cgroup() + page_state(anon)", E_NONNEG, E_ENOENT },
 	/* every memcg_stat_item is tracked, and so is the first node item */
-	[P_NODE_FIRST]	     = { "node_stat_fetch(0: NR_LRU_BASE)", E_NONNEG, E_ENOENT },
-	[P_MEMCG_FIRST]	     = { "stat_fetch(first: MEMCG_SWAP)", E_NONNEG, E_ENOENT },
-	[P_MEMCG_LAST]	     = { "stat_fetch(MEMCG_NR_STAT - 1)", E_NONNEG, E_ENOENT },
-	[P_NODE_END]	     = { "node_stat_fetch(NR_VM_NODE_STAT_ITEMS)", E_EINVAL, E_EINVAL },
-	[P_NODE_END_PLUS5]   = { "node_stat_fetch(NR_VM_NODE_STAT_ITEMS + 5)", E_EINVAL, E_EINVAL },
-	[P_NODE_INT_MAX]     = { "node_stat_fetch(0x7fffffff)", E_EINVAL, E_EINVAL },
-	[P_NODE_MINUS1]	     = { "node_stat_fetch(-1)", E_EINVAL, E_EINVAL },
-	[P_NODE_INT_MIN]     = { "node_stat_fetch(INT_MIN)", E_EINVAL, E_EINVAL },
-	[P_NODE_MEMCG_ITEM]  = { "node_stat_fetch(MEMCG_KMEM)", E_EINVAL, E_EINVAL },
-	[P_MEMCG_NODE_ITEM]  = { "stat_fetch(NR_ANON_MAPPED)", E_EINVAL, E_EINVAL },
-	[P_MEMCG_END]	     = { "stat_fetch(MEMCG_NR_STAT)", E_EINVAL, E_EINVAL },
-	[P_MEMCG_END_PLUS5]  = { "stat_fetch(MEMCG_NR_STAT + 5)", E_EINVAL, E_EINVAL },
-	[P_MEMCG_INT_MAX]    = { "stat_fetch(0x7fffffff)", E_EINVAL, E_EINVAL },
-	[P_MEMCG_MINUS1]     = { "stat_fetch(-1)", E_EINVAL, E_EINVAL },
-	[P_EVENT_END]	     = { "vm_event_fetch(NR_VM_EVENT_ITEMS)", E_EINVAL, E_EINVAL },
-	[P_EVENT_END_PLUS5]  = { "vm_event_fetch(NR_VM_EVENT_ITEMS + 5)", E_EINVAL, E_EINVAL },
-	[P_EVENT_INT_MAX]    = { "vm_event_fetch(0x7fffffff)", E_EINVAL, E_EINVAL },
-	[P_EVENT_MINUS1]     = { "vm_event_fetch(-1)", E_EINVAL, E_EINVAL },
-	[P_NODE_UNTRACKED_A] = { "node_stat_fetch(NR_ISOLATED_ANON)", E_EINVAL, E_EINVAL },
-	[P_NODE_UNTRACKED_B] = { "node_stat_fetch(NR_DIRTIED)", E_EINVAL, E_EINVAL },
-	[P_EVENT_UNTRACKED_A] = { "vm_event_fetch(PGFREE)", E_EINVAL, E_EINVAL },
-	[P_EVENT_UNTRACKED_B] = { "vm_event_fetch(PSWPIN)", E_EINVAL, E_EINVAL },
+	[P_NODE_FIRST]	     = { "page_state(0: NR_LRU_BASE)", E_NONNEG, E_ENOENT },
+	[P_MEMCG_FIRST]	     = { "page_state(first memcg item: MEMCG_SWAP)", E_NONNEG, E_ENOENT },
+	[P_MEMCG_LAST]	     = { "page_state(MEMCG_NR_STAT - 1)", E_NONNEG, E_ENOENT },
+	/* (unsigned long)-1, recorded -EINVAL; without a memcg nothing is called */
+	[P_NODE_END]	     = { "page_state(MEMCG_NR_STAT + 1)", E_EINVAL, E_ENOENT },
+	[P_NODE_END_PLUS5]   = { "page_state(MEMCG_NR_STAT + 5)", E_EINVAL, E_ENOENT },
+	[P_NODE_INT_MAX]     = { "page_state(0x7fffffff)", E_EINVAL, E_ENOENT },
+	[P_NODE_MINUS1]	     = { "page_state(-1)", E_EINVAL, E_ENOENT },
+	[P_NODE_INT_MIN]     = { "page_state(INT_MIN)", E_EINVAL, E_ENOENT },
+	[P_MEMEV_END]	     = { "memory_events(MEMCG_NR_MEMORY_EVENTS)", E_EINVAL, E_ENOENT },
+	[P_MEMEV_MINUS1]     = { "memory_events(-1)", E_EINVAL, E_ENOENT },
+	[P_MEMCG_END]	     = { "page_state(MEMCG_NR_STAT)", E_EINVAL, E_ENOENT },
+	[P_MEMCG_END_PLUS5]  = { "page_state(MEMCG_NR_STAT + 5)", E_EINVAL, E_ENOENT },
+	[P_MEMCG_INT_MAX]    = { "page_state(0x7fffffff)", E_EINVAL, E_ENOENT },
+	[P_MEMCG_MINUS1]     = { "page_state(-1)", E_EINVAL, E_ENOENT },
+	[P_EVENT_END]	     = { "vm_events(NR_VM_EVENT_ITEMS)", E_EINVAL, E_ENOENT },
+	[P_EVENT_END_PLUS5]  = { "vm_events(NR_VM_EVENT_ITEMS + 5)", E_EINVAL, E_ENOENT },
+	[P_EVENT_INT_MAX]    = { "vm_events(0x7fffffff)", E_EINVAL, E_ENOENT },
+	[P_EVENT_MINUS1]     = { "vm_events(-1)", E_EINVAL, E_ENOENT },
+	[P_NODE_UNTRACKED_A] = { "page_state(NR_ISOLATED_ANON)", E_EINVAL, E_ENOENT },
+	[P_NODE_UNTRACKED_B] = { "page_state(NR_DIRTIED)", E_EINVAL, E_ENOENT },
+	[P_EVENT_UNTRACKED_A] = { "vm_events(PGFREE)", E_EINVAL, E_ENOENT },
+	[P_EVENT_UNTRACKED_B] = { "vm_events(PSWPIN)", E_EINVAL, E_ENOENT },
 };
 
 static const char *expect_str(enum expect e)
@@ -478,8 +489,8 @@ static const char *expect_str(enum expect e)
 	switch (e) {
 	case E_ZERO:	return "0";
 	case E_NONNEG:	return ">= 0";
-	case E_EINVAL:	return "-EINVAL (-22)";
-	default:	return "-ENOENT (-2)";
+	case E_EINVAL:	return "-1 (as -EINVAL)";
+	default:	return "no memcg (-ENOENT)";
 	}
 }
 
@@ -944,13 +955,13 @@ static int check_read_rec(int cgi, int mode, struct mk_read_rec *r, char *msg, s
 		return -EPROTO;
 	}
 	if (mode == MK_MODE_READ && r->flush_ret != 0) {
-		snprintf(msg, mlen, "%s: bpf_memcg_flush_stats() returned %lld, expected 0",
+		snprintf(msg, mlen, "%s: get + flush gave %lld, expected 0 (-2: bpf_get_mem_cgroup() returned NULL)",
 			 cgs[cgi].label, (long long)r->flush_ret);
 		return -EPROTO;
 	}
 	for (f = 0; f < NR_FIELDS; f++) {
 		if (r->val[f] < 0) {
-			snprintf(msg, mlen, "%s: fetch of %s (%s = %lld) returned %lld (%s), expected a value >= 0",
+			snprintf(msg, mlen, "%s: read of %s (%s = %lld) gave %lld (%s), expected a value >= 0",
 				 cgs[cgi].label, fdesc[f].key, fdesc[f].item,
 				 (long long)r->item[f], (long long)r->val[f],
 				 strerror((int)-r->val[f]));
@@ -1283,7 +1294,7 @@ static void check_verifier_rejects(void)
 	err = memcg_kfuncs_sleep_neg_bpf__load(neg);
 	memcg_kfuncs_sleep_neg_bpf__destroy(neg);
 	if (!err) {
-		diag("non-sleepable iter/cgroup program calling bpf_memcg_flush_stats loaded; expected the verifier to refuse it");
+		diag("non-sleepable iter/cgroup program calling bpf_mem_cgroup_flush_stats loaded; expected the verifier to refuse it");
 		report(T_NEG_VERIFIER, false);
 		return;
 	}
@@ -1309,7 +1320,8 @@ static void check_verifier_rejects(void)
 /*
  * A cgroup pointer the verifier cannot vouch for (memcg_kfuncs_untrusted_neg.bpf.c)
  * must be refused by every kfunc, for the flag it registers: KF_RCU for the
- * fetches, KF_TRUSTED_ARGS for the flush.  Each program is loaded alone.
+ * get, KF_TRUSTED_ARGS for the readers and the flush, and the acquire/release
+ * pairing.  Each program is loaded alone.
  */
 static void check_untrusted_rejected(void)
 {
@@ -1317,10 +1329,11 @@ static void check_untrusted_rejected(void)
 		const char *prog;
 		const char *needle;
 	} cases[] = {
-		{ "fetch_node_untrusted", "must be a rcu pointer" },
-		{ "fetch_memcg_untrusted", "must be a rcu pointer" },
-		{ "fetch_event_untrusted", "must be a rcu pointer" },
+		{ "get_untrusted", "must be a rcu pointer" },
+		{ "read_untrusted", "must be referenced or trusted" },
 		{ "flush_untrusted", "must be referenced or trusted" },
+		{ "leak", "Unreleased reference" },
+		{ "put_unreferenced", "must be referenced or trusted" },
 	};
 	static char vlog[65536];
 	bool ok = true;
@@ -1386,10 +1399,11 @@ static long long dying_descendants(int cgi)
 }
 
 /*
- * The flush pins the memcg while it works and must drop that reference: flush
- * an empty cgroup E (nothing ever charged to it) a few times, remove it, and E
- * must be gone from P's dying descendants within seconds.  A reference kept
- * (a css_put() missing) keeps E dying for good.  E is reached through P's
+ * bpf_get_mem_cgroup() pins the memcg and bpf_put_mem_cgroup() must drop
+ * that reference: get, flush and put an empty cgroup E (nothing ever charged
+ * to it) a few times, remove it, and E must be gone from P's dying
+ * descendants within seconds.  A reference kept (a put that drops nothing,
+ * a get that takes two) keeps E dying for good.  E is reached through P's
  * DESCENDANTS_PRE link, never a link of its own: a link pins its cgroup until
  * it is freed, after an RCU tasks-trace grace period for a sleepable program
  * (seen: E stayed dying for over 10 s after its link was destroyed).

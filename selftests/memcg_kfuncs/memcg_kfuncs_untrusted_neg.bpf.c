@@ -1,18 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Negative cases: the kfuncs must refuse a cgroup pointer the verifier cannot
- * vouch for.  A pointer walked from the iterator's cgroup through fields the
- * verifier knows nothing about (cgrp->self.parent->cgroup) inside an RCU
- * read-side section is a plain, "deprecated" PTR_TO_BTF_ID: neither trusted
- * nor RCU protected.
+ * Negative cases: the verifier must refuse what the kfuncs' flags forbid.
+ * Userspace loads each program alone and expects each to be refused with its
+ * message; without the flag (or with a broken acquire/release pairing) the
+ * verifier would take it.
  *
- *   fetch_*_untrusted  the fetch kfuncs are KF_RCU: "must be a rcu pointer"
- *   flush_untrusted    the flush is KF_TRUSTED_ARGS: "must be referenced or
- *                      trusted" (walked under bpf_rcu_read_lock(), called
- *                      after it: it may sleep)
- *
- * Userspace loads each program alone and expects each to be refused with
- * that message.  Without the flag, the verifier takes the pointer.
+ *   get_untrusted      bpf_get_mem_cgroup() is KF_RCU: a css walked through a
+ *                      field the verifier knows nothing about
+ *                      (cgrp->self.parent) is "must be a rcu pointer"
+ *   read_untrusted     the readers are KF_TRUSTED_ARGS: a memcg walked from
+ *                      the referenced one (memcg->orig_objcg->memcg) is
+ *                      "must be referenced or trusted"
+ *   flush_untrusted    the flush too
+ *   leak               a reference from bpf_get_mem_cgroup() not put:
+ *                      "Unreleased reference" (KF_ACQUIRE)
+ *   put_unreferenced   bpf_put_mem_cgroup() of a memcg the program did not
+ *                      get (KF_RELEASE): "must be referenced or trusted"
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -20,61 +23,97 @@
 
 char _license[] SEC("license") = "GPL";
 
-extern int bpf_memcg_flush_stats(struct cgroup *cgrp) __ksym;
-extern s64 bpf_memcg_node_stat_fetch(struct cgroup *cgrp,
-				     enum node_stat_item item) __ksym;
-extern s64 bpf_memcg_stat_fetch(struct cgroup *cgrp,
-				enum memcg_stat_item item) __ksym;
-extern s64 bpf_memcg_vm_event_fetch(struct cgroup *cgrp,
-				    enum vm_event_item item) __ksym;
-extern void bpf_rcu_read_lock(void) __ksym;
-extern void bpf_rcu_read_unlock(void) __ksym;
+extern struct mem_cgroup *bpf_get_mem_cgroup(struct cgroup_subsys_state *css) __ksym;
+extern void bpf_put_mem_cgroup(struct mem_cgroup *memcg) __ksym;
+extern void bpf_mem_cgroup_flush_stats(struct mem_cgroup *memcg) __ksym;
+extern unsigned long bpf_mem_cgroup_page_state(struct mem_cgroup *memcg,
+					       int idx) __ksym;
 
-__s64 sink;
+unsigned long sink;
+
+/*
+ * memcg->orig_objcg (6.12; loaded on >= 6.2 only) through a CO-RE flavor, so
+ * that this object also compiles against a vmlinux.h without the field.
+ */
+struct mem_cgroup___orig {
+	struct obj_cgroup *orig_objcg;
+} __attribute__((preserve_access_index));
+
+/* a memcg the verifier cannot vouch for: walked from a referenced one */
+#define WALKED(memcg) (((struct mem_cgroup___orig *)(memcg))->orig_objcg->memcg)
 
 SEC("iter/cgroup")
-int fetch_node_untrusted(struct bpf_iter__cgroup *ctx)
+int get_untrusted(struct bpf_iter__cgroup *ctx)
 {
 	struct cgroup *cgrp = ctx->cgroup;
+	struct mem_cgroup *memcg;
 
 	if (!cgrp)
 		return 0;
-	sink = bpf_memcg_node_stat_fetch(cgrp->self.parent->cgroup, NR_ANON_MAPPED);
+	memcg = bpf_get_mem_cgroup(cgrp->self.parent);
+	if (memcg)
+		bpf_put_mem_cgroup(memcg);
 	return 0;
 }
 
 SEC("iter/cgroup")
-int fetch_memcg_untrusted(struct bpf_iter__cgroup *ctx)
+int read_untrusted(struct bpf_iter__cgroup *ctx)
 {
 	struct cgroup *cgrp = ctx->cgroup;
+	struct mem_cgroup *memcg;
 
 	if (!cgrp)
 		return 0;
-	sink = bpf_memcg_stat_fetch(cgrp->self.parent->cgroup, MEMCG_KMEM);
-	return 0;
-}
-
-SEC("iter/cgroup")
-int fetch_event_untrusted(struct bpf_iter__cgroup *ctx)
-{
-	struct cgroup *cgrp = ctx->cgroup;
-
-	if (!cgrp)
+	memcg = bpf_get_mem_cgroup(&cgrp->self);
+	if (!memcg)
 		return 0;
-	sink = bpf_memcg_vm_event_fetch(cgrp->self.parent->cgroup, PGFAULT);
+	sink = bpf_mem_cgroup_page_state(WALKED(memcg), NR_ANON_MAPPED);
+	bpf_put_mem_cgroup(memcg);
 	return 0;
 }
 
 SEC("iter.s/cgroup")
 int flush_untrusted(struct bpf_iter__cgroup *ctx)
 {
-	struct cgroup *cgrp = ctx->cgroup, *up;
+	struct cgroup *cgrp = ctx->cgroup;
+	struct mem_cgroup *memcg;
 
 	if (!cgrp)
 		return 0;
-	bpf_rcu_read_lock();
-	up = cgrp->self.parent->cgroup;
-	bpf_rcu_read_unlock();
-	sink = bpf_memcg_flush_stats(up);
+	memcg = bpf_get_mem_cgroup(&cgrp->self);
+	if (!memcg)
+		return 0;
+	bpf_mem_cgroup_flush_stats(WALKED(memcg));
+	bpf_put_mem_cgroup(memcg);
+	return 0;
+}
+
+SEC("iter/cgroup")
+int leak(struct bpf_iter__cgroup *ctx)
+{
+	struct cgroup *cgrp = ctx->cgroup;
+	struct mem_cgroup *memcg;
+
+	if (!cgrp)
+		return 0;
+	memcg = bpf_get_mem_cgroup(&cgrp->self);
+	if (memcg)
+		sink = bpf_mem_cgroup_page_state(memcg, NR_ANON_MAPPED);
+	return 0;
+}
+
+SEC("iter/cgroup")
+int put_unreferenced(struct bpf_iter__cgroup *ctx)
+{
+	struct cgroup *cgrp = ctx->cgroup;
+	struct mem_cgroup *memcg;
+
+	if (!cgrp)
+		return 0;
+	memcg = bpf_get_mem_cgroup(&cgrp->self);
+	if (!memcg)
+		return 0;
+	bpf_put_mem_cgroup(WALKED(memcg));
+	bpf_put_mem_cgroup(memcg);
 	return 0;
 }

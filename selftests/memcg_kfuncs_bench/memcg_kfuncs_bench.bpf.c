@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The iterator side of memcg_kfuncs_bench: for each cgroup it visits, the
- * same work a read of memory.stat does for the fields an agent wants --
- * bpf_memcg_flush_stats() (the flush memory.stat does) and one fetch per
- * field -- and the values in binary.
+ * The BPF side of memcg_kfuncs_bench: for each cgroup, the same work a read
+ * of memory.stat does for the fields an agent wants -- get its memcg,
+ * bpf_mem_cgroup_flush_stats() (the flush memory.stat does), one read per
+ * field, put -- and the values in binary.
  *
  *   MB_MODE_SEQ   (one SELF_ONLY link per cgroup): one struct mb_rec to the
  *                 seq_file, read() by userspace.
@@ -14,6 +14,9 @@
  *                 iterator cannot continue a walk in a second read() (it
  *                 returns -EOPNOTSUPP), so one walk's output must fit in
  *                 its 32 KiB buffer, which 1000 records of 80 bytes do not.
+ *   memcg_bench_syscall  (BPF_PROG_TYPE_SYSCALL, one BPF_PROG_RUN per sample):
+ *                 the cgroup sys_id, found with bpf_cgroup_from_id(), into
+ *                 sysrec (global data, mmapped by userspace).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -22,33 +25,67 @@
 
 char _license[] SEC("license") = "GPL";
 
-extern int bpf_memcg_flush_stats(struct cgroup *cgrp) __ksym;
-extern s64 bpf_memcg_node_stat_fetch(struct cgroup *cgrp,
-				     enum node_stat_item item) __ksym;
-extern s64 bpf_memcg_stat_fetch(struct cgroup *cgrp,
-				enum memcg_stat_item item) __ksym;
-extern s64 bpf_memcg_vm_event_fetch(struct cgroup *cgrp,
-				    enum vm_event_item item) __ksym;
+extern struct mem_cgroup *bpf_get_mem_cgroup(struct cgroup_subsys_state *css) __ksym;
+extern void bpf_put_mem_cgroup(struct mem_cgroup *memcg) __ksym;
+extern void bpf_mem_cgroup_flush_stats(struct mem_cgroup *memcg) __ksym;
+extern unsigned long bpf_mem_cgroup_page_state(struct mem_cgroup *memcg,
+					       int idx) __ksym;
+extern unsigned long bpf_mem_cgroup_vm_events(struct mem_cgroup *memcg,
+					      enum vm_event_item event) __ksym;
+/* 6.2+: weak, and the syscall program is not loaded where they are absent */
+extern struct cgroup *bpf_cgroup_from_id(u64 cgid) __ksym __weak;
+extern void bpf_cgroup_release(struct cgroup *cgrp) __ksym __weak;
 
 __u32 mode = 0;
 __u64 skip_id = 0;
 __u32 nrec = 0;
 __u32 overflow = 0;
 struct mb_rec recs[MB_MAX_TREE] = {};
+/* the syscall program: the cgroup to read, and its record */
+__u64 sys_id = 0;
+struct mb_rec sysrec = {};
 
+/* (unsigned long)-1 ("no such counter") becomes -1, no memcg -ENOENT (-2) */
 static __always_inline void fill(struct mb_rec *r, struct cgroup *cgrp, __u64 id)
 {
+	struct mem_cgroup *memcg = bpf_get_mem_cgroup(&cgrp->self);
+	int f;
+
 	r->id = id;
-	r->flush_ret = bpf_memcg_flush_stats(cgrp);
-	r->val[B_ANON] = bpf_memcg_node_stat_fetch(cgrp, NR_ANON_MAPPED);
-	r->val[B_FILE] = bpf_memcg_node_stat_fetch(cgrp, NR_FILE_PAGES);
-	r->val[B_KERNEL] = bpf_memcg_stat_fetch(cgrp, MEMCG_KMEM);
-	r->val[B_SHMEM] = bpf_memcg_node_stat_fetch(cgrp, NR_SHMEM);
-	r->val[B_FILE_MAPPED] = bpf_memcg_node_stat_fetch(cgrp, NR_FILE_MAPPED);
+	if (!memcg) {
+		r->flush_ret = -2;
+		for (f = 0; f < NR_BFIELDS; f++)
+			r->val[f] = -2;
+		return;
+	}
+	bpf_mem_cgroup_flush_stats(memcg);
+	r->flush_ret = 0;
+	r->val[B_ANON] = bpf_mem_cgroup_page_state(memcg, NR_ANON_MAPPED);
+	r->val[B_FILE] = bpf_mem_cgroup_page_state(memcg, NR_FILE_PAGES);
+	r->val[B_KERNEL] = bpf_mem_cgroup_page_state(memcg, MEMCG_KMEM);
+	r->val[B_SHMEM] = bpf_mem_cgroup_page_state(memcg, NR_SHMEM);
+	r->val[B_FILE_MAPPED] = bpf_mem_cgroup_page_state(memcg, NR_FILE_MAPPED);
 	r->val[B_WS_REFAULT_ANON] =
-		bpf_memcg_node_stat_fetch(cgrp, WORKINGSET_REFAULT_ANON);
-	r->val[B_PGFAULT] = bpf_memcg_vm_event_fetch(cgrp, PGFAULT);
-	r->val[B_PGMAJFAULT] = bpf_memcg_vm_event_fetch(cgrp, PGMAJFAULT);
+		bpf_mem_cgroup_page_state(memcg, WORKINGSET_REFAULT_ANON);
+	r->val[B_PGFAULT] = bpf_mem_cgroup_vm_events(memcg, PGFAULT);
+	r->val[B_PGMAJFAULT] = bpf_mem_cgroup_vm_events(memcg, PGMAJFAULT);
+	bpf_put_mem_cgroup(memcg);
+}
+
+/* one BPF_PROG_RUN per sample: the cgroup by id, read as the iterators do */
+SEC("syscall")
+int memcg_bench_syscall(void *ctx)
+{
+	struct cgroup *cgrp = bpf_cgroup_from_id(sys_id);
+
+	if (!cgrp) {
+		sysrec.id = sys_id;
+		sysrec.flush_ret = -2;
+		return 0;
+	}
+	fill(&sysrec, cgrp, sys_id);
+	bpf_cgroup_release(cgrp);
+	return 0;
 }
 
 SEC("iter.s/cgroup")

@@ -123,16 +123,19 @@ static const bool field_is_count[NR_BFIELDS] = {
 	[B_WS_REFAULT_ANON] = true, [B_PGFAULT] = true, [B_PGMAJFAULT] = true,
 };
 
-enum method { M_READ, M_PARSE, M_ITER_SELF, M_ITER_TREE, NR_METHODS };
+enum method { M_READ, M_PARSE, M_ITER_SELF, M_ITER_TREE, M_SYSCALL, NR_METHODS };
 static const char *const method_name[NR_METHODS] = {
-	"memstat_read", "memstat_parse", "iter_self", "iter_tree",
+	"memstat_read", "memstat_parse", "iter_self", "iter_tree", "syscall_run",
 };
 static const char *const method_desc[NR_METHODS] = {
 	"memory.stat pread, no parsing",
 	"memory.stat pread + parse 8 fields",
 	"iter.s/cgroup, SELF_ONLY link per cgroup",
 	"iter.s/cgroup, one DESCENDANTS_PRE link",
+	"syscall program, one BPF_PROG_RUN per read",
 };
+/* why the syscall method cannot run here ("" when it can) */
+static char syscall_skip[160];
 
 /* ------------------------------------------------------------------ */
 /* KTAP                                                                */
@@ -216,8 +219,9 @@ static int libbpf_capture(enum libbpf_print_level level, const char *fmt, va_lis
 static bool kernel_has_kfuncs(char *reason, size_t len)
 {
 	static const char *const need[] = {
-		"bpf_iter_cgroup", "bpf_memcg_flush_stats", "bpf_memcg_node_stat_fetch",
-		"bpf_memcg_stat_fetch", "bpf_memcg_vm_event_fetch",
+		"bpf_iter_cgroup", "bpf_get_mem_cgroup", "bpf_put_mem_cgroup",
+		"bpf_mem_cgroup_flush_stats", "bpf_mem_cgroup_page_state",
+		"bpf_mem_cgroup_vm_events",
 	};
 	struct btf *btf;
 	size_t i;
@@ -236,6 +240,10 @@ static bool kernel_has_kfuncs(char *reason, size_t len)
 			return false;
 		}
 	}
+	/* the syscall method finds its cgroup by id: bpf_cgroup_from_id() is 6.2+ */
+	if (btf__find_by_name_kind(btf, "bpf_cgroup_from_id", BTF_KIND_FUNC) < 0)
+		snprintf(syscall_skip, sizeof(syscall_skip),
+			 "the kernel has no bpf_cgroup_from_id() (6.2+) to find a cgroup by id");
 	btf__free(btf);
 	return true;
 }
@@ -570,6 +578,7 @@ static double tv_s(const struct timeval *tv)
 
 struct meas {
 	bool done;
+	bool skipped;		/* not available on this kernel (syscall_skip) */
 	bool valid;		/* every read delivered what it should */
 	double elapsed, user, sys;
 	long long reads;
@@ -689,7 +698,7 @@ static int check_rec(const struct mb_rec *r, int i, char *err, size_t elen)
 		return -EPROTO;
 	}
 	if (r->flush_ret != 0) {
-		snprintf(err, elen, "%s: bpf_memcg_flush_stats() = %lld", cg_path[i],
+		snprintf(err, elen, "%s: no memcg (flush_ret %lld)", cg_path[i],
 			 (long long)r->flush_ret);
 		return -EPROTO;
 	}
@@ -765,9 +774,34 @@ static int round_iter_tree(struct config *c, char *err, size_t elen)
 	return 0;
 }
 
+static int round_syscall(struct config *c, char *err, size_t elen)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
+	int i, fd = bpf_program__fd(skel->progs.memcg_bench_syscall);
+
+	for (i = 0; i < ncg; i++) {
+		skel->bss->sys_id = c->ino[i];
+		if (bpf_prog_test_run_opts(fd, &opts)) {
+			snprintf(err, elen, "BPF_PROG_RUN: %s", strerror(errno));
+			return -errno;
+		}
+		c->recs[i] = skel->bss->sysrec;
+		if (c->recs[i].id != c->ino[i]) {
+			snprintf(err, elen, "syscall program on %s reported id %llu, expected %llu",
+				 cg_path[i], (unsigned long long)c->recs[i].id, c->ino[i]);
+			return -EPROTO;
+		}
+		if (check_rec(&c->recs[i], i, err, elen))
+			return -EPROTO;
+	}
+	return 0;
+}
+
 static int run_round(struct config *c, int m, char *err, size_t elen)
 {
 	switch (m) {
+	case M_SYSCALL:
+		return round_syscall(c, err, elen);
 	case M_READ:
 		return round_memstat(c, false, err, elen);
 	case M_PARSE:
@@ -982,14 +1016,16 @@ static bool check_agree(struct config *c)
 	__s64 (*ms)[NR_BFIELDS] = calloc(ncg, sizeof(*ms));
 	struct mb_rec *self = calloc(ncg, sizeof(*self));
 	struct mb_rec *tree = calloc(ncg, sizeof(*tree));
+	struct mb_rec *sys = calloc(ncg, sizeof(*sys));
 	int i, k, f, mism = 0, exact = 0, compared = 0, shown = 0;
-	bool ok = true;
+	bool ok = true, with_sys = !syscall_skip[0];
 	char err[512];
 
-	if (!ms || !self || !tree) {
+	if (!ms || !self || !tree || !sys) {
 		free(ms);
 		free(self);
 		free(tree);
+		free(sys);
 		return false;
 	}
 	if (round_iter_self(c, err, sizeof(err))) {
@@ -1002,7 +1038,15 @@ static bool check_agree(struct config *c)
 		ok = false;
 	}
 	memcpy(ms, c->vals, ncg * sizeof(*ms));
-	if (round_iter_tree(c, err, sizeof(err))) {
+	if (with_sys && round_syscall(c, err, sizeof(err))) {
+		diag("syscall_run sample: %s", err);
+		ok = false;
+	}
+	if (with_sys)
+		memcpy(sys, c->recs, ncg * sizeof(*sys));
+	else
+		memcpy(sys, self, ncg * sizeof(*sys));	/* compared as iter_self */
+	if (ok && round_iter_tree(c, err, sizeof(err))) {
 		diag("iter_tree sample: %s", err);
 		ok = false;
 	}
@@ -1021,7 +1065,7 @@ static bool check_agree(struct config *c)
 	for (i = 0; i < ncg; i++) {
 		__s64 want_shmem = (__s64)file_pages(i) * page_size;
 
-		if (self[i].id != c->ino[i] || tree[i].id != c->ino[i]) {
+		if (self[i].id != c->ino[i] || tree[i].id != c->ino[i] || sys[i].id != c->ino[i]) {
 			diag("%s: iterator ids %llu (self) / %llu (tree), expected %llu",
 			     cg_path[i], (unsigned long long)self[i].id,
 			     (unsigned long long)tree[i].id, c->ino[i]);
@@ -1030,6 +1074,7 @@ static bool check_agree(struct config *c)
 		}
 		/* the guard against an iterator returning nothing useful */
 		if (self[i].val[B_SHMEM] != want_shmem || tree[i].val[B_SHMEM] != want_shmem ||
+		    sys[i].val[B_SHMEM] != want_shmem ||
 		    ms[i][B_SHMEM] != want_shmem) {
 			if (shown++ < 5)
 				diag("%s: shmem iter_self %lld, iter_tree %lld, memory.stat %lld; charged %lld",
@@ -1040,24 +1085,26 @@ static bool check_agree(struct config *c)
 		}
 		for (f = 0; f < NR_BFIELDS; f++) {
 			long long ds = self[i].val[f] - ms[i][f], dt = tree[i].val[f] - ms[i][f];
+			long long dy = sys[i].val[f] - ms[i][f];
 
-			compared += 2;
-			exact += (ds == 0) + (dt == 0);
-			if (llabs(ds) > tol_of(f) || llabs(dt) > tol_of(f) ||
-			    self[i].val[f] < 0 || tree[i].val[f] < 0) {
+			compared += 3;
+			exact += (ds == 0) + (dt == 0) + (dy == 0);
+			if (llabs(ds) > tol_of(f) || llabs(dt) > tol_of(f) || llabs(dy) > tol_of(f) ||
+			    self[i].val[f] < 0 || tree[i].val[f] < 0 || sys[i].val[f] < 0) {
 				mism++;
 				if (shown++ < 10)
-					diag("%s %s: memory.stat %lld, iter_self %lld, iter_tree %lld (tolerance %lld)",
+					diag("%s %s: memory.stat %lld, iter_self %lld, iter_tree %lld, syscall_run %lld (tolerance %lld)",
 					     cg_path[i], field_key[f], (long long)ms[i][f],
 					     (long long)self[i].val[f], (long long)tree[i].val[f],
-					     tol_of(f));
+					     (long long)sys[i].val[f], tol_of(f));
 			}
 		}
 	}
 	if (mism)
 		ok = false;
-	diag("agreement: %d cgroups x %d fields x 2 iterator methods vs memory.stat: %d of %d values identical, %d outside tolerance",
-	     ncg, NR_BFIELDS, exact, compared, mism);
+	diag("agreement: %d cgroups x %d fields x 3 kfunc methods (syscall_run %s) vs memory.stat: %d of %d values identical, %d outside tolerance",
+	     ncg, NR_BFIELDS, with_sys ? "run" : "not available: iter_self twice", exact,
+	     compared, mism);
 	diag("  %-12s %12s %12s %12s %12s %12s %8s %10s %10s", "sample", field_key[0],
 	     field_key[1], field_key[2], field_key[3], field_key[4], "ws_ref_a",
 	     field_key[6], field_key[7]);
@@ -1074,6 +1121,7 @@ out:
 	free(ms);
 	free(self);
 	free(tree);
+	free(sys);
 	return ok;
 }
 
@@ -1087,6 +1135,10 @@ static void measure(struct config *c, struct config_result *res)
 	for (m = 0; m < NR_METHODS; m++) {
 		struct meas *me = &res->m[m];
 
+		if (m == M_SYSCALL && syscall_skip[0]) {
+			me->skipped = true;
+			continue;
+		}
 		/* warm-up round (first-read allocations), not timed */
 		if (run_round(c, m, err, sizeof(err))) {
 			snprintf(me->err, sizeof(me->err), "warm-up: %.200s", err);
@@ -1125,6 +1177,10 @@ static bool report_measure(const struct config_result *res)
 	     res->ncg, res->rounds, res->rounds * res->ncg, parser_sscanf ? "sscanf" : "fast");
 	diag("  %-44s %10s %9s %9s %9s", "method", "elapsed_s", "user_s", "sys_s", "us/read");
 	for (i = 0; i < NR_METHODS; i++) {
+		if (m[i].skipped) {
+			diag("  %-44s skipped: %s", method_desc[i], syscall_skip);
+			continue;
+		}
 		if (!m[i].done || !m[i].valid) {
 			diag("  %-44s FAILED: %s", method_desc[i], m[i].err);
 			ok = false;
@@ -1140,10 +1196,16 @@ static bool report_measure(const struct config_result *res)
 	     ratio(m[M_PARSE].elapsed, m[M_ITER_TREE].elapsed),
 	     ratio(m[M_READ].elapsed, m[M_ITER_SELF].elapsed),
 	     ratio(m[M_READ].elapsed, m[M_ITER_TREE].elapsed));
+	if (!m[M_SYSCALL].skipped)
+		diag("  elapsed ratios: read-only/syscall_run %.2fx, parse/syscall_run %.2fx (one cgroup per sample: pread of an open memory.stat vs one BPF_PROG_RUN)",
+		     ratio(m[M_READ].elapsed, m[M_SYSCALL].elapsed),
+		     ratio(m[M_PARSE].elapsed, m[M_SYSCALL].elapsed));
 	diag("  cpu (user+sys) ratios: parse/iter_self %.2fx, parse/iter_tree %.2fx",
 	     ratio(m[M_PARSE].user + m[M_PARSE].sys, m[M_ITER_SELF].user + m[M_ITER_SELF].sys),
 	     ratio(m[M_PARSE].user + m[M_PARSE].sys, m[M_ITER_TREE].user + m[M_ITER_TREE].sys));
 	for (i = 0; i < NR_METHODS; i++) {
+		if (m[i].skipped)
+			continue;
 		if (!(m[i].elapsed > 0) || !isfinite(ratio(m[M_PARSE].elapsed, m[i].elapsed))) {
 			diag("%s: elapsed %.6f s: no ratio", method_name[i], m[i].elapsed);
 			ok = false;
@@ -1169,7 +1231,9 @@ static void write_metrics(const char *path, const char *kernel, long cpus)
 	static const int pairs[][2] = {
 		{ M_PARSE, M_ITER_SELF }, { M_PARSE, M_ITER_TREE },
 		{ M_READ, M_ITER_SELF }, { M_READ, M_ITER_TREE },
+		{ M_READ, M_SYSCALL }, { M_PARSE, M_SYSCALL },
 	};
+	const int npairs = sizeof(pairs) / sizeof(pairs[0]);
 	char summary[1024] = "", tmp[PATH_MAX + 8];
 	size_t off = 0;
 	int k, m, p, first;
@@ -1216,7 +1280,7 @@ static void write_metrics(const char *path, const char *kernel, long cpus)
 	for (k = 0; k < nconfigs; k++) {
 		const struct meas *me = results[k].m;
 
-		for (p = 0; p < 4; p++) {
+		for (p = 0; p < npairs; p++) {
 			fprintf(f, "%s\n      \"%s/%s@%d\": ", first ? "" : ",",
 				method_name[pairs[p][0]], method_name[pairs[p][1]], results[k].ncg);
 			json_num(f, ratio(me[pairs[p][0]].elapsed, me[pairs[p][1]].elapsed));
@@ -1228,7 +1292,7 @@ static void write_metrics(const char *path, const char *kernel, long cpus)
 	for (k = 0; k < nconfigs; k++) {
 		const struct meas *me = results[k].m;
 
-		for (p = 0; p < 4; p++) {
+		for (p = 0; p < npairs; p++) {
 			fprintf(f, "%s\n      \"%s/%s@%d\": ", first ? "" : ",",
 				method_name[pairs[p][0]], method_name[pairs[p][1]], results[k].ncg);
 			json_num(f, ratio(me[pairs[p][0]].user + me[pairs[p][0]].sys,
@@ -1257,6 +1321,13 @@ static void write_metrics(const char *path, const char *kernel, long cpus)
 	for (k = 0; k < nconfigs && off < sizeof(summary); k++)
 		off += snprintf(summary + off, sizeof(summary) - off, " %.1fx@%d",
 				ratio(results[k].m[M_READ].elapsed, results[k].m[M_ITER_SELF].elapsed),
+				results[k].ncg);
+	if (off < sizeof(summary) && !syscall_skip[0])
+		off += snprintf(summary + off, sizeof(summary) - off,
+				"; read-only memory.stat / syscall program (BPF_PROG_RUN per read):");
+	for (k = 0; !syscall_skip[0] && k < nconfigs && off < sizeof(summary); k++)
+		off += snprintf(summary + off, sizeof(summary) - off, " %.1fx@%d",
+				ratio(results[k].m[M_READ].elapsed, results[k].m[M_SYSCALL].elapsed),
 				results[k].ncg);
 	if (off < sizeof(summary))
 		snprintf(summary + off, sizeof(summary) - off, " (%d reads per cgroup count, %s parser)",
@@ -1440,6 +1511,8 @@ int main(int argc, char **argv)
 	raise_nofile(2 * maxcg + 256);
 
 	skel = memcg_kfuncs_bench_bpf__open();
+	if (skel && syscall_skip[0])
+		bpf_program__set_autoload(skel->progs.memcg_bench_syscall, false);
 	err = skel ? memcg_kfuncs_bench_bpf__load(skel) : -errno;
 	if (err) {
 		diag("loading the iter.s/cgroup program failed: %d (%s)", err, strerror(-err));

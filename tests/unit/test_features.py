@@ -169,7 +169,7 @@ def test_series_in_base_needs_every_declared_feature(tmp_path: Path) -> None:
 
 def test_repo_series_declarations_are_valid() -> None:
     known = {f.name: f for f in features.known_features()}
-    kf = known["bpf_memcg_stat_fetch"]
+    kf = known["bpf_mem_cgroup_page_state"]
     assert kf.kind is FeatureKind.KFUNC
     assert "memcg-kfuncs" in kf.declared_by
     assert known["bpf_rstat_flush"].declared_by == ()

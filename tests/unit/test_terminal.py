@@ -82,7 +82,7 @@ def no_tests_example() -> str:
                                ("shutdown", Phase.SHUTDOWN)))
     skipped = Result(name="memcg_kfuncs", status=Status.SKIP, duration_s=0.0, exit_code=None,
                      ktap=None, reason="skipped by the harness: the kernel lacks "
-                                       "bpf_memcg_flush_stats (kfunc)")
+                                       "bpf_get_mem_cgroup (kfunc)")
     v = verdict.judge((*tests, skipped), kernel_version="6.12.117+",
                       expectations=verdict.Expectations(), rules=verdict.CellRules())
     return results.summary([cell(v.status, v.error, v.results)], base=RUN)
@@ -134,7 +134,7 @@ def test_nothing_tested_is_said() -> None:
     assert "SKIP" in text.splitlines()[0]
     text = flat(text)
     assert "every test was skipped: nothing was tested" in text
-    assert "the kernel lacks bpf_memcg_flush_stats" in text
+    assert "the kernel lacks bpf_get_mem_cgroup" in text
 
 
 def test_every_line_fits_100_columns() -> None:
