@@ -500,13 +500,13 @@ def _check(state: _Run) -> None:
                                    series.base_name(spec))
     if not state.patches:
         raise CheckSetupError("nothing to check; fix: pass --series NAME or --patch FILE")
-    for c in request.configs:  # the tree's own (tree:PATH) are checked in the tree
-        if not kconfig.is_tree_fragment(c):
-            kconfig.check_fragment(kconfig.resolve_fragment(c), c)
+    # the tree's own (tree:PATH) are resolved in the worktree
+    checked = {c: kconfig.checked_fragment(c) for c in request.configs
+               if not kconfig.is_tree_fragment(c)}
     with state.timed("source"):
         # The same tree service as `run`: the two share the worktree, build directory,
         # locks and stored kernels.
-        tree = KernelTree.open(spec, request.configs, log_dir=out)
+        tree = KernelTree.open(spec, request.configs, log_dir=out, checked=checked)
     state.source, state.package_version = tree.source.describe, tree.source.package_version
     tools = build.toolchain()
     n = len(state.patches)

@@ -305,6 +305,14 @@ def config_slug(names: tuple[str, ...] | list[str]) -> str:
     return "+".join(parts)
 
 
+def checked_fragment(name: str) -> Path:
+    """One of our fragments (not tree:PATH) by name or path, every line checked; the path
+    the build then uses, so a fragment is resolved once per run."""
+    path = resolve_fragment(name)
+    check_fragment(path, name)
+    return path
+
+
 def resolve_fragment(name: str, tree: Path | None = None) -> Path:
     """A fragment by name (kconfigs/NAME.config), by path, or tree:PATH inside the kernel tree.
 

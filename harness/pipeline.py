@@ -76,6 +76,7 @@ class CellPlan:
     spec: KernelSpec
     tests: tuple[TestRef, ...]
     patches: tuple[series.Patch, ...]  # every series' files, then --patch files: checked
+    fragments: Mapping[str, Path]  # our config fragments (not tree:PATH), checked
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,10 +221,11 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
                     fix=f"use the names the feature probe knows: {', '.join(sorted(known))} "
                         "(or declare them in a series' provides.toml)",
                     status=Status.SETUP_ERROR))
+        fragments: dict[str, Path] = {}
         for c in cell.configs:
             if not kconfig.is_tree_fragment(c):
                 with _collected(problems):
-                    kconfig.check_fragment(kconfig.resolve_fragment(c), c)
+                    fragments[c] = kconfig.checked_fragment(c)
         patches: tuple[series.Patch, ...] = ()
         if spec is not None and spec.kind is SourceKind.IMAGE:
             if cell.series or cell.patches:
@@ -249,7 +251,7 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
                     "  " + str(p).replace("\n", "\n    ") for p in problems),
                 status=worst([p.status or Status.SETUP_ERROR for p in problems]))
     assert spec is not None
-    return CellPlan(spec=spec, tests=refs, patches=patches)
+    return CellPlan(spec=spec, tests=refs, patches=patches, fragments=fragments)
 
 
 def _patch_path(text: str) -> Path:
@@ -274,7 +276,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
                                     note)
         return BuiltKernel(image=image, source=facts.source, features=facts.features)
     with stages.stage("source", Status.SETUP_ERROR):
-        tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs)
+        tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs, checked=plan.fragments)
     facts.source, facts.package_version = tree.source.describe, tree.source.package_version
     # One lock from checkout to the end of the build: no other run moves this tree.
     with tree.locked():

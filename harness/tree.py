@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import build as kbuild
@@ -27,14 +27,18 @@ class KernelTree:
     path: Path  # the worktree (ours, never the user's)
     build_dir: Path  # its O= directory
     configs: tuple[str, ...]  # fragment names as given (kconfigs/NAME, a path, tree:PATH)
+    # our fragments as the caller already resolved and checked them (name -> path); the
+    # tree's own (tree:PATH) are resolved here, in the worktree
+    checked: Mapping[str, Path] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, spec: KernelSpec, configs: Sequence[str], *, log_dir: Path) -> KernelTree:
+    def open(cls, spec: KernelSpec, configs: Sequence[str], *, log_dir: Path,
+             checked: Mapping[str, Path] | None = None) -> KernelTree:
         """The source imported or cloned once, and the worktree for these configs."""
         source = sources.prepare(spec, log_dir=log_dir)
         path = sources.worktree(source, kconfig.config_slug(list(configs)), log_dir=log_dir)
         return cls(source=source, path=path, build_dir=paths.sub("build") / path.name,
-                   configs=tuple(configs))
+                   configs=tuple(configs), checked=dict(checked or {}))
 
     @property
     def base_commit(self) -> str:
@@ -74,7 +78,8 @@ class KernelTree:
     def fragments(self) -> tuple[list[Path], list[Path]]:
         """(every fragment, in order; those from the tree itself): the tree's own are
         written for a full config, so what olddefconfig drops from them is not fatal."""
-        resolved = [kconfig.resolve_fragment(c, self.path) for c in self.configs]
+        resolved = [self.checked.get(c) or kconfig.resolve_fragment(c, self.path)
+                    for c in self.configs]
         lenient = [f for c, f in zip(self.configs, resolved, strict=True)
                    if kconfig.is_tree_fragment(c)]
         return resolved, lenient
