@@ -21,20 +21,9 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "memcg_kfuncs.h"
+#include "bpf_memcontrol.h"
 
 char _license[] SEC("license") = "GPL";
-
-extern struct mem_cgroup *bpf_get_mem_cgroup(struct cgroup_subsys_state *css) __ksym;
-extern struct mem_cgroup *bpf_get_root_mem_cgroup(void) __ksym;
-extern void bpf_put_mem_cgroup(struct mem_cgroup *memcg) __ksym;
-extern void bpf_mem_cgroup_flush_stats(struct mem_cgroup *memcg) __ksym;
-extern unsigned long bpf_mem_cgroup_page_state(struct mem_cgroup *memcg,
-					       int idx) __ksym;
-extern unsigned long bpf_mem_cgroup_vm_events(struct mem_cgroup *memcg,
-					      enum vm_event_item event) __ksym;
-extern unsigned long bpf_mem_cgroup_memory_events(struct mem_cgroup *memcg,
-						  enum memcg_memory_event event) __ksym;
-extern unsigned long bpf_mem_cgroup_usage(struct mem_cgroup *memcg) __ksym;
 
 #define MK_EINVAL	22
 #define MK_ENOENT	2

@@ -20,14 +20,9 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include "bpf_memcontrol.h"
 
 char _license[] SEC("license") = "GPL";
-
-extern struct mem_cgroup *bpf_get_mem_cgroup(struct cgroup_subsys_state *css) __ksym;
-extern void bpf_put_mem_cgroup(struct mem_cgroup *memcg) __ksym;
-extern void bpf_mem_cgroup_flush_stats(struct mem_cgroup *memcg) __ksym;
-extern unsigned long bpf_mem_cgroup_page_state(struct mem_cgroup *memcg,
-					       int idx) __ksym;
 
 unsigned long sink;
 
@@ -59,12 +54,8 @@ int get_untrusted(struct bpf_iter__cgroup *ctx)
 SEC("iter/cgroup")
 int read_untrusted(struct bpf_iter__cgroup *ctx)
 {
-	struct cgroup *cgrp = ctx->cgroup;
-	struct mem_cgroup *memcg;
+	struct mem_cgroup *memcg = iter_memcg(ctx);
 
-	if (!cgrp)
-		return 0;
-	memcg = bpf_get_mem_cgroup(&cgrp->self);
 	if (!memcg)
 		return 0;
 	sink = bpf_mem_cgroup_page_state(WALKED(memcg), NR_ANON_MAPPED);
@@ -75,12 +66,8 @@ int read_untrusted(struct bpf_iter__cgroup *ctx)
 SEC("iter.s/cgroup")
 int flush_untrusted(struct bpf_iter__cgroup *ctx)
 {
-	struct cgroup *cgrp = ctx->cgroup;
-	struct mem_cgroup *memcg;
+	struct mem_cgroup *memcg = iter_memcg(ctx);
 
-	if (!cgrp)
-		return 0;
-	memcg = bpf_get_mem_cgroup(&cgrp->self);
 	if (!memcg)
 		return 0;
 	bpf_mem_cgroup_flush_stats(WALKED(memcg));
@@ -91,12 +78,8 @@ int flush_untrusted(struct bpf_iter__cgroup *ctx)
 SEC("iter/cgroup")
 int leak(struct bpf_iter__cgroup *ctx)
 {
-	struct cgroup *cgrp = ctx->cgroup;
-	struct mem_cgroup *memcg;
+	struct mem_cgroup *memcg = iter_memcg(ctx);
 
-	if (!cgrp)
-		return 0;
-	memcg = bpf_get_mem_cgroup(&cgrp->self);
 	if (memcg)
 		sink = bpf_mem_cgroup_page_state(memcg, NR_ANON_MAPPED);
 	return 0;
@@ -105,12 +88,8 @@ int leak(struct bpf_iter__cgroup *ctx)
 SEC("iter/cgroup")
 int put_unreferenced(struct bpf_iter__cgroup *ctx)
 {
-	struct cgroup *cgrp = ctx->cgroup;
-	struct mem_cgroup *memcg;
+	struct mem_cgroup *memcg = iter_memcg(ctx);
 
-	if (!cgrp)
-		return 0;
-	memcg = bpf_get_mem_cgroup(&cgrp->self);
 	if (!memcg)
 		return 0;
 	bpf_put_mem_cgroup(WALKED(memcg));

@@ -22,16 +22,10 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "memcg_kfuncs_bench.h"
+#include "bpf_memcontrol.h"
 
 char _license[] SEC("license") = "GPL";
 
-extern struct mem_cgroup *bpf_get_mem_cgroup(struct cgroup_subsys_state *css) __ksym;
-extern void bpf_put_mem_cgroup(struct mem_cgroup *memcg) __ksym;
-extern void bpf_mem_cgroup_flush_stats(struct mem_cgroup *memcg) __ksym;
-extern unsigned long bpf_mem_cgroup_page_state(struct mem_cgroup *memcg,
-					       int idx) __ksym;
-extern unsigned long bpf_mem_cgroup_vm_events(struct mem_cgroup *memcg,
-					      enum vm_event_item event) __ksym;
 /* 6.2+: weak, and the syscall program is not loaded where they are absent */
 extern struct cgroup *bpf_cgroup_from_id(u64 cgid) __ksym __weak;
 extern void bpf_cgroup_release(struct cgroup *cgrp) __ksym __weak;
