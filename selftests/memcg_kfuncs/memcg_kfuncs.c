@@ -1331,6 +1331,9 @@ static void check_untrusted_rejected(void)
 	} cases[] = {
 		{ "get_untrusted", "must be a rcu pointer" },
 		{ "read_untrusted", "must be referenced or trusted" },
+		{ "vm_events_untrusted", "must be referenced or trusted" },
+		{ "memory_events_untrusted", "must be referenced or trusted" },
+		{ "usage_untrusted", "must be referenced or trusted" },
 		{ "flush_untrusted", "must be referenced or trusted" },
 		{ "leak", "Unreleased reference" },
 		{ "put_unreferenced", "must be referenced or trusted" },

@@ -8,7 +8,7 @@
  *   get_untrusted      bpf_get_mem_cgroup() is KF_RCU: a css walked through a
  *                      field the verifier knows nothing about
  *                      (cgrp->self.parent) is "must be a rcu pointer"
- *   read_untrusted     the readers are KF_TRUSTED_ARGS: a memcg walked from
+ *   *_untrusted        each reader is KF_TRUSTED_ARGS: a memcg walked from
  *                      the referenced one (memcg->orig_objcg->memcg) is
  *                      "must be referenced or trusted"
  *   flush_untrusted    the flush too
@@ -59,6 +59,42 @@ int read_untrusted(struct bpf_iter__cgroup *ctx)
 	if (!memcg)
 		return 0;
 	sink = bpf_mem_cgroup_page_state(WALKED(memcg), NR_ANON_MAPPED);
+	bpf_put_mem_cgroup(memcg);
+	return 0;
+}
+
+SEC("iter/cgroup")
+int vm_events_untrusted(struct bpf_iter__cgroup *ctx)
+{
+	struct mem_cgroup *memcg = iter_memcg(ctx);
+
+	if (!memcg)
+		return 0;
+	sink = bpf_mem_cgroup_vm_events(WALKED(memcg), PGFAULT);
+	bpf_put_mem_cgroup(memcg);
+	return 0;
+}
+
+SEC("iter/cgroup")
+int memory_events_untrusted(struct bpf_iter__cgroup *ctx)
+{
+	struct mem_cgroup *memcg = iter_memcg(ctx);
+
+	if (!memcg)
+		return 0;
+	sink = bpf_mem_cgroup_memory_events(WALKED(memcg), MEMCG_HIGH);
+	bpf_put_mem_cgroup(memcg);
+	return 0;
+}
+
+SEC("iter/cgroup")
+int usage_untrusted(struct bpf_iter__cgroup *ctx)
+{
+	struct mem_cgroup *memcg = iter_memcg(ctx);
+
+	if (!memcg)
+		return 0;
+	sink = bpf_mem_cgroup_usage(WALKED(memcg));
 	bpf_put_mem_cgroup(memcg);
 	return 0;
 }
