@@ -332,30 +332,29 @@ def _one(state: State, m: mutants.Mutant, *, tree: KernelTree, head: str,
     patch = out / "mutants" / f"{m.id}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
     source = tree.path / m.file
+    cache = paths.sub("mutants") / f"{verdict_key(mutant=m, **key_parts)}.json"
     with tree.locked():
         # Every mutant's patch is kept, whatever decides its verdict (the cache, a
         # declaration, the compiler). The last mutant's run left its commit checked out.
         tree.reset_to(head)
         original = source.read_text(errors="replace")
         atomic.write_text(patch, m.patch(original))
-    cache = paths.sub("mutants") / f"{verdict_key(mutant=m, **key_parts)}.json"
-    if cache.exists():
-        data = json.loads(cache.read_text())
-        # The run it came from belongs to an earlier results directory: not linked.
-        return Verdict(mutant=m, outcome=data["outcome"], why=data["why"],
-                       killed_by=tuple(data["killed_by"]), passed=tuple(data["passed"]),
-                       run="", cached=True)
-    if m.id in declared:
-        return Verdict(mutant=m, outcome="equivalent", why=f"declared: {declared[m.id]}")
-    with tree.locked(), tree.build_locked("compiling a mutant"):
-        tree.reset_to(head)
-        if m.file not in objects:
-            objects[m.file] = _object(tree, tools, m.file, logs / "baseline.log")
-        source.write_text(m.apply(original))
-        try:
-            built = _object(tree, tools, m.file, logs / f"{m.id}.log")
-        finally:
-            source.write_text(original)
+        if cache.exists():
+            data = json.loads(cache.read_text())
+            # The run it came from belongs to an earlier results directory: not linked.
+            return Verdict(mutant=m, outcome=data["outcome"], why=data["why"],
+                           killed_by=tuple(data["killed_by"]), passed=tuple(data["passed"]),
+                           run="", cached=True)
+        if m.id in declared:
+            return Verdict(mutant=m, outcome="equivalent", why=f"declared: {declared[m.id]}")
+        with tree.build_locked("compiling a mutant"):
+            if m.file not in objects:
+                objects[m.file] = _object(tree, tools, m.file, logs / "baseline.log")
+            source.write_text(m.apply(original))
+            try:
+                built = _object(tree, tools, m.file, logs / f"{m.id}.log")
+            finally:
+                source.write_text(original)
     baseline = objects[m.file]
     new_warnings = sorted(built.warnings - baseline.warnings)
     v: Verdict

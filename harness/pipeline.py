@@ -90,11 +90,9 @@ class PreparedTree:
 
 @dataclass(frozen=True, kw_only=True)
 class BuiltKernel:
+    """What the later stages need of the kernel (what the user is told is in CellFacts)."""
+
     image: KernelImage
-    source: str  # what it was built from, for the user
-    package_version: str | None = None
-    config: ConfigResult | None = None
-    patches: tuple[PatchResult, ...] = ()
     features: tuple[FeatureReport, ...] = ()
     # tests built from the tree itself (kselftest:, test_progs:), while it was locked
     tree_tests: Mapping[str, Path] = field(default_factory=dict)
@@ -274,7 +272,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             funcs, note = _btf_funcs(cell, image)
             facts.features = _noted(features.from_btf_only(features.known_features(), funcs),
                                     note)
-        return BuiltKernel(image=image, source=facts.source, features=facts.features)
+        return BuiltKernel(image=image, features=facts.features)
     with stages.stage("source", Status.SETUP_ERROR):
         tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs, checked=plan.fragments)
     facts.source, facts.package_version = tree.source.describe, tree.source.package_version
@@ -282,7 +280,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
     with tree.locked():
         prepared = _series(cell, plan, tree, logs, stages, facts)
         with stages.stage("kconfig", Status.CONFIG_ERROR):
-            facts.config = config = tree.configure(log_dir=logs)
+            facts.config = tree.configure(log_dir=logs)
         with stages.stage("build", Status.BUILD_ERROR):
             image = tree.build(log_dir=logs)
         facts.kernel_version, facts.image = image.version, str(image.bzimage)
@@ -300,10 +298,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             tree_tests = _build_tests_of(plan.tests, facts.features, BuildContext(
                 kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir),
                 from_tree=True)
-    return BuiltKernel(image=image, source=tree.source.describe,
-                       package_version=tree.source.package_version, config=config,
-                       patches=prepared.patches, features=facts.features,
-                       tree_tests=tree_tests)
+    return BuiltKernel(image=image, features=facts.features, tree_tests=tree_tests)
 
 
 def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path, stages: StageLog,
