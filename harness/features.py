@@ -43,6 +43,9 @@ KERNEL_FEATURES = (
     Feature(name="bpf_rstat_flush", kind=FeatureKind.HOOK),
     Feature(name="cgroup_rstat_updated", kind=FeatureKind.KFUNC),
     Feature(name="cgroup_rstat_flush", kind=FeatureKind.KFUNC),
+    # mainline's names since the 2025 rstat rework (6.16), taking a css
+    Feature(name="css_rstat_updated", kind=FeatureKind.KFUNC),
+    Feature(name="css_rstat_flush", kind=FeatureKind.KFUNC),
     Feature(name="cgroup", kind=FeatureKind.ITERATOR),
 )
 

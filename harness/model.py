@@ -311,3 +311,4 @@ class CellResult:
     notes: tuple[str, ...] = ()  # what the verdict took into account (expected failures, ...)
     boot_only: bool = False
     image: str = ""  # the bzImage that was booted (in the kernel store, or the user's)
+    kselftest_h: str = ""  # the kernel tree's kselftest.h our selftests were built with

@@ -44,7 +44,8 @@ from .model import (
     worst,
 )
 from .stages import StageLog
-from .testkinds import BuildContext, SelftestError, TestRef
+from .testkinds import BuildContext, SelftestError, TestRef, own
+from .testkinds.base import KselftestHeader
 from .tree import KernelTree
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ class BuiltKernel:
     features: tuple[FeatureReport, ...] = ()
     # tests built from the tree itself (kselftest:, test_progs:), while it was locked
     tree_tests: Mapping[str, Path] = field(default_factory=dict)
+    # the tree's kselftest.h, which our own tests are built with
+    kselftest: KselftestHeader | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +126,7 @@ class CellFacts:
     source: str = ""
     package_version: str | None = None
     image: str = ""
+    kselftest_h: str = ""  # where our tests' kselftest.h came from
     accel: str = ""
     retries: tuple[str, ...] = ()
     tests: tuple[TestResult, ...] = ()
@@ -134,7 +138,7 @@ class CellFacts:
             stages=tuple(stages.stages), tests=verdict.results, source=self.source,
             package_version=self.package_version, error=verdict.error, accel=self.accel,
             retries=self.retries, features=self.features, notes=verdict.notes,
-            boot_only=cell.boot_only, image=self.image,
+            boot_only=cell.boot_only, image=self.image, kselftest_h=self.kselftest_h,
         )
 
 
@@ -213,7 +217,7 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
         with _collected(problems):
             known = {f.name for f in features.known_features()}
         for ref in refs:
-            if unknown := [r for r in ref.requires if r not in known]:
+            if unknown := [n for r in ref.requires for n in r.split("|") if n not in known]:
                 problems.append(SelftestError(
                     f"test {ref.name} requires unknown feature(s) {', '.join(unknown)}",
                     fix=f"use the names the feature probe knows: {', '.join(sorted(known))} "
@@ -272,7 +276,11 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             funcs, note = _btf_funcs(cell, image)
             facts.features = _noted(features.from_btf_only(features.known_features(), funcs),
                                     note)
-        return BuiltKernel(image=image, features=facts.features)
+            header = None
+            if any(ref.kind == own.KIND.name for ref in plan.tests):
+                header = own.stored_kselftest_h(image.version)
+                facts.kselftest_h = header.origin
+        return BuiltKernel(image=image, features=facts.features, kselftest=header)
     with stages.stage("source", Status.SETUP_ERROR):
         tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs, checked=plan.fragments)
     facts.source, facts.package_version = tree.source.describe, tree.source.package_version
@@ -298,7 +306,13 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             tree_tests = _build_tests_of(plan.tests, facts.features, BuildContext(
                 kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir),
                 from_tree=True)
-    return BuiltKernel(image=image, features=facts.features, tree_tests=tree_tests)
+        # our own tests print KTAP through this tree's kselftest.h
+        header = None
+        if any(ref.kind == own.KIND.name for ref in plan.tests):
+            header = own.capture_kselftest_h(tree.path, image.version, tree.source.describe)
+            facts.kselftest_h = header.origin
+    return BuiltKernel(image=image, features=facts.features, tree_tests=tree_tests,
+                       kselftest=header)
 
 
 def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path, stages: StageLog,
@@ -356,14 +370,19 @@ def _noted(reports: tuple[FeatureReport, ...], note: str) -> tuple[FeatureReport
 
 
 def missing_features(ref: TestRef, reports: tuple[FeatureReport, ...]) -> list[str]:
-    """What a test requires that the feature probe found absent, each with the probe's why."""
+    """What a test requires that the feature probe found absent, each with the probe's why.
+    A requirement "a|b" (one API under two names) is met by either."""
     by_name = {r.feature.name: r for r in reports}
     out = []
-    for name in ref.requires:
-        r = by_name.get(name)
-        if r is None or r.state is FeatureState.ABSENT:
-            note = f": {r.note}" if r is not None and r.note else ""
-            out.append(f"{name} ({r.feature.kind.value if r else 'feature'}{note})")
+    for wanted in ref.requires:
+        absent = []
+        for name in wanted.split("|"):
+            r = by_name.get(name)
+            if r is None or r.state is FeatureState.ABSENT:
+                note = f": {r.note}" if r is not None and r.note else ""
+                absent.append(f"{name} ({r.feature.kind.value if r else 'feature'}{note})")
+        if len(absent) == len(wanted.split("|")):
+            out.append(" nor ".join(absent))
     return out
 
 
@@ -390,7 +409,8 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
     planned: list[protocol.GuestTest] = []
     with stages.stage("selftests-build", Status.BUILD_ERROR):
         built = {**kernel.tree_tests, **_build_tests_of(
-            plan.tests, kernel.features, BuildContext(kernel=kernel.image, log_dir=logs),
+            plan.tests, kernel.features, BuildContext(
+                kernel=kernel.image, log_dir=logs, kselftest=kernel.kselftest),
             from_tree=False)}
         for ref in plan.tests:
             if ref.name in built:

@@ -132,6 +132,7 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "notes": list(c.notes),
         "boot_only": c.boot_only,
         "image": c.image,
+        "kselftest_h": c.kselftest_h,
         "accel": c.accel,
         "patches": [_patch_json(p) for p in c.patches],
         "config": _config_json(c.config),

@@ -67,11 +67,21 @@ class TestRef:
 
 
 @dataclass(frozen=True, kw_only=True)
+class KselftestHeader:
+    """The kernel tree's own `kselftest.h`, which our tests print KTAP through."""
+
+    directory: Path  # holds kselftest.h: the -I of our userspace builds
+    origin: str  # what the results say: which tree it came from
+
+
+@dataclass(frozen=True, kw_only=True)
 class BuildContext:
     kernel: KernelImage
     log_dir: Path
     tree: Path | None = None  # the kernel source tree, at the state the kernel was built from
     build_dir: Path | None = None  # its O= directory
+    # the tree's kselftest.h (own tests print KTAP through it); None: none known
+    kselftest: KselftestHeader | None = None
 
 
 class TestKind(Protocol):

@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import atomic, paths, proc
 from ..guest.protocol import GuestTest
 from ..model import KERNEL_PHASES, KernelImage
-from .base import BuildContext, Manifest, SelftestError, TestRef, setup_error
+from .base import BuildContext, KselftestHeader, Manifest, SelftestError, TestRef, setup_error
 
 CLANG = "clang-19"
 BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-D__TARGET_ARCH_x86", "-Wall", "-Werror")
@@ -149,11 +149,13 @@ def vmlinux_h(kernel: KernelImage) -> Path:
     return out
 
 
-def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path:
+def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
+              kselftest: KselftestHeader | None) -> Path:
     """Compile the BPF objects, skeletons and userspace; returns the output directory."""
     # A test without BPF programs needs no BTF (nor a vmlinux to read it from).
     header = vmlinux_h(kernel) if manifest.bpf else None
-    trees = "|".join(tree_hash(d) for d in (manifest.directory, *manifest.include))
+    ksft_dirs = (kselftest.directory,) if kselftest is not None else ()
+    trees = "|".join(tree_hash(d) for d in (manifest.directory, *manifest.include, *ksft_dirs))
     # The header's content, not the kernel: a kernel whose types did not change (a
     # one-line change in a .c file) does not rebuild the tests (CO-RE relocates them).
     btf_types = hashlib.sha256(header.read_bytes()).hexdigest() if header else "no BPF"
@@ -163,7 +165,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path
         return out
     blog = log_dir / f"build-{manifest.name}.log"
     clang, bpftool = (proc.require(CLANG), proc.require("bpftool")) if manifest.bpf else ("", "")
-    includes = [f"-I{d}" for d in manifest.include]
+    includes = [f"-I{d}" for d in (*manifest.include, *ksft_dirs)]
     with atomic.directory(out, prefix=f".{manifest.name}-") as scratch:
         if header is not None:
             shutil.copyfile(header, scratch / "vmlinux.h")
@@ -188,6 +190,49 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path) -> Path
     return out
 
 
+KSELFTEST_H = "tools/testing/selftests/kselftest.h"
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2]).split("-")[0]
+
+
+def capture_kselftest_h(tree: Path, version: str, source: str) -> KselftestHeader:
+    """Copy the tree's kselftest.h (under the tree lock: a later checkout moves it) into
+    the cache, by content; it is also what an `image:` kernel of that version uses."""
+    header = tree / KSELFTEST_H
+    if not header.is_file():
+        raise setup_error(f"{source} has no {KSELFTEST_H}",
+                          fix="our selftests print KTAP through the tree's kselftest.h; "
+                              "use a kernel tree that has tools/testing/selftests")
+    data = header.read_bytes()
+    name = f"{_major_minor(version)}-{hashlib.sha256(data).hexdigest()[:16]}"
+    out = paths.sub("kselftest-h") / name
+    if not (out / "kselftest.h").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(out / "origin", f"{KSELFTEST_H} of {source}\n")
+        atomic.write_bytes(out / "kselftest.h", data)
+    return KselftestHeader(directory=out, origin=f"{KSELFTEST_H} of {source}")
+
+
+def stored_kselftest_h(version: str) -> KselftestHeader:
+    """For a prebuilt image: the kselftest.h of a tree of the same major version captured
+    earlier (the newest), or SETUP_ERROR saying how to get one."""
+    mm = _major_minor(version)
+    found = sorted((d for d in paths.sub("kselftest-h").glob(f"{mm}-*")
+                    if (d / "kselftest.h").is_file() and (d / "origin").is_file()),
+                   key=lambda d: (d / "kselftest.h").stat().st_mtime)
+    if not found:
+        raise setup_error(
+            f"no kselftest.h of a {mm} kernel tree in the cache: our selftests print KTAP "
+            "through it, and a prebuilt image has no tree",
+            fix=f"run one cell on a {mm} tree first (e.g. `harness run --kernel debian:{mm} "
+                "--boot-only`); its kselftest.h is kept for images of that version")
+    d = found[-1]
+    origin = (d / "origin").read_text().strip()
+    return KselftestHeader(directory=d, origin=f"{origin} (same major version as the image)")
+
+
 def plan_own(manifest: Manifest, built: Path) -> GuestTest:
     return GuestTest(name=manifest.name, timeout_s=manifest.timeout_s, cwd=built,
                      command=shlex.join(manifest.command), fmt=manifest.fmt, needs=manifest.needs)
@@ -208,7 +253,8 @@ class OwnTests:
         out = {}
         for ref in refs:
             assert ref.manifest is not None
-            out[ref.name] = build_own(ref.manifest, ctx.kernel, log_dir=ctx.log_dir)
+            out[ref.name] = build_own(ref.manifest, ctx.kernel, log_dir=ctx.log_dir,
+                                      kselftest=ctx.kselftest)
         return out
 
     def plan(self, ref: TestRef, built: Path) -> list[GuestTest]:

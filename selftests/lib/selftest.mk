@@ -4,8 +4,12 @@
 # (headers everything depends on) and INCLUDES (other directories, as in test.toml's
 # [build] include), then includes this file:
 #
-#   make VMLINUX_H_DIR=/dir/with/vmlinux.h OUT=/build/dir
+#   make VMLINUX_H_DIR=/dir/with/vmlinux.h KDIR=/kernel/tree OUT=/build/dir
 #   cd /build/dir && ./$(NAME)
+#
+# KDIR is the kernel tree whose tools/testing/selftests/kselftest.h the tests print
+# KTAP through (or give KSFT_DIR, the directory holding kselftest.h). USER_SRCS may
+# name ../lib/*.c (the shared cgroup/BPF helpers).
 #
 # Each X.bpf.c becomes $(OUT)/X.bpf.o and a skeleton $(OUT)/X.skel.h whose C name is
 # X_bpf; the userspace binary embeds the objects through their skeletons.
@@ -14,7 +18,11 @@ SRC_DIR     := $(patsubst %/,%,$(dir $(abspath $(firstword $(MAKEFILE_LIST)))))
 LIB_DIR     := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 OUT         ?= $(SRC_DIR)/build
 VMLINUX_H_DIR ?= $(OUT)
-INC_FLAGS   := -I$(LIB_DIR) $(addprefix -I$(SRC_DIR)/,$(INCLUDES))
+KSFT_DIR    ?= $(KDIR)/tools/testing/selftests
+ifeq ($(wildcard $(KSFT_DIR)/kselftest.h),)
+$(error no kselftest.h in '$(KSFT_DIR)': give KDIR=/path/to/kernel/tree or KSFT_DIR=)
+endif
+INC_FLAGS   := -I$(LIB_DIR) $(addprefix -I$(SRC_DIR)/,$(INCLUDES)) -I$(KSFT_DIR)
 DEPS        := $(addprefix $(SRC_DIR)/,$(HDRS)) $(wildcard $(LIB_DIR)/*.h) \
 	       $(foreach d,$(INCLUDES),$(wildcard $(SRC_DIR)/$(d)/*.[ch]))
 

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0
+/* libbpf helpers (see bpf_util.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/btf.h>
+
+#include "bpf_util.h"
+#include "check.h"
+
+static char log_buf[32768];
+static size_t log_len;
+
+static int capture(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	int n;
+
+	if (level == LIBBPF_DEBUG && !getenv("BPF_UTIL_DEBUG"))
+		return 0;
+	if (log_len >= sizeof(log_buf) - 1)
+		return 0;
+	n = vsnprintf(log_buf + log_len, sizeof(log_buf) - log_len, fmt, args);
+	if (n > 0)
+		log_len += n;
+	if (log_len > sizeof(log_buf) - 1)
+		log_len = sizeof(log_buf) - 1;
+	return 0;
+}
+
+void bu_capture_log(void)
+{
+	libbpf_set_print(capture);
+}
+
+const char *bu_log(void)
+{
+	return log_buf;
+}
+
+void bu_log_reset(void)
+{
+	log_len = 0;
+	log_buf[0] = '\0';
+}
+
+void bu_print_log(void)
+{
+	print_block("libbpf: ", log_buf);
+}
+
+static struct btf *vmlinux_btf(void)
+{
+	static struct btf *btf;
+
+	if (!btf)
+		btf = btf__load_vmlinux_btf();
+	return btf;
+}
+
+bool bu_has_func(const char *name)
+{
+	struct btf *btf = vmlinux_btf();
+
+	return btf && btf__find_by_name_kind(btf, name, BTF_KIND_FUNC) >= 0;
+}
+
+const char *bu_missing_funcs(const char *const *names)
+{
+	static char why[256];
+
+	if (!vmlinux_btf()) {
+		snprintf(why, sizeof(why), "the kernel's BTF is not readable");
+		return why;
+	}
+	for (; *names; names++) {
+		if (!bu_has_func(*names)) {
+			snprintf(why, sizeof(why), "%s is not in the kernel's BTF", *names);
+			return why;
+		}
+	}
+	return NULL;
+}
+
+struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, int cg_fd,
+				       enum bpf_cgroup_iter_order order)
+{
+	DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, opts);
+	union bpf_iter_link_info info = {};
+
+	info.cgroup.cgroup_fd = cg_fd;
+	info.cgroup.order = order;
+	opts.link_info = &info;
+	opts.link_info_len = sizeof(info);
+	return bpf_program__attach_iter(prog, &opts);
+}
+
+ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len)
+{
+	int fd = bpf_iter_create(bpf_link__fd(link));
+	size_t got = 0;
+	ssize_t n = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (got < len && (n = read(fd, (char *)buf + got, len - got)) > 0)
+		got += n;
+	if (n < 0)
+		n = -errno;
+	close(fd);
+	if (n < 0)
+		return n;
+	if (got < len)
+		((char *)buf)[got] = '\0';
+	return got;
+}
+
+/* verifier messages, not the instruction dump (";", numbered lines) */
+static int print_matching(const char *log, const char *needle, bool print)
+{
+	const char *p = log, *nl;
+	int matches = 0, l;
+	char line[512];
+
+	for (; p && *p; p = nl ? nl + 1 : NULL) {
+		nl = strchr(p, '\n');
+		l = nl ? nl - p : (int)strlen(p);
+		snprintf(line, sizeof(line), "%.*s", l, p);
+		if (!line[0] || line[0] == ';' || (line[0] >= '0' && line[0] <= '9'))
+			continue;
+		if (strcasestr(line, needle) && ++matches && print)
+			ksft_print_msg("verifier: %s\n", line);
+	}
+	return matches;
+}
+
+bool bu_refused(const void *elf, size_t size, const char *prog, const char *needle)
+{
+	static char vlog[65536];
+	LIBBPF_OPTS(bpf_object_open_opts, opts,
+		.kernel_log_buf = vlog,
+		.kernel_log_size = sizeof(vlog),
+	);
+	struct bpf_program *p;
+	struct bpf_object *obj;
+	int err;
+
+	vlog[0] = '\0';
+	bu_log_reset();
+	obj = bpf_object__open_mem(elf, size, &opts);
+	if (!obj) {
+		ksft_print_msg("%s: opening its object failed: %s\n", prog, strerror(errno));
+		bu_print_log();
+		return false;
+	}
+	bpf_object__for_each_program(p, obj)
+		bpf_program__set_autoload(p, !strcmp(bpf_program__name(p), prog));
+	err = bpf_object__load(obj);
+	bpf_object__close(obj);
+	if (!err) {
+		ksft_print_msg("%s loaded; the verifier should have refused it (\"%s\")\n",
+			       prog, needle);
+		return false;
+	}
+	if (!print_matching(vlog, needle, false)) {
+		ksft_print_msg("%s refused (%s), but no verifier line says \"%s\":\n", prog,
+			       strerror(-err), needle);
+		print_block("verifier: ", vlog[0] ? vlog : bu_log());
+		return false;
+	}
+	ksft_print_msg("%s refused as expected:\n", prog);
+	print_matching(vlog, needle, true);
+	return true;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * libbpf helpers for the selftests: the libbpf log captured (and shown
+ * under the check that failed), kernel functions looked up in the vmlinux
+ * BTF, cgroup iterators attached and read, and a program the verifier must
+ * refuse, checked by its message.
+ */
+#ifndef SELFTESTS_LIB_BPF_UTIL_H
+#define SELFTESTS_LIB_BPF_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+/*
+ * Capture libbpf's warnings (debug lines too with $BPF_UTIL_DEBUG) into a
+ * buffer: bu_log() gives it, bu_log_reset() empties it, bu_print_log()
+ * prints it as diagnostics.
+ */
+void bu_capture_log(void);
+const char *bu_log(void);
+void bu_log_reset(void);
+void bu_print_log(void);
+
+/*
+ * NULL when the vmlinux BTF has every function of the NULL-terminated
+ * @names; otherwise a reason naming the first one missing ("... not in
+ * the kernel's BTF"), valid until the next call.
+ */
+const char *bu_missing_funcs(const char *const *names);
+bool bu_has_func(const char *name);
+
+/* a cgroup iterator link of @prog on the cgroup open as @cg_fd */
+struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, int cg_fd,
+				       enum bpf_cgroup_iter_order order);
+
+/*
+ * Everything one iterator instance prints, into @buf (NUL-terminated when
+ * there is room); bytes read, or -errno.  The instance is created and
+ * closed here: every call is a fresh walk.
+ */
+ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len);
+
+/*
+ * The program @prog of the object in @elf (a skeleton's X__elf_bytes()),
+ * loaded alone, must be refused with a verifier line containing @needle
+ * (case-insensitive).  The matching lines, or the whole log when none
+ * matches, are printed.  true when refused as expected.
+ */
+bool bu_refused(const void *elf, size_t size, const char *prog, const char *needle);
+
+#endif /* SELFTESTS_LIB_BPF_UTIL_H */

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: GPL-2.0
+/* cgroup v2 helpers (see cg_util.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <mntent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cg_util.h"
+#include "check.h"
+
+static char root[CG_PATH_MAX];
+static char own_mount[CG_PATH_MAX];	/* set when we mounted cgroup2 */
+static char **made;			/* cg_create()d, in creation order */
+static int n_made, cap_made;
+static void (*signal_fn)(void);
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (signal_fn)
+		signal_fn();
+	cg_destroy_all();
+	if (own_mount[0])
+		umount2(own_mount, MNT_DETACH);
+	_exit(KSFT_FAIL);
+}
+
+void cg_on_signal(void (*fn)(void))
+{
+	signal_fn = fn;
+}
+
+static void install_handlers(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+static bool find_mount(void)
+{
+	struct mntent *ent;
+	FILE *f = setmntent("/proc/self/mounts", "r");
+
+	if (!f)
+		return false;
+	while ((ent = getmntent(f))) {
+		if (!strcmp(ent->mnt_type, "cgroup2") && !hasmntopt(ent, "ro")) {
+			snprintf(root, sizeof(root), "%s", ent->mnt_dir);
+			break;
+		}
+	}
+	endmntent(f);
+	return root[0];
+}
+
+const char *cg_root(char *why, size_t len, bool *skip)
+{
+	*skip = false;
+	if (root[0] || find_mount())
+		goto out;
+	/* nothing mounted: /sys/fs/cgroup if it is free, else a fresh directory */
+	snprintf(own_mount, sizeof(own_mount), "/sys/fs/cgroup");
+	if (mount("cgroup2", own_mount, "cgroup2", 0, NULL)) {
+		snprintf(own_mount, sizeof(own_mount), "/tmp/cgroup2.XXXXXX");
+		if (!mkdtemp(own_mount) || mount("cgroup2", own_mount, "cgroup2", 0, NULL)) {
+			snprintf(why, len, "no cgroup2 mount, and mounting one at %s failed: %s",
+				 own_mount, strerror(errno));
+			*skip = errno == ENODEV || errno == EPERM || errno == EACCES;
+			own_mount[0] = '\0';
+			return NULL;
+		}
+	}
+	ksft_print_msg("no cgroup2 mount found; mounted one at %s\n", own_mount);
+	snprintf(root, sizeof(root), "%s", own_mount);
+out:
+	install_handlers();
+	return root;
+}
+
+char *cg_name(char *buf, const char *parent, const char *name)
+{
+	snprintf(buf, CG_PATH_MAX, "%s/%s", parent, name);
+	return buf;
+}
+
+int cg_create(const char *cg)
+{
+	if (n_made == cap_made) {
+		int cap = cap_made ? 2 * cap_made : 64;
+		char **m = realloc(made, cap * sizeof(*made));
+
+		if (!m)
+			return -ENOMEM;
+		made = m;
+		cap_made = cap;
+	}
+	if (mkdir(cg, 0755))
+		return -errno;
+	made[n_made] = strdup(cg);
+	if (!made[n_made])
+		return -ENOMEM;
+	n_made++;
+	return 0;
+}
+
+int cg_destroy(const char *cg)
+{
+	int tries, i;
+
+	cg_write(cg, "cgroup.kill", "1");
+	/* 10 s: a killed task leaves its cgroup only once it is reaped */
+	for (tries = 0; tries < 500; tries++) {
+		if (!rmdir(cg) || errno == ENOENT)
+			break;
+		if (errno != EBUSY)
+			return -errno;
+		usleep(20000);
+	}
+	if (tries == 500)
+		return -EBUSY;
+	for (i = 0; i < n_made; i++) {
+		if (made[i] && !strcmp(made[i], cg)) {
+			free(made[i]);
+			made[i] = NULL;
+		}
+	}
+	return 0;
+}
+
+int cg_destroy_all(void)
+{
+	int i, err, failed = 0;
+
+	for (i = n_made - 1; i >= 0; i--) {
+		if (!made[i])
+			continue;
+		err = cg_destroy(made[i]);
+		if (err && !failed++)
+			ksft_print_msg("rmdir %s: %s\n", made[i], strerror(-err));
+	}
+	if (!failed)
+		n_made = 0;
+	return failed;
+}
+
+static int open_in(const char *cg, const char *file, int flags)
+{
+	char path[CG_PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/%s", cg, file);
+	return open(path, flags | O_CLOEXEC);
+}
+
+int cg_write(const char *cg, const char *file, const char *val)
+{
+	ssize_t len = strlen(val), n;
+	int fd = open_in(cg, file, O_WRONLY), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, len);
+	if (n != len)
+		err = n < 0 ? -errno : -EIO;
+	close(fd);
+	return err;
+}
+
+int cg_read(const char *cg, const char *file, char *buf, size_t len)
+{
+	int fd = open_in(cg, file, O_RDONLY);
+	size_t got = 0;
+	ssize_t n = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (got < len - 1 && (n = read(fd, buf + got, len - 1 - got)) > 0)
+		got += n;
+	buf[got] = '\0';
+	n = n < 0 ? -errno : (ssize_t)got;
+	close(fd);
+	return n;
+}
+
+long long cg_read_key(const char *cg, const char *file, const char *key)
+{
+	char buf[16384], *p;
+	size_t kl = strlen(key);
+
+	if (cg_read(cg, file, buf, sizeof(buf)) < 0)
+		return -1;
+	for (p = buf; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, key, kl) && p[kl] == ' ')
+			return strtoll(p + kl + 1, NULL, 10);
+	return -1;
+}
+
+long long cg_read_long(const char *cg, const char *file)
+{
+	char buf[64];
+
+	if (cg_read(cg, file, buf, sizeof(buf)) <= 0)
+		return -1;
+	return strtoll(buf, NULL, 10);
+}
+
+bool cg_has_word(const char *cg, const char *file, const char *word)
+{
+	char buf[1024], *tok, *save;
+
+	if (cg_read(cg, file, buf, sizeof(buf)) < 0)
+		return false;
+	for (tok = strtok_r(buf, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save))
+		if (!strcmp(tok, word))
+			return true;
+	return false;
+}
+
+int cg_enable(const char *cg, const char *controllers)
+{
+	return cg_write(cg, "cgroup.subtree_control", controllers);
+}
+
+unsigned long long cg_id(const char *cg)
+{
+	struct stat st;
+
+	return stat(cg, &st) ? 0 : st.st_ino;
+}
+
+int cg_enter(const char *cg, pid_t pid)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%d", pid ? pid : getpid());
+	return cg_write(cg, "cgroup.procs", buf);
+}
+
+pid_t cg_spawn(const char *cg, int (*fn)(void *), void *arg)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		n_made = 0;	/* the parent cleans up, not the child */
+		if (cg_enter(cg, 0))
+			_exit(125);
+		_exit(fn(arg));
+	}
+	return pid;
+}
+
+int cg_wait(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int cg_run(const char *cg, int (*fn)(void *), void *arg)
+{
+	pid_t pid = cg_spawn(cg, fn, arg);
+
+	return pid < 0 ? pid : cg_wait(pid);
+}
+
+char *cg_alloc_anon(long long bytes)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	long long off;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	for (off = 0; off < bytes; off += page)
+		p[off] = (char)(off / page + 1);
+	return p;
+}

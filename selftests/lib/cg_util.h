@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * cgroup v2 helpers for the selftests, in the spirit of the kernel's
+ * tools/testing/selftests/cgroup/cgroup_util.h: find (or mount) cgroup2,
+ * create and destroy cgroups, read and write their files, run a function
+ * inside one.
+ *
+ * Every cgroup made with cg_create() is remembered; cg_destroy_all() removes
+ * them leaves first (killing what runs in them), and is what a SIGINT,
+ * SIGTERM or SIGHUP does before the test exits, so a test stopped by the
+ * harness's timeout leaves no cgroup behind.
+ */
+#ifndef SELFTESTS_LIB_CG_UTIL_H
+#define SELFTESTS_LIB_CG_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define CG_PATH_MAX 512
+
+/*
+ * The cgroup2 mount (mounted at /sys/fs/cgroup or a temporary directory if
+ * none is), or NULL with @why set; *@skip says whether the environment
+ * simply has no cgroup2 (a SKIP, not a failure).  Cached after the first call.
+ */
+const char *cg_root(char *why, size_t len, bool *skip);
+
+/* "<parent>/<name>" into @buf (which it returns) */
+char *cg_name(char *buf, const char *parent, const char *name);
+
+/* mkdir, remembered for cg_destroy_all(); 0 or -errno */
+int cg_create(const char *cg);
+
+/*
+ * Kill what runs in @cg (cgroup.kill) and rmdir it, retrying while it is
+ * busy (a task just killed leaves late); 0 or -errno.
+ */
+int cg_destroy(const char *cg);
+
+/* cg_destroy() of every cgroup cg_create() made, leaves first; the number
+ * that could not be removed (the first reported with ksft_print_msg). */
+int cg_destroy_all(void);
+
+/* Also call @fn (async-signal-safe) on SIGINT/SIGTERM/SIGHUP, before the
+ * cgroups go. */
+void cg_on_signal(void (*fn)(void));
+
+/* 0 or -errno; a short write is -EIO */
+int cg_write(const char *cg, const char *file, const char *val);
+/* bytes read (NUL-terminated), or -errno */
+int cg_read(const char *cg, const char *file, char *buf, size_t len);
+/* the value of "key value" lines (memory.stat, cgroup.stat, memory.events),
+ * or -1 when the file or key is missing */
+long long cg_read_key(const char *cg, const char *file, const char *key);
+/* a single number (memory.current), or -1 */
+long long cg_read_long(const char *cg, const char *file);
+/* is @word one of the space-separated words of @file (cgroup.controllers) */
+bool cg_has_word(const char *cg, const char *file, const char *word);
+/* "+memory" etc. into @cg's cgroup.subtree_control */
+int cg_enable(const char *cg, const char *controllers);
+
+/* the cgroup's id as BPF sees it (its inode number), 0 on error */
+unsigned long long cg_id(const char *cg);
+
+/* move @pid (0: the caller) into @cg */
+int cg_enter(const char *cg, pid_t pid);
+
+/*
+ * fork a child that enters @cg and returns fn(arg) as its exit status; the
+ * child's pid, or -errno.  cg_run() also waits and returns the status (or
+ * -errno).  cg_wait() gives a child's exit status, -1 if it did not exit.
+ */
+pid_t cg_spawn(const char *cg, int (*fn)(void *), void *arg);
+int cg_wait(pid_t pid);
+int cg_run(const char *cg, int (*fn)(void *), void *arg);
+
+/* touch @bytes of fresh anonymous memory (charged to the caller's cgroup);
+ * the mapping, or NULL */
+char *cg_alloc_anon(long long bytes);
+
+#endif /* SELFTESTS_LIB_CG_UTIL_H */

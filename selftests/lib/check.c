@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The table-of-checks runner and small shared utilities (see check.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+
+static char skip_why[1024];
+static const struct check *table;
+static size_t table_len;
+static int *verdicts;	/* per check: KSFT_PASS/FAIL/SKIP, -1 not run yet */
+
+void check_skip_why(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(skip_why, sizeof(skip_why), fmt, ap);
+	va_end(ap);
+}
+
+bool check_passed(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < table_len; i++)
+		if (!strcmp(table[i].name, name))
+			return verdicts[i] == KSFT_PASS;
+	ksft_print_msg("BUG: no check named %s\n", name);
+	return false;
+}
+
+static void result(const struct check *c, int verdict, const char *why)
+{
+	switch (verdict) {
+	case KSFT_PASS:
+		ksft_test_result_pass("%s\n", c->name);
+		break;
+	case KSFT_SKIP:
+		ksft_print_msg("%s: SKIP: %s\n", c->name, why[0] ? why : "(no reason given)");
+		ksft_test_result_skip("%s\n", c->name);
+		break;
+	default:
+		ksft_test_result_fail("%s\n", c->name);
+	}
+}
+
+int checks_run(const struct check *checks, size_t n, const char *skip_all)
+{
+	size_t i;
+
+	/* line-buffered: a test killed by its timeout still shows how far it got */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	table = checks;
+	table_len = n;
+	verdicts = calloc(n, sizeof(*verdicts));
+	if (!verdicts)
+		ksft_exit_fail_msg("out of memory\n");
+	for (i = 0; i < n; i++)
+		verdicts[i] = -1;
+	ksft_print_header();
+	ksft_set_plan(n);
+	for (i = 0; i < n; i++) {
+		const struct check *c = &checks[i];
+
+		skip_why[0] = '\0';
+		if (skip_all) {
+			verdicts[i] = KSFT_SKIP;
+			result(c, KSFT_SKIP, skip_all);
+			continue;
+		}
+		if (c->needs && !check_passed(c->needs)) {
+			snprintf(skip_why, sizeof(skip_why), "needs %s, which did not pass",
+				 c->needs);
+			verdicts[i] = KSFT_SKIP;
+		} else {
+			verdicts[i] = c->run();
+		}
+		result(c, verdicts[i], skip_why);
+	}
+	ksft_print_cnts();
+	if (ksft_get_fail_cnt())
+		return KSFT_FAIL;
+	if (!ksft_get_pass_cnt())
+		return KSFT_SKIP;
+	return KSFT_PASS;
+}
+
+void print_block(const char *prefix, const char *text)
+{
+	const char *p = text, *nl;
+
+	while (p && *p) {
+		nl = strchr(p, '\n');
+		ksft_print_msg("%s%.*s\n", prefix, (int)(nl ? nl - p : (long)strlen(p)), p);
+		p = nl ? nl + 1 : NULL;
+	}
+}
+
+unsigned long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double median(double *v, int n)
+{
+	if (n <= 0)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* $HARNESS_METRICS */
+
+static FILE *mf;
+static char mpath[PATH_MAX];
+static bool mfirst = true;	/* no member written yet at this level */
+
+static void mkey(const char *key)
+{
+	fputs(mfirst ? "" : ", ", mf);
+	mfirst = false;
+	if (key)
+		fprintf(mf, "\"%s\": ", key);
+}
+
+void metrics_open(void)
+{
+	const char *path = getenv("HARNESS_METRICS");
+	char tmp[PATH_MAX + 8];
+
+	if (!path || !*path)
+		return;
+	snprintf(mpath, sizeof(mpath), "%s", path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", mpath);
+	mf = fopen(tmp, "w");
+	if (!mf) {
+		ksft_print_msg("cannot write %s: %s\n", tmp, strerror(errno));
+		return;
+	}
+	fputc('{', mf);
+	mfirst = true;
+}
+
+void metrics_num(const char *key, double v)
+{
+	if (!mf)
+		return;
+	mkey(key);
+	/* JSON has no NaN or infinity */
+	if (v != v || v > 1e300 || v < -1e300)
+		fputs("null", mf);
+	else
+		fprintf(mf, "%.6g", v);
+}
+
+void metrics_int(const char *key, long long v)
+{
+	if (!mf)
+		return;
+	mkey(key);
+	fprintf(mf, "%lld", v);
+}
+
+void metrics_str(const char *key, const char *v)
+{
+	const char *p;
+
+	if (!mf)
+		return;
+	mkey(key);
+	fputc('"', mf);
+	for (p = v; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fputc('\\', mf);
+		if ((unsigned char)*p >= 0x20)
+			fputc(*p, mf);
+	}
+	fputc('"', mf);
+}
+
+void metrics_bool(const char *key, bool v)
+{
+	if (!mf)
+		return;
+	mkey(key);
+	fputs(v ? "true" : "false", mf);
+}
+
+void metrics_obj(const char *key)
+{
+	if (!mf)
+		return;
+	mkey(key);
+	fputc('{', mf);
+	mfirst = true;
+}
+
+void metrics_arr(const char *key)
+{
+	if (!mf)
+		return;
+	mkey(key);
+	fputc('[', mf);
+	mfirst = true;
+}
+
+/* closes the innermost object or array: the caller knows which it opened */
+static void metrics_close_with(char c)
+{
+	if (!mf)
+		return;
+	fputc(c, mf);
+	mfirst = false;
+}
+
+void metrics_end(void)
+{
+	metrics_close_with('}');
+}
+
+void metrics_arr_end(void)
+{
+	metrics_close_with(']');
+}
+
+void metrics_close(void)
+{
+	char tmp[PATH_MAX + 8];
+
+	if (!mf)
+		return;
+	fputs("}\n", mf);
+	fclose(mf);
+	mf = NULL;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", mpath);
+	if (rename(tmp, mpath))
+		ksft_print_msg("rename %s: %s\n", tmp, strerror(errno));
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A selftest's main as a table of named checks, printed as KTAP through the
+ * kernel tree's own tools/testing/selftests/kselftest.h (the harness puts
+ * the tree's copy on the include path: see test.toml and lib/selftest.mk).
+ *
+ *	static const struct check checks[] = {
+ *		{ "load",   check_load },
+ *		{ "setup",  check_setup, "load" },	// SKIP unless "load" passed
+ *		{ "values", check_values, "setup" },
+ *		{ "cleanup", check_cleanup },		// always runs
+ *	};
+ *	int main(void) { return checks_run(checks, ARRAY_SIZE(checks), NULL); }
+ *
+ * A check returns KSFT_PASS, KSFT_FAIL or KSFT_SKIP (after check_skip_why());
+ * what it prints with ksft_print_msg() goes out before its result line, so
+ * the harness attaches it to that check.
+ */
+#ifndef SELFTESTS_LIB_CHECK_H
+#define SELFTESTS_LIB_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "kselftest.h"
+
+#ifndef ARRAY_SIZE
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#endif
+
+#define MiB (1024LL * 1024)
+
+struct check {
+	const char *name;
+	int (*run)(void);
+	const char *needs;	/* an earlier check that must have passed, or NULL */
+};
+
+/* The reason printed with the KSFT_SKIP the current check returns next. */
+void check_skip_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Print the plan, run every check in order and print its result; returns
+ * the exit code (kselftest's: KSFT_FAIL if any failed, KSFT_SKIP if all
+ * skipped).  A non-NULL @skip_all (the kernel lacks what the test needs)
+ * skips every check, each under its name.
+ */
+int checks_run(const struct check *checks, size_t n, const char *skip_all);
+
+/* Did the named check (run earlier) pass? */
+bool check_passed(const char *name);
+
+/* ksft_print_msg() of every line of @text, each prefixed with @prefix. */
+void print_block(const char *prefix, const char *text);
+
+/* CLOCK_MONOTONIC in ns */
+unsigned long long now_ns(void);
+
+/* Median of @n doubles (sorts @v). */
+double median(double *v, int n);
+
+/*
+ * $HARNESS_METRICS: a JSON object written atomically (to a .tmp, renamed by
+ * metrics_close()).  Keys in order; metrics_obj()/metrics_arr() open a
+ * nested object/array, metrics_end()/metrics_arr_end() close it.  Without
+ * $HARNESS_METRICS every call does nothing.
+ */
+void metrics_open(void);
+void metrics_num(const char *key, double v);
+void metrics_int(const char *key, long long v);
+void metrics_str(const char *key, const char *v);
+void metrics_bool(const char *key, bool v);
+void metrics_obj(const char *key);
+void metrics_arr(const char *key);	/* then metrics_num/int/str with key NULL */
+void metrics_end(void);			/* closes metrics_obj() */
+void metrics_arr_end(void);		/* closes metrics_arr() */
+void metrics_close(void);
+
+#endif /* SELFTESTS_LIB_CHECK_H */

@@ -1,0 +1,47 @@
+"""A test's `requires`: one name, or one API under two names ("a|b"), met by either."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.model import Feature, FeatureKind, FeatureReport, FeatureState
+from harness.pipeline import missing_features
+from harness.testkinds.base import Manifest, TestRef
+
+
+def _ref(*requires: str) -> TestRef:
+    m = Manifest(name="t", directory=Path("/nonexistent"), description="", bpf=(),
+                 userspace=(), command=("./t",), timeout_s=1, fmt="ktap", requires=requires)
+    return TestRef(kind="own", name="t", manifest=m)
+
+
+def _report(name: str, state: FeatureState) -> FeatureReport:
+    return FeatureReport(feature=Feature(name=name, kind=FeatureKind.KFUNC), state=state,
+                         note="not in the tree" if state is FeatureState.ABSENT else "")
+
+
+OLD_API = (_report("cgroup_rstat_flush", FeatureState.IN_BASE),
+           _report("css_rstat_flush", FeatureState.ABSENT))
+NEW_API = (_report("cgroup_rstat_flush", FeatureState.ABSENT),
+           _report("css_rstat_flush", FeatureState.IN_BASE))
+NEITHER = (_report("cgroup_rstat_flush", FeatureState.ABSENT),
+           _report("css_rstat_flush", FeatureState.ABSENT))
+
+
+def test_either_name_of_an_api_meets_the_requirement() -> None:
+    ref = _ref("cgroup_rstat_flush|css_rstat_flush")
+    assert missing_features(ref, OLD_API) == []
+    assert missing_features(ref, NEW_API) == []
+
+
+def test_neither_name_is_one_missing_requirement_naming_both() -> None:
+    missing = missing_features(_ref("cgroup_rstat_flush|css_rstat_flush"), NEITHER)
+    assert len(missing) == 1
+    assert "cgroup_rstat_flush" in missing[0] and "css_rstat_flush" in missing[0]
+    assert "not in the tree" in missing[0]
+
+
+def test_a_plain_requirement_is_unchanged() -> None:
+    assert missing_features(_ref("cgroup_rstat_flush"), NEW_API) == [
+        "cgroup_rstat_flush (kfunc: not in the tree)"]
+    assert missing_features(_ref("css_rstat_flush"), NEW_API) == []
