@@ -48,6 +48,16 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise Stopped(signum)
 
 
+def _attempts(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 1000:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of attempts, 1 to 1000")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--matrix", type=Path, default=None, help="matrix file (default matrix.toml)")
     r.add_argument("--strict", action="store_true",
                    help="an unexpected pass (XPASS) fails the run")
+    r.add_argument("--repeat", type=_attempts, default=None, metavar="N",
+                   help="run each selected test N times in one boot, each a fresh process; "
+                        "judged as one, every attempt kept (default: each test's own "
+                        "`repeat`, else 1)")
 
     ps = sub.add_parser("parse", help="parse a saved KTAP log offline, like run does")
     ps.add_argument("file", help="log file, or - for stdin")
@@ -212,6 +226,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "command": ["harness", *sys.argv[1:]],
         "host": {"kernel": os.uname().release, "cpus": os.cpu_count()},
         "strict": args.strict,
+        "repeat": args.repeat,
         "what": what,
     }
     done: list[CellResult] = []
@@ -231,7 +246,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                     argv=pipeline.cell_argv(cell, accel),
                                     repo=paths.repo_root(), harness_rev=meta["harness_rev"])
             res = pipeline.run_cell(cell, cell_dir, accel=accel,
-                                    options=pipeline.RunOptions(strict=args.strict))
+                                    options=pipeline.RunOptions(strict=args.strict,
+                                                                repeat=args.repeat))
             done.append(res)
             # Written after every cell, so a killed run still leaves what it finished.
             results.write_json(out / "results.json", done, meta=meta,

@@ -244,6 +244,9 @@ class TestResult:
     taint: str = ""  # bad taint letters newly set while it ran (W, D, B, L, M)
     expected_status: Status | None = None  # what the cell declares it must be (expect)
     notes: tuple[str, ...] = ()  # not verdicts: declared flaky, expected noise, output cut
+    # a repeated test (--repeat, test.toml repeat): every attempt, in order; the fields
+    # above are the worst attempt's, its status the judgement of all (attempts.fold)
+    attempts: tuple[TestResult, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,7 +22,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import build, features, kconfig, outcome, paths, proc, series, sources, splat, testkinds, vm
+from . import (
+    attempts,
+    build,
+    features,
+    kconfig,
+    outcome,
+    paths,
+    proc,
+    series,
+    sources,
+    splat,
+    testkinds,
+    vm,
+)
 from . import verdict as verdicts
 from .errors import HarnessError
 from .guest import protocol
@@ -148,6 +161,7 @@ class RunOptions:
     fail_fast: bool = False  # no test runs after one that made the kernel die
     timeouts: Mapping[str, int] = field(default_factory=dict)  # by test name, seconds (lower)
     retry_boot: bool = True  # a first boot that never reached the runner gets a second
+    repeat: int | None = None  # attempts of every test (--repeat); None: each test's own
 
 
 def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
@@ -166,10 +180,9 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
         expectations = verdicts.load_expectations(expectations_path())
         plan = _plan(cell, stages)
         kernel = _kernel(cell, plan, out_dir, stages, facts)
-        tests = _test_plan(plan, kernel, out_dir, stages, facts)
-        timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(t.name,
-                                                                                t.timeout_s)))
-                      for t in tests.planned)
+        tests = _test_plan(plan, kernel, out_dir, stages, facts, options.repeat)
+        timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(
+            attempts.base_name(t.name), t.timeout_s))) for t in tests.planned)
         _boot_and_test(cell, kernel.image, timed, out_dir, stages, options, accel, facts)
     except HarnessError as exc:
         stage_error = exc.status or Status.SETUP_ERROR
@@ -399,7 +412,7 @@ def _build_tests_of(refs: tuple[TestRef, ...], reports: tuple[FeatureReport, ...
 
 
 def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog,
-               facts: CellFacts) -> TestPlan:
+               facts: CellFacts, repeat: int | None = None) -> TestPlan:
     # Not built, not booted: what the kernel cannot run.
     facts.tests = skipped = tuple(
         TestResult(name=ref.name, status=Status.SKIP, duration_s=0.0, exit_code=None,
@@ -414,7 +427,9 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
             from_tree=False)}
         for ref in plan.tests:
             if ref.name in built:
-                planned += testkinds.kind_of(ref).plan(ref, built[ref.name])
+                times = repeat or (ref.manifest.repeat if ref.manifest is not None else 1)
+                planned += attempts.expand(testkinds.kind_of(ref).plan(ref, built[ref.name]),
+                                           times)
     return TestPlan(planned=tuple(planned), skipped=skipped)
 
 
@@ -502,7 +517,7 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
         final.append(replace(res, splats=tuple(_decode(s, kernel) for s in res.splats),
                              log=guest_dir / res.log if res.log and
                              (guest_dir / res.log).exists() else None, extra=extra))
-    return final
+    return attempts.fold(final)
 
 
 LOG_READ_CAP = 32 * 2**20

@@ -92,6 +92,8 @@ def test_json(t: TestResult, base: Path | None = None) -> dict[str, Any]:
         }
     if t.extra:
         out["extra"] = t.extra
+    if t.attempts:
+        out["attempts"] = [test_json(a, base) for a in t.attempts]
     return out
 
 

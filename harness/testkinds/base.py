@@ -49,6 +49,8 @@ class Manifest:
     # kernel features (features.py names) without which the test cannot run: the harness
     # skips it before the boot, with the feature probe's reason
     requires: tuple[str, ...] = ()
+    # attempts in one boot, each a fresh process (`repeat` in test.toml; --repeat overrides)
+    repeat: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -62,6 +62,7 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
             bpf_cflags=tuple(build.get("bpf_cflags", ())),
             include=tuple(_include_dir(toml_path, d) for d in build.get("include", ())),
             requires=tuple(str(r) for r in data.get("requires", ())),
+            repeat=int(run.get("repeat", 1)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise setup_error(f"{toml_path}: missing or invalid field {exc}",
@@ -77,6 +78,8 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
         problems.append(f"needs {bad}: only {', '.join(_NEEDS)}")
     if manifest.timeout_s <= 0:
         problems.append(f"timeout {manifest.timeout_s}: seconds, > 0")
+    if not 1 <= manifest.repeat <= 1000:
+        problems.append(f"repeat {manifest.repeat}: attempts, 1 to 1000")
     if any("\t" in part or "\n" in part for part in manifest.command):
         problems.append("command: no tabs or newlines (the guest runner's plan is one line "
                         "per test); put a longer script in a file of the test directory")

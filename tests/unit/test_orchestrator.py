@@ -52,7 +52,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def own_test(root: Path, name: str, script: str, *, timeout: int = 5,
-             userspace: str = "", requires: tuple[str, ...] = ()) -> str:
+             userspace: str = "", requires: tuple[str, ...] = (), repeat: int = 1) -> str:
     d = root / "tests" / name
     d.mkdir(parents=True, exist_ok=True)
     build = ""
@@ -62,7 +62,8 @@ def own_test(root: Path, name: str, script: str, *, timeout: int = 5,
     (d / "run.sh").write_text(script)
     needs = f"requires = {json.dumps(list(requires))}\n" if requires else ""
     (d / "test.toml").write_text(f'name = "{name}"\n{needs}{build}[run]\n'
-                                 f'command = ["sh", "{d / "run.sh"}"]\ntimeout = {timeout}\n')
+                                 f'command = ["sh", "{d / "run.sh"}"]\ntimeout = {timeout}\n'
+                                 f'repeat = {repeat}\n')
     return str(d)
 
 
@@ -322,3 +323,28 @@ def test_a_subdirectory_of_a_repository_is_not_a_kernel_tree(
     r = pipeline.run_cell(cell, world / "subdir", accel=Accel.TCG)
     assert r.status is Status.SETUP_ERROR
     assert "is not the top of a git work tree" in r.error and "fix:" in r.error
+
+
+def test_a_repeated_test_runs_each_attempt_apart_and_one_bad_attempt_fails_it(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every second attempt fails: the attempts are separate processes with separate output
+    counter = world / "repeat-counter"
+    script = (f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {counter}\n"
+              "echo 'TAP version 13'; echo '1..1'\n"
+              "if [ $((n % 2)) -eq 0 ]; then echo \"not ok 1 - attempt_$n\"; "
+              "else echo \"ok 1 - attempt_$n\"; fi\n")
+    r = run(world, "repeat", tests=(own_test(world, "every_other", script, repeat=4),),
+            monkeypatch=monkeypatch)
+    t = {t.name: t for t in r.tests}["every_other"]
+    assert t.status is Status.FAIL and r.status is Status.FAIL
+    assert t.reason.startswith("flaky: 2 of 4 attempts passed; attempt 2 FAIL, attempt 4 FAIL")
+    assert [a.status for a in t.attempts] == [Status.PASS, Status.FAIL] * 2
+    # each attempt printed its own KTAP, kept in its own log
+    names = [a.ktap.cases[0].name for a in t.attempts if a.ktap is not None]
+    assert names == ["attempt_1", "attempt_2", "attempt_3", "attempt_4"]
+    assert len({a.log for a in t.attempts}) == 4
+    data = json.loads((world / "repeat" / "results.json").read_text())
+    saved = next(x for x in data["cells"][0]["tests"] if x["name"] == "every_other")
+    assert [a["status"] for a in saved["attempts"]] == ["PASS", "FAIL", "PASS", "FAIL"]
+    # the terminal says it too
+    assert "flaky: 2 of 4 attempts passed" in results.summary([r])
