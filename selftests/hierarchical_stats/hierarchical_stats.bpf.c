@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Hierarchical memcg-reclaim statistics collected with BPF and aggregated by
- * the kernel's rstat machinery (the workflow of the old upstream
- * cgroup_hierarchical_stats selftest, with vmscan events).
- *
+ * rstat (upstream's old cgroup_hierarchical_stats workflow, vmscan events).
  * Collection (tp_btf/mm_vmscan_memcg_reclaim_begin and _end):
  *   The tracepoints carry no memcg; try_to_free_mem_cgroup_pages() runs in
  *   the context of the task that asked for the reclaim, so the event is
@@ -11,7 +9,7 @@
  *   every end event we add, on the current CPU, 1 to count, end - begin of
  *   the same task to time_ns and nr_reclaimed to pages, in the cgroup's
  *   per-CPU element of pcpu_stats, and then tell rstat with
- *   cgroup_rstat_updated(cgrp, cpu).
+ *   RSTAT_UPDATED(cgrp, cpu).
  *
  * Aggregation (fentry/bpf_rstat_flush(cgrp, parent, cpu)):
  *   rstat calls the hook for every updated cgroup of a flushed subtree, once
@@ -20,19 +18,17 @@
  *   writes prev, only the tracepoints of that CPU write state, so no update
  *   is lost), add what the children pushed into cgrp's "pending", fold the
  *   sum into cgrp's total and push it into the parent's pending.  Flushes are
- *   serialised by cgroup_rstat_lock, so the totals map needs no atomics.
- *   Built with -DBROKEN_NO_PROPAGATE the push to the parent is left out
- *   (hierarchical_stats_broken.bpf.c): parents then stay at their own,
- *   i.e. zero, and the test must fail.
+ *   serialised by the rstat lock, so the totals map needs no atomics.
+ *   With hs_broken set (--broken) the push to the parent is left out:
+ *   parents then stay at their own, i.e. zero, and the test must fail.
  *
  * Reading (iter.s/cgroup, one SELF_ONLY link per cgroup):
- *   cgroup_rstat_flush(cgrp) (sleepable kfunc), then one line
- *     cgroup id=<kn id> count= time_ns= pages= own_count= own_time_ns=
- *            own_pages= pending_pages=
- *   "own" is what tasks in this very cgroup contributed.
+ *   RSTAT_FLUSH(cgrp) (sleepable kfunc), then one line "cgroup id=<kn id>
+ *   count= time_ns= pages= own_count= own_time_ns= own_pages= pending_pages="
+ *   ("own": what tasks in this very cgroup contributed).
  *
  * Ordering (why there are atomics on the global counters): the updater does
- * "store state; load updated_next" (in cgroup_rstat_updated()), a
+ * "store state; load updated_next" (in the rstat updated kfunc), a
  * concurrent flusher "store updated_next = NULL (unlink); load state".  On
  * x86 a store may pass a later load, and then both could miss each other:
  * the flusher folds the old state and the updater sees the cgroup still on
@@ -48,18 +44,13 @@
 
 char _license[] SEC("license") = "GPL";
 
-extern void cgroup_rstat_updated(struct cgroup *cgrp, int cpu) __ksym;
-extern void cgroup_rstat_flush(struct cgroup *cgrp) __ksym;
+#include "bpf_rstat.h"
 
-#ifdef BROKEN_NO_PROPAGATE
-const volatile __u32 hs_broken = 1;
-#else
+/* set by userspace before load (--broken): do not propagate to the parent */
 const volatile __u32 hs_broken = 0;
-#endif
 
 #define HS_MAX_CGROUPS 4096
 #define HS_MAX_TASKS 4096
-
 #define READ_ONCE_U64(x) (*(volatile __u64 *)&(x))
 
 /* Per cgroup, per CPU: written by the tracepoints (state) and the flusher (prev). */
@@ -156,7 +147,7 @@ int BPF_PROG(hs_reclaim_end, unsigned long nr_reclaimed)
 	/* locked add: state is visible before rstat's on-list test (see top) */
 	__sync_fetch_and_add(&pc->state.count, 1);
 
-	cgroup_rstat_updated(cgrp, cpu);
+	RSTAT_UPDATED(cgrp, cpu);
 	return 0;
 }
 
@@ -231,13 +222,11 @@ int BPF_PROG(hs_flush, struct cgroup *cgrp, struct cgroup *parent, int cpu)
 	add_to(&t->own, &own);
 	add_to(&t->total, &delta);
 
-	if (!parent || is_zero(&delta))
+	if (!parent || is_zero(&delta) || hs_broken)
 		return 0;
-#ifndef BROKEN_NO_PROPAGATE
 	t = total_of(parent->kn->id);
 	if (t)
 		add_to(&t->pending, &delta);
-#endif
 	return 0;
 }
 
@@ -253,7 +242,7 @@ int hs_dump(struct bpf_iter__cgroup *ctx)
 		return 0;	/* end of the walk */
 
 	/* fold every CPU's delta of the subtree, children first (may sleep) */
-	cgroup_rstat_flush(cgrp);
+	RSTAT_FLUSH(cgrp);
 
 	id = cgrp->kn->id;
 	__sync_fetch_and_add(&g.iter_calls, 1);

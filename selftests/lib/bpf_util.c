@@ -86,6 +86,16 @@ const char *bu_missing_funcs(const char *const *names)
 	return NULL;
 }
 
+int bu_open_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size))
+{
+	bool css = bu_has_func("css_rstat_flush");
+
+	ksft_print_msg("rstat API: %s\n", css ? "css_rstat_* (6.16+)" : "cgroup_rstat_* (pre-6.16)");
+	if (css)
+		s->data = (void *)css_elf(&s->data_sz);
+	return bpf_object__open_skeleton(s, NULL);
+}
+
 struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, int cg_fd,
 				       enum bpf_cgroup_iter_order order)
 {

@@ -52,4 +52,19 @@ ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len);
  */
 bool bu_refused(const void *elf, size_t size, const char *prog, const char *needle);
 
+/*
+ * The rstat kfuncs have two names: cgroup_rstat_{updated,flush}(cgrp) up to
+ * 6.15, css_rstat_{updated,flush}(css) from 6.16.  Libbpf 1.1 has no
+ * bpf_ksym_exists() and 6.1 refuses an unresolved weak kfunc, so a test
+ * builds one object per API (X.bpf.c, and X_css.bpf.c defining RSTAT_API_CSS:
+ * the same programs, maps and globals) and opens the one the kernel's BTF
+ * names, saying which:
+ *
+ *	skel = calloc(1, sizeof(*skel));
+ *	err = skel ? X_bpf__create_skeleton(skel) : -ENOMEM;
+ *	err = err ?: BU_OPEN_RSTAT(skel, X_css_bpf);
+ */
+#define BU_OPEN_RSTAT(skel, css) bu_open_rstat((skel)->skeleton, css##__elf_bytes)
+int bu_open_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size));
+
 #endif /* SELFTESTS_LIB_BPF_UTIL_H */

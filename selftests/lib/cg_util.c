@@ -194,17 +194,24 @@ int cg_read(const char *cg, const char *file, char *buf, size_t len)
 	return n;
 }
 
-long long cg_read_key(const char *cg, const char *file, const char *key)
+long long key_value(const char *text, const char *key)
 {
-	char buf[16384], *p;
 	size_t kl = strlen(key);
+	const char *p;
 
-	if (cg_read(cg, file, buf, sizeof(buf)) < 0)
-		return -1;
-	for (p = buf; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+	for (p = text; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
 		if (!strncmp(p, key, kl) && p[kl] == ' ')
 			return strtoll(p + kl + 1, NULL, 10);
 	return -1;
+}
+
+long long cg_read_key(const char *cg, const char *file, const char *key)
+{
+	char buf[16384];
+
+	if (cg_read(cg, file, buf, sizeof(buf)) < 0)
+		return -1;
+	return key_value(buf, key);
 }
 
 long long cg_read_long(const char *cg, const char *file)

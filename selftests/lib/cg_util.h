@@ -51,8 +51,9 @@ int cg_write(const char *cg, const char *file, const char *val);
 /* bytes read (NUL-terminated), or -errno */
 int cg_read(const char *cg, const char *file, char *buf, size_t len);
 /* the value of "key value" lines (memory.stat, cgroup.stat, memory.events),
- * or -1 when the file or key is missing */
+ * or -1 when the file or key is missing; key_value() of text already read */
 long long cg_read_key(const char *cg, const char *file, const char *key);
+long long key_value(const char *text, const char *key);
 /* a single number (memory.current), or -1 */
 long long cg_read_long(const char *cg, const char *file);
 /* is @word one of the space-separated words of @file (cgroup.controllers) */

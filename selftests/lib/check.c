@@ -24,6 +24,28 @@ void check_skip_why(const char *fmt, ...)
 	va_end(ap);
 }
 
+int check_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	printf("# ");
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	return KSFT_FAIL;
+}
+
+int check_skip(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(skip_why, sizeof(skip_why), fmt, ap);
+	va_end(ap);
+	return KSFT_SKIP;
+}
+
 bool check_passed(const char *name)
 {
 	size_t i;
@@ -89,6 +111,20 @@ int checks_run(const struct check *checks, size_t n, const char *skip_all)
 	if (!ksft_get_pass_cnt())
 		return KSFT_SKIP;
 	return KSFT_PASS;
+}
+
+bool expect(bool *ok, bool cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cond)
+		return true;
+	va_start(ap, fmt);
+	printf("# ");
+	vprintf(fmt, ap);
+	va_end(ap);
+	*ok = false;
+	return false;
 }
 
 void print_block(const char *prefix, const char *text)

@@ -39,6 +39,10 @@ struct check {
 
 /* The reason printed with the KSFT_SKIP the current check returns next. */
 void check_skip_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* return check_fail("why %d", x): print "# why ..." and give KSFT_FAIL */
+int check_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* return check_skip("why"): the reason, and KSFT_SKIP */
+int check_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
  * Print the plan, run every check in order and print its result; returns
@@ -50,6 +54,12 @@ int checks_run(const struct check *checks, size_t n, const char *skip_all);
 
 /* Did the named check (run earlier) pass? */
 bool check_passed(const char *name);
+
+/*
+ * @cond, or (when false) print "# <message>" and clear *@ok: for checks that
+ * compare many values and report every mismatch, not only the first.
+ */
+bool expect(bool *ok, bool cond, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ksft_print_msg() of every line of @text, each prefixed with @prefix. */
 void print_block(const char *prefix, const char *text);

@@ -1,15 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0
 # Standalone build rules shared by the selftests (the same steps the harness runs from
-# each test.toml). A test's Makefile sets NAME, BPF_SRCS, USER_SRCS and optionally HDRS
-# (headers everything depends on) and INCLUDES (other directories, as in test.toml's
-# [build] include), then includes this file:
+# each test.toml). A test's Makefile sets NAME and includes this file; by default every
+# *.bpf.c of its directory is a BPF object, and $(NAME).c plus the shared helpers of
+# lib/ (check.c, cg_util.c, bpf_util.c) the userspace program:
 #
 #   make VMLINUX_H_DIR=/dir/with/vmlinux.h KDIR=/kernel/tree OUT=/build/dir
 #   cd /build/dir && ./$(NAME)
 #
 # KDIR is the kernel tree whose tools/testing/selftests/kselftest.h the tests print
-# KTAP through (or give KSFT_DIR, the directory holding kselftest.h). USER_SRCS may
-# name ../lib/*.c (the shared cgroup/BPF helpers).
+# KTAP through (or give KSFT_DIR, the directory holding kselftest.h).
 #
 # Each X.bpf.c becomes $(OUT)/X.bpf.o and a skeleton $(OUT)/X.skel.h whose C name is
 # X_bpf; the userspace binary embeds the objects through their skeletons.
@@ -22,9 +21,10 @@ KSFT_DIR    ?= $(KDIR)/tools/testing/selftests
 ifeq ($(wildcard $(KSFT_DIR)/kselftest.h),)
 $(error no kselftest.h in '$(KSFT_DIR)': give KDIR=/path/to/kernel/tree or KSFT_DIR=)
 endif
-INC_FLAGS   := -I$(LIB_DIR) $(addprefix -I$(SRC_DIR)/,$(INCLUDES)) -I$(KSFT_DIR)
-DEPS        := $(addprefix $(SRC_DIR)/,$(HDRS)) $(wildcard $(LIB_DIR)/*.h) \
-	       $(foreach d,$(INCLUDES),$(wildcard $(SRC_DIR)/$(d)/*.[ch]))
+BPF_SRCS    ?= $(notdir $(wildcard $(SRC_DIR)/*.bpf.c))
+USER_SRCS   ?= $(NAME).c ../lib/check.c ../lib/cg_util.c ../lib/bpf_util.c
+INC_FLAGS   := -I$(LIB_DIR) -I$(KSFT_DIR)
+DEPS        := $(wildcard $(SRC_DIR)/*.h) $(wildcard $(LIB_DIR)/*.h)
 
 CLANG       ?= clang-19
 BPFTOOL     ?= bpftool

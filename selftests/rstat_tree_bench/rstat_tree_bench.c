@@ -1,62 +1,36 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * rstat_tree_bench: what reading a subtree's hierarchical memcg-reclaim
- * statistics costs as the tree grows, through rstat versus in userspace.
- *
- * The statistics are collected by the hierarchical_stats BPF programs
- * (included, unchanged): per cgroup and CPU in a per-CPU hash map, flagged
- * to rstat with cgroup_rstat_updated(), folded and propagated to the parent
- * by the bpf_rstat_flush() program.  Three ways to get them, timed one read
- * at a time, each right after its own round of updates:
- *
- *   rstat_root  one read of a SELF_ONLY cgroup-iterator link on the subtree
- *               root: cgroup_rstat_flush() + one line (the subtree's total).
- *               rstat's claim: costs in proportion to what was updated.
- *   rstat_walk  one read of a DESCENDANTS_PRE link on the subtree root:
- *               the flush + one line per cgroup (every cgroup's total).
- *   user_walk   what userspace does without rstat: walk the subtree in
- *               cgroupfs (cgroup id = the directory's inode), look up every
- *               cgroup's per-CPU counters in the map and sum them up the
- *               tree (every cgroup's total, the subtree's among them).
- *
- * Tree of N cgroups below a bench root: N/10 (at least 1) inner cgroups,
- * the rest leaves spread over them.  "few" updates = reclaim in 1 leaf,
- * "all" = reclaim in every leaf.  An update is real memcg reclaim: a child
- * created directly in the leaf (clone3 CLONE_INTO_CGROUP) reads 64 KiB of
- * a file on $HARNESS_SCRATCH that is not in the page cache (charged to the
- * leaf) and writes 64K to the leaf's memory.reclaim, so the reclaim
- * tracepoints fire in the leaf's context.
- *
- * Checked (KTAP), not timed: after every measurement the three methods
- * agree on the subtree's total (count, time, pages), rstat_walk's line
- * for the root equals rstat_root's, and the count grew by at least one per
- * updated leaf.  Timings go to HARNESS_METRICS (median of --rounds reads),
- * with growth ratios largest/smallest tree per method and update mode.
- *
- * Usage: rstat_tree_bench [--sizes 10,100,1000] [--rounds 5]
+ * statistics (rstat_tree_bench.bpf.c) costs as the tree grows, per read:
+ *   rstat_root  a SELF_ONLY cgroup-iterator read of the subtree root: the
+ *               rstat flush + one line (the subtree's total)
+ *   rstat_walk  a DESCENDANTS_PRE read: the flush + one line per cgroup
+ *   user_walk   no rstat: walk the subtree in cgroupfs, sum every cgroup's
+ *               per-CPU counters from the map up the tree
+ * Tree of N cgroups: N/10 (at least 1) inner, the rest leaves.  An update
+ * is real reclaim in a leaf: a child there reads 64 KiB of uncached file
+ * on $HARNESS_SCRATCH and writes 64K to memory.reclaim.  "few" updates 1
+ * leaf, "all" every leaf, before each timed read.  Checked: after every
+ * read the three agree on the subtree's totals and the count grew by one
+ * per updated leaf.  Timings (median/min/max of --rounds) go to
+ * $HARNESS_METRICS.  Usage: rstat_tree_bench [--sizes 10,100] [--rounds 5]
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
-#include <linux/sched.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
+#include <unistd.h>
 
-#include "harness_test.h"
-#include "hierarchical_stats.h"
+#include "bpf_util.h"
+#include "cg_util.h"
+#include "check.h"
+#include "rstat_tree_bench.h"
 #include "rstat_tree_bench.skel.h"
+#include "rstat_tree_bench_css.skel.h"
 
 #define MAX_SIZES 8
 #define MAX_ROUNDS 64
@@ -64,264 +38,111 @@
 
 enum method { M_ROOT, M_WALK, M_USER, NUM_METHODS };
 enum mode { U_FEW, U_ALL, NUM_MODES };
-static const char *const method_name[NUM_METHODS] = {
-	"rstat_root", "rstat_walk", "user_walk" };
-static const char *const mode_name[NUM_MODES] = { "few", "all" };
+static const char *const method_name[] = { "rstat_root", "rstat_walk", "user_walk" };
+static const char *const mode_name[] = { "few", "all" };
 
-struct node {
-	char path[PATH_MAX];
-	int fd;			/* dir fd: CLONE_INTO_CGROUP and iterator target */
-	int parent;		/* index, -1 for the bench root */
-	bool leaf;
-	unsigned long long id;
-};
-
-struct totals3 {
+struct totals {
 	unsigned long long count, time_ns, pages;
 };
 
+static struct node {
+	char path[CG_PATH_MAX];
+	bool leaf;
+} *nodes;
+static int num_nodes, next_size, ncpus, file_fd = -1;
 static struct rstat_tree_bench_bpf *skel;
-static struct bpf_link *trace_link[3];
-static char cg_mnt[PATH_MAX];
-static char file_path[PATH_MAX];
-static int file_fd = -1;
-static struct node *nodes;
-static int num_nodes;
-static int ncpus;
-static int test_no;
-
-static int sizes[MAX_SIZES] = { 10, 100, 1000 };
-static int num_sizes = 3;
-static int rounds = 5;
-
-/* ms per read: [size][mode][method][round]; -1: not measured */
+static char file_path[CG_PATH_MAX], buf[1 << 20];
+static const char *mnt;
+static int sizes[MAX_SIZES] = { 10, 100, 1000 }, num_sizes = 3, rounds = 5;
+static bool size_ok[MAX_SIZES], walk_unsupported[MAX_SIZES];
+/* ms per read: [size][mode][method][round]; < 0: not measured */
 static double ms[MAX_SIZES][NUM_MODES][NUM_METHODS][MAX_ROUNDS];
-static bool walk_unsupported[MAX_SIZES];
 
-static void remove_tree(void)
-{
-	int i, tries;
-
-	for (i = num_nodes - 1; i >= 0; i--) {	/* children were created after parents */
-		if (nodes[i].fd >= 0)
-			close(nodes[i].fd);
-		for (tries = 0; tries < 100; tries++) {
-			if (!rmdir(nodes[i].path) || errno == ENOENT)
-				break;
-			if (errno != EBUSY)
-				break;
-			usleep(20000);	/* a just-reaped child keeps it busy briefly */
-		}
-	}
-	free(nodes);
-	nodes = NULL;
-	num_nodes = 0;
-}
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	remove_tree();
-	if (file_path[0])
-		unlink(file_path);
-	_exit(KSFT_FAIL);
-}
-
-static int add_node(int parent, const char *name, bool leaf, char *err, size_t len)
+static int add_node(int parent, const char *name, bool leaf)
 {
 	struct node *n = &nodes[num_nodes];
-	char ctl[PATH_MAX + 32];
-	struct stat st;
+	int err;
 
-	snprintf(n->path, sizeof(n->path), "%.3800s/%.200s",
-		 parent < 0 ? cg_mnt : nodes[parent].path, name);
-	n->fd = -1;
-	n->parent = parent;
+	cg_name(n->path, parent < 0 ? mnt : nodes[parent].path, name);
 	n->leaf = leaf;
-	if (mkdir(n->path, 0755)) {
-		snprintf(err, len, "mkdir %.300s: %s", n->path, strerror(errno));
-		return -1;
-	}
+	err = cg_create(n->path);
+	if (!err && !leaf)
+		err = cg_enable(n->path, "+memory");
+	if (err)
+		ksft_print_msg("%s: %s\n", n->path, strerror(-err));
 	num_nodes++;
-	n->fd = open(n->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (n->fd < 0 || fstat(n->fd, &st)) {
-		snprintf(err, len, "open %.300s: %s", n->path, strerror(errno));
-		return -1;
-	}
-	n->id = st.st_ino;	/* kernfs node id == cgroup id on 64-bit */
-	if (!leaf) {
-		snprintf(ctl, sizeof(ctl), "%s/cgroup.subtree_control", n->path);
-		if (ht_write_file(ctl, "+memory")) {
-			snprintf(err, len, "%.300s: +memory: %s", ctl, strerror(errno));
-			return -1;
-		}
-	}
-	return 0;
+	return err;
 }
 
-/* bench root + inner + leaves; returns the number of leaves or -1 */
-static int make_tree(int size, char *err, size_t len)
+/* bench root, inner cgroups, leaves spread over them; the number of leaves */
+static int make_tree(int size)
 {
-	int inner = size / 10 > 0 ? size / 10 : 1, leaves = size - inner, i;
+	int inner = size / 10 > 0 ? size / 10 : 1, i, err;
 	char name[64];
 
 	nodes = calloc(size + 1, sizeof(*nodes));
-	if (!nodes) {
-		snprintf(err, len, "out of memory");
-		return -1;
-	}
+	num_nodes = 0;
 	snprintf(name, sizeof(name), "rstat_tree_bench.%d.%d", getpid(), size);
-	if (add_node(-1, name, false, err, len))
-		return -1;
-	for (i = 0; i < inner; i++) {
+	err = !nodes ? -ENOMEM : add_node(-1, name, false);
+	for (i = 0; !err && i < inner; i++) {
 		snprintf(name, sizeof(name), "i%d", i);
-		if (add_node(0, name, false, err, len))
-			return -1;
+		err = add_node(0, name, false);
 	}
-	for (i = 0; i < leaves; i++) {
+	for (i = 0; !err && i < size - inner; i++) {
 		snprintf(name, sizeof(name), "l%d", i);
-		if (add_node(1 + i % inner, name, true, err, len))
-			return -1;
+		err = add_node(1 + i % inner, name, true);
 	}
-	return leaves;
+	return err ? -1 : size - inner;
 }
 
-/* the child, born in the leaf: uncached file pages, then memory.reclaim */
-static void update_child(const char *leaf_path, off_t off)
+/* in the leaf: uncached file pages charged to it, then memory.reclaim */
+static int update_child(void *arg)
 {
-	char buf[UPDATE_BYTES], ctl[PATH_MAX + 32];
+	const struct node *n = arg;
+	off_t off = (n - nodes) * (off_t)UPDATE_BYTES;
+	static char page_buf[UPDATE_BYTES];
+	int err;
 
-	/* the parent's handler tears the tree down: not the child's job */
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGINT, SIG_DFL);
 	posix_fadvise(file_fd, off, UPDATE_BYTES, POSIX_FADV_DONTNEED);
-	if (pread(file_fd, buf, sizeof(buf), off) != (ssize_t)sizeof(buf))
-		_exit(2);
-	snprintf(ctl, sizeof(ctl), "%s/memory.reclaim", leaf_path);
+	if (pread(file_fd, page_buf, UPDATE_BYTES, off) != UPDATE_BYTES)
+		return 2;
 	/* EAGAIN (not all of it reclaimed) still ran reclaim: the tracepoints fired */
-	if (ht_write_file(ctl, "64K") && errno != EAGAIN)
-		_exit(3);
-	_exit(0);
+	err = cg_write(n->path, "memory.reclaim", "64K");
+	return err && err != -EAGAIN ? 3 : 0;
 }
 
-/* reclaim in `want` leaves (all if <= 0); returns the number done or -1 */
-static int update_leaves(int want, int *done, char *err, size_t len)
+/* reclaim in @want leaves; the number done, or -1 */
+static int update_leaves(int want)
 {
-	int i, status, leaf_no = 0;
+	int i, done = 0, status;
 
-	*done = 0;
-	for (i = 0; i < num_nodes; i++) {
-		struct clone_args args = {
-			.flags = CLONE_INTO_CGROUP,
-			.exit_signal = SIGCHLD,
-		};
-		pid_t pid;
-
+	for (i = 0; i < num_nodes && done < want; i++) {
 		if (!nodes[i].leaf)
 			continue;
-		if (want > 0 && *done >= want)
-			break;
-		args.cgroup = (uint64_t)nodes[i].fd;
-		pid = syscall(SYS_clone3, &args, sizeof(args));
-		if (pid < 0) {
-			snprintf(err, len, "clone3(CLONE_INTO_CGROUP %.300s): %s",
-				 nodes[i].path, strerror(errno));
+		status = cg_run(nodes[i].path, update_child, &nodes[i]);
+		if (status) {
+			ksft_print_msg("update in %s: child status %d\n", nodes[i].path, status);
 			return -1;
 		}
-		if (pid == 0)
-			update_child(nodes[i].path, (off_t)leaf_no * UPDATE_BYTES);
-		leaf_no++;
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-		if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-			snprintf(err, len, "update in %.300s: child status %#x", nodes[i].path, status);
-			return -1;
-		}
-		(*done)++;
+		done++;
 	}
-	return 0;
+	return done;
 }
 
-static struct bpf_link *attach_iter(int cg_fd, enum bpf_cgroup_iter_order order)
+/* the subtree's sum of the per-CPU counters, recursively through cgroupfs */
+static int user_walk_dir(int parent_fd, const char *name, struct rtb_pcpu *vals,
+			 struct totals *sum)
 {
-	LIBBPF_OPTS(bpf_iter_attach_opts, opts);
-	union bpf_iter_link_info linfo;
-
-	memset(&linfo, 0, sizeof(linfo));
-	linfo.cgroup.cgroup_fd = cg_fd;
-	linfo.cgroup.order = order;
-	opts.link_info = &linfo;
-	opts.link_info_len = sizeof(linfo);
-	return bpf_program__attach_iter(skel->progs.hs_dump, &opts);
-}
-
-/* read a whole iterator; returns bytes or -1; *buf grows as needed */
-static ssize_t read_iter(struct bpf_link *link, char **buf, size_t *cap)
-{
-	size_t got = 0;
-	ssize_t n;
-	int fd;
-
-	fd = bpf_iter_create(bpf_link__fd(link));
-	if (fd < 0)
-		return -1;
-	for (;;) {
-		if (got + 4096 > *cap) {
-			char *nb = realloc(*buf, *cap * 2);
-
-			if (!nb) {
-				close(fd);
-				return -1;
-			}
-			*buf = nb;
-			*cap *= 2;
-		}
-		n = read(fd, *buf + got, *cap - got - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += n;
-	}
-	close(fd);
-	if (n < 0)
-		return -1;
-	(*buf)[got] = '\0';
-	return got;
-}
-
-/* the totals of cgroup `id` in iterator output, or false */
-static bool find_line(const char *text, unsigned long long id, struct totals3 *t)
-{
-	char key[64];
-	const char *p;
-
-	snprintf(key, sizeof(key), "cgroup id=%llu ", id);
-	p = strstr(text, key);
-	return p && sscanf(p, "cgroup id=%*u count=%llu time_ns=%llu pages=%llu",
-			   &t->count, &t->time_ns, &t->pages) == 3;
-}
-
-/*
- * user_walk: the subtree's directories (readdir, recursively), each one's
- * per-CPU counters from the map (the "state" half of each CPU's value),
- * summed up the tree: every cgroup's total is computed on the way, as a
- * monitoring agent would; the subtree's comes back in *sum.
- */
-static int user_walk_dir(int parent_fd, const char *name, void *vals, size_t vsz,
-			 struct totals3 *sum)
-{
-	struct totals3 own = {}, child;
+	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC), cpu, err = 0;
 	struct dirent *de;
 	struct stat st;
-	int fd, cpu, err = 0;
 	__u64 id;
 	DIR *d;
 
-	fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st)) {
+	d = fstat(fd, &st) ? NULL : fdopendir(fd);
+	if (!d) {
 		err = -errno;
 		close(fd);
 		return err;
@@ -329,219 +150,289 @@ static int user_walk_dir(int parent_fd, const char *name, void *vals, size_t vsz
 	id = st.st_ino;
 	if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.pcpu_stats), &id, vals)) {
 		for (cpu = 0; cpu < ncpus; cpu++) {
-			const struct hs_counters *c = (const void *)((char *)vals + cpu * vsz);
-
-			own.count += c->count;
-			own.time_ns += c->time_ns;
-			own.pages += c->pages;
+			sum->count += vals[cpu].state.count;
+			sum->time_ns += vals[cpu].state.time_ns;
+			sum->pages += vals[cpu].state.pages;
 		}
 	}
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	while ((de = readdir(d))) {
-		if (de->d_type != DT_DIR || de->d_name[0] == '.')
-			continue;
-		memset(&child, 0, sizeof(child));
-		err = user_walk_dir(dirfd(d), de->d_name, vals, vsz, &child);
-		if (err)
-			break;
-		own.count += child.count;
-		own.time_ns += child.time_ns;
-		own.pages += child.pages;
-	}
+	while (!err && (de = readdir(d)))
+		if (de->d_type == DT_DIR && de->d_name[0] != '.')
+			err = user_walk_dir(dirfd(d), de->d_name, vals, sum);
 	closedir(d);
-	*sum = own;
 	return err;
 }
 
-static int user_walk(struct totals3 *sum)
+/* one read by @m into @t; -errno, or -ENOENT when there is no line for the root */
+static int read_totals(enum method m, struct bpf_link *link, struct totals *t, double *ms_out)
 {
-	/* a per-CPU value: struct hs_pcpu = { state, prev }, 8-byte aligned */
-	size_t vsz = (2 * sizeof(struct hs_counters) + 7) & ~(size_t)7;
-	void *vals = calloc(ncpus, vsz);
-	int err;
+	unsigned long long id = cg_id(nodes[0].path), t0;
+	struct rtb_pcpu *vals = calloc(ncpus, sizeof(*vals));
+	char key[64], *p;
+	ssize_t n;
 
+	*t = (struct totals){};
 	if (!vals)
 		return -ENOMEM;
-	err = user_walk_dir(AT_FDCWD, nodes[0].path, vals, vsz, sum);
+	t0 = now_ns();
+	n = m == M_USER ? user_walk_dir(AT_FDCWD, nodes[0].path, vals, t) :
+			  bu_read_iter(link, buf, sizeof(buf) - 1);
+	if (ms_out)
+		*ms_out = (now_ns() - t0) / 1e6;
 	free(vals);
-	return err;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n)
-{
-	double tmp[MAX_ROUNDS];
-
-	memcpy(tmp, v, n * sizeof(*v));
-	qsort(tmp, n, sizeof(*tmp), cmp_double);
-	return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
-}
-
-static bool same(const struct totals3 *a, const struct totals3 *b)
-{
-	return a->count == b->count && a->time_ns == b->time_ns && a->pages == b->pages;
+	if (n < 0 || m == M_USER)
+		return n < 0 ? n : 0;
+	buf[n] = '\0';
+	snprintf(key, sizeof(key), "cgroup id=%llu ", id);
+	p = strstr(buf, key);
+	if (!p || sscanf(p, "cgroup id=%*u count=%llu time_ns=%llu pages=%llu", &t->count,
+			 &t->time_ns, &t->pages) != 3)
+		return -ENOENT;
+	return 0;
 }
 
 /*
- * One size: build the tree, then for each update mode and round: update,
- * time one read by each method (each after its own update), and check the
- * three agree.  Returns false on a failed check (diagnosed).
+ * One round: per method, update, then one timed read; the count must have
+ * grown by the leaves updated.  Then, with nothing new, the three agree.
  */
-static bool bench_size(int si, char **buf, size_t *cap)
+static bool round_ok(int si, int mode, int r, struct bpf_link **links, int leaves,
+		     struct totals *prev)
 {
-	struct bpf_link *self = NULL, *walk = NULL;
-	struct totals3 prev = {}, t[NUM_METHODS], w;
-	char err[512] = "";
-	unsigned long long t0;
-	int leaves, mode, r, m, done;
-	bool ok = true;
-	ssize_t n;
+	struct totals t[NUM_METHODS];
+	int m, done, err;
 
-	leaves = make_tree(sizes[si], err, sizeof(err));
-	if (leaves < 0)
-		goto fail;
-	self = attach_iter(nodes[0].fd, BPF_CGROUP_ITER_SELF_ONLY);
-	walk = attach_iter(nodes[0].fd, BPF_CGROUP_ITER_DESCENDANTS_PRE);
-	if (!self || !walk) {
-		snprintf(err, sizeof(err), "attach cgroup iterator: %s", strerror(errno));
-		goto fail;
-	}
-	ht_diag("%d cgroups: %d inner, %d leaves", sizes[si], num_nodes - 1 - leaves, leaves);
-	for (mode = 0; mode < NUM_MODES; mode++) {
-		for (r = 0; r < rounds; r++) {
-			for (m = 0; m < NUM_METHODS; m++) {
-				if (update_leaves(mode == U_FEW ? 1 : 0, &done, err, sizeof(err)))
-					goto fail;
-				if (m == M_WALK && walk_unsupported[si]) {
-					ms[si][mode][m][r] = -1;
-					continue;
-				}
-				t0 = ht_now_ns();
-				if (m == M_ROOT) {
-					n = read_iter(self, buf, cap);
-				} else if (m == M_WALK) {
-					n = read_iter(walk, buf, cap);
-				} else {
-					n = user_walk(&t[m]) ? -1 : 0;
-				}
-				ms[si][mode][m][r] = (ht_now_ns() - t0) / 1e6;
-				if (n < 0 && m == M_WALK && errno == EOPNOTSUPP) {
-					/*
-					 * cgroup_iter cannot resume a walk in a second read()
-					 * (cgroup_mutex was dropped): the whole walk's output
-					 * must fit in one seq buffer (8 pages here).
-					 */
-					ht_diag("%d cgroups: rstat_walk not possible: the walk's output (~%d lines) does not fit in one read of the iterator (EOPNOTSUPP); not measured",
-						sizes[si], num_nodes);
-					walk_unsupported[si] = true;
-					ms[si][mode][m][r] = -1;
-					continue;
-				}
-				if (n < 0) {
-					snprintf(err, sizeof(err), "%s: %s", method_name[m],
-						 strerror(errno));
-					goto fail;
-				}
-				if (m != M_USER && !find_line(*buf, nodes[0].id, &t[m])) {
-					snprintf(err, sizeof(err), "%s: no line for the subtree root (%.200s)",
-						 method_name[m], *buf);
-					goto fail;
-				}
-				if (t[m].count < prev.count + done) {
-					snprintf(err, sizeof(err), "%s: count %llu after %d updated leaves, was %llu",
-						 method_name[m], t[m].count, done, prev.count);
-					goto fail;
-				}
-				prev = t[m];
-			}
-			/* nothing happened since the last read: all three must agree now */
-			w = (struct totals3){};
-			if (read_iter(self, buf, cap) < 0 || !find_line(*buf, nodes[0].id, &t[M_ROOT]) ||
-			    (!walk_unsupported[si] &&
-			     (read_iter(walk, buf, cap) < 0 || !find_line(*buf, nodes[0].id, &w))) ||
-			    user_walk(&t[M_USER])) {
-				snprintf(err, sizeof(err), "re-read failed: %s", strerror(errno));
-				goto fail;
-			}
-			if (walk_unsupported[si])
-				w = t[M_ROOT];
-			if (!same(&t[M_ROOT], &w) || !same(&t[M_ROOT], &t[M_USER])) {
-				snprintf(err, sizeof(err),
-					 "methods disagree: rstat_root (%llu, %llu, %llu), rstat_walk (%llu, %llu, %llu), user_walk (%llu, %llu, %llu)",
-					 t[M_ROOT].count, t[M_ROOT].time_ns, t[M_ROOT].pages,
-					 w.count, w.time_ns, w.pages,
-					 t[M_USER].count, t[M_USER].time_ns, t[M_USER].pages);
-				goto fail;
-			}
+	for (m = 0; m < NUM_METHODS; m++) {
+		done = update_leaves(mode == U_FEW ? 1 : leaves);
+		if (done < 0)
+			return false;
+		ms[si][mode][m][r] = -1;
+		if (m == M_WALK && walk_unsupported[si])
+			continue;
+		err = read_totals(m, links[m], &t[m], &ms[si][mode][m][r]);
+		if (err == -EOPNOTSUPP && m == M_WALK) {
+			/* a cgroup iterator cannot resume a walk in a second read() */
+			ksft_print_msg("%d cgroups: rstat_walk not possible: the walk's output (~%d lines) does not fit in one read of the iterator (EOPNOTSUPP); not measured\n",
+				       sizes[si], num_nodes);
+			walk_unsupported[si] = true;
+			ms[si][mode][m][r] = -1;
+			continue;
 		}
-		ht_diag("%d cgroups, %s updated: rstat_root %.3f ms, rstat_walk %.3f ms, user_walk %.3f ms (median of %d); subtree total count %llu pages %llu",
-			sizes[si], mode_name[mode],
-			median(ms[si][mode][M_ROOT], rounds), median(ms[si][mode][M_WALK], rounds),
-			median(ms[si][mode][M_USER], rounds), rounds, prev.count, prev.pages);
+		if (err) {
+			ksft_print_msg("%s: %s\n", method_name[m], err == -ENOENT ?
+				       "no line for the subtree root" : strerror(-err));
+			return false;
+		}
+		if (t[m].count < prev->count + done) {
+			ksft_print_msg("%s: count %llu after %d updated leaves, was %llu\n",
+				       method_name[m], t[m].count, done, prev->count);
+			return false;
+		}
+		*prev = t[m];
 	}
-	goto out;
-fail:
-	ht_diag("%d cgroups: %s", sizes[si], err);
-	ok = false;
-out:
-	bpf_link__destroy(self);
-	bpf_link__destroy(walk);
-	remove_tree();
-	return ok;
+	for (m = 0; m < NUM_METHODS; m++) {	/* nothing new: all equal rstat_root */
+		if (m == M_WALK && walk_unsupported[si])
+			continue;
+		err = read_totals(m, links[m], &t[m], NULL);
+		if (err || memcmp(&t[m], &t[M_ROOT], sizeof(*t))) {
+			ksft_print_msg("methods disagree: %s (%llu, %llu, %llu) %s, rstat_root (%llu, %llu, %llu)\n",
+				       method_name[m], t[m].count, t[m].time_ns, t[m].pages,
+				       err ? strerror(-err) : "", t[M_ROOT].count, t[M_ROOT].time_ns,
+				       t[M_ROOT].pages);
+			return false;
+		}
+	}
+	return true;
 }
 
-static void write_metrics(const char *path, const bool *size_ok)
+enum stat_kind { S_MEDIAN, S_MIN, S_MAX, S_N };
+
+/* a statistic of the rounds measured, -1 when none was */
+static double stat_of(int si, int mode, int m, enum stat_kind s)
 {
-	int si, mode, m, last = num_sizes - 1;
-	FILE *f = fopen(path, "w");
+	double v[MAX_ROUNDS];
+	int r, n = 0;
 
-	if (!f)
-		return;
-	fprintf(f, "{\n  \"sizes\": [");
-	for (si = 0; si < num_sizes; si++)
-		fprintf(f, "%s%d", si ? ", " : "", sizes[si]);
-	fprintf(f, "],\n  \"rounds\": %d,\n  \"median_ms\": {", rounds);
+	for (r = 0; r < rounds; r++)
+		if (ms[si][mode][m][r] >= 0)
+			v[n++] = ms[si][mode][m][r];
+	if (s == S_N)
+		return n;
+	if (!n)
+		return -1;
+	median(v, n);	/* sorts */
+	return s == S_MIN ? v[0] : s == S_MAX ? v[n - 1] : median(v, n);
+}
+
+/* one size (sizes[] in check order): build, measure, check, remove */
+static int check_tree(void)
+{
+	struct bpf_link *links[NUM_METHODS] = {};
+	int si = next_size++, leaves, mode, r, fd = -1;
+	struct totals prev = {};
+	bool ok = false;
+
+	leaves = make_tree(sizes[si]);
+	if (leaves < 0)
+		goto out;
+	fd = open(nodes[0].path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	links[M_ROOT] = bu_attach_cgroup_iter(skel->progs.rtb_dump, fd, BPF_CGROUP_ITER_SELF_ONLY);
+	links[M_WALK] = bu_attach_cgroup_iter(skel->progs.rtb_dump, fd,
+					      BPF_CGROUP_ITER_DESCENDANTS_PRE);
+	if (!links[M_ROOT] || !links[M_WALK]) {
+		ksft_print_msg("attach cgroup iterator: %s\n", strerror(errno));
+		goto out;
+	}
+	ksft_print_msg("%d cgroups: %d inner, %d leaves\n", sizes[si], num_nodes - 1 - leaves,
+		       leaves);
 	for (mode = 0; mode < NUM_MODES; mode++) {
-		fprintf(f, "%s\n    \"%s\": {", mode ? "," : "", mode_name[mode]);
+		for (r = 0; r < rounds; r++)
+			if (!round_ok(si, mode, r, links, leaves, &prev))
+				goto out;
+		ksft_print_msg("%d cgroups, %s updated: rstat_root %.3f ms, rstat_walk %.3f ms, user_walk %.3f ms (median of %d); subtree total count %llu pages %llu\n",
+			       sizes[si], mode_name[mode], stat_of(si, mode, M_ROOT, S_MEDIAN),
+			       stat_of(si, mode, M_WALK, S_MEDIAN),
+			       stat_of(si, mode, M_USER, S_MEDIAN), rounds, prev.count, prev.pages);
+	}
+	ok = true;
+out:
+	size_ok[si] = ok;
+	bpf_link__destroy(links[M_ROOT]);
+	bpf_link__destroy(links[M_WALK]);
+	if (fd >= 0)
+		close(fd);
+	free(nodes);
+	cg_destroy_all();
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* per update mode, per method: one number per size (-1: not measured) */
+static void metrics_table(const char *key, enum stat_kind s)
+{
+	int mode, m, si;
+
+	metrics_obj(key);
+	for (mode = 0; mode < NUM_MODES; mode++) {
+		metrics_obj(mode_name[mode]);
 		for (m = 0; m < NUM_METHODS; m++) {
-			fprintf(f, "%s\"%s\": [", m ? ", " : "", method_name[m]);
+			metrics_arr(method_name[m]);
 			for (si = 0; si < num_sizes; si++)
-				fprintf(f, "%s%.4f", si ? ", " : "",
-					size_ok[si] && !(m == M_WALK && walk_unsupported[si]) ?
-					median(ms[si][mode][m], rounds) : -1.0);
-			fprintf(f, "]");
+				metrics_num(NULL, size_ok[si] ? stat_of(si, mode, m, s) : -1);
+			metrics_arr_end();
 		}
-		fprintf(f, "}");
+		metrics_end();
 	}
-	fprintf(f, "\n  },\n  \"growth_largest_over_smallest\": {");
-	for (mode = 0; mode < NUM_MODES; mode++) {
-		fprintf(f, "%s\"%s\": {", mode ? ", " : "", mode_name[mode]);
-		for (m = 0; m < NUM_METHODS; m++) {
-			double a = median(ms[0][mode][m], rounds);
-			double b = median(ms[last][mode][m], rounds);
+	metrics_end();
+}
 
-			fprintf(f, "%s\"%s\": %.2f", m ? ", " : "", method_name[m],
-				size_ok[0] && size_ok[last] && a > 0 && b > 0 ? b / a : -1.0);
-		}
-		fprintf(f, "}");
+static double growth(int mode, int m)
+{
+	double a = size_ok[0] ? stat_of(0, mode, m, S_MEDIAN) : -1;
+	double b = size_ok[num_sizes - 1] ? stat_of(num_sizes - 1, mode, m, S_MEDIAN) : -1;
+
+	return a > 0 && b > 0 ? b / a : -1;
+}
+
+static void write_metrics(void)
+{
+	char summary[256];
+	int mode, m;
+
+	metrics_open();
+	metrics_arr("sizes");
+	for (m = 0; m < num_sizes; m++)
+		metrics_int(NULL, sizes[m]);
+	metrics_arr_end();
+	metrics_int("rounds", rounds);
+	metrics_obj("methods");
+	for (m = 0; m < NUM_METHODS; m++) {
+		metrics_obj(method_name[m]);
+		metrics_str("unit", "ms");
+		metrics_str("direction", "lower_is_better");
+		metrics_end();
 	}
-	fprintf(f, "},\n  \"summary\": \"%d->%d cgroups, growth of one read: few updated: rstat_root x%.1f, user_walk x%.1f; all updated: rstat_root x%.1f, user_walk x%.1f\"\n}\n",
-		sizes[0], sizes[last],
-		median(ms[last][U_FEW][M_ROOT], rounds) / median(ms[0][U_FEW][M_ROOT], rounds),
-		median(ms[last][U_FEW][M_USER], rounds) / median(ms[0][U_FEW][M_USER], rounds),
-		median(ms[last][U_ALL][M_ROOT], rounds) / median(ms[0][U_ALL][M_ROOT], rounds),
-		median(ms[last][U_ALL][M_USER], rounds) / median(ms[0][U_ALL][M_USER], rounds));
-	fclose(f);
+	metrics_end();
+	metrics_table("median_ms", S_MEDIAN);
+	metrics_table("min_ms", S_MIN);
+	metrics_table("max_ms", S_MAX);
+	metrics_table("n", S_N);
+	metrics_obj("growth_largest_over_smallest");
+	for (mode = 0; mode < NUM_MODES; mode++) {
+		metrics_obj(mode_name[mode]);
+		for (m = 0; m < NUM_METHODS; m++)
+			metrics_num(method_name[m], growth(mode, m));
+		metrics_end();
+	}
+	metrics_end();
+	snprintf(summary, sizeof(summary),
+		 "%d->%d cgroups, growth of one read: few updated: rstat_root x%.1f, user_walk x%.1f; all updated: rstat_root x%.1f, user_walk x%.1f",
+		 sizes[0], sizes[num_sizes - 1], growth(U_FEW, M_ROOT), growth(U_FEW, M_USER),
+		 growth(U_ALL, M_ROOT), growth(U_ALL, M_USER));
+	metrics_str("summary", summary);
+	metrics_close();
+}
+
+static void on_signal(void)
+{
+	if (file_path[0])
+		unlink(file_path);
+}
+
+/* cgroup2 with memory, and a file of real (clean) data on the scratch disk */
+static int check_environment(void)
+{
+	const char *scratch = getenv("HARNESS_SCRATCH");
+	int i, max = 0, blocks;
+	static char block[UPDATE_BYTES];
+	char why[256];
+	bool skip;
+
+	ncpus = libbpf_num_possible_cpus();
+	mnt = cg_root(why, sizeof(why), &skip);
+	if (!mnt || !scratch || ncpus <= 0) {
+		ksft_print_msg("needs a writable cgroup2 mount (%s) and $HARNESS_SCRATCH on a disk-backed filesystem (test.toml needs = [\"scratch\"])\n",
+			       mnt ? "ok" : why);
+		return KSFT_FAIL;
+	}
+	cg_enable(mnt, "+memory");	/* may already be on */
+	for (i = 0; i < num_sizes; i++)
+		max = sizes[i] > max ? sizes[i] : max;
+	blocks = max + 1;	/* one per node: the offset of a leaf is its index */
+	snprintf(file_path, sizeof(file_path), "%s/rstat_tree_bench.%d", scratch, getpid());
+	cg_on_signal(on_signal);
+	file_fd = open(file_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* real data, not a hole: reading a hole of some filesystems caches nothing */
+	memset(block, 0x5a, sizeof(block));
+	for (i = 0; file_fd >= 0 && i < blocks; i++)
+		if (pwrite(file_fd, block, UPDATE_BYTES, (off_t)i * UPDATE_BYTES) != UPDATE_BYTES)
+			break;
+	if (file_fd < 0 || i < blocks || fsync(file_fd)) {	/* clean: reclaim needs no writeback */
+		ksft_print_msg("%s: %s\n", file_path, strerror(errno));
+		return KSFT_FAIL;
+	}
+	ksft_print_msg("cgroup2 at %s; %d possible CPUs; update = 64 KiB of %s into the page cache, then memory.reclaim 64K\n",
+		       mnt, ncpus, file_path);
+	return KSFT_PASS;
+}
+
+static int check_load_attach(void)
+{
+	int err;
+
+	skel = calloc(1, sizeof(*skel));
+	err = skel ? rstat_tree_bench_bpf__create_skeleton(skel) : -ENOMEM;
+	err = err ?: BU_OPEN_RSTAT(skel, rstat_tree_bench_css_bpf);
+	if (!err)
+		err = rstat_tree_bench_bpf__load(skel);
+	if (!err) {
+		bpf_program__set_autoattach(skel->progs.rtb_dump, false);
+		err = rstat_tree_bench_bpf__attach(skel);
+	}
+	if (!err)
+		return KSFT_PASS;
+	ksft_print_msg("open/load/attach: %s\n", strerror(-err));
+	bu_print_log();
+	rstat_tree_bench_bpf__destroy(skel);
+	skel = NULL;
+	return KSFT_FAIL;
 }
 
 static bool parse_args(int argc, char **argv)
@@ -551,136 +442,52 @@ static bool parse_args(int argc, char **argv)
 		{ "rounds", required_argument, NULL, 'r' },
 		{}
 	};
-	char *tok, *save, *end;
+	char *tok, *save, *end = "";
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			num_sizes = 0;
-			for (tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-				long v = strtol(tok, &end, 10);
-
-				if (*end || v < 2 || v > 4000 || num_sizes == MAX_SIZES)
-					return false;
-				sizes[num_sizes++] = v;
-			}
-			if (!num_sizes)
-				return false;
-			break;
-		case 'r':
+		if (c == 'r')
 			rounds = strtol(optarg, &end, 10);
-			if (*end || rounds < 1 || rounds > MAX_ROUNDS)
-				return false;
-			break;
-		default:
+		if (c == 'r' && rounds >= 1 && rounds <= MAX_ROUNDS && !*end)
+			continue;
+		if (c != 's')
 			return false;
+		num_sizes = 0;
+		for (tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			if (num_sizes == MAX_SIZES)
+				return false;
+			sizes[num_sizes] = strtol(tok, &end, 10);
+			if (*end || sizes[num_sizes] < 2 || sizes[num_sizes++] > 4000)
+				return false;
 		}
 	}
-	return optind == argc;
+	return optind == argc && num_sizes;
 }
 
 int main(int argc, char **argv)
 {
-	bool size_ok[MAX_SIZES] = {};
-	size_t cap = 1 << 16;
-	char *buf = malloc(cap);
-	const char *scratch, *metrics;
-	int si, total_leaves = 0, err;
-	char root_ctl[PATH_MAX + 32];
+	static char names[MAX_SIZES][32];
+	struct check checks[2 + MAX_SIZES] = {
+		{ "environment", check_environment, NULL },
+		{ "bpf_load_attach", check_load_attach, "environment" },
+	};
+	int si, ret;
 
-	if (!buf || !parse_args(argc, argv)) {
+	if (!parse_args(argc, argv)) {
 		fprintf(stderr, "usage: %s [--sizes N,N,...] [--rounds R]  (2 <= N <= 4000, R <= %d)\n",
 			argv[0], MAX_ROUNDS);
 		return KSFT_FAIL;
 	}
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
-	{
-		/* one open directory per cgroup (clone3 and iterator target) */
-		struct rlimit rl;
-
-		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
-			rl.rlim_cur = rl.rlim_max;
-			setrlimit(RLIMIT_NOFILE, &rl);
-		}
-	}
-	printf("KTAP version 1\n1..%d\n", 2 + num_sizes);
-	fflush(stdout);
-
-	/* 1: environment */
-	ncpus = libbpf_num_possible_cpus();
-	scratch = getenv("HARNESS_SCRATCH");
-	if (!ht_cgroup2_mount(cg_mnt, sizeof(cg_mnt)) || !scratch || ncpus <= 0) {
-		ht_diag("needs a writable cgroup2 mount and $HARNESS_SCRATCH on a disk-backed filesystem (test.toml needs = [\"scratch\"])");
-		ht_result(++test_no, false, "environment");
-		return KSFT_FAIL;
-	}
-	snprintf(root_ctl, sizeof(root_ctl), "%s/cgroup.subtree_control", cg_mnt);
-	ht_write_file(root_ctl, "+memory");	/* may already be on */
-	for (si = 0; si < num_sizes; si++)
-		total_leaves = sizes[si] > total_leaves ? sizes[si] : total_leaves;
-	snprintf(file_path, sizeof(file_path), "%s/rstat_tree_bench.%d", scratch, getpid());
-	file_fd = open(file_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (file_fd < 0 || ftruncate(file_fd, 0) ||
-	    posix_fallocate(file_fd, 0, (off_t)total_leaves * UPDATE_BYTES)) {
-		ht_diag("%s: %s", file_path, strerror(errno));
-		ht_result(++test_no, false, "environment");
-		return KSFT_FAIL;
-	}
-	{
-		/* real data, not a hole: reading a hole of some filesystems caches nothing */
-		char block[UPDATE_BYTES];
-		int i;
-
-		memset(block, 0x5a, sizeof(block));
-		for (i = 0; i < total_leaves; i++)
-			if (pwrite(file_fd, block, sizeof(block), (off_t)i * UPDATE_BYTES) !=
-			    (ssize_t)sizeof(block))
-				break;
-		fsync(file_fd);	/* clean pages: memcg reclaim does not write back */
-	}
-	ht_diag("cgroup2 at %s; %d possible CPUs; update = 64 KiB of %s into the page cache, then memory.reclaim 64K",
-		cg_mnt, ncpus, file_path);
-	ht_result(++test_no, true, "environment");
-
-	/* 2: the hierarchical_stats BPF programs */
-	skel = rstat_tree_bench_bpf__open_and_load();
-	if (!skel) {
-		err = -errno;
-		ht_diag("open/load: %s (needs bpf_rstat_flush, cgroup_rstat_updated/flush, the cgroup iterator, mm_vmscan_memcg_reclaim_* tracepoints)",
-			strerror(-err));
-		printf("ok %d bpf_load_attach # SKIP kernel lacks a feature\n", ++test_no);
-		for (si = 0; si < num_sizes; si++)
-			printf("ok %d tree_%d_methods_agree # SKIP no BPF programs\n", ++test_no,
-			       sizes[si]);
-		unlink(file_path);
-		return KSFT_SKIP;
-	}
-	trace_link[0] = bpf_program__attach(skel->progs.hs_reclaim_begin);
-	trace_link[1] = bpf_program__attach(skel->progs.hs_reclaim_end);
-	trace_link[2] = bpf_program__attach(skel->progs.hs_flush);
-	ht_result(++test_no, trace_link[0] && trace_link[1] && trace_link[2], "bpf_load_attach");
-	if (!trace_link[0] || !trace_link[1] || !trace_link[2]) {
-		unlink(file_path);
-		return KSFT_FAIL;
-	}
-
+	bu_capture_log();
 	for (si = 0; si < num_sizes; si++) {
-		char name[64];
-
-		size_ok[si] = bench_size(si, &buf, &cap);
-		snprintf(name, sizeof(name), "tree_%d_methods_agree", sizes[si]);
-		ht_result(++test_no, size_ok[si], name);
+		snprintf(names[si], sizeof(names[si]), "tree_%d_methods_agree", sizes[si]);
+		checks[2 + si] = (struct check){ names[si], check_tree, "bpf_load_attach" };
 	}
-
-	metrics = getenv("HARNESS_METRICS");
-	if (metrics)
-		write_metrics(metrics, size_ok);
-	for (si = 0; si < 3; si++)
-		bpf_link__destroy(trace_link[si]);
+	ret = checks_run(checks, 2 + num_sizes, NULL);
+	if (skel)
+		write_metrics();
 	rstat_tree_bench_bpf__destroy(skel);
-	unlink(file_path);
-	free(buf);
-	return ht_failed ? KSFT_FAIL : KSFT_PASS;
+	if (file_path[0])
+		unlink(file_path);
+	return ret;
 }

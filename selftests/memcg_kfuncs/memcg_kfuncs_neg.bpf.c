@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Programs the verifier must refuse, for what the kfuncs' flags forbid;
+ * userspace loads each alone (bu_refused()) and expects its message:
+ *
+ *   memcg_flush_in_plain_iter  the flush (KF_SLEEPABLE) from a non-sleepable
+ *                              program: "... sleep..."
+ *   get_untrusted              a css walked through a field the verifier
+ *                              knows nothing about (KF_RCU): "must be a rcu
+ *                              pointer"
+ *   *_untrusted                a memcg walked from the referenced one
+ *                              (memcg->orig_objcg->memcg) to a reader or the
+ *                              flush (KF_TRUSTED_ARGS), and put_unreferenced,
+ *                              a put of it (KF_RELEASE): "must be referenced
+ *                              or trusted"
+ *   leak                       a reference never put (KF_ACQUIRE):
+ *                              "Unreleased reference"
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "bpf_memcontrol.h"
+
+char _license[] SEC("license") = "GPL";
+
+unsigned long sink;
+
+/* memcg->orig_objcg (loaded on >= 6.2 only) through a CO-RE flavor: compiles
+ * against a vmlinux.h without it */
+struct mem_cgroup___orig {
+	struct obj_cgroup *orig_objcg;
+} __attribute__((preserve_access_index));
+
+/* a memcg the verifier cannot vouch for: walked from a referenced one */
+#define WALKED(memcg) (((struct mem_cgroup___orig *)(memcg))->orig_objcg->memcg)
+
+/* a program that gets the iterator's memcg, does @call with it, puts it */
+#define NEG(name, sec, call)						\
+SEC(sec)								\
+int name(struct bpf_iter__cgroup *ctx)					\
+{									\
+	struct mem_cgroup *memcg = iter_memcg(ctx);			\
+									\
+	if (!memcg)							\
+		return 0;						\
+	call;								\
+	bpf_put_mem_cgroup(memcg);					\
+	return 0;							\
+}
+
+NEG(memcg_flush_in_plain_iter, "iter/cgroup", bpf_mem_cgroup_flush_stats(memcg))
+NEG(read_untrusted, "iter/cgroup",
+	sink = bpf_mem_cgroup_page_state(WALKED(memcg), NR_ANON_MAPPED))
+NEG(vm_events_untrusted, "iter/cgroup",
+	sink = bpf_mem_cgroup_vm_events(WALKED(memcg), PGFAULT))
+NEG(memory_events_untrusted, "iter/cgroup",
+	sink = bpf_mem_cgroup_memory_events(WALKED(memcg), MEMCG_HIGH))
+NEG(usage_untrusted, "iter/cgroup", sink = bpf_mem_cgroup_usage(WALKED(memcg)))
+NEG(flush_untrusted, "iter.s/cgroup", bpf_mem_cgroup_flush_stats(WALKED(memcg)))
+NEG(put_unreferenced, "iter/cgroup", bpf_put_mem_cgroup(WALKED(memcg)))
+
+SEC("iter/cgroup")
+int get_untrusted(struct bpf_iter__cgroup *ctx)
+{
+	struct cgroup *cgrp = ctx->cgroup;
+	struct mem_cgroup *memcg;
+
+	if (!cgrp)
+		return 0;
+	memcg = bpf_get_mem_cgroup(cgrp->self.parent);
+	if (memcg)
+		bpf_put_mem_cgroup(memcg);
+	return 0;
+}
+
+SEC("iter/cgroup")
+int leak(struct bpf_iter__cgroup *ctx)
+{
+	struct mem_cgroup *memcg = iter_memcg(ctx);
+
+	if (memcg)
+		sink = bpf_mem_cgroup_page_state(memcg, NR_ANON_MAPPED);
+	return 0;
+}

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rstat_propagation: the rstat BPF hook's claims with exact numbers.
+ *
+ * A child parked outside the tree root/{a,b}/{a1,a2,b1,b2} is moved into each
+ * cgroup a distinct number of times; rstat_propagation.bpf.c counts the moves
+ * per cgroup through rstat and a cgroup iterator on the root flushes and
+ * prints total/own/pending.  Each cgroup must read exactly its own moves plus
+ * its descendants'; 6 more moves into a2 must grow exactly a2 and its
+ * ancestors by 6.  "--broken": the flush does not propagate (must FAIL).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "cg_util.h"
+#include "bpf_util.h"
+#include "rstat_propagation.skel.h"
+#include "rstat_propagation_css.skel.h"
+
+enum { ROOT, A, A1, A2, B, B1, B2, NR };	/* pre-order */
+
+static const struct node {
+	const char *name;
+	int parent;	/* -1: the test root's parent */
+	int moves;	/* distinct counts: a mix-up cannot add up right */
+} nodes[NR] = {
+	[ROOT] = { "root",	-1,	1 },
+	[A]    = { "a",		ROOT,	2 },
+	[A1]   = { "a/a1",	A,	3 },
+	[A2]   = { "a/a2",	A,	5 },
+	[B]    = { "b",		ROOT,	4 },
+	[B1]   = { "b/b1",	B,	7 },
+	[B2]   = { "b/b2",	B,	0 },
+};
+#define EXTRA_NODE	A2
+#define EXTRA_MOVES	6
+#define VERDICT(ok)	((ok) ? KSFT_PASS : KSFT_FAIL)
+
+struct row {
+	unsigned long long total, own, pending;
+};
+
+static struct rstat_propagation_bpf *skel;
+static struct bpf_link *iter;
+static bool broken;
+static char path[NR][CG_PATH_MAX], park[CG_PATH_MAX];
+static unsigned long long ids[NR];
+static int moved[NR];
+static pid_t child = -1;
+static struct row now[NR];
+static char text[2][4096];
+
+/* rstat_propagation.bpf.c's skeleton, on the css API build's object if need be */
+static int check_load_attach(void)
+{
+	int err;
+
+	if (broken)
+		ksft_print_msg("BROKEN flush (--broken): nothing is pushed to the parent\n");
+	skel = calloc(1, sizeof(*skel));
+	err = skel ? rstat_propagation_bpf__create_skeleton(skel) : -ENOMEM;
+	err = err ?: BU_OPEN_RSTAT(skel, rstat_propagation_css_bpf);
+	if (!err) {
+		skel->rodata->broken = broken;
+		bpf_program__set_autoattach(skel->progs.rp_dump, false);	/* per tree */
+		err = rstat_propagation_bpf__load(skel) ?: rstat_propagation_bpf__attach(skel);
+	}
+	if (err) {
+		ksft_print_msg("open/load/attach failed: %s\n", strerror(-err));
+		bu_print_log();
+		return KSFT_FAIL;
+	}
+	return KSFT_PASS;
+}
+
+static int sleep_forever(void *arg __attribute__((unused)))
+{
+	for (;;)
+		pause();
+	return 0;
+}
+
+static int check_tree_setup(void)
+{
+	struct row zero = {};
+	char why[256], name[64];
+	const char *cgroot;
+	bool skip;
+	int i, fd;
+
+	cgroot = cg_root(why, sizeof(why), &skip);
+	if (!cgroot) {
+		check_skip_why("%s", why);
+		return skip ? KSFT_SKIP : KSFT_FAIL;
+	}
+	snprintf(name, sizeof(name), "rstat_prop_park.%d", getpid());
+	if (cg_create(cg_name(park, cgroot, name)))
+		goto fail;
+	snprintf(name, sizeof(name), "rstat_prop.%d", getpid());
+	cg_name(path[ROOT], cgroot, name);
+	for (i = 0; i < NR; i++) {
+		if (i != ROOT)
+			cg_name(path[i], path[ROOT], nodes[i].name);
+		ids[i] = cg_create(path[i]) ? 0 : cg_id(path[i]);
+		if (!ids[i] || bpf_map__update_elem(skel->maps.totals, &ids[i], sizeof(ids[i]),
+						    &zero, sizeof(zero), BPF_NOEXIST))
+			goto fail;
+	}
+	child = cg_spawn(park, sleep_forever, NULL);
+	fd = open(path[ROOT], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (child < 0 || fd < 0)
+		goto fail;
+	iter = bu_attach_cgroup_iter(skel->progs.rp_dump, fd, BPF_CGROUP_ITER_DESCENDANTS_PRE);
+	close(fd);
+	if (iter)
+		return KSFT_PASS;
+fail:
+	ksft_print_msg("setting up %s failed: %s\n", path[ROOT], strerror(errno));
+	bu_print_log();
+	return KSFT_FAIL;
+}
+
+/* move the child @n times into @i (and back to the park after each); errors */
+static int move(int i, int n)
+{
+	int err = 0;
+
+	for (; n > 0; n--) {
+		if (cg_enter(path[i], child) || cg_enter(park, child))
+			err++;
+		else
+			moved[i]++;
+	}
+	return err;
+}
+
+static int check_moves_counted(void)
+{
+	int i, err = 0, sum = 0;
+
+	for (i = 0; i < NR; i++) {
+		err += move(i, nodes[i].moves);
+		sum += moved[i];
+	}
+	if (err || skel->bss->events != (unsigned long long)sum || skel->bss->map_errors) {
+		ksft_print_msg("moves: %d done, %d failed; tracepoint counted %llu; map errors %llu\n",
+			       sum, err, skel->bss->events, skel->bss->map_errors);
+		return KSFT_FAIL;
+	}
+	return KSFT_PASS;
+}
+
+/* one walk (pre-order: the order of nodes[]) into @buf and now[]; none pending */
+static bool read_tree(char *buf, size_t len)
+{
+	unsigned long long id;
+	char *p = buf;
+	int i, n = 0;
+
+	if (bu_read_iter(iter, buf, len) <= 0) {
+		ksft_print_msg("reading the iterator failed\n");
+		return false;
+	}
+	for (i = 0; i < NR; i++, p += n, n = 0) {
+		if (sscanf(p, "%llu %llu %llu %llu\n%n", &id, &now[i].total, &now[i].own,
+			   &now[i].pending, &n) != 4 || !n || id != ids[i] || now[i].pending)
+			break;
+	}
+	if (i == NR && !*p)
+		return true;
+	ksft_print_msg("walk line %d: expected \"%llu <total> <own> 0\" (%s), the walk:\n",
+		       i + 1, i < NR ? ids[i] : 0, i < NR ? nodes[i].name : "its end");
+	print_block("  ", buf);
+	return false;
+}
+
+static int check_iter_read(void)
+{
+	bool ok = read_tree(text[0], sizeof(text[0]));
+
+	ksft_print_msg("bpf_rstat_flush calls: %llu\n", skel->bss->flushes);
+	return VERDICT(ok);
+}
+
+/* is @i @anc or below it */
+static bool under(int i, int anc)
+{
+	for (; i >= 0; i = nodes[i].parent)
+		if (i == anc)
+			return true;
+	return false;
+}
+
+/* @i's own and total against the moves made, total against own + children */
+static bool node_ok(int i)
+{
+	unsigned long long want = 0, kids = 0;
+	int j;
+
+	for (j = 0; j < NR; j++) {
+		if (under(j, i))
+			want += moved[j];
+		if (nodes[j].parent == i)
+			kids += now[j].total;
+	}
+	if (now[i].own == (unsigned long long)moved[i] && now[i].total == want &&
+	    now[i].total == now[i].own + kids)
+		return true;
+	ksft_print_msg("%s: total %llu (own %llu + children %llu); expected %llu (own %d)\n",
+		       nodes[i].name, now[i].total, now[i].own, kids, want, moved[i]);
+	return false;
+}
+
+static int check_leaf_counts_exact(void)
+{
+	bool a1 = node_ok(A1), a2 = node_ok(A2), b1 = node_ok(B1);
+
+	return VERDICT(a1 && a2 && b1);
+}
+
+#define NODE_CHECK(fn, node)	static int fn(void) { return VERDICT(node_ok(node)); }
+NODE_CHECK(check_empty_cgroup_reads_zero, B2)
+NODE_CHECK(check_parent_a, A)
+NODE_CHECK(check_parent_b, B)
+NODE_CHECK(check_test_root_equals_total, ROOT)
+
+static int check_reread_stable(void)
+{
+	if (!read_tree(text[1], sizeof(text[1])))
+		return KSFT_FAIL;
+	if (!strcmp(text[0], text[1]))
+		return KSFT_PASS;
+	print_block("first:  ", text[0]);
+	print_block("second: ", text[1]);
+	return KSFT_FAIL;
+}
+
+static int check_increment(void)
+{
+	struct row before[NR];
+	bool ok = true;
+	int i;
+
+	memcpy(before, now, sizeof(now));
+	if (move(EXTRA_NODE, EXTRA_MOVES) || !read_tree(text[1], sizeof(text[1])))
+		return KSFT_FAIL;
+	for (i = 0; i < NR; i++) {
+		unsigned long long grew = now[i].total - before[i].total;
+
+		if (grew != (under(EXTRA_NODE, i) ? EXTRA_MOVES : 0)) {
+			ksft_print_msg("%s grew by %llu\n", nodes[i].name, grew);
+			ok = false;
+		}
+		ok &= node_ok(i);
+	}
+	return VERDICT(ok);
+}
+
+static int check_tree_cleanup(void)
+{
+	if (child > 0 && !kill(child, SIGKILL))
+		cg_wait(child);
+	bpf_link__destroy(iter);
+	rstat_propagation_bpf__destroy(skel);
+	return cg_destroy_all() ? KSFT_FAIL : KSFT_PASS;
+}
+
+static const struct check checks[] = {
+	{ "load_attach", check_load_attach, NULL },
+	{ "tree_setup", check_tree_setup, "load_attach" },
+	{ "moves_counted", check_moves_counted, "tree_setup" },
+	{ "iter_read", check_iter_read, "tree_setup" },
+	{ "leaf_counts_exact", check_leaf_counts_exact, "iter_read" },
+	{ "empty_cgroup_reads_zero", check_empty_cgroup_reads_zero, "iter_read" },
+	{ "parent_a_equals_own_plus_children", check_parent_a, "iter_read" },
+	{ "parent_b_equals_own_plus_children", check_parent_b, "iter_read" },
+	{ "test_root_equals_total", check_test_root_equals_total, "iter_read" },
+	{ "reread_stable", check_reread_stable, "iter_read" },
+	{ "increment_propagates_to_ancestors_only", check_increment, "iter_read" },
+	{ "tree_cleanup", check_tree_cleanup, NULL },
+};
+
+int main(int argc, char **argv)
+{
+	broken = argc > 1 && !strcmp(argv[1], "--broken");
+	bu_capture_log();
+	return checks_run(checks, ARRAY_SIZE(checks), NULL);
+}
