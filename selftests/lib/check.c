@@ -15,13 +15,13 @@ static const struct check *table;
 static size_t table_len;
 static int *verdicts;	/* per check: KSFT_PASS/FAIL/SKIP, -1 not run yet */
 
-void check_skip_why(const char *fmt, ...)
+/* "# <message>", the newline added unless the message has one */
+static void say(const char *fmt, va_list ap)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(skip_why, sizeof(skip_why), fmt, ap);
-	va_end(ap);
+	fputs("# ", stdout);
+	vprintf(fmt, ap);
+	if (!*fmt || fmt[strlen(fmt) - 1] != '\n')
+		putchar('\n');
 }
 
 int check_fail(const char *fmt, ...)
@@ -29,10 +29,8 @@ int check_fail(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	printf("# ");
-	vprintf(fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
-	putchar('\n');
 	return KSFT_FAIL;
 }
 
@@ -120,8 +118,7 @@ bool expect(bool *ok, bool cond, const char *fmt, ...)
 	if (cond)
 		return true;
 	va_start(ap, fmt);
-	printf("# ");
-	vprintf(fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
 	*ok = false;
 	return false;
@@ -164,127 +161,110 @@ double median(double *v, int n)
 /* $HARNESS_METRICS */
 
 static FILE *mf;
-static char mpath[PATH_MAX];
+static char mpath[PATH_MAX], mtmp[PATH_MAX + 8];
 static bool mfirst = true;	/* no member written yet at this level */
 
-static void mkey(const char *key)
+/* the separator and "key": before a member; false without a metrics file */
+static bool member(const char *key)
 {
+	if (!mf)
+		return false;
 	fputs(mfirst ? "" : ", ", mf);
 	mfirst = false;
 	if (key)
 		fprintf(mf, "\"%s\": ", key);
+	return true;
 }
 
 void metrics_open(void)
 {
 	const char *path = getenv("HARNESS_METRICS");
-	char tmp[PATH_MAX + 8];
 
 	if (!path || !*path)
 		return;
 	snprintf(mpath, sizeof(mpath), "%s", path);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", mpath);
-	mf = fopen(tmp, "w");
-	if (!mf) {
-		ksft_print_msg("cannot write %s: %s\n", tmp, strerror(errno));
-		return;
-	}
-	fputc('{', mf);
+	snprintf(mtmp, sizeof(mtmp), "%s.tmp", mpath);
+	mf = fopen(mtmp, "w");
+	if (!mf)
+		ksft_print_msg("cannot write %s: %s\n", mtmp, strerror(errno));
+	else
+		fputc('{', mf);
 	mfirst = true;
 }
 
 void metrics_num(const char *key, double v)
 {
-	if (!mf)
-		return;
-	mkey(key);
 	/* JSON has no NaN or infinity */
-	if (v != v || v > 1e300 || v < -1e300)
-		fputs("null", mf);
-	else
-		fprintf(mf, "%.6g", v);
+	if (member(key))
+		fprintf(mf, v != v || v > 1e300 || v < -1e300 ? "null" : "%.6g", v);
 }
 
 void metrics_int(const char *key, long long v)
 {
-	if (!mf)
-		return;
-	mkey(key);
-	fprintf(mf, "%lld", v);
-}
-
-void metrics_str(const char *key, const char *v)
-{
-	const char *p;
-
-	if (!mf)
-		return;
-	mkey(key);
-	fputc('"', mf);
-	for (p = v; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fputc('\\', mf);
-		if ((unsigned char)*p >= 0x20)
-			fputc(*p, mf);
-	}
-	fputc('"', mf);
+	if (member(key))
+		fprintf(mf, "%lld", v);
 }
 
 void metrics_bool(const char *key, bool v)
 {
-	if (!mf)
+	if (member(key))
+		fputs(v ? "true" : "false", mf);
+}
+
+void metrics_str(const char *key, const char *v)
+{
+	if (!member(key))
 		return;
-	mkey(key);
-	fputs(v ? "true" : "false", mf);
+	fputc('"', mf);
+	for (; *v; v++) {
+		if (*v == '"' || *v == '\\')
+			fputc('\\', mf);
+		if ((unsigned char)*v >= 0x20)
+			fputc(*v, mf);
+	}
+	fputc('"', mf);
+}
+
+/* opens ('{', '[') or closes ('}', ']') a nested object or array */
+static void nest(const char *key, char c)
+{
+	if (c == '}' || c == ']') {
+		if (mf)
+			fputc(c, mf);
+		mfirst = false;
+	} else if (member(key)) {
+		fputc(c, mf);
+		mfirst = true;
+	}
 }
 
 void metrics_obj(const char *key)
 {
-	if (!mf)
-		return;
-	mkey(key);
-	fputc('{', mf);
-	mfirst = true;
+	nest(key, '{');
 }
 
 void metrics_arr(const char *key)
 {
-	if (!mf)
-		return;
-	mkey(key);
-	fputc('[', mf);
-	mfirst = true;
-}
-
-/* closes the innermost object or array: the caller knows which it opened */
-static void metrics_close_with(char c)
-{
-	if (!mf)
-		return;
-	fputc(c, mf);
-	mfirst = false;
+	nest(key, '[');
 }
 
 void metrics_end(void)
 {
-	metrics_close_with('}');
+	nest(NULL, '}');
 }
 
 void metrics_arr_end(void)
 {
-	metrics_close_with(']');
+	nest(NULL, ']');
 }
 
 void metrics_close(void)
 {
-	char tmp[PATH_MAX + 8];
-
 	if (!mf)
 		return;
 	fputs("}\n", mf);
 	fclose(mf);
 	mf = NULL;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", mpath);
-	if (rename(tmp, mpath))
-		ksft_print_msg("rename %s: %s\n", tmp, strerror(errno));
+	if (rename(mtmp, mpath))
+		ksft_print_msg("rename %s: %s\n", mtmp, strerror(errno));
 }

@@ -37,12 +37,12 @@ struct check {
 	const char *needs;	/* an earlier check that must have passed, or NULL */
 };
 
-/* The reason printed with the KSFT_SKIP the current check returns next. */
-void check_skip_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* return check_fail("why %d", x): print "# why ..." and give KSFT_FAIL */
 int check_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* return check_skip("why"): the reason, and KSFT_SKIP */
+/* return check_skip("why"): the reason printed with the SKIP, and KSFT_SKIP */
 int check_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* the reason for a KSFT_SKIP returned later */
+#define check_skip_why(...) ((void)check_skip(__VA_ARGS__))
 
 /*
  * Print the plan, run every check in order and print its result; returns

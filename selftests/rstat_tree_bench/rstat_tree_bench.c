@@ -1,25 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * rstat_tree_bench: what reading a subtree's hierarchical memcg-reclaim
- * statistics (rstat_tree_bench.bpf.c) costs as the tree grows, per read:
- *   rstat_root  a SELF_ONLY cgroup-iterator read of the subtree root: the
- *               rstat flush + one line (the subtree's total)
- *   rstat_walk  a DESCENDANTS_PRE read: the flush + one line per cgroup
- *   user_walk   no rstat: walk the subtree in cgroupfs, sum every cgroup's
- *               per-CPU counters from the map up the tree
- * Tree of N cgroups: N/10 (at least 1) inner, the rest leaves.  An update
- * is real reclaim in a leaf: a child there reads 64 KiB of uncached file
- * on $HARNESS_SCRATCH and writes 64K to memory.reclaim.  "few" updates 1
- * leaf, "all" every leaf, before each timed read.  Checked: after every
- * read the three agree on the subtree's totals and the count grew by one
- * per updated leaf.  Timings (median/min/max of --rounds) go to
- * $HARNESS_METRICS.  Usage: rstat_tree_bench [--sizes 10,100] [--rounds 5]
+ * rstat_tree_bench: the cost of one read of a subtree's memcg-reclaim totals
+ * (rstat_tree_bench.bpf.c) as the tree grows: rstat_root (flush + SELF_ONLY
+ * iterator read), rstat_walk (flush + DESCENDANTS_PRE read), user_walk
+ * (cgroupfs walk summing the per-CPU map).  Before each timed read, real
+ * reclaim in one leaf ("few") or every leaf ("all"); the count must grow by
+ * that, and then the three agree.  Usage: --sizes 10,100 --rounds 5
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -41,324 +32,219 @@ enum mode { U_FEW, U_ALL, NUM_MODES };
 static const char *const method_name[] = { "rstat_root", "rstat_walk", "user_walk" };
 static const char *const mode_name[] = { "few", "all" };
 
-struct totals {
-	unsigned long long count, time_ns, pages;
-};
-
-static struct node {
-	char path[CG_PATH_MAX];
-	bool leaf;
-} *nodes;
-static int num_nodes, next_size, ncpus, file_fd = -1;
+/* the tree: [0] the bench root, [1..inner] inner cgroups, then the leaves */
+static char (*nodes)[CG_PATH_MAX];
+static int num_nodes, inner, next_size, ncpus, file_fd = -1;
 static struct rstat_tree_bench_bpf *skel;
+static struct rtb_pcpu *vals;	/* one per CPU */
 static char file_path[CG_PATH_MAX], buf[1 << 20];
 static const char *mnt;
-static int sizes[MAX_SIZES] = { 10, 100, 1000 }, num_sizes = 3, rounds = 5;
+static int sizes[MAX_SIZES], num_sizes, rounds;
 static bool size_ok[MAX_SIZES], walk_unsupported[MAX_SIZES];
 /* ms per read: [size][mode][method][round]; < 0: not measured */
 static double ms[MAX_SIZES][NUM_MODES][NUM_METHODS][MAX_ROUNDS];
 
-static int add_node(int parent, const char *name, bool leaf)
-{
-	struct node *n = &nodes[num_nodes];
-	int err;
-
-	cg_name(n->path, parent < 0 ? mnt : nodes[parent].path, name);
-	n->leaf = leaf;
-	err = cg_create(n->path);
-	if (!err && !leaf)
-		err = cg_enable(n->path, "+memory");
-	if (err)
-		ksft_print_msg("%s: %s\n", n->path, strerror(-err));
-	num_nodes++;
-	return err;
-}
-
-/* bench root, inner cgroups, leaves spread over them; the number of leaves */
+/* size/10 (at least 1) inner cgroups, the leaves spread over them */
 static int make_tree(int size)
 {
-	int inner = size / 10 > 0 ? size / 10 : 1, i, err;
+	int i, parent, err = 0;
 	char name[64];
 
+	inner = size / 10 > 0 ? size / 10 : 1;
 	nodes = calloc(size + 1, sizeof(*nodes));
-	num_nodes = 0;
 	snprintf(name, sizeof(name), "rstat_tree_bench.%d.%d", getpid(), size);
-	err = !nodes ? -ENOMEM : add_node(-1, name, false);
-	for (i = 0; !err && i < inner; i++) {
-		snprintf(name, sizeof(name), "i%d", i);
-		err = add_node(0, name, false);
+	for (i = 0; nodes && !err && i <= size; i++, num_nodes++) {
+		parent = !i ? -1 : i <= inner ? 0 : 1 + (i - 1 - inner) % inner;
+		if (i)
+			snprintf(name, sizeof(name), "%c%d", i > inner ? 'l' : 'i', i);
+		cg_name(nodes[i], parent < 0 ? mnt : nodes[parent], name);
+		err = cg_create(nodes[i]);
+		if (!err && i <= inner)
+			err = cg_enable(nodes[i], "+memory");
+		if (err)
+			ksft_print_msg("%s: %s\n", nodes[i], strerror(-err));
 	}
-	for (i = 0; !err && i < size - inner; i++) {
-		snprintf(name, sizeof(name), "l%d", i);
-		err = add_node(1 + i % inner, name, true);
-	}
-	return err ? -1 : size - inner;
+	return nodes && !err ? size - inner : -1;
 }
 
-/* in the leaf: uncached file pages charged to it, then memory.reclaim */
+/* in leaf @arg: uncached file pages charged to it, then memory.reclaim */
 static int update_child(void *arg)
 {
-	const struct node *n = arg;
-	off_t off = (n - nodes) * (off_t)UPDATE_BYTES;
-	static char page_buf[UPDATE_BYTES];
+	off_t off = (long)arg * (off_t)UPDATE_BYTES;
 	int err;
 
 	posix_fadvise(file_fd, off, UPDATE_BYTES, POSIX_FADV_DONTNEED);
-	if (pread(file_fd, page_buf, UPDATE_BYTES, off) != UPDATE_BYTES)
+	if (pread(file_fd, buf, UPDATE_BYTES, off) != UPDATE_BYTES)
 		return 2;
 	/* EAGAIN (not all of it reclaimed) still ran reclaim: the tracepoints fired */
-	err = cg_write(n->path, "memory.reclaim", "64K");
+	err = cg_write(nodes[(long)arg], "memory.reclaim", "64K");
 	return err && err != -EAGAIN ? 3 : 0;
 }
 
-/* reclaim in @want leaves; the number done, or -1 */
+/* reclaim in the first @want leaves; the number done, or -1 */
 static int update_leaves(int want)
 {
-	int i, done = 0, status;
+	long i, status = 0;
 
-	for (i = 0; i < num_nodes && done < want; i++) {
-		if (!nodes[i].leaf)
-			continue;
-		status = cg_run(nodes[i].path, update_child, &nodes[i]);
-		if (status) {
-			ksft_print_msg("update in %s: child status %d\n", nodes[i].path, status);
-			return -1;
-		}
-		done++;
-	}
-	return done;
+	for (i = inner + 1; i < num_nodes && i <= inner + want && !status; i++)
+		status = cg_run(nodes[i], update_child, (void *)i);
+	if (status)
+		ksft_print_msg("update in %s: child status %ld\n", nodes[i - 1], status);
+	return status ? -1 : i - inner - 1;
 }
 
 /* the subtree's sum of the per-CPU counters, recursively through cgroupfs */
-static int user_walk_dir(int parent_fd, const char *name, struct rtb_pcpu *vals,
-			 struct totals *sum)
+static int user_walk_dir(int parent_fd, const char *name, union rtb_counters *sum)
 {
-	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC), cpu, err = 0;
+	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC), cpu, i, err = 0;
 	struct dirent *de;
 	struct stat st;
 	__u64 id;
 	DIR *d;
 
-	if (fd < 0)
-		return -errno;
-	d = fstat(fd, &st) ? NULL : fdopendir(fd);
-	if (!d) {
+	if (fd < 0 || fstat(fd, &st) || !(d = fdopendir(fd))) {
 		err = -errno;
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		return err;
 	}
 	id = st.st_ino;
-	if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.pcpu_stats), &id, vals)) {
-		for (cpu = 0; cpu < ncpus; cpu++) {
-			sum->count += vals[cpu].state.count;
-			sum->time_ns += vals[cpu].state.time_ns;
-			sum->pages += vals[cpu].state.pages;
-		}
-	}
+	if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.pcpu_stats), &id, vals))
+		for (cpu = 0; cpu < ncpus; cpu++)
+			for (i = 0; i < 3; i++)
+				sum->v[i] += vals[cpu].state.v[i];
 	while (!err && (de = readdir(d)))
 		if (de->d_type == DT_DIR && de->d_name[0] != '.')
-			err = user_walk_dir(dirfd(d), de->d_name, vals, sum);
+			err = user_walk_dir(dirfd(d), de->d_name, sum);
 	closedir(d);
 	return err;
 }
 
-/* one read by @m into @t; -errno, or -ENOENT when there is no line for the root */
-static int read_totals(enum method m, struct bpf_link *link, struct totals *t, double *ms_out)
+/* one read by @m into @t; -errno, or -ENOENT when the first line is not the root's */
+static int read_totals(enum method m, struct bpf_link *link, union rtb_counters *t,
+		       double *ms_out)
 {
-	unsigned long long id = cg_id(nodes[0].path), t0;
-	struct rtb_pcpu *vals = calloc(ncpus, sizeof(*vals));
-	char key[64], *p;
+	unsigned long long id = cg_id(nodes[0]), t0 = now_ns(), first;
 	ssize_t n;
 
-	*t = (struct totals){};
-	if (!vals)
-		return -ENOMEM;
-	t0 = now_ns();
-	n = m == M_USER ? user_walk_dir(AT_FDCWD, nodes[0].path, vals, t) :
+	*t = (union rtb_counters){};
+	n = m == M_USER ? user_walk_dir(AT_FDCWD, nodes[0], t) :
 			  bu_read_iter(link, buf, sizeof(buf) - 1);
-	if (ms_out)
+	if (n >= 0 && ms_out)
 		*ms_out = (now_ns() - t0) / 1e6;
-	free(vals);
 	if (n < 0 || m == M_USER)
 		return n < 0 ? n : 0;
-	buf[n] = '\0';
-	snprintf(key, sizeof(key), "cgroup id=%llu ", id);
-	p = strstr(buf, key);
-	if (!p || sscanf(p, "cgroup id=%*u count=%llu time_ns=%llu pages=%llu", &t->count,
-			 &t->time_ns, &t->pages) != 3)
-		return -ENOENT;
-	return 0;
+	buf[n] = '\0';	/* the root's line is the first of both walks */
+	return sscanf(buf, "cgroup id=%llu count=%llu time_ns=%llu pages=%llu", &first, &t->count,
+		      &t->time_ns, &t->pages) == 4 && first == id ? 0 : -ENOENT;
 }
 
-/*
- * One round: per method, update, then one timed read; the count must have
- * grown by the leaves updated.  Then, with nothing new, the three agree.
- */
-static bool round_ok(int si, int mode, int r, struct bpf_link **links, int leaves,
-		     struct totals *prev)
+/* per method: update, one timed read, the count grown; then the three agree */
+static int run_round(int si, int mode, int r, struct bpf_link **links, int leaves,
+		     union rtb_counters *prev)
 {
-	struct totals t[NUM_METHODS];
+	union rtb_counters t[NUM_METHODS];
 	int m, done, err;
 
 	for (m = 0; m < NUM_METHODS; m++) {
 		done = update_leaves(mode == U_FEW ? 1 : leaves);
-		if (done < 0)
-			return false;
 		ms[si][mode][m][r] = -1;
+		if (done < 0)
+			return KSFT_FAIL;
 		if (m == M_WALK && walk_unsupported[si])
 			continue;
 		err = read_totals(m, links[m], &t[m], &ms[si][mode][m][r]);
-		if (err == -EOPNOTSUPP && m == M_WALK) {
-			/* a cgroup iterator cannot resume a walk in a second read() */
-			ksft_print_msg("%d cgroups: rstat_walk not possible: the walk's output (~%d lines) does not fit in one read of the iterator (EOPNOTSUPP); not measured\n",
-				       sizes[si], num_nodes);
-			walk_unsupported[si] = true;
-			ms[si][mode][m][r] = -1;
+		/* a cgroup iterator cannot resume a walk in a second read(): -1 in the metrics */
+		walk_unsupported[si] |= m == M_WALK && err == -EOPNOTSUPP;
+		if (m == M_WALK && walk_unsupported[si])
 			continue;
-		}
-		if (err) {
-			ksft_print_msg("%s: %s\n", method_name[m], err == -ENOENT ?
-				       "no line for the subtree root" : strerror(-err));
-			return false;
-		}
-		if (t[m].count < prev->count + done) {
-			ksft_print_msg("%s: count %llu after %d updated leaves, was %llu\n",
-				       method_name[m], t[m].count, done, prev->count);
-			return false;
-		}
+		if (err)
+			return check_fail("%s: %s", method_name[m], err == -ENOENT ?
+					  "the first line is not the subtree root's" : strerror(-err));
+		if (t[m].count < prev->count + done)
+			return check_fail("%s: count %llu after %d updated leaves, was %llu",
+					  method_name[m], t[m].count, done, prev->count);
 		*prev = t[m];
 	}
 	for (m = 0; m < NUM_METHODS; m++) {	/* nothing new: all equal rstat_root */
 		if (m == M_WALK && walk_unsupported[si])
 			continue;
 		err = read_totals(m, links[m], &t[m], NULL);
-		if (err || memcmp(&t[m], &t[M_ROOT], sizeof(*t))) {
-			ksft_print_msg("methods disagree: %s (%llu, %llu, %llu) %s, rstat_root (%llu, %llu, %llu)\n",
-				       method_name[m], t[m].count, t[m].time_ns, t[m].pages,
-				       err ? strerror(-err) : "", t[M_ROOT].count, t[M_ROOT].time_ns,
-				       t[M_ROOT].pages);
-			return false;
-		}
+		if (err || memcmp(&t[m], &t[M_ROOT], sizeof(*t)))
+			return check_fail("methods disagree: %s (%llu, %llu, %llu) %s, rstat_root (%llu, %llu, %llu)",
+					  method_name[m], t[m].count, t[m].time_ns, t[m].pages,
+					  err ? strerror(-err) : "", t[M_ROOT].count,
+					  t[M_ROOT].time_ns, t[M_ROOT].pages);
 	}
-	return true;
+	return KSFT_PASS;
 }
 
-enum stat_kind { S_MEDIAN, S_MIN, S_MAX, S_N };
-
-/* a statistic of the rounds measured, -1 when none was */
-static double stat_of(int si, int mode, int m, enum stat_kind s)
+/* the median of the rounds measured of a size that passed, -1 when none was */
+static double median_ms(int si, int mode, int m)
 {
 	double v[MAX_ROUNDS];
 	int r, n = 0;
 
-	for (r = 0; r < rounds; r++)
+	for (r = 0; size_ok[si] && r < rounds; r++)
 		if (ms[si][mode][m][r] >= 0)
 			v[n++] = ms[si][mode][m][r];
-	if (s == S_N)
-		return n;
-	if (!n)
-		return -1;
-	median(v, n);	/* sorts */
-	return s == S_MIN ? v[0] : s == S_MAX ? v[n - 1] : median(v, n);
+	return n ? median(v, n) : -1;
 }
 
 /* one size (sizes[] in check order): build, measure, check, remove */
 static int check_tree(void)
 {
 	struct bpf_link *links[NUM_METHODS] = {};
-	int si = next_size++, leaves, mode, r, fd = -1;
-	struct totals prev = {};
-	bool ok = false;
+	int si = next_size++, leaves = make_tree(sizes[si]), mode, r, fd, ret;
+	union rtb_counters prev = {};
 
-	leaves = make_tree(sizes[si]);
-	if (leaves < 0)
-		goto out;
-	fd = open(nodes[0].path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = leaves < 0 ? -1 : open(nodes[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	links[M_ROOT] = bu_attach_cgroup_iter(skel->progs.rtb_dump, fd, BPF_CGROUP_ITER_SELF_ONLY);
 	links[M_WALK] = bu_attach_cgroup_iter(skel->progs.rtb_dump, fd,
 					      BPF_CGROUP_ITER_DESCENDANTS_PRE);
-	if (!links[M_ROOT] || !links[M_WALK]) {
-		ksft_print_msg("attach cgroup iterator: %s\n", strerror(errno));
-		goto out;
-	}
-	ksft_print_msg("%d cgroups: %d inner, %d leaves\n", sizes[si], num_nodes - 1 - leaves,
-		       leaves);
-	for (mode = 0; mode < NUM_MODES; mode++) {
-		for (r = 0; r < rounds; r++)
-			if (!round_ok(si, mode, r, links, leaves, &prev))
-				goto out;
-		ksft_print_msg("%d cgroups, %s updated: rstat_root %.3f ms, rstat_walk %.3f ms, user_walk %.3f ms (median of %d); subtree total count %llu pages %llu\n",
-			       sizes[si], mode_name[mode], stat_of(si, mode, M_ROOT, S_MEDIAN),
-			       stat_of(si, mode, M_WALK, S_MEDIAN),
-			       stat_of(si, mode, M_USER, S_MEDIAN), rounds, prev.count, prev.pages);
-	}
-	ok = true;
-out:
-	size_ok[si] = ok;
+	ret = links[M_ROOT] && links[M_WALK] ? KSFT_PASS :
+	      check_fail("tree or cgroup iterator: %s", strerror(errno));
+	for (mode = 0; ret == KSFT_PASS && mode < NUM_MODES; mode++)
+		for (r = 0; ret == KSFT_PASS && r < rounds; r++)
+			ret = run_round(si, mode, r, links, leaves, &prev);
+	size_ok[si] = ret == KSFT_PASS;	/* the medians: in $HARNESS_METRICS */
 	bpf_link__destroy(links[M_ROOT]);
 	bpf_link__destroy(links[M_WALK]);
 	if (fd >= 0)
 		close(fd);
 	free(nodes);
+	num_nodes = 0;
 	cg_destroy_all();
-	return ok ? KSFT_PASS : KSFT_FAIL;
+	return ret;
 }
 
-/* per update mode, per method: one number per size (-1: not measured) */
-static void metrics_table(const char *key, enum stat_kind s)
+static double growth(int mode, int m)
+{
+	double a = median_ms(0, mode, m), b = median_ms(num_sizes - 1, mode, m);
+
+	return a > 0 && b > 0 ? b / a : -1;
+}
+
+/* sizes, median_ms.<mode>.<method>[size] (-1: not measured), summary */
+static void write_metrics(void)
 {
 	int mode, m, si;
+	char summary[256];
 
-	metrics_obj(key);
+	metrics_open();
+	metrics_arr("sizes");
+	for (si = 0; si < num_sizes; si++)
+		metrics_int(NULL, sizes[si]);
+	metrics_arr_end();
+	metrics_obj("median_ms");
 	for (mode = 0; mode < NUM_MODES; mode++) {
 		metrics_obj(mode_name[mode]);
 		for (m = 0; m < NUM_METHODS; m++) {
 			metrics_arr(method_name[m]);
 			for (si = 0; si < num_sizes; si++)
-				metrics_num(NULL, size_ok[si] ? stat_of(si, mode, m, s) : -1);
+				metrics_num(NULL, median_ms(si, mode, m));
 			metrics_arr_end();
 		}
-		metrics_end();
-	}
-	metrics_end();
-}
-
-static double growth(int mode, int m)
-{
-	double a = size_ok[0] ? stat_of(0, mode, m, S_MEDIAN) : -1;
-	double b = size_ok[num_sizes - 1] ? stat_of(num_sizes - 1, mode, m, S_MEDIAN) : -1;
-
-	return a > 0 && b > 0 ? b / a : -1;
-}
-
-static void write_metrics(void)
-{
-	char summary[256];
-	int mode, m;
-
-	metrics_open();
-	metrics_arr("sizes");
-	for (m = 0; m < num_sizes; m++)
-		metrics_int(NULL, sizes[m]);
-	metrics_arr_end();
-	metrics_int("rounds", rounds);
-	metrics_obj("methods");
-	for (m = 0; m < NUM_METHODS; m++) {
-		metrics_obj(method_name[m]);
-		metrics_str("unit", "ms");
-		metrics_str("direction", "lower_is_better");
-		metrics_end();
-	}
-	metrics_end();
-	metrics_table("median_ms", S_MEDIAN);
-	metrics_table("min_ms", S_MIN);
-	metrics_table("max_ms", S_MAX);
-	metrics_table("n", S_N);
-	metrics_obj("growth_largest_over_smallest");
-	for (mode = 0; mode < NUM_MODES; mode++) {
-		metrics_obj(mode_name[mode]);
-		for (m = 0; m < NUM_METHODS; m++)
-			metrics_num(method_name[m], growth(mode, m));
 		metrics_end();
 	}
 	metrics_end();
@@ -380,36 +266,28 @@ static void on_signal(void)
 static int check_environment(void)
 {
 	const char *scratch = getenv("HARNESS_SCRATCH");
-	int i, max = 0, blocks;
-	static char block[UPDATE_BYTES];
+	int i, blocks = 0;
 	char why[256];
 	bool skip;
 
 	ncpus = libbpf_num_possible_cpus();
+	vals = ncpus > 0 ? calloc(ncpus, sizeof(*vals)) : NULL;
 	mnt = cg_root(why, sizeof(why), &skip);
-	if (!mnt || !scratch || ncpus <= 0) {
-		ksft_print_msg("needs a writable cgroup2 mount (%s) and $HARNESS_SCRATCH on a disk-backed filesystem (test.toml needs = [\"scratch\"])\n",
-			       mnt ? "ok" : why);
-		return KSFT_FAIL;
-	}
+	if (!mnt || !scratch || !vals)
+		return check_fail("needs cgroup2 (%s) and $HARNESS_SCRATCH", mnt ? "ok" : why);
 	cg_enable(mnt, "+memory");	/* may already be on */
-	for (i = 0; i < num_sizes; i++)
-		max = sizes[i] > max ? sizes[i] : max;
-	blocks = max + 1;	/* one per node: the offset of a leaf is its index */
+	for (i = 0; i < num_sizes; i++)	/* a block per node: a leaf's offset is its index */
+		blocks = sizes[i] + 1 > blocks ? sizes[i] + 1 : blocks;
 	snprintf(file_path, sizeof(file_path), "%s/rstat_tree_bench.%d", scratch, getpid());
 	cg_on_signal(on_signal);
 	file_fd = open(file_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	/* real data, not a hole: reading a hole of some filesystems caches nothing */
-	memset(block, 0x5a, sizeof(block));
+	memset(buf, 0x5a, UPDATE_BYTES);
 	for (i = 0; file_fd >= 0 && i < blocks; i++)
-		if (pwrite(file_fd, block, UPDATE_BYTES, (off_t)i * UPDATE_BYTES) != UPDATE_BYTES)
+		if (pwrite(file_fd, buf, UPDATE_BYTES, (off_t)i * UPDATE_BYTES) != UPDATE_BYTES)
 			break;
-	if (file_fd < 0 || i < blocks || fsync(file_fd)) {	/* clean: reclaim needs no writeback */
-		ksft_print_msg("%s: %s\n", file_path, strerror(errno));
-		return KSFT_FAIL;
-	}
-	ksft_print_msg("cgroup2 at %s; %d possible CPUs; update = 64 KiB of %s into the page cache, then memory.reclaim 64K\n",
-		       mnt, ncpus, file_path);
+	if (file_fd < 0 || i < blocks || fsync(file_fd))	/* clean: reclaim needs no writeback */
+		return check_fail("%s: %s", file_path, strerror(errno));
 	return KSFT_PASS;
 }
 
@@ -420,48 +298,30 @@ static int check_load_attach(void)
 	skel = calloc(1, sizeof(*skel));
 	err = skel ? rstat_tree_bench_bpf__create_skeleton(skel) : -ENOMEM;
 	err = err ?: BU_OPEN_RSTAT(skel, rstat_tree_bench_css_bpf);
-	if (!err)
-		err = rstat_tree_bench_bpf__load(skel);
-	if (!err) {
+	if (!err)	/* attached per tree */
 		bpf_program__set_autoattach(skel->progs.rtb_dump, false);
-		err = rstat_tree_bench_bpf__attach(skel);
-	}
-	if (!err)
-		return KSFT_PASS;
-	ksft_print_msg("open/load/attach: %s\n", strerror(-err));
-	bu_print_log();
-	rstat_tree_bench_bpf__destroy(skel);
-	skel = NULL;
-	return KSFT_FAIL;
+	err = err ?: rstat_tree_bench_bpf__load(skel);
+	err = err ?: rstat_tree_bench_bpf__attach(skel);
+	if (err)
+		bu_print_log();
+	return err ? check_fail("open/load/attach: %s", strerror(-err)) : KSFT_PASS;
 }
 
+/* test.toml's "--sizes N,N,... --rounds R" (N in 2..4000, R in 1..MAX_ROUNDS) */
 static bool parse_args(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "sizes", required_argument, NULL, 's' },
-		{ "rounds", required_argument, NULL, 'r' },
-		{}
-	};
-	char *tok, *save, *end = "";
-	int c;
+	char *tok;
+	int n;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c == 'r')
-			rounds = strtol(optarg, &end, 10);
-		if (c == 'r' && rounds >= 1 && rounds <= MAX_ROUNDS && !*end)
-			continue;
-		if (c != 's')
+	if (argc != 5 || strcmp(argv[1], "--sizes") || strcmp(argv[3], "--rounds"))
+		return false;
+	rounds = atoi(argv[4]);
+	for (tok = strtok(argv[2], ","); tok && num_sizes < MAX_SIZES; tok = strtok(NULL, ","))
+		sizes[num_sizes++] = atoi(tok);
+	for (n = 0; n < num_sizes; n++)
+		if (sizes[n] < 2 || sizes[n] > 4000)
 			return false;
-		num_sizes = 0;
-		for (tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-			if (num_sizes == MAX_SIZES)
-				return false;
-			sizes[num_sizes] = strtol(tok, &end, 10);
-			if (*end || sizes[num_sizes] < 2 || sizes[num_sizes++] > 4000)
-				return false;
-		}
-	}
-	return optind == argc && num_sizes;
+	return !tok && num_sizes && rounds >= 1 && rounds <= MAX_ROUNDS;
 }
 
 int main(int argc, char **argv)
@@ -474,8 +334,7 @@ int main(int argc, char **argv)
 	int si, ret;
 
 	if (!parse_args(argc, argv)) {
-		fprintf(stderr, "usage: %s [--sizes N,N,...] [--rounds R]  (2 <= N <= 4000, R <= %d)\n",
-			argv[0], MAX_ROUNDS);
+		fprintf(stderr, "usage: %s --sizes N,N,... --rounds R\n", argv[0]);
 		return KSFT_FAIL;
 	}
 	bu_capture_log();
@@ -484,10 +343,9 @@ int main(int argc, char **argv)
 		checks[2 + si] = (struct check){ names[si], check_tree, "bpf_load_attach" };
 	}
 	ret = checks_run(checks, 2 + num_sizes, NULL);
-	if (skel)
+	if (next_size)	/* a tree was measured */
 		write_metrics();
 	rstat_tree_bench_bpf__destroy(skel);
-	if (file_path[0])
-		unlink(file_path);
+	on_signal();
 	return ret;
 }

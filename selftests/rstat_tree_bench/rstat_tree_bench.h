@@ -1,21 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* What rstat_tree_bench.bpf.c counts per cgroup, shared with the userspace. */
-#ifndef RSTAT_TREE_BENCH_H
-#define RSTAT_TREE_BENCH_H
-
-#ifndef __VMLINUX_H__
-#include <linux/types.h>
-#endif
-
-struct rtb_counters {
-	__u64 count;	/* mm_vmscan_memcg_reclaim_end events */
-	__u64 time_ns;	/* sum of (end - begin) of the same task */
-	__u64 pages;	/* sum of nr_reclaimed */
+/* What rstat_tree_bench.bpf.c counts per cgroup and CPU, shared with userspace. */
+#pragma once
+union rtb_counters {
+	struct { __u64 count, time_ns, pages; };	/* reclaim_end: events, durations, nr_reclaimed */
+	__u64 v[3];
 };
-
-/* per cgroup and CPU: state written by the tracepoints, prev by the flusher */
+/* state written by the tracepoints, prev by the flusher */
 struct rtb_pcpu {
-	struct rtb_counters state, prev;
+	union rtb_counters state, prev;
 };
-
-#endif /* RSTAT_TREE_BENCH_H */
