@@ -44,9 +44,17 @@ static const char *const method_name[NR_METHODS] = {
 	"memstat_read", "memstat_parse", "iter_self", "iter_tree", "syscall_run",
 };
 
+static const char *const method_desc[NR_METHODS] = {
+	"memory.stat pread, no parsing", "memory.stat pread + parse 8 fields",
+	"iter.s/cgroup, SELF_ONLY link per cgroup", "iter.s/cgroup, one DESCENDANTS_PRE link",
+	"syscall program, one BPF_PROG_RUN per read",
+};
+#define MAX_RAW 2000	/* rounds up to which samples_us goes to the JSON */
+
 struct meas {
 	bool done, valid;
-	double elapsed, user, sys;
+	int n;					/* rounds timed */
+	double elapsed, user, sys, med, min, max, *us;	/* us: per read, per round */
 	long long reads;
 };
 
@@ -70,6 +78,7 @@ static bool use_sscanf, with_syscall;
 static char top[CG_PATH_MAX], tmpfs[64] = "/tmp/memcg_kfuncs_bench.XXXXXX";
 static char membuf[MEMSTAT_BUF], page_data[8 * 4096];
 static long page_size;
+static size_t klen[NR_BFIELDS];
 static long long tol_units;
 static pid_t holder = -1;
 
@@ -106,28 +115,25 @@ static int charge(void *arg)
 }
 
 /* memory.stat -> vals; the number of the 8 fields found */
-static int parse(char *buf, __s64 *vals)
+static int parse(char *buf, size_t len, __s64 *vals)
 {
-	char key[64], *p;
+	const char *p = buf, *end = buf + len, *sp, *nl;
+	char key[64];
 	long long v;
 	int f, found = 0;
 
-	for (p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-		char *sp = strchr(p, ' ');
-
-		if (use_sscanf) {	/* the naive way */
-			if (sscanf(p, "%63s %lld", key, &v) != 2)
-				continue;
-		} else if (sp && sp - p < (long)sizeof(key)) {	/* split, compare, strtoll */
-			memcpy(key, p, sp - p);
-			key[sp - p] = '\0';
-			v = strtoll(sp + 1, NULL, 10);
-		} else {
+	for (; p < end && (sp = memchr(p, ' ', end - p)); p = nl + 1) {
+		nl = memchr(sp, '\n', end - sp) ?: end;
+		if (use_sscanf && sscanf(p, "%63s %lld", key, &v) != 2)	/* the naive way */
 			continue;
+		for (f = 0; f < NR_BFIELDS; f++) {	/* split, compare, strtoll */
+			if (use_sscanf ? !strcmp(key, field_key[f]) :
+			    (klen[f] == (size_t)(sp - p) && !memcmp(p, field_key[f], sp - p))) {
+				vals[f] = use_sscanf ? v : strtoll(sp + 1, NULL, 10);
+				found++;
+				break;
+			}
 		}
-		for (f = 0; f < NR_BFIELDS; f++)
-			if (!strcmp(key, field_key[f]) && ++found)
-				vals[f] = v;
 	}
 	return found;
 }
@@ -181,7 +187,7 @@ static bool run_round(struct config *c, int m)
 			if (n <= 0)
 				return !check_fail("pread %s/memory.stat: %zd", c->path[i], n);
 			membuf[n] = '\0';
-			if (m == M_PARSE && parse(membuf, c->vals[i]) != NR_BFIELDS)
+			if (m == M_PARSE && parse(membuf, n, c->vals[i]) != NR_BFIELDS)
 				return !check_fail("%s/memory.stat: fields missing", c->path[i]);
 			continue;
 		}
@@ -370,9 +376,10 @@ static double seconds(const struct timeval *tv)
 static int check_measure(void)
 {
 	struct config *c = cur;
+	unsigned long long t0, t1 = 0, start;
 	struct rusage r0, r1;
-	unsigned long long t0;
 	bool ok = true;
+	double *sorted;
 	int m, r;
 
 	c->rounds = reads_n / c->n > 0 ? reads_n / c->n : 1;
@@ -383,21 +390,32 @@ static int check_measure(void)
 			continue;
 		if (!run_round(c, m))	/* warm-up (first-read allocations), not timed */
 			return KSFT_FAIL;
+		me->us = calloc(2 * c->rounds, sizeof(double));
+		if (!me->us)
+			return check_fail("out of memory");
+		sorted = me->us + c->rounds;
 		getrusage(RUSAGE_SELF, &r0);
-		t0 = now_ns();
-		for (r = 0; r < c->rounds && run_round(c, m); r++)
-			;
-		me->elapsed = (now_ns() - t0) / 1e9;
+		/* a sample: one round's time per read (a clock read per round) */
+		for (r = 0, start = t0 = now_ns(); r < c->rounds && run_round(c, m); r++, t0 = t1) {
+			t1 = now_ns();
+			me->us[r] = (t1 - t0) / 1e3 / c->n;
+		}
+		me->elapsed = (t0 - start) / 1e9;
 		getrusage(RUSAGE_SELF, &r1);
 		me->user = seconds(&r1.ru_utime) - seconds(&r0.ru_utime);
 		me->sys = seconds(&r1.ru_stime) - seconds(&r0.ru_stime);
+		memcpy(sorted, me->us, r * sizeof(double));
+		me->med = median(sorted, r);
+		me->min = sorted[0];
+		me->max = r ? sorted[r - 1] : 0;
+		me->n = r;
 		me->done = true;
-		me->valid = r == c->rounds && me->elapsed > 0;
+		me->valid = r == c->rounds && me->med > 0;
 		me->reads = (long long)r * c->n;
 		ok &= me->valid;
-		ksft_print_msg("%-14s %d cgroups: %8.2f us/read (%lld reads, user %.3f s, sys %.3f s)\n",
-			       method_name[m], c->n, me->elapsed * 1e6 / (me->reads ?: 1),
-			       me->reads, me->user, me->sys);
+		ksft_print_msg("%-14s %d cgroups: %8.2f us/read median of %d rounds (min %.2f, max %.2f; user %.3f s, sys %.3f s)\n",
+			       method_name[m], c->n, me->med, r, me->min, me->max, me->user,
+			       me->sys);
 	}
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
@@ -416,7 +434,7 @@ static int check_cleanup(void)
 
 static double ratio(const struct meas *a, const struct meas *b, bool cpu)
 {
-	double x = cpu ? a->user + a->sys : a->elapsed, y = cpu ? b->user + b->sys : b->elapsed;
+	double x = cpu ? a->user + a->sys : a->med, y = cpu ? b->user + b->sys : b->med;
 
 	return a->valid && b->valid && y > 0 ? x / y : NAN;
 }
@@ -452,7 +470,7 @@ static void write_metrics(void)
 {
 	char summary[1024] = "elapsed memory.stat read only vs kfuncs:", key[64];
 	struct utsname u;
-	int k, m;
+	int k, m, i;
 
 	uname(&u);
 	metrics_open();
@@ -464,6 +482,10 @@ static void write_metrics(void)
 	for (k = 0; k < nconfigs; k++)
 		metrics_int(NULL, configs[k].n);
 	metrics_arr_end();
+	metrics_obj("method_descriptions");
+	for (m = 0; m < NR_METHODS; m++)
+		metrics_str(method_name[m], method_desc[m]);
+	metrics_end();
 	metrics_obj("methods");
 	for (k = 0; k < nconfigs; k++) {
 		for (m = 0; m < NR_METHODS; m++) {
@@ -478,10 +500,18 @@ static void write_metrics(void)
 			metrics_num("sys_s", me->sys);
 			metrics_int("reads", me->reads);
 			metrics_int("rounds", configs[k].rounds);
-			metrics_num("us_per_read", me->elapsed * 1e6 / (me->reads ?: 1));
+			metrics_num("us_per_read", me->med);
 			metrics_str("unit", "us_per_read");
 			metrics_str("direction", "lower");
 			metrics_bool("valid", me->valid);
+			metrics_int("n", me->n);
+			metrics_num("mean_us", me->elapsed * 1e6 / (me->reads ?: 1));
+			metrics_num("min_us", me->min);
+			metrics_num("max_us", me->max);
+			metrics_arr("samples_us");
+			for (i = 0; me->n <= MAX_RAW && i < me->n; i++)
+				metrics_num(NULL, me->us[i]);
+			metrics_arr_end();
 			metrics_end();
 		}
 	}
@@ -558,6 +588,8 @@ int main(int argc, char **argv)
 	page_size = sysconf(_SC_PAGESIZE);
 	tol_units = 2LL * 64 * sysconf(_SC_NPROCESSORS_ONLN);	/* see memcg_kfuncs */
 	memset(page_data, 0x5a, sizeof(page_data));
+	for (k = 0; k < NR_BFIELDS; k++)
+		klen[k] = strlen(field_key[k]);
 	if (!mkdtemp(tmpfs) || mount("tmpfs", tmpfs, "tmpfs", 0, "size=512m,mode=0700"))
 		ksft_exit_fail_msg("tmpfs at %s: %s\n", tmpfs, strerror(errno));
 	cg_on_signal(on_signal);
