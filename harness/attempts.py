@@ -53,11 +53,10 @@ def fold(results: Sequence[TestResult]) -> list[TestResult]:
             groups[name] = []
             out.append(replace(r, name=name))  # a placeholder, in order
         groups[name].append(replace(r, name=f"{name} attempt {m['k']}"))
-    return [_judged(groups[r.name]) if r.name in groups else r for r in out]
+    return [_judged(r.name, groups[r.name]) if r.name in groups else r for r in out]
 
 
-def _judged(attempts: list[TestResult]) -> TestResult:
-    name = attempts[0].name.rsplit(" attempt ", 1)[0]
+def _judged(name: str, attempts: list[TestResult]) -> TestResult:
     statuses = [a.status for a in attempts]
     status = worst(statuses)
     counts = Counter(s.value for s in statuses)

@@ -280,6 +280,9 @@ def _patch_path(text: str) -> Path:
 def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             facts: CellFacts) -> BuiltKernel:
     """The kernel to boot: a prebuilt image, or the tree patched, configured and built."""
+    # our own tests print KTAP through a kernel tree's kselftest.h
+    wants_kselftest_h = any(ref.kind == own.KIND.name for ref in plan.tests)
+    header: KselftestHeader | None = None
     if plan.spec.kind is SourceKind.IMAGE:
         with stages.stage("image", Status.SETUP_ERROR):
             image = build.image_from_file(Path(plan.spec.value))
@@ -289,8 +292,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             funcs, note = _btf_funcs(cell, image)
             facts.features = _noted(features.from_btf_only(features.known_features(), funcs),
                                     note)
-            header = None
-            if any(ref.kind == own.KIND.name for ref in plan.tests):
+            if wants_kselftest_h:
                 header = own.stored_kselftest_h(image.version)
                 facts.kselftest_h = header.origin
         return BuiltKernel(image=image, features=facts.features, kselftest=header)
@@ -319,10 +321,11 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             tree_tests = _build_tests_of(plan.tests, facts.features, BuildContext(
                 kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir),
                 from_tree=True)
-        # our own tests print KTAP through this tree's kselftest.h
-        header = None
-        if any(ref.kind == own.KIND.name for ref in plan.tests):
-            header = own.capture_kselftest_h(tree.path, image.version, tree.source.describe)
+        # kept for images of this version whatever this cell runs (even --boot-only)
+        header = own.capture_kselftest_h(tree.path, image.version, tree.source.describe)
+        if wants_kselftest_h:
+            if header is None:
+                raise own.no_kselftest_h(tree.source.describe)
             facts.kselftest_h = header.origin
     return BuiltKernel(image=image, features=facts.features, tree_tests=tree_tests,
                        kselftest=header)
@@ -388,13 +391,14 @@ def missing_features(ref: TestRef, reports: tuple[FeatureReport, ...]) -> list[s
     by_name = {r.feature.name: r for r in reports}
     out = []
     for wanted in ref.requires:
+        names = wanted.split("|")
         absent = []
-        for name in wanted.split("|"):
+        for name in names:
             r = by_name.get(name)
             if r is None or r.state is FeatureState.ABSENT:
                 note = f": {r.note}" if r is not None and r.note else ""
                 absent.append(f"{name} ({r.feature.kind.value if r else 'feature'}{note})")
-        if len(absent) == len(wanted.split("|")):
+        if len(absent) == len(names):
             out.append(" nor ".join(absent))
     return out
 

@@ -200,14 +200,13 @@ def _major_minor(version: str) -> str:
     return ".".join(version.split(".")[:2]).split("-")[0]
 
 
-def capture_kselftest_h(tree: Path, version: str, source: str) -> KselftestHeader:
+def capture_kselftest_h(tree: Path, version: str, source: str) -> KselftestHeader | None:
     """Copy the tree's kselftest.h (under the tree lock: a later checkout moves it) into
-    the cache, by content; it is also what an `image:` kernel of that version uses."""
+    the cache, by content, whatever the cell runs: it is also what an `image:` kernel of
+    that version uses. None for a tree without one."""
     header = tree / KSELFTEST_H
     if not header.is_file():
-        raise setup_error(f"{source} has no {KSELFTEST_H}",
-                          fix="our selftests print KTAP through the tree's kselftest.h; "
-                              "use a kernel tree that has tools/testing/selftests")
+        return None
     data = header.read_bytes()
     name = f"{_major_minor(version)}-{hashlib.sha256(data).hexdigest()[:16]}"
     out = paths.sub("kselftest-h") / name
@@ -218,10 +217,22 @@ def capture_kselftest_h(tree: Path, version: str, source: str) -> KselftestHeade
     return KselftestHeader(directory=out, origin=f"{KSELFTEST_H} of {source}")
 
 
+def no_kselftest_h(source: str) -> SelftestError:
+    return setup_error(f"{source} has no {KSELFTEST_H}",
+                       fix="our selftests print KTAP through the tree's kselftest.h; use a "
+                           "kernel tree that has tools/testing/selftests")
+
+
 def stored_kselftest_h(version: str) -> KselftestHeader:
     """For a prebuilt image: the kselftest.h of a tree of the same major version captured
     earlier (the newest), or SETUP_ERROR saying how to get one."""
     mm = _major_minor(version)
+    if not re.fullmatch(r"\d+\.\d+", mm):
+        raise setup_error(
+            f"the image's kernel version is not known ({version!r}: `file` reads none from "
+            "it), so no kselftest.h of a tree of its version can be picked for our selftests",
+            fix="use a bzImage whose version `file` can read, or run the tests on the tree "
+                "it was built from (debian:/git:)")
     found = sorted((d for d in paths.sub("kselftest-h").glob(f"{mm}-*")
                     if (d / "kselftest.h").is_file() and (d / "origin").is_file()),
                    key=lambda d: (d / "kselftest.h").stat().st_mtime)

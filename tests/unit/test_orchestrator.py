@@ -22,6 +22,7 @@ import pytest
 from harness import pipeline, results
 from harness.matrix import Cell, Tier
 from harness.model import Accel, CellResult, Status
+from harness.testkinds import SelftestError
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 GOLDEN_SCHEMA = Path(__file__).resolve().parents[1] / "golden" / "results-schema.json"
@@ -348,3 +349,32 @@ def test_a_repeated_test_runs_each_attempt_apart_and_one_bad_attempt_fails_it(
     assert [a["status"] for a in saved["attempts"]] == ["PASS", "FAIL", "PASS", "FAIL"]
     # the terminal says it too
     assert "flaky: 2 of 4 attempts passed" in results.summary([r])
+
+
+def test_an_image_takes_the_kselftest_h_of_a_tree_of_its_version_or_says_how_to_get_one(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.testkinds import own
+
+    monkeypatch.setenv("FAKE_VNG", "")
+    tree_run = run(world, "ksft-tree", monkeypatch=monkeypatch)
+    assert tree_run.kselftest_h.startswith("tools/testing/selftests/kselftest.h of ")
+    shutil.rmtree(world / "cache" / "kselftest-h")
+    with pytest.raises(SelftestError) as none:
+        own.stored_kselftest_h("6.99.0-fake")
+    assert "no kselftest.h of a 6.99 kernel tree" in str(none.value)
+    assert "--boot-only" in none.value.fix
+    # a tree cell captures it even when it runs no own test (boot only), for images
+    boot = Cell(name="ksft-boot", tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}",
+                configs=(str(FAKES / "fake.config"),), boot_only=True)
+    assert pipeline.run_cell(boot, world / "ksft-boot", accel=Accel.TCG).status is Status.PASS
+    header = own.stored_kselftest_h("6.99.0-fake")
+    assert (header.directory / "kselftest.h").read_text() == (
+        world / "linux" / own.KSELFTEST_H).read_text()
+    assert header.origin.endswith("(same major version as the image)")
+    # the fake bzImage carries no version `file` can read: said, with the fix, on the terminal
+    cell = Cell(name="ksft-image", tier=Tier.DEFAULT, kernel=f"image:{tree_run.image}",
+                tests=(own_test(world, "fake_pass", KTAP_PASS),))
+    r = pipeline.run_cell(cell, world / "ksft-image", accel=Accel.TCG)
+    assert r.status is Status.SETUP_ERROR
+    assert "the image's kernel version is not known" in results.summary([r])
+    assert "run the tests on the tree" in results.summary([r])
