@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,9 +131,18 @@ fail:
 /* move the child @n times into @i (and back to the park after each); errors */
 static int move(int i, int n)
 {
+	static int next_cpu;
 	int err = 0;
+	cpu_set_t cpus;
 
 	for (; n > 0; n--) {
+		/*
+		 * The move is counted on the mover's CPU: take turns, so that a
+		 * flush given the wrong CPU misses some of them.
+		 */
+		CPU_ZERO(&cpus);
+		CPU_SET(next_cpu++ % sysconf(_SC_NPROCESSORS_ONLN), &cpus);
+		sched_setaffinity(0, sizeof(cpus), &cpus);
 		if (cg_enter(path[i], child) || cg_enter(park, child))
 			err++;
 		else
