@@ -77,7 +77,7 @@ static int node_by_id(unsigned long long id)
 /* one walk of @order from the cgroup @n, parsed; false (diagnosed) if it did not run */
 static bool run_walk(int n, enum bpf_cgroup_iter_order order, struct walk *w)
 {
-	int fd = open(nodes[n].path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), used;
+	int used;
 	char copy[sizeof(w->raw)], *line, *save;
 	struct bpf_link *link;
 	struct rec *r;
@@ -86,13 +86,11 @@ static bool run_walk(int n, enum bpf_cgroup_iter_order order, struct walk *w)
 	memset(w, 0, sizeof(*w));
 	skel->bss->visited = skel->bss->flushed = 0;
 	bu_log_reset();
-	link = fd < 0 ? NULL : bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump, fd, order);
+	link = bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump, nodes[n].path, order);
 	len = link ? bu_read_iter(link, w->raw, sizeof(w->raw) - 1) : -errno;
 	if (!link)
 		bu_print_log();
 	bpf_link__destroy(link);
-	if (fd >= 0)
-		close(fd);
 	if (len < 0 || len == sizeof(w->raw) - 1) {
 		ksft_print_msg("%s the iterator (order %d) on %s: %s\n", link ? "reading" : "attaching",
 			       order, nodes[n].path, len < 0 ? strerror(-len) : "output too long");

@@ -246,14 +246,11 @@ static int check_load(void)
 /* node @i's id and SELF_ONLY iterator link (which holds the cgroup); false on error */
 static bool attach_node(int i)
 {
-	int fd = open(nodes[i].path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
 	nodes[i].id = cg_id(nodes[i].path);
-	nodes[i].link = fd < 0 ? NULL :
-			bu_attach_cgroup_iter(skel->progs.hs_dump, fd, BPF_CGROUP_ITER_SELF_ONLY);
+	nodes[i].link = bu_attach_cgroup_iter(skel->progs.hs_dump, nodes[i].path,
+					      BPF_CGROUP_ITER_SELF_ONLY);
 	if (!nodes[i].link)
 		check_fail("%s: iterator link: %s", nodes[i].path, strerror(errno));
-	close(fd);
 	return nodes[i].link;
 }
 

@@ -2,6 +2,7 @@
 /* libbpf helpers (see bpf_util.h). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,17 +97,26 @@ int bu_open_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *
 	return bpf_object__open_skeleton(s, NULL);
 }
 
-struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, int cg_fd,
+struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 				       enum bpf_cgroup_iter_order order)
 {
 	DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, opts);
 	union bpf_iter_link_info info = {};
+	/* the link holds the cgroup: the fd is needed only to name it */
+	int err, fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct bpf_link *link;
 
-	info.cgroup.cgroup_fd = cg_fd;
+	if (fd < 0)
+		return NULL;
+	info.cgroup.cgroup_fd = fd;
 	info.cgroup.order = order;
 	opts.link_info = &info;
 	opts.link_info_len = sizeof(info);
-	return bpf_program__attach_iter(prog, &opts);
+	link = bpf_program__attach_iter(prog, &opts);
+	err = errno;
+	close(fd);
+	errno = err;
+	return link;
 }
 
 ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len)

@@ -33,8 +33,8 @@ void bu_print_log(void);
 const char *bu_missing_funcs(const char *const *names);
 bool bu_has_func(const char *name);
 
-/* a cgroup iterator link of @prog on the cgroup open as @cg_fd */
-struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, int cg_fd,
+/* a cgroup iterator link of @prog on the cgroup @cg (its path); NULL, errno set */
+struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 				       enum bpf_cgroup_iter_order order);
 
 /*

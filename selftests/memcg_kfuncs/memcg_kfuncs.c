@@ -132,7 +132,7 @@ static int check_setup(void)
 	struct bpf_program *prog = skel->progs.memcg_read;
 	char why[256];
 	bool skip;
-	int i, fd;
+	int i;
 
 	cg_mnt = cg_root(why, sizeof(why), &skip);
 	if (!cg_mnt || !cg_has_word(cg_mnt, "cgroup.controllers", "memory")) {
@@ -155,12 +155,12 @@ static int check_setup(void)
 			return check_fail("%s: memory.stat %s", cgs[i].path,
 					  i == CG_L ? "exists without +memory" : "missing");
 		/* E has no link of its own (see check_no_reference()); P a walk too */
-		fd = open(cgs[i].path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (i != CG_E)
-			cgs[i].link = bu_attach_cgroup_iter(prog, fd, BPF_CGROUP_ITER_SELF_ONLY);
+			cgs[i].link = bu_attach_cgroup_iter(prog, cgs[i].path,
+							    BPF_CGROUP_ITER_SELF_ONLY);
 		if (i == CG_P)
-			walk_link = bu_attach_cgroup_iter(prog, fd, BPF_CGROUP_ITER_DESCENDANTS_PRE);
-		close(fd);
+			walk_link = bu_attach_cgroup_iter(prog, cgs[i].path,
+							  BPF_CGROUP_ITER_DESCENDANTS_PRE);
 		if ((i != CG_E && !cgs[i].link) || (i == CG_P && !walk_link)) {
 			bu_print_log();
 			return check_fail("attaching iterators to %s: %s", cgs[i].path,

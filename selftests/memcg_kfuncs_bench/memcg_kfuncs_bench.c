@@ -246,20 +246,17 @@ static void teardown(struct config *c)
 
 static bool open_config(struct config *c)
 {
-	int i, fd = open(c->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int i;
 
-	c->tree_link = fd < 0 ? NULL : bu_attach_cgroup_iter(skel->progs.memcg_bench, fd,
-							      BPF_CGROUP_ITER_DESCENDANTS_PRE);
-	close(fd);
+	c->tree_link = bu_attach_cgroup_iter(skel->progs.memcg_bench, c->parent,
+					     BPF_CGROUP_ITER_DESCENDANTS_PRE);
 	for (i = 0; c->tree_link && i < c->n; i++) {
 		char file[CG_PATH_MAX + 16];
 
 		snprintf(file, sizeof(file), "%s/memory.stat", c->path[i]);
 		c->msfd[i] = open(file, O_RDONLY | O_CLOEXEC);
-		fd = open(c->path[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		c->link[i] = fd < 0 ? NULL : bu_attach_cgroup_iter(skel->progs.memcg_bench, fd,
-								    BPF_CGROUP_ITER_SELF_ONLY);
-		close(fd);
+		c->link[i] = bu_attach_cgroup_iter(skel->progs.memcg_bench, c->path[i],
+						   BPF_CGROUP_ITER_SELF_ONLY);
 		if (c->msfd[i] < 0 || !c->link[i])
 			return false;
 	}

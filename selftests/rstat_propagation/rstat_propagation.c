@@ -94,7 +94,7 @@ static int check_tree_setup(void)
 	char why[256], name[64];
 	const char *cgroot;
 	bool skip;
-	int i, fd;
+	int i;
 
 	cgroot = cg_root(why, sizeof(why), &skip);
 	if (!cgroot) {
@@ -115,11 +115,10 @@ static int check_tree_setup(void)
 			goto fail;
 	}
 	child = cg_spawn(park, sleep_forever, NULL);
-	fd = open(path[ROOT], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (child < 0 || fd < 0)
+	if (child < 0)
 		goto fail;
-	iter = bu_attach_cgroup_iter(skel->progs.rp_dump, fd, BPF_CGROUP_ITER_DESCENDANTS_PRE);
-	close(fd);
+	iter = bu_attach_cgroup_iter(skel->progs.rp_dump, path[ROOT],
+				     BPF_CGROUP_ITER_DESCENDANTS_PRE);
 	if (iter)
 		return KSFT_PASS;
 fail:
