@@ -85,7 +85,14 @@ static const char *file_of(int f)
 /* MK_FIELDS' units: pages, bytes or KiB, counts, events; usage in pages */
 static long long tol_of(int f)
 {
-	if (f < F_kernel_stack || f == F_usage)
+	/*
+	 * usage() and memory.current read the same page counter, which no flush
+	 * stands between: exact (agree() retries only a charge landing between
+	 * the two reads), so a usage off by a page cannot pass.
+	 */
+	if (f == F_usage)
+		return 0;
+	if (f < F_kernel_stack)
 		return tp;
 	return f < F_workingset_refault_anon ? 2 * tp : f < F_low ? tol_units : 0;
 }
