@@ -21,7 +21,7 @@
 #include "check.h"
 #include "cg_util.h"
 #include "bpf_util.h"
-#include "hierarchical_stats.h"
+#include "reclaim_stats.h"
 #include "hierarchical_stats.skel.h"
 #include "hierarchical_stats_css.skel.h"
 
@@ -80,7 +80,7 @@ static struct wreport *wrep;
 static struct {
 	rec_t first[NUM_NODES + 1], second[NUM_NODES], hroot0;
 	long long st0[NUM_LEAVES], st1[NUM_LEAVES];	/* pgsteal_direct + _proactive */
-	struct hs_global g0, g1;
+	struct rc_global g0, g1;
 	long long miss0[4], miss1[4], vm0, vm1, other_memcg;
 	const char *prog[4];	/* the programs of hierarchical_stats.bpf.c */
 	bool have_first, have_second, have_hroot;
@@ -138,15 +138,16 @@ static long long read_steal(int i)
 	return d < 0 ? -1 : d + (p > 0 ? p : 0);
 }
 
-/* .bss counters and every program's recursion misses */
-static void bpf_snapshot(struct hs_global *g, long long *miss)
+/* .bss counters (both kinds of map error in g->map_errors), every program's recursion misses */
+static void bpf_snapshot(struct rc_global *g, long long *miss)
 {
 	struct bpf_prog_info info;
 	struct bpf_program *p;
 	__u32 len;
 	int j = 0;
 
-	memcpy(g, (const void *)&skel->bss->g, sizeof(*g));
+	memcpy(g, (const void *)&skel->bss->rc, sizeof(*g));
+	g->map_errors += skel->bss->rs_map_errors;
 	bpf_object__for_each_program(p, skel->obj) {
 		memset(&info, 0, len = sizeof(info));
 		m.prog[j] = bpf_program__name(p);
@@ -231,8 +232,8 @@ static int check_load(void)
 	err = skel ? hierarchical_stats_bpf__create_skeleton(skel) : -ENOMEM;
 	err = err ?: BU_OPEN_RSTAT(skel, hierarchical_stats_css_bpf);
 	if (!err) {
-		skel->rodata->hs_broken = broken;
-		bpf_program__set_autoattach(skel->progs.hs_dump, false);
+		skel->rodata->rs_broken = broken;
+		bpf_program__set_autoattach(skel->progs.rc_dump, false);
 		err = hierarchical_stats_bpf__load(skel) ?: hierarchical_stats_bpf__attach(skel);
 	}
 	if (!err)
@@ -247,7 +248,7 @@ static int check_load(void)
 static bool attach_node(int i)
 {
 	nodes[i].id = cg_id(nodes[i].path);
-	nodes[i].link = bu_attach_cgroup_iter(skel->progs.hs_dump, nodes[i].path,
+	nodes[i].link = bu_attach_cgroup_iter(skel->progs.rc_dump, nodes[i].path,
 					      BPF_CGROUP_ITER_SELF_ONLY);
 	if (!nodes[i].link)
 		check_fail("%s: iterator link: %s", nodes[i].path, strerror(errno));
@@ -454,7 +455,7 @@ static int check_reread(void)
 
 static int check_bookkeeping(void)
 {
-	const struct hs_global *a = &m.g0, *b = &m.g1;
+	const struct rc_global *a = &m.g0, *b = &m.g1;
 	bool ok = true;
 	int j;
 

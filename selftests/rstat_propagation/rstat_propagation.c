@@ -22,6 +22,8 @@
 #include "check.h"
 #include "cg_util.h"
 #include "bpf_util.h"
+#define RS_NR 1
+#include "rstat_counters.h"
 #include "rstat_propagation.skel.h"
 #include "rstat_propagation_css.skel.h"
 
@@ -69,7 +71,7 @@ static int check_load_attach(void)
 	err = skel ? rstat_propagation_bpf__create_skeleton(skel) : -ENOMEM;
 	err = err ?: BU_OPEN_RSTAT(skel, rstat_propagation_css_bpf);
 	if (!err) {
-		skel->rodata->broken = broken;
+		skel->rodata->rs_broken = broken;
 		bpf_program__set_autoattach(skel->progs.rp_dump, false);	/* per tree */
 		err = rstat_propagation_bpf__load(skel) ?: rstat_propagation_bpf__attach(skel);
 	}
@@ -90,7 +92,7 @@ static int sleep_forever(void *arg __attribute__((unused)))
 
 static int check_tree_setup(void)
 {
-	struct row zero = {};
+	struct rs_total zero = {};
 	char why[256], name[64];
 	const char *cgroot;
 	bool skip;
@@ -110,7 +112,7 @@ static int check_tree_setup(void)
 		if (i != ROOT)
 			cg_name(path[i], path[ROOT], nodes[i].name);
 		ids[i] = cg_create(path[i]) ? 0 : cg_id(path[i]);
-		if (!ids[i] || bpf_map__update_elem(skel->maps.totals, &ids[i], sizeof(ids[i]),
+		if (!ids[i] || bpf_map__update_elem(skel->maps.rs_totals, &ids[i], sizeof(ids[i]),
 						    &zero, sizeof(zero), BPF_NOEXIST))
 			goto fail;
 	}
@@ -158,9 +160,9 @@ static int check_moves_counted(void)
 		err += move(i, nodes[i].moves);
 		sum += moved[i];
 	}
-	if (err || skel->bss->events != (unsigned long long)sum || skel->bss->map_errors) {
+	if (err || skel->bss->events != (unsigned long long)sum || skel->bss->rs_map_errors) {
 		ksft_print_msg("moves: %d done, %d failed; tracepoint counted %llu; map errors %llu\n",
-			       sum, err, skel->bss->events, skel->bss->map_errors);
+			       sum, err, skel->bss->events, skel->bss->rs_map_errors);
 		return KSFT_FAIL;
 	}
 	return KSFT_PASS;
@@ -194,7 +196,7 @@ static int check_iter_read(void)
 {
 	bool ok = read_tree(text[0], sizeof(text[0]));
 
-	ksft_print_msg("bpf_rstat_flush calls: %llu\n", skel->bss->flushes);
+	ksft_print_msg("bpf_rstat_flush calls: %llu\n", skel->bss->rs_flushes);
 	return VERDICT(ok);
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * rstat_tree_bench: the cost of one read of a subtree's memcg-reclaim totals
- * (rstat_tree_bench.bpf.c) as the tree grows: rstat_root (flush + SELF_ONLY
+ * (lib/reclaim_stats.bpf.h, as hierarchical_stats) as the tree grows: rstat_root (flush + SELF_ONLY
  * iterator read), rstat_walk (flush + DESCENDANTS_PRE read), user_walk
  * (cgroupfs walk summing the per-CPU map).  Before each timed read, real
  * reclaim in one leaf ("few") or every leaf ("all"); the count must grow by
@@ -19,7 +19,7 @@
 #include "bpf_util.h"
 #include "cg_util.h"
 #include "check.h"
-#include "rstat_tree_bench.h"
+#include "reclaim_stats.h"
 #include "rstat_tree_bench.skel.h"
 #include "rstat_tree_bench_css.skel.h"
 
@@ -36,7 +36,8 @@ static const char *const mode_name[] = { "few", "all" };
 static char (*nodes)[CG_PATH_MAX];
 static int num_nodes, inner, next_size, ncpus, file_fd = -1;
 static struct rstat_tree_bench_bpf *skel;
-static struct rtb_pcpu *vals;	/* one per CPU */
+static struct rs_pcpu *vals;	/* one per CPU */
+struct counts { unsigned long long v[RS_NR]; };	/* count, time_ns, pages */
 static char file_path[CG_PATH_MAX], buf[1 << 20];
 static const char *mnt;
 static int sizes[MAX_SIZES], num_sizes, rounds;
@@ -94,7 +95,7 @@ static int update_leaves(int want)
 }
 
 /* the subtree's sum of the per-CPU counters, recursively through cgroupfs */
-static int user_walk_dir(int parent_fd, const char *name, union rtb_counters *sum)
+static int user_walk_dir(int parent_fd, const char *name, struct counts *sum)
 {
 	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC), cpu, i, err = 0;
 	struct dirent *de;
@@ -109,10 +110,10 @@ static int user_walk_dir(int parent_fd, const char *name, union rtb_counters *su
 		return err;
 	}
 	id = st.st_ino;
-	if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.pcpu_stats), &id, vals))
+	if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.rs_pcpu), &id, vals))
 		for (cpu = 0; cpu < ncpus; cpu++)
-			for (i = 0; i < 3; i++)
-				sum->v[i] += vals[cpu].state.v[i];
+			for (i = 0; i < RS_NR; i++)
+				sum->v[i] += vals[cpu].state[i];
 	while (!err && (de = readdir(d)))
 		if (de->d_type == DT_DIR && de->d_name[0] != '.')
 			err = user_walk_dir(dirfd(d), de->d_name, sum);
@@ -121,13 +122,13 @@ static int user_walk_dir(int parent_fd, const char *name, union rtb_counters *su
 }
 
 /* one read by @m into @t; -errno, or -ENOENT when the first line is not the root's */
-static int read_totals(enum method m, struct bpf_link *link, union rtb_counters *t,
+static int read_totals(enum method m, struct bpf_link *link, struct counts *t,
 		       double *ms_out)
 {
 	unsigned long long id = cg_id(nodes[0]), t0 = now_ns(), first;
 	ssize_t n;
 
-	*t = (union rtb_counters){};
+	*t = (struct counts){};
 	n = m == M_USER ? user_walk_dir(AT_FDCWD, nodes[0], t) :
 			  bu_read_iter(link, buf, sizeof(buf) - 1);
 	if (n >= 0 && ms_out)
@@ -135,15 +136,15 @@ static int read_totals(enum method m, struct bpf_link *link, union rtb_counters 
 	if (n < 0 || m == M_USER)
 		return n < 0 ? n : 0;
 	buf[n] = '\0';	/* the root's line is the first of both walks */
-	return sscanf(buf, "cgroup id=%llu count=%llu time_ns=%llu pages=%llu", &first, &t->count,
-		      &t->time_ns, &t->pages) == 4 && first == id ? 0 : -ENOENT;
+	return sscanf(buf, "cgroup id=%llu count=%llu time_ns=%llu pages=%llu", &first, &t->v[0],
+		      &t->v[1], &t->v[2]) == 4 && first == id ? 0 : -ENOENT;
 }
 
 /* per method: update, one timed read, the count grown; then the three agree */
 static int run_round(int si, int mode, int r, struct bpf_link **links, int leaves,
-		     union rtb_counters *prev)
+		     struct counts *prev)
 {
-	union rtb_counters t[NUM_METHODS];
+	struct counts t[NUM_METHODS];
 	int m, done, err;
 
 	for (m = 0; m < NUM_METHODS; m++) {
@@ -161,9 +162,9 @@ static int run_round(int si, int mode, int r, struct bpf_link **links, int leave
 		if (err)
 			return check_fail("%s: %s", method_name[m], err == -ENOENT ?
 					  "the first line is not the subtree root's" : strerror(-err));
-		if (t[m].count < prev->count + done)
+		if (t[m].v[RC_COUNT] < prev->v[RC_COUNT] + done)
 			return check_fail("%s: count %llu after %d updated leaves, was %llu",
-					  method_name[m], t[m].count, done, prev->count);
+					  method_name[m], t[m].v[RC_COUNT], done, prev->v[RC_COUNT]);
 		*prev = t[m];
 	}
 	for (m = 0; m < NUM_METHODS; m++) {	/* nothing new: all equal rstat_root */
@@ -172,9 +173,9 @@ static int run_round(int si, int mode, int r, struct bpf_link **links, int leave
 		err = read_totals(m, links[m], &t[m], NULL);
 		if (err || memcmp(&t[m], &t[M_ROOT], sizeof(*t)))
 			return check_fail("methods disagree: %s (%llu, %llu, %llu) %s, rstat_root (%llu, %llu, %llu)",
-					  method_name[m], t[m].count, t[m].time_ns, t[m].pages,
-					  err ? strerror(-err) : "", t[M_ROOT].count,
-					  t[M_ROOT].time_ns, t[M_ROOT].pages);
+					  method_name[m], t[m].v[0], t[m].v[1], t[m].v[2],
+					  err ? strerror(-err) : "", t[M_ROOT].v[0],
+					  t[M_ROOT].v[1], t[M_ROOT].v[2]);
 	}
 	return KSFT_PASS;
 }
@@ -196,12 +197,12 @@ static int check_tree(void)
 {
 	struct bpf_link *links[NUM_METHODS] = {};
 	int si = next_size++, leaves = make_tree(sizes[si]), mode, r, ret;
-	union rtb_counters prev = {};
+	struct counts prev = {};
 
 	if (leaves >= 0) {
-		links[M_ROOT] = bu_attach_cgroup_iter(skel->progs.rtb_dump, nodes[0],
+		links[M_ROOT] = bu_attach_cgroup_iter(skel->progs.rc_dump, nodes[0],
 						      BPF_CGROUP_ITER_SELF_ONLY);
-		links[M_WALK] = bu_attach_cgroup_iter(skel->progs.rtb_dump, nodes[0],
+		links[M_WALK] = bu_attach_cgroup_iter(skel->progs.rc_dump, nodes[0],
 						      BPF_CGROUP_ITER_DESCENDANTS_PRE);
 	}
 	ret = links[M_ROOT] && links[M_WALK] ? KSFT_PASS :
@@ -299,7 +300,7 @@ static int check_load_attach(void)
 	err = skel ? rstat_tree_bench_bpf__create_skeleton(skel) : -ENOMEM;
 	err = err ?: BU_OPEN_RSTAT(skel, rstat_tree_bench_css_bpf);
 	if (!err)	/* attached per tree */
-		bpf_program__set_autoattach(skel->progs.rtb_dump, false);
+		bpf_program__set_autoattach(skel->progs.rc_dump, false);
 	err = err ?: rstat_tree_bench_bpf__load(skel);
 	err = err ?: rstat_tree_bench_bpf__attach(skel);
 	if (err)

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Memcg-reclaim statistics per cgroup, summed up the tree by rstat
+ * (rstat_counters.bpf.h).  tp_btf/mm_vmscan_memcg_reclaim_{begin,end}: the
+ * reclaim runs in the task that asked for it, so the end event (count,
+ * end - begin of the task, nr_reclaimed) is counted for the current task's
+ * cgroup.  rc_dump (iter.s/cgroup): flushes, then one line per cgroup:
+ *
+ *   cgroup id=I count=C time_ns=T pages=P own_count=.. own_time_ns=.. own_pages=.. pending_pages=..
+ *
+ * The whole BPF side of a test: its X.bpf.c includes this after vmlinux.h,
+ * bpf_helpers.h and bpf_tracing.h.
+ */
+#ifndef SELFTESTS_LIB_RECLAIM_STATS_BPF_H
+#define SELFTESTS_LIB_RECLAIM_STATS_BPF_H
+
+#include "reclaim_stats.h"
+#include "rstat_counters.bpf.h"
+
+char _license[] SEC("license") = "GPL";
+
+/* begin timestamp per task (thread id) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} rc_start SEC(".maps");
+
+struct rc_global rc = {};
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
+int BPF_PROG(rc_reclaim_begin, int order, gfp_t gfp_flags)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns();
+
+	__sync_fetch_and_add(&rc.begin_events, 1);
+	if (bpf_map_update_elem(&rc_start, &tid, &now, BPF_ANY))
+		__sync_fetch_and_add(&rc.map_errors, 1);
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_end")
+int BPF_PROG(rc_reclaim_end, unsigned long nr_reclaimed)
+{
+	struct cgroup *cgrp = bpf_get_current_task_btf()->cgroups->dfl_cgrp;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns(), add[RS_NR] = { [RC_COUNT] = 1, [RC_PAGES] = nr_reclaimed }, *start;
+
+	__sync_fetch_and_add(&rc.end_events, 1);
+	start = bpf_map_lookup_elem(&rc_start, &tid);
+	if (start) {
+		add[RC_TIME_NS] = now > *start ? now - *start : 0;
+		bpf_map_delete_elem(&rc_start, &tid);
+	} else {
+		__sync_fetch_and_add(&rc.unmatched_end, 1);
+	}
+	if (!cgrp)
+		return 0;
+	if (cgrp->kn->id != bpf_get_current_cgroup_id())
+		__sync_fetch_and_add(&rc.id_mismatch, 1);
+	rs_count(cgrp, add);
+	return 0;
+}
+
+SEC("iter.s/cgroup")
+int rc_dump(struct bpf_iter__cgroup *ctx)
+{
+	struct cgroup *cgrp = ctx->cgroup;
+	const struct rs_total *t;
+
+	if (!cgrp)
+		return 0;	/* the end of the walk */
+	t = rs_read(cgrp);
+	BPF_SEQ_PRINTF(ctx->meta->seq, "cgroup id=%llu count=%llu time_ns=%llu pages=%llu own_count=%llu own_time_ns=%llu own_pages=%llu pending_pages=%llu\n",
+		       cgrp->kn->id, t->total[RC_COUNT], t->total[RC_TIME_NS], t->total[RC_PAGES],
+		       t->own[RC_COUNT], t->own[RC_TIME_NS], t->own[RC_PAGES], t->pending[RC_PAGES]);
+	return 0;
+}
+
+#endif /* SELFTESTS_LIB_RECLAIM_STATS_BPF_H */

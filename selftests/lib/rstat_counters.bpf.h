@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Per-cgroup counters summed up the cgroup tree by rstat, the way the
+ * kernel's own rstat users do it, with BPF maps:
+ *
+ * rs_count(cgrp, add)  adds RS_NR counters for @cgrp on this CPU and tells
+ *	rstat (RSTAT_UPDATED) that (cgroup, CPU) has something to flush.
+ * rs_flush (fentry/bpf_rstat_flush)  rstat calls it for every (cgroup, CPU)
+ *	with updates, children before parents, under the rstat lock: the CPU's
+ *	delta since the last flush plus what the children pushed up (pending)
+ *	is folded into the cgroup's total and pushed to the parent's pending
+ *	(not with rs_broken set, the broken variants' "forgot the parent").
+ * rs_read(cgrp)  RSTAT_FLUSH(cgrp) (so: sleepable programs only), then the
+ *	cgroup's totals, zero when it never counted anything.
+ *
+ * The flushes are serialised by the rstat lock: the totals need no atomics.
+ * The locked adds (the first counter in rs_count(), rs_flushes in rs_flush)
+ * are full barriers: the updater's "store state; test on-list" and the
+ * flusher's "unlink; load state" cannot both miss each other, which on x86
+ * could lose the last update until the next one, which a finished test
+ * never makes.
+ *
+ * RS_NR must be known first; include after vmlinux.h, bpf_helpers.h, bpf_tracing.h.
+ * With RSTAT_API_CSS the 6.16+ kfunc names are called (bpf_rstat.h).
+ */
+#ifndef SELFTESTS_LIB_RSTAT_COUNTERS_BPF_H
+#define SELFTESTS_LIB_RSTAT_COUNTERS_BPF_H
+
+#include "bpf_rstat.h"
+#include "rstat_counters.h"
+
+#define RS_MAX_CGROUPS 4096
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, RS_MAX_CGROUPS);
+	__type(key, __u64);
+	__type(value, struct rs_pcpu);
+} rs_pcpu SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RS_MAX_CGROUPS);
+	__type(key, __u64);
+	__type(value, struct rs_total);
+} rs_totals SEC(".maps");
+
+const volatile bool rs_broken;	/* set before load: the flush forgets the parent */
+__u64 rs_flushes;		/* bpf_rstat_flush() calls */
+__u64 rs_folded;		/* ... that found a per-CPU delta */
+__u64 rs_map_errors;		/* a map update failed: counts were lost */
+struct rs_total rs_none;	/* what rs_read() gives for a cgroup without totals */
+
+/* @map's element for @id, made (zeroed) if absent; -EEXIST: another CPU made it */
+static __always_inline void *rs_elem(void *map, __u64 *id, void *zero)
+{
+	void *v = bpf_map_lookup_elem(map, id);
+
+	if (v)
+		return v;
+	bpf_map_update_elem(map, id, zero, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(map, id);
+	if (!v)
+		__sync_fetch_and_add(&rs_map_errors, 1);
+	return v;
+}
+
+static __always_inline void rs_count(struct cgroup *cgrp, const __u64 *add)
+{
+	struct rs_pcpu zero = {}, *pc;
+	__u64 id = cgrp->kn->id;
+	int i;
+
+	pc = rs_elem(&rs_pcpu, &id, &zero);
+	if (!pc)
+		return;
+	for (i = 1; i < RS_NR; i++)
+		pc->state[i] += add[i];
+	__sync_fetch_and_add(&pc->state[0], add[0]);	/* the barrier: see the top */
+	RSTAT_UPDATED(cgrp, bpf_get_smp_processor_id());
+}
+
+SEC("fentry/bpf_rstat_flush")
+int BPF_PROG(rs_flush, struct cgroup *cgrp, struct cgroup *parent, int cpu)
+{
+	__u64 id = cgrp->kn->id, delta[RS_NR] = {}, any = 0, s;
+	struct rs_total zero = {}, *t;
+	struct rs_pcpu *pc;
+	int i;
+
+	__sync_fetch_and_add(&rs_flushes, 1);	/* the barrier: see the top */
+	pc = bpf_map_lookup_percpu_elem(&rs_pcpu, &id, (__u32)cpu);
+	for (i = 0; pc && i < RS_NR; i++) {
+		s = *(volatile __u64 *)&pc->state[i];
+		delta[i] = s - pc->prev[i];
+		pc->prev[i] = s;
+		any |= delta[i];
+	}
+	if (any)
+		__sync_fetch_and_add(&rs_folded, 1);
+	/* no totals and nothing new: nothing can be pending either */
+	t = any ? rs_elem(&rs_totals, &id, &zero) : bpf_map_lookup_elem(&rs_totals, &id);
+	for (i = 0, any = 0; t && i < RS_NR; i++) {
+		t->own[i] += delta[i];
+		delta[i] += t->pending[i];
+		t->pending[i] = 0;
+		t->total[i] += delta[i];
+		any |= delta[i];
+	}
+	if (!t || !parent || rs_broken || !any)
+		return 0;
+	id = parent->kn->id;
+	t = rs_elem(&rs_totals, &id, &zero);
+	for (i = 0; t && i < RS_NR; i++)
+		t->pending[i] += delta[i];
+	return 0;
+}
+
+static __always_inline const struct rs_total *rs_read(struct cgroup *cgrp)
+{
+	__u64 id = cgrp->kn->id;
+	const struct rs_total *t;
+
+	RSTAT_FLUSH(cgrp);	/* children first; may sleep */
+	t = bpf_map_lookup_elem(&rs_totals, &id);
+	return t ?: &rs_none;
+}
+
+#endif /* SELFTESTS_LIB_RSTAT_COUNTERS_BPF_H */
