@@ -160,13 +160,10 @@ static int check_load(void)
 
 static int check_setup(void)
 {
-	char why[256];
-	bool skip;
-	int i, err;
+	int i, err = cg_find_root(&mnt, NULL);
 
-	mnt = cg_root(why, sizeof(why), &skip);
-	if (!mnt)
-		return skip ? check_skip("%s", why) : check_fail("%s", why);
+	if (err != KSFT_PASS)
+		return err;
 	for (i = 0; i < NUM_NODES; i++) {
 		snprintf(nodes[i].path, sizeof(nodes[i].path), "%s/cgroup_iter_rstat.%d%s%s", mnt,
 			 getpid(), i ? "/" : "", nodes[i].rel);
@@ -373,7 +370,7 @@ static int check_cleanup(void)
 	cgroup_iter_rstat_bpf__destroy(skel);
 	if (!nodes[N_ROOT].ino)
 		return check_skip("no cgroups were created");
-	if (cg_destroy_all())
+	if (cg_cleanup())
 		return KSFT_FAIL;
 	return access(nodes[N_ROOT].path, F_OK) ? KSFT_PASS :
 	       check_fail("%s still exists after rmdir", nodes[N_ROOT].path);

@@ -258,19 +258,11 @@ static bool attach_node(int i)
 static int check_env(void)
 {
 	const char *sd = getenv("HARNESS_SCRATCH");
-	char why[256];
 	struct statfs sfs;
-	bool skip;
-	int i;
+	int i = cg_find_root(&mnt, "memory");
 
-	mnt = cg_root(why, sizeof(why), &skip);
-	if (!mnt)
-		return skip ? check_skip("%s", why) : check_fail("%s", why);
-	if (!cg_has_word(mnt, "cgroup.controllers", "memory"))
-		return check_skip("memory controller not available on %s", mnt);
-	i = cg_has_word(mnt, "cgroup.subtree_control", "memory") ? 0 : cg_enable(mnt, "+memory");
-	if (i)
-		return check_fail("enabling +memory in %s: %s", mnt, strerror(-i));
+	if (i != KSFT_PASS)
+		return i;
 	snprintf(nodes[N_CG2].path, sizeof(nodes[N_CG2].path), "%s", mnt);
 	if (!attach_node(N_CG2))
 		return KSFT_FAIL;
@@ -487,7 +479,7 @@ static int check_cleanup(void)
 		bpf_link__destroy(nodes[i].link);
 	for (i = 0; i < NUM_LEAVES; i++)
 		left |= unlink(leaf_file[i]) && errno != ENOENT;
-	failures = cg_destroy_all();	/* kills what is left in the tree */
+	failures = cg_cleanup();	/* kills what is left in the tree */
 	if (!n_created)
 		return check_skip("no cgroups were created");
 	if (left || failures)

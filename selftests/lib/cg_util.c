@@ -20,6 +20,7 @@
 
 static char root[CG_PATH_MAX];
 static char own_mount[CG_PATH_MAX];	/* set when we mounted cgroup2 */
+static char root_enabled[64];		/* "-memory" when we enabled +memory there */
 static char **made;			/* cg_create()d, in creation order */
 static int n_made, cap_made;
 static void (*signal_fn)(void);
@@ -29,24 +30,13 @@ static void on_signal(int sig)
 	(void)sig;
 	if (signal_fn)
 		signal_fn();
-	cg_destroy_all();
-	if (own_mount[0])
-		umount2(own_mount, MNT_DETACH);
+	cg_cleanup();
 	_exit(KSFT_FAIL);
 }
 
 void cg_on_signal(void (*fn)(void))
 {
 	signal_fn = fn;
-}
-
-static void install_handlers(void)
-{
-	struct sigaction sa = { .sa_handler = on_signal };
-
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
 }
 
 static bool find_mount(void)
@@ -66,28 +56,60 @@ static bool find_mount(void)
 	return root[0];
 }
 
-const char *cg_root(char *why, size_t len, bool *skip)
+/* nothing mounted: /sys/fs/cgroup if it is free, else a fresh directory */
+static int mount_own(void)
 {
-	*skip = false;
-	if (root[0] || find_mount())
-		goto out;
-	/* nothing mounted: /sys/fs/cgroup if it is free, else a fresh directory */
 	snprintf(own_mount, sizeof(own_mount), "/sys/fs/cgroup");
 	if (mount("cgroup2", own_mount, "cgroup2", 0, NULL)) {
 		snprintf(own_mount, sizeof(own_mount), "/tmp/cgroup2.XXXXXX");
 		if (!mkdtemp(own_mount) || mount("cgroup2", own_mount, "cgroup2", 0, NULL)) {
-			snprintf(why, len, "no cgroup2 mount, and mounting one at %s failed: %s",
-				 own_mount, strerror(errno));
-			*skip = errno == ENODEV || errno == EPERM || errno == EACCES;
+			int err = errno;
+
+			ksft_print_msg("no cgroup2 mount, and mounting one at %s failed: %s\n",
+				       own_mount, strerror(err));
 			own_mount[0] = '\0';
-			return NULL;
+			return err == ENODEV || err == EPERM || err == EACCES ? KSFT_SKIP : KSFT_FAIL;
 		}
 	}
 	ksft_print_msg("no cgroup2 mount found; mounted one at %s\n", own_mount);
 	snprintf(root, sizeof(root), "%s", own_mount);
-out:
-	install_handlers();
-	return root;
+	return KSFT_PASS;
+}
+
+int cg_find_root(const char **out, const char *controller)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	char change[64];
+	int err;
+
+	*out = NULL;
+	if (!root[0] && !find_mount() && (err = mount_own()))
+		return err == KSFT_SKIP ? check_skip("no cgroup2 here") : KSFT_FAIL;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	if (controller && !cg_has_word(root, "cgroup.controllers", controller))
+		return check_skip("no %s controller in %s", controller, root);
+	if (controller && !cg_has_word(root, "cgroup.subtree_control", controller)) {
+		snprintf(change, sizeof(change), "+%s", controller);
+		err = cg_enable(root, change);
+		if (err)
+			return check_fail("enabling %s in %s: %s", change, root, strerror(-err));
+		snprintf(root_enabled, sizeof(root_enabled), "-%s", controller);
+	}
+	*out = root;
+	return KSFT_PASS;
+}
+
+int cg_cleanup(void)
+{
+	int failed = cg_destroy_all();
+
+	if (root_enabled[0] && !failed)	/* best effort: as cg_find_root() found it */
+		cg_enable(root, root_enabled);
+	if (own_mount[0] && !failed && !umount2(own_mount, MNT_DETACH))
+		own_mount[0] = root[0] = '\0';
+	return failed;
 }
 
 char *cg_name(char *buf, const char *parent, const char *name)

@@ -6,8 +6,9 @@
  * inside one.
  *
  * Every cgroup made with cg_create() is remembered; cg_destroy_all() removes
- * them leaves first (killing what runs in them), and is what a SIGINT,
- * SIGTERM or SIGHUP does before the test exits, so a test stopped by the
+ * them leaves first (killing what runs in them), and cg_cleanup() (what a
+ * SIGINT, SIGTERM or SIGHUP does before the test exits, once cg_find_root()
+ * ran) also undoes what cg_find_root() changed: a test stopped by the
  * harness's timeout leaves no cgroup behind.
  */
 #ifndef SELFTESTS_LIB_CG_UTIL_H
@@ -20,11 +21,17 @@
 #define CG_PATH_MAX 512
 
 /*
- * The cgroup2 mount (mounted at /sys/fs/cgroup or a temporary directory if
- * none is), or NULL with @why set; *@skip says whether the environment
- * simply has no cgroup2 (a SKIP, not a failure).  Cached after the first call.
+ * A check's verdict: KSFT_PASS with *@root the cgroup2 mount (mounted at
+ * /sys/fs/cgroup, or a temporary directory, when none is), KSFT_SKIP when
+ * this system has no cgroup2 or no @controller (NULL: none needed), else
+ * KSFT_FAIL; the reason printed.  @controller is enabled in the root's
+ * subtree_control if it is not yet; cg_cleanup() undoes what this did.
  */
-const char *cg_root(char *why, size_t len, bool *skip);
+int cg_find_root(const char **root, const char *controller);
+
+/* cg_destroy_all(), then the root as cg_find_root() found it; the number of
+ * cgroups that could not be removed */
+int cg_cleanup(void);
 
 /* "<parent>/<name>" into @buf (which it returns) */
 char *cg_name(char *buf, const char *parent, const char *name);

@@ -258,6 +258,32 @@ void metrics_arr_end(void)
 	nest(NULL, ']');
 }
 
+void metrics_measure(const double *v, int n, const char *unit, const char *direction)
+{
+	double *sorted = malloc(n * sizeof(*v)), sum = 0;
+	int i;
+
+	if (!sorted || n <= 0) {
+		free(sorted);
+		return;
+	}
+	memcpy(sorted, v, n * sizeof(*v));
+	for (i = 0; i < n; i++)
+		sum += v[i];
+	metrics_num("median", median(sorted, n));
+	metrics_num("mean", sum / n);
+	metrics_num("min", sorted[0]);
+	metrics_num("max", sorted[n - 1]);
+	metrics_int("n", n);
+	metrics_str("unit", unit);
+	metrics_str("direction", direction);
+	metrics_arr("samples");
+	for (i = 0; n <= 2000 && i < n; i++)
+		metrics_num(NULL, v[i]);
+	metrics_arr_end();
+	free(sorted);
+}
+
 void metrics_close(void)
 {
 	if (!mf)

@@ -87,4 +87,12 @@ void metrics_end(void);			/* closes metrics_obj() */
 void metrics_arr_end(void);		/* closes metrics_arr() */
 void metrics_close(void);
 
+/*
+ * A measurement, as members of the object open: "median", "mean", "min",
+ * "max", "n", "unit", "direction" ("lower" or "higher" is better) and the
+ * "samples" when n <= 2000; the harness compares runs by these.  @v (@n
+ * values, n > 0) is left as it is.
+ */
+void metrics_measure(const double *v, int n, const char *unit, const char *direction);
+
 #endif /* SELFTESTS_LIB_CHECK_H */

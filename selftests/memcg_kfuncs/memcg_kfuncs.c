@@ -67,7 +67,6 @@ static const void *neg_elf;		/* memcg_kfuncs_neg.bpf.o: refused programs */
 static size_t neg_sz;
 static struct bpf_link *walk_link;	/* P's DESCENDANTS_PRE walk, for E */
 static const char *cg_mnt;
-static bool root_memory_by_us;
 static long page_size;
 static long long tol_units, tp;	/* TOL; in pages' bytes */
 static int kmaj, kmin, kver;	/* kver: 611 for 6.11 */
@@ -137,20 +136,10 @@ static int check_load(void)
 static int check_setup(void)
 {
 	struct bpf_program *prog = skel->progs.memcg_read;
-	char why[256];
-	bool skip;
-	int i;
+	int i = cg_find_root(&cg_mnt, "memory");
 
-	cg_mnt = cg_root(why, sizeof(why), &skip);
-	if (!cg_mnt || !cg_has_word(cg_mnt, "cgroup.controllers", "memory")) {
-		check_skip_why("%s", cg_mnt ? "no memory controller" : why);
-		return cg_mnt || skip ? KSFT_SKIP : KSFT_FAIL;
-	}
-	if (!cg_has_word(cg_mnt, "cgroup.subtree_control", "memory")) {
-		if (cg_enable(cg_mnt, "+memory"))
-			return check_fail("enabling +memory in %s: %s", cg_mnt, strerror(errno));
-		root_memory_by_us = true;
-	}
+	if (i != KSFT_PASS)
+		return i;
 	for (i = 0; i < NUM_CG; i++) {
 		snprintf(cgs[i].path, CG_PATH_MAX, "%s/memcg_kfuncs.%d%s", cg_mnt,
 			 (int)getpid(), cg_rel[i]);
@@ -522,7 +511,7 @@ static int check_no_reference(void)
 
 static int check_cleanup(void)
 {
-	int i, failed;
+	int i;
 
 	stop_worker();
 	bpf_link__destroy(walk_link);
@@ -531,10 +520,7 @@ static int check_cleanup(void)
 	memcg_kfuncs_bpf__destroy(skel);
 	if (!cgs[CG_P].path[0])
 		return check_skip("no cgroups were created");
-	failed = cg_destroy_all();
-	if (root_memory_by_us)
-		cg_enable(cg_mnt, "-memory");	/* best effort: the root as we found it */
-	return failed ? KSFT_FAIL : KSFT_PASS;
+	return cg_cleanup() ? KSFT_FAIL : KSFT_PASS;
 }
 
 int main(void)

@@ -54,15 +54,8 @@ static __always_inline void fill(struct mb_rec *r, struct cgroup *cgrp, __u64 id
 	}
 	bpf_mem_cgroup_flush_stats(memcg);
 	r->flush_ret = 0;
-	r->val[B_ANON] = bpf_mem_cgroup_page_state(memcg, NR_ANON_MAPPED);
-	r->val[B_FILE] = bpf_mem_cgroup_page_state(memcg, NR_FILE_PAGES);
-	r->val[B_KERNEL] = bpf_mem_cgroup_page_state(memcg, MEMCG_KMEM);
-	r->val[B_SHMEM] = bpf_mem_cgroup_page_state(memcg, NR_SHMEM);
-	r->val[B_FILE_MAPPED] = bpf_mem_cgroup_page_state(memcg, NR_FILE_MAPPED);
-	r->val[B_WS_REFAULT_ANON] =
-		bpf_mem_cgroup_page_state(memcg, WORKINGSET_REFAULT_ANON);
-	r->val[B_PGFAULT] = bpf_mem_cgroup_vm_events(memcg, PGFAULT);
-	r->val[B_PGMAJFAULT] = bpf_mem_cgroup_vm_events(memcg, PGMAJFAULT);
+#define MB_READ(key, kfunc, item) r->val[B_##key] = bpf_mem_cgroup_##kfunc(memcg, item);
+	MB_FIELDS(MB_READ)
 	bpf_put_mem_cgroup(memcg);
 }
 

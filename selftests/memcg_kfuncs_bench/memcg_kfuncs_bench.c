@@ -34,10 +34,8 @@
 #define MEMSTAT_BUF 16384
 #define HOLDER_ANON (1024 * 1024)
 
-static const char *const field_key[NR_BFIELDS] = {
-	"anon", "file", "kernel", "shmem", "file_mapped", "workingset_refault_anon",
-	"pgfault", "pgmajfault",
-};
+#define MB_KEY(key, ...) #key,
+static const char *const field_key[NR_BFIELDS] = { MB_FIELDS(MB_KEY) };
 
 enum method { M_READ, M_PARSE, M_ITER_SELF, M_ITER_TREE, M_SYSCALL, NR_METHODS };
 static const char *const method_name[NR_METHODS] = {
@@ -49,7 +47,6 @@ static const char *const method_desc[NR_METHODS] = {
 	"iter.s/cgroup, SELF_ONLY link per cgroup", "iter.s/cgroup, one DESCENDANTS_PRE link",
 	"syscall program, one BPF_PROG_RUN per read",
 };
-#define MAX_RAW 2000	/* rounds up to which samples_us goes to the JSON */
 
 struct meas {
 	bool done, valid;
@@ -265,19 +262,17 @@ static bool open_config(struct config *c)
 
 static int check_setup(void)
 {
-	char why[256], name[32];
-	const char *root;
 	struct config *c;
-	bool skip;
+	const char *root;
+	char name[32];
 	int i, err;
 
 	if (cur)
 		teardown(cur);
 	c = cur = cur ? cur + 1 : configs;
-	root = cg_root(why, sizeof(why), &skip);
-	if (!root)
-		return skip ? check_skip("%s", why) : check_fail("%s", why);
-	cg_enable(root, "+memory");
+	err = cg_find_root(&root, "memory");
+	if (err != KSFT_PASS)
+		return err;
 	snprintf(name, sizeof(name), "memcg_kfuncs_bench.%d", getpid());
 	cg_name(top, root, name);
 	snprintf(name, sizeof(name), "cg%d", c->n);
@@ -311,9 +306,9 @@ static bool charged(struct config *c)
 		if (!run_round(c, M_PARSE))
 			return false;
 		for (i = 0; i < c->n; i++)
-			if (c->vals[i][B_SHMEM] != (__s64)file_pages(i) * page_size ||
-			    c->vals[i][B_PGFAULT] < anon_pages(i) ||
-			    (!i && c->vals[i][B_ANON] < HOLDER_ANON))
+			if (c->vals[i][B_shmem] != (__s64)file_pages(i) * page_size ||
+			    c->vals[i][B_pgfault] < anon_pages(i) ||
+			    (!i && c->vals[i][B_anon] < HOLDER_ANON))
 				break;
 		if (i == c->n)
 			return true;
@@ -343,11 +338,11 @@ static int check_agree(void)
 
 			if (m == M_SYSCALL && !with_syscall)
 				continue;
-			expect(&ok, v[B_SHMEM] == (__s64)file_pages(i) * page_size,
+			expect(&ok, v[B_shmem] == (__s64)file_pages(i) * page_size,
 			       "%s %s: shmem %lld, charged %lld", c->path[i], method_name[m],
-			       (long long)v[B_SHMEM], (long long)file_pages(i) * page_size);
+			       (long long)v[B_shmem], (long long)file_pages(i) * page_size);
 			for (f = 0; f < NR_BFIELDS; f++) {
-				long long tol = tol_units * (f >= B_WS_REFAULT_ANON ? 1 : page_size);
+				long long tol = tol_units * (f >= B_workingset_refault_anon ? 1 : page_size);
 				long long d = v[f] - c->vals[i][f];
 
 				compared++;
@@ -423,10 +418,10 @@ static int check_cleanup(void)
 
 	if (cur)
 		teardown(cur);
-	failed = top[0] ? cg_destroy(top) : 0;
+	failed = cg_cleanup();
 	umount2(tmpfs, MNT_DETACH);
 	rmdir(tmpfs);
-	return failed ? check_fail("rmdir %s: %s", top, strerror(-failed)) : KSFT_PASS;
+	return failed ? KSFT_FAIL : KSFT_PASS;
 }
 
 static double ratio(const struct meas *a, const struct meas *b, bool cpu)
@@ -467,7 +462,7 @@ static void write_metrics(void)
 {
 	char summary[1024] = "elapsed memory.stat read only vs kfuncs:", key[64];
 	struct utsname u;
-	int k, m, i;
+	int k, m;
 
 	uname(&u);
 	metrics_open();
@@ -497,18 +492,8 @@ static void write_metrics(void)
 			metrics_num("sys_s", me->sys);
 			metrics_int("reads", me->reads);
 			metrics_int("rounds", configs[k].rounds);
-			metrics_num("us_per_read", me->med);
-			metrics_str("unit", "us_per_read");
-			metrics_str("direction", "lower");
 			metrics_bool("valid", me->valid);
-			metrics_int("n", me->n);
-			metrics_num("mean_us", me->elapsed * 1e6 / (me->reads ?: 1));
-			metrics_num("min_us", me->min);
-			metrics_num("max_us", me->max);
-			metrics_arr("samples_us");
-			for (i = 0; me->n <= MAX_RAW && i < me->n; i++)
-				metrics_num(NULL, me->us[i]);
-			metrics_arr_end();
+			metrics_measure(me->us, me->n, "us_per_read", "lower");
 			metrics_end();
 		}
 	}

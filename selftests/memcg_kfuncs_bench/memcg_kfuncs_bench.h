@@ -8,17 +8,15 @@
 #ifndef MEMCG_KFUNCS_BENCH_H
 #define MEMCG_KFUNCS_BENCH_H
 
-enum mb_field {
-	B_ANON,			/* "anon"                     NR_ANON_MAPPED */
-	B_FILE,			/* "file"                     NR_FILE_PAGES */
-	B_KERNEL,		/* "kernel"                   MEMCG_KMEM */
-	B_SHMEM,		/* "shmem"                    NR_SHMEM */
-	B_FILE_MAPPED,		/* "file_mapped"              NR_FILE_MAPPED */
-	B_WS_REFAULT_ANON,	/* "workingset_refault_anon"  WORKINGSET_REFAULT_ANON */
-	B_PGFAULT,		/* "pgfault"                  PGFAULT */
-	B_PGMAJFAULT,		/* "pgmajfault"               PGMAJFAULT */
-	NR_BFIELDS
-};
+/* X(key in memory.stat, the bpf_mem_cgroup_* kfunc reading it, its item) */
+#define MB_FIELDS(X)								\
+	X(anon, page_state, NR_ANON_MAPPED) X(file, page_state, NR_FILE_PAGES)	\
+	X(kernel, page_state, MEMCG_KMEM) X(shmem, page_state, NR_SHMEM)	\
+	X(file_mapped, page_state, NR_FILE_MAPPED)				\
+	X(workingset_refault_anon, page_state, WORKINGSET_REFAULT_ANON)	\
+	X(pgfault, vm_events, PGFAULT) X(pgmajfault, vm_events, PGMAJFAULT)
+#define MB_SLOT(key, ...) B_##key,
+enum mb_field { MB_FIELDS(MB_SLOT) NR_BFIELDS };
 
 struct mb_rec {
 	__u64 id;		/* cgrp->kn->id == st_ino of the cgroup directory */

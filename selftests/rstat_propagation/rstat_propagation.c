@@ -93,16 +93,12 @@ static int sleep_forever(void *arg __attribute__((unused)))
 static int check_tree_setup(void)
 {
 	struct rs_total zero = {};
-	char why[256], name[64];
 	const char *cgroot;
-	bool skip;
-	int i;
+	char name[64];
+	int i = cg_find_root(&cgroot, NULL);
 
-	cgroot = cg_root(why, sizeof(why), &skip);
-	if (!cgroot) {
-		check_skip_why("%s", why);
-		return skip ? KSFT_SKIP : KSFT_FAIL;
-	}
+	if (i != KSFT_PASS)
+		return i;
 	snprintf(name, sizeof(name), "rstat_prop_park.%d", getpid());
 	if (cg_create(cg_name(park, cgroot, name)))
 		goto fail;
@@ -280,7 +276,7 @@ static int check_tree_cleanup(void)
 		cg_wait(child);
 	bpf_link__destroy(iter);
 	rstat_propagation_bpf__destroy(skel);
-	return cg_destroy_all() ? KSFT_FAIL : KSFT_PASS;
+	return cg_cleanup() ? KSFT_FAIL : KSFT_PASS;
 }
 
 static const struct check checks[] = {

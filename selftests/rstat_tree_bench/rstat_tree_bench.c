@@ -180,16 +180,15 @@ static int run_round(int si, int mode, int r, struct bpf_link **links, int leave
 	return KSFT_PASS;
 }
 
-/* the median of the rounds measured of a size that passed, -1 when none was */
-static double median_ms(int si, int mode, int m)
+/* the rounds measured of a size that passed, into @v; how many */
+static int samples(int si, int mode, int m, double *v)
 {
-	double v[MAX_ROUNDS];
 	int r, n = 0;
 
 	for (r = 0; size_ok[si] && r < rounds; r++)
 		if (ms[si][mode][m][r] >= 0)
 			v[n++] = ms[si][mode][m][r];
-	return n ? median(v, n) : -1;
+	return n;
 }
 
 /* one size (sizes[] in check order): build, measure, check, remove */
@@ -219,34 +218,41 @@ static int check_tree(void)
 	return ret;
 }
 
+/* the median of the last size's reads over the first's; -1 when one is missing */
 static double growth(int mode, int m)
 {
-	double a = median_ms(0, mode, m), b = median_ms(num_sizes - 1, mode, m);
+	double a[MAX_ROUNDS], b[MAX_ROUNDS];
+	int na = samples(0, mode, m, a), nb = samples(num_sizes - 1, mode, m, b);
 
-	return a > 0 && b > 0 ? b / a : -1;
+	return na && nb && median(a, na) > 0 ? median(b, nb) / median(a, na) : -1;
 }
 
-/* sizes, median_ms.<mode>.<method>[size] (-1: not measured), summary */
+/* sizes; reads."<mode>/<method>@<size>": a measurement in ms; the summary */
 static void write_metrics(void)
 {
-	int mode, m, si;
-	char summary[256];
+	char key[64], summary[256];
+	double v[MAX_ROUNDS];
+	int mode, m, si, n;
 
 	metrics_open();
 	metrics_arr("sizes");
 	for (si = 0; si < num_sizes; si++)
 		metrics_int(NULL, sizes[si]);
 	metrics_arr_end();
-	metrics_obj("median_ms");
-	for (mode = 0; mode < NUM_MODES; mode++) {
-		metrics_obj(mode_name[mode]);
-		for (m = 0; m < NUM_METHODS; m++) {
-			metrics_arr(method_name[m]);
-			for (si = 0; si < num_sizes; si++)
-				metrics_num(NULL, median_ms(si, mode, m));
-			metrics_arr_end();
+	metrics_obj("reads");
+	for (si = 0; si < num_sizes; si++) {
+		for (mode = 0; mode < NUM_MODES; mode++) {
+			for (m = 0; m < NUM_METHODS; m++) {
+				n = samples(si, mode, m, v);
+				if (!n)
+					continue;	/* walk unsupported, or the size failed */
+				snprintf(key, sizeof(key), "%s/%s@%d", mode_name[mode],
+					 method_name[m], sizes[si]);
+				metrics_obj(key);
+				metrics_measure(v, n, "ms", "lower");
+				metrics_end();
+			}
 		}
-		metrics_end();
 	}
 	metrics_end();
 	snprintf(summary, sizeof(summary),
@@ -267,16 +273,14 @@ static void on_signal(void)
 static int check_environment(void)
 {
 	const char *scratch = getenv("HARNESS_SCRATCH");
-	int i, blocks = 0;
-	char why[256];
-	bool skip;
+	int i = cg_find_root(&mnt, "memory"), blocks = 0;
 
 	ncpus = libbpf_num_possible_cpus();
 	vals = ncpus > 0 ? calloc(ncpus, sizeof(*vals)) : NULL;
-	mnt = cg_root(why, sizeof(why), &skip);
-	if (!mnt || !scratch || !vals)
-		return check_fail("needs cgroup2 (%s) and $HARNESS_SCRATCH", mnt ? "ok" : why);
-	cg_enable(mnt, "+memory");	/* may already be on */
+	if (i != KSFT_PASS)
+		return i;
+	if (!scratch || !vals)
+		return check_fail("needs $HARNESS_SCRATCH (a disk file system)");
 	for (i = 0; i < num_sizes; i++)	/* a block per node: a leaf's offset is its index */
 		blocks = sizes[i] + 1 > blocks ? sizes[i] + 1 : blocks;
 	snprintf(file_path, sizeof(file_path), "%s/rstat_tree_bench.%d", scratch, getpid());
@@ -348,5 +352,6 @@ int main(int argc, char **argv)
 		write_metrics();
 	rstat_tree_bench_bpf__destroy(skel);
 	on_signal();
+	cg_cleanup();
 	return ret;
 }
