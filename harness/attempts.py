@@ -4,10 +4,12 @@ The guest runs attempt k of test T under the name `T~k` (its own output, metrics
 kernel-log section); `fold` turns the attempts back into one result named T that keeps
 every attempt. Pure: results in, results out.
 
-A test whose attempts all agree has their status. One whose attempts disagree is judged
-by its worst attempt, and its reason says how often each status came out ("flaky: 19 of
-20 attempts passed; attempt 7 FAIL"): a reliability claim ("passes every time") fails on
-one bad attempt, and the counts show how bad.
+A test whose attempts all agree has their status. One that both passed and failed (or
+timed out) is FLAKY, its reason saying how often ("flaky: 19 of 20 attempts passed;
+attempt 7 FAIL"): a reliability claim ("passes every time") fails on one bad attempt, and
+the counts show how bad; the expectations file may declare a minimum pass rate for a
+known-flaky test (verdict.judge_known_failures). Attempts that disagree otherwise (a
+skip and a pass) are judged by the worst.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ def fold(results: Sequence[TestResult]) -> list[TestResult]:
 def _judged(name: str, attempts: list[TestResult]) -> TestResult:
     statuses = [a.status for a in attempts]
     status = worst(statuses)
+    shown = next(a for a in attempts if a.status is status)
+    if Status.PASS in statuses and status in (Status.FAIL, Status.TIMEOUT):
+        status = Status.FLAKY
     counts = Counter(s.value for s in statuses)
     n = len(attempts)
     if len(counts) == 1:
@@ -70,7 +75,6 @@ def _judged(name: str, attempts: list[TestResult]) -> TestResult:
         reason = (f"flaky: {passed} of {n} attempts passed; " + ", ".join(bad[:10])
                   + (f" and {len(bad) - 10} more" if len(bad) > 10 else ""))
     # the result shown is the worst attempt's (its checks, log and splats), with all of them
-    shown = next(a for a in attempts if a.status is status)
     splats = tuple(s for a in attempts for s in a.splats)
     notes = tuple(dict.fromkeys(n for a in attempts for n in a.notes))
     first_reason = f"; {shown.name}: {shown.reason}" if shown.reason else ""

@@ -8,6 +8,7 @@ cause and fix, never a traceback); 128+N killed by signal N (130 SIGINT, 143 SIG
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -133,6 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
     mu.add_argument("--out", type=Path, metavar="DIR",
                     help="results directory (default results/mutate-<timestamp>)")
 
+    cmp = sub.add_parser("compare", help="what changed between two runs: newly failing, fixed, "
+                         "new splats, metrics beyond their spread (exit 1: regressed)")
+    cmp.add_argument("before", metavar="A", help="a run directory or results.json, or RUN:CELL "
+                     "for one cell of it")
+    cmp.add_argument("after", metavar="B", help="the same for the run to judge")
+    cmp.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as "
+                     "JSON")
+    cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write it as markdown "
+                     "(for a pull request or a mail)")
     sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
     ls = sub.add_parser("matrix", help="list the matrix cells")
     ls.add_argument("--tier", choices=[t.value for t in Tier], default="full")
@@ -349,6 +359,48 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     return code
 
 
+def load_run(spec: str) -> tuple[dict[str, Any], str | None, str]:
+    """RUN, RUN/results.json or RUN:CELL -> (results.json, the cell or None, a label)."""
+    path, cell = Path(spec), None
+    if not path.exists() and ":" in spec:
+        head, cell = spec.rsplit(":", 1)
+        path = Path(head)
+    file = path / "results.json" if path.is_dir() else path
+    if not file.is_file():
+        raise EnvironmentProblem(f"{spec}: no results.json there",
+                                 fix="give a run's directory (harness run --out DIR), its "
+                                     "results.json, or DIR:CELL for one cell")
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise EnvironmentProblem(f"{file}: not a readable results.json: {exc}",
+                                 fix="give the results.json a run wrote") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise EnvironmentProblem(f"{file}: not a results.json of a run (no cells)",
+                                 fix="give the results.json a run wrote")
+    return data, cell, spec
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from . import compare
+
+    a, cell_a, label_a = load_run(args.before)
+    b, cell_b, label_b = load_run(args.after)
+    try:
+        result = compare.compare(a, b, labels=(label_a, label_b), cells=(cell_a, cell_b))
+    except KeyError as exc:
+        raise EnvironmentProblem(str(exc.args[0]), fix="name a cell the run has") from None
+    if not result.cells:
+        raise EnvironmentProblem(f"{label_a} and {label_b} have no cell in common",
+                                 fix="compare one cell of each: A:CELL B:CELL")
+    print(compare.render_terminal(result))
+    if args.json:
+        atomic.write_json(args.json, compare.to_json(result))
+    if args.markdown:
+        atomic.write_text(args.markdown, compare.render_markdown(result))
+    return 1 if result.regressed else 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     found = doctor.checks()
     print(doctor.render(found))
@@ -382,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     handlers = {"run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
-                "check": cmd_check, "mutate": cmd_mutate}
+                "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt as exc:
@@ -396,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         log.error("%s", exc)
         return 2
+    except BrokenPipeError:  # the reader went away (| head): nothing left to tell
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as exc:
         log.error("%s", from_os_error(exc, f"harness {args.command}"))
         return 2

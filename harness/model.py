@@ -6,6 +6,7 @@ Stages pass these objects forward; nothing travels between stages as a dict of s
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ class Status(enum.Enum):
     SKIP = "SKIP"  # a test: skipped (by itself, or by the harness: a feature is missing);
     # a cell: every test was skipped, so nothing was tested
     NO_TESTS = "NO_TESTS"  # a cell with no test planned: nothing was tested
+    FLAKY = "FLAKY"  # a repeated test that both passed and failed (attempts.fold)
     FAIL = "FAIL"
     TIMEOUT = "TIMEOUT"
     CRASHED = "CRASHED"  # kernel splat, panic or bad taint while it ran
@@ -46,7 +48,7 @@ class Status(enum.Enum):
         cell SKIP: see `verdict.judge`.)"""
         if self.is_stage_error:
             return 2
-        if self in (Status.FAIL, Status.TIMEOUT, Status.CRASHED, Status.SKIP,
+        if self in (Status.FAIL, Status.FLAKY, Status.TIMEOUT, Status.CRASHED, Status.SKIP,
                     Status.NO_TESTS):
             return 1
         return 0
@@ -169,6 +171,27 @@ class KernelImage:
     cached: bool = False
 
 
+# What differs between two reports of the same splat: CPU and PID numbers, addresses and
+# offsets, a source path's directories and line, timestamps, counts.
+_VARYING = (
+    (re.compile(r"\bCPU[#:]? ?\d+"), "CPU"),
+    (re.compile(r"\bPID: ?\d+"), "PID"),
+    (re.compile(r"(?:[\w.-]+/)+([\w.-]+\.[chS])(?::\d+)?"), r"\1"),
+    (re.compile(r"\+?0x[0-9a-f]+(?:/0x[0-9a-f]+)?"), ""),
+    (re.compile(r"\b[0-9a-f]{8,}\b"), "ADDR"),
+    (re.compile(r"\d+"), "N"),
+)
+
+
+def normalised_title(title: str) -> str:
+    """A splat's first line without what varies between runs of the same bug:
+    "WARNING: CPU: 1 PID: 230 at mm/memcontrol.c:4242 f+0x1/0x2" ->
+    "WARNING: CPU PID at memcontrol.c f"."""
+    for pattern, repl in _VARYING:
+        title = pattern.sub(repl, title)
+    return " ".join(title.split())
+
+
 @dataclass(frozen=True, kw_only=True)
 class Splat:
     kind: str  # WARNING, BUG, KASAN, UBSAN, LOCKDEP, RCU_STALL, HUNG_TASK, SOFT_LOCKUP, PANIC, OOPS
@@ -181,8 +204,9 @@ class Splat:
 
     @property
     def fingerprint(self) -> str:
-        """What identifies this splat across runs: kind and faulting function."""
-        return f"{self.kind}:{self.function or '?'}"
+        """What identifies this splat across runs and builds: kind, faulting function and
+        the normalised title."""
+        return f"{self.kind}:{self.function or '?'}:{normalised_title(self.title)}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -56,6 +56,8 @@ class KnownFailure:
     reason: str
     evidence: str = ""
     flaky: bool = False  # fails sometimes: a pass is PASS (with a note), not XPASS
+    # a flaky test run several times (--repeat) passes with at least this share passed
+    min_pass_rate: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,10 +93,16 @@ def load_expectations(path: Path) -> Expectations:
         for key, flaky in (("expected_failure", False), ("flaky", True)):
             for e in data.get(key, []):
                 _check_range(str(e["kernel"]))
+                rate = e.get("min_pass_rate")
+                if rate is not None and (not flaky or not 0 < float(rate) <= 1
+                                         or e.get("subtest")):
+                    raise ValueError(f"min_pass_rate {rate!r}: a share of attempts "
+                                     "(0 < rate <= 1), for a whole [[flaky]] test only")
                 failures.append(KnownFailure(
                     test=str(e["test"]), subtest=e.get("subtest"), kernel=str(e["kernel"]),
                     reason=" ".join(str(e["reason"]).split()),
-                    evidence=str(e.get("evidence", "")), flaky=flaky))
+                    evidence=str(e.get("evidence", "")), flaky=flaky,
+                    min_pass_rate=None if rate is None else float(rate)))
         for e in data.get("expected_splat", []):
             function = str(e["function"]).strip()
             if not re.fullmatch(r"[A-Za-z_]\w*", function):
@@ -224,9 +232,11 @@ def judge_kernel(res: TestResult, known: tuple[KnownSplat, ...]) -> TestResult:
 
 def judge_known_failures(res: TestResult, known: tuple[KnownFailure, ...]) -> TestResult:
     mine = [e for e in known if e.test == res.name]
+    whole = next((e for e in mine if e.subtest is None), None)
+    if whole is not None and whole.flaky and res.attempts and res.status in _RATED:
+        return _judge_pass_rate(res, whole)
     if not mine or res.status not in (Status.FAIL, Status.PASS):
         return res
-    whole = next((e for e in mine if e.subtest is None), None)
     if whole is not None:
         if res.status is Status.FAIL:
             what = "declared flaky" if whole.flaky else "expected failure"
@@ -264,6 +274,23 @@ def judge_known_failures(res: TestResult, known: tuple[KnownFailure, ...]) -> Te
 
 
 _FAILING = frozenset({Status.FAIL, Status.TIMEOUT, Status.CRASHED})
+_RATED = frozenset({Status.PASS, Status.FLAKY, Status.FAIL, Status.TIMEOUT})
+
+
+def _judge_pass_rate(res: TestResult, declared: KnownFailure) -> TestResult:
+    """A declared-flaky test run several times: PASS (with a note) when its attempts passed
+    at least as often as declared (at least once without a declared rate), else FAIL."""
+    n = len(res.attempts)
+    passed = sum(1 for a in res.attempts if a.status is Status.PASS)
+    rate = declared.min_pass_rate
+    need = f" (declared minimum {rate:.0%})" if rate is not None else ""
+    if passed and (rate is None or passed >= rate * n):
+        return replace(res, status=Status.PASS, notes=(
+            *res.notes, f"declared flaky, passed {passed} of {n} attempts{need}: "
+                        f"{declared.reason}"))
+    return replace(res, status=Status.FAIL,
+                   reason=f"declared flaky, but passed {passed} of {n} attempts{need}; "
+                          f"{res.reason}")
 
 
 def _mark(case: TestCase, by_sub: dict[str | None, KnownFailure]) -> TestCase:

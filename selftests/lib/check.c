@@ -273,6 +273,8 @@ void metrics_measure(const double *v, int n, const char *unit, const char *direc
 	metrics_num("median", median(sorted, n));
 	metrics_num("mean", sum / n);
 	metrics_num("min", sorted[0]);
+	metrics_num("q1", sorted[n / 4]);	/* the spread a comparison judges by */
+	metrics_num("q3", sorted[(3 * n) / 4 < n ? (3 * n) / 4 : n - 1]);
 	metrics_num("max", sorted[n - 1]);
 	metrics_int("n", n);
 	metrics_str("unit", unit);

@@ -89,7 +89,7 @@ void metrics_close(void);
 
 /*
  * A measurement, as members of the object open: "median", "mean", "min",
- * "max", "n", "unit", "direction" ("lower" or "higher" is better) and the
+ * "q1", "q3" (quartiles: the spread), "max", "n", "unit", "direction" ("lower" or "higher" is better) and the
  * "samples" when n <= 2000; the harness compares runs by these.  @v (@n
  * values, n > 0) is left as it is.
  */

@@ -183,6 +183,54 @@ def test_a_declared_flaky_test_that_passes_reads_pass_with_a_note() -> None:
     assert "declared flaky" in by_name(failed)["t"].reason
 
 
+def _repeated(name: str, *statuses: Status) -> Result:
+    status = Status.FLAKY if len(set(statuses)) > 1 else statuses[0]
+    return Result(name=name, status=status, duration_s=1.0, exit_code=0, ktap=None,
+                  attempts=tuple(res(f"{name} attempt {k}", s)
+                                 for k, s in enumerate(statuses, 1)))
+
+
+@pytest.mark.parametrize(("statuses", "rate", "want"), [
+    ((Status.PASS, Status.FAIL, Status.PASS, Status.PASS), 0.75, Status.PASS),
+    ((Status.PASS, Status.FAIL, Status.FAIL, Status.PASS), 0.75, Status.FAIL),
+    ((Status.FAIL, Status.FAIL), 0.5, Status.FAIL),
+    ((Status.FAIL, Status.PASS), None, Status.PASS),  # no rate declared: once is enough
+    ((Status.FAIL, Status.FAIL), None, Status.FAIL),
+    ((Status.PASS, Status.PASS), 1.0, Status.PASS),
+])
+def test_a_declared_flaky_test_repeated_is_judged_by_its_pass_rate(
+        statuses: tuple[Status, ...], rate: float | None, want: Status) -> None:
+    flaky = Expectations(failures=(KnownFailure(test="t", subtest=None, kernel=">=6.12",
+                                                reason="timing", flaky=True,
+                                                min_pass_rate=rate),))
+    v = judge([*kernel(), _repeated("t", *statuses)], expectations=flaky)
+    t = by_name(v)["t"]
+    passed = statuses.count(Status.PASS)
+    assert t.status is want and v.status is want
+    said = t.notes[-1] if want is Status.PASS else t.reason
+    assert f"passed {passed} of {len(statuses)} attempts" in said
+    if rate is not None:
+        assert f"declared minimum {rate:.0%}" in said
+
+
+def test_an_undeclared_flaky_test_stays_flaky_and_fails_the_cell() -> None:
+    v = judge([*kernel(), _repeated("t", Status.PASS, Status.FAIL)])
+    assert by_name(v)["t"].status is Status.FLAKY
+    assert v.status is Status.FLAKY and v.status.exit_code == 1
+
+
+def test_a_pass_rate_is_only_for_a_whole_flaky_test(tmp_path: Path) -> None:
+    path = tmp_path / "e.toml"
+    for bad in ('[[expected_failure]]\nmin_pass_rate = 0.5\n', '[[flaky]]\nmin_pass_rate = 1.5\n',
+                '[[flaky]]\nsubtest = "s"\nmin_pass_rate = 0.5\n'):
+        path.write_text(bad + 'test = "t"\nkernel = ">=6.12"\nreason = "r"\n')
+        with pytest.raises(verdict.ExpectationsError, match="min_pass_rate"):
+            verdict.load_expectations(path)
+    path.write_text('[[flaky]]\ntest = "t"\nkernel = ">=6.12"\nreason = "r"\n'
+                    'min_pass_rate = 0.9\n')
+    assert verdict.load_expectations(path).failures[0].min_pass_rate == 0.9
+
+
 def _memcontrol(low: Status, other: Status) -> Result:
     cases = (Case(name="test_memcg_low", number=1, status=low),
              Case(name="test_memcg_min", number=2, status=other))
