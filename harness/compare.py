@@ -2,13 +2,13 @@
 
 `compare` pairs the cells (by name, or the one cell of each the user named), then within
 each pair the tests (kernel phases included: boot, set-up and shutdown are results too),
-their KTAP checks, their splats (by fingerprint), their measurements, the features and the
-patches. Each difference gets a `Change`; a comparison has regressed when any difference
-is REGRESSED:
+their KTAP checks, their splats (by identity: kind, faulting function, normalised title),
+their measurements, the features and the patches. Each difference gets a `Change`; a
+comparison has regressed when any difference is REGRESSED:
 
 - a status worse than before: from PASS (or the status the cell declares) to FAIL,
   TIMEOUT, CRASHED or a stage error, or from one of those to a more severe one;
-- a splat whose fingerprint the earlier run did not have;
+- a splat whose identity the earlier run did not have;
 - a measurement worse beyond its measured spread in its declared direction: the new
   median outside the old spread and the old median outside the new one (the spread: the
   interquartile range, or min..max for a measurement that reports no quartiles).
@@ -124,10 +124,10 @@ def _checks(cases: list[Doc], prefix: str = "") -> Iterator[tuple[str, str]]:
         yield from _checks(c.get("subtests", []), f"{name}/")
 
 
-def fingerprint(s: Doc) -> str:
-    """A splat's identity across runs (recomputed: older results kept a shorter one)."""
+def identity(s: Doc) -> str:
+    """A splat's identity across runs (model.Splat.identity), from its JSON."""
     return Splat(kind=str(s.get("kind", "")), function=str(s.get("function", "")),
-                 title=str(s.get("title", "")), text="").fingerprint
+                 title=str(s.get("title", "")), text="").identity
 
 
 def measurements(metrics: Any, path: str = "") -> Iterator[tuple[str, Doc]]:
@@ -204,8 +204,8 @@ def _compare_test(cell: str, name: str, a: Doc | None, b: Doc | None) -> Iterato
                 moved = Change.CHANGED  # the test's own status tells the story
             yield Difference(cell=cell, kind="check", name=f"{name}: {check}",
                              before=before_checks.get(check, "-"), after=status, change=moved)
-    old = {fingerprint(s) for s in a.get("splats", []) if not s.get("expected")}
-    new = {fingerprint(s): s for s in b.get("splats", []) if not s.get("expected")}
+    old = {identity(s) for s in a.get("splats", []) if not s.get("expected")}
+    new = {identity(s): s for s in b.get("splats", []) if not s.get("expected")}
     for fp, s in new.items():
         if fp not in old:
             yield Difference(cell=cell, kind="splat", name=f"{name}: {fp}", before="-",

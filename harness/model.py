@@ -204,9 +204,14 @@ class Splat:
 
     @property
     def fingerprint(self) -> str:
-        """What identifies this splat across runs and builds: kind, faulting function and
-        the normalised title."""
-        return f"{self.kind}:{self.function or '?'}:{normalised_title(self.title)}"
+        """Kind and faulting function: what counts and groups splats (short, for notes)."""
+        return f"{self.kind}:{self.function or '?'}"
+
+    @property
+    def identity(self) -> str:
+        """What identifies this splat across runs and builds (`harness compare`): the
+        fingerprint and the normalised title."""
+        return f"{self.fingerprint}:{normalised_title(self.title)}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -286,7 +286,8 @@ def test_faulting_function(golden: str, kind: str, function: str) -> None:
     splat = find_splats((GOLDEN / golden).read_text())[0]
     assert splat.kind == kind
     assert splat.function == function
-    assert splat.fingerprint.startswith(f"{kind}:{function}:")
+    assert splat.fingerprint == f"{kind}:{function}"
+    assert splat.identity.startswith(f"{kind}:{function}:")
 
 
 def test_clone_suffixes_are_not_part_of_the_function() -> None:
