@@ -15,6 +15,7 @@ import shutil
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -88,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the matrix cells of this tier (default tier when no options)")
     r.add_argument("--cell", action="append", default=[], help="run only these matrix cells")
     r.add_argument("--matrix", type=Path, default=None, help="matrix file (default matrix.toml)")
+    r.add_argument("--baseline", action="store_true",
+                   help="A/B: run each cell also on its base without the series and patches "
+                        "(no expectations), then compare: what the series changed")
     r.add_argument("--strict", action="store_true",
                    help="an unexpected pass (XPASS) fails the run")
     r.add_argument("--repeat", type=_attempts, default=None, metavar="N",
@@ -223,8 +227,43 @@ def prepare_out(out: Path, *, marker: str = "results.json") -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def baseline_cells(cells: list[Cell]) -> list[Cell]:
+    """Each cell preceded by its base: the same kernel, configs and tests without the series
+    and patches, and without the cell's expectations (they are about the series)."""
+    bare = [c.name for c in cells if not c.series and not c.patches]
+    if bare:
+        raise matrix.MatrixError(f"--baseline: cell(s) {', '.join(bare)} apply no series or "
+                                 "patch: there is nothing to compare with the base",
+                                 fix="give --series/--patch, or select cells that have one")
+    return [x for c in cells for x in (replace(c, name=f"{c.name}.base", series=(), patches=(),
+                                               expect_status=None, expect=()), c)]
+
+
+def _baseline_comparison(out: Path, cells: list[Cell]) -> int:
+    """Compare each cell with its base (results.json of this run); print and write it.
+    1 when the series made anything worse."""
+    from . import compare
+
+    doc = json.loads((out / "results.json").read_text())
+    done = {c["cell"] for c in doc["cells"]}
+    pairs = [(f"{c.name}.base", c.name) for c in cells
+             if not c.name.endswith(".base") and {c.name, f"{c.name}.base"} <= done]
+    merged = [compare.compare(doc, doc, labels=(a, b), cells=(a, b)) for a, b in pairs]
+    result = compare.Comparison(before="the base", after="the series",
+                                cells=tuple(p for m in merged for p in m.cells),
+                                differences=tuple(d for m in merged for d in m.differences))
+    atomic.write_json(out / "comparison.json", compare.to_json(result))
+    atomic.write_text(out / "comparison.md", compare.render_markdown(result))
+    print("\nwhat the series changed (--baseline):")
+    print(compare.render_terminal(result))
+    return 1 if result.regressed else 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     cells, what = _cells_from_args(args)
+    if args.baseline:
+        cells = baseline_cells(cells)
+        what += "\n(--baseline: each cell also on its base without the series: <cell>.base)"
     accel = Accel(args.accel)
     out = (args.out or Path("results") / _run_id()).resolve()
     print(what, flush=True)
@@ -281,7 +320,12 @@ def cmd_run(args: argparse.Namespace) -> int:
               + f"\nresults: {out / 'results.json'}", flush=True)
         raise
     print(results.summary(done, base=out))
-    code = results.exit_code(done)
+    if args.baseline:  # the base cells say what the series changed, not whether it passed
+        code = max(results.exit_code([c for c in done if not c.cell.endswith(".base")]),
+                   _baseline_comparison(out, cells))
+        print(f"comparison: {out / 'comparison.md'}")
+    else:
+        code = results.exit_code(done)
     print(f"\nresults: {out / 'results.json'}  (exit {code})")
     return code
 

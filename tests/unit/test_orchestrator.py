@@ -378,3 +378,63 @@ def test_an_image_takes_the_kselftest_h_of_a_tree_of_its_version_or_says_how_to_
     assert r.status is Status.SETUP_ERROR
     assert "the image's kernel version is not known" in results.summary([r])
     assert "run the tests on the tree" in results.summary([r])
+
+
+def _marker_patch(world: Path, name: str, marker: str) -> Path:
+    """A patch that puts `marker` into the fake kernel's image (a string in kernel/fake.c)."""
+    return _one_line_patch(world, name, f"\treturn 42;\n}}\nconst char fake_marker[] = "
+                                        f"\"{marker}\";\nint fake_unused(void)\n{{\n\treturn 0;")
+
+
+def test_baseline_runs_the_base_without_the_series_and_says_what_the_series_changed(
+        world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    from harness import cli
+
+    monkeypatch.setenv("FAKE_VNG", "")
+    # skips without the series' marker, passes with it (like the memcg kfunc tests)
+    needs = own_test(world, "needs_series", "if grep -q SERIES-MARK \"$FAKE_VNG_KERNEL\"; then "
+                     + KTAP_PASS + "else echo 'TAP version 13'; echo '1..1'; "
+                     "echo 'ok 1 - feature # SKIP no marker'; fi\n")
+    steady = own_test(world, "steady", KTAP_PASS)
+    patch = _marker_patch(world, "mark.patch", "SERIES-MARK")
+    out = world / "ab"
+    argv = ["run", "--kernel", f"git:{world / 'linux'}", "--config", str(FAKES / "fake.config"),
+            "--patch", str(patch), "--test", needs, "--test", steady, "--accel", "tcg",
+            "--baseline", "--out", str(out)]
+    assert cli.main(argv) == 0
+    shown = capsys.readouterr().out
+    data = json.loads((out / "results.json").read_text())
+    assert [c["cell"] for c in data["cells"]] == ["adhoc.base", "adhoc"]
+    base, series = data["cells"]
+    assert [p["state"] for p in base["patches"]] == [] and series["patches"][0]["state"] == \
+        "applied"
+    assert {t["name"]: t["status"] for t in base["tests"] if t["phase"] == "test"} == \
+        {"needs_series": "SKIP", "steady": "PASS"}
+    compared = json.loads((out / "comparison.json").read_text())
+    assert compared["regressed"] is False
+    assert [(d["name"], d["change"]) for d in compared["differences"] if d["kind"] == "test"] \
+        == [("needs_series", "now runs")]
+    assert "what the series changed (--baseline)" in shown and "NOW RUNS" in shown
+    assert "| now runs | test | needs_series | SKIP | PASS |" in (out / "comparison.md").read_text()
+
+    # a series that breaks a test that passes on the base: exit 1, named
+    breaks = own_test(world, "breaks", "if grep -q SERIES-BAD \"$FAKE_VNG_KERNEL\"; then "
+                      + KTAP_FAIL + "else " + KTAP_PASS + "fi\n")
+    bad = _marker_patch(world, "bad.patch", "SERIES-BAD")
+    argv = [a if a != str(patch) else str(bad) for a in argv]
+    argv[argv.index(needs)] = breaks
+    assert cli.main(argv) == 1
+    compared = json.loads((out / "comparison.json").read_text())
+    assert compared["regressed"] is True
+    assert ("breaks", "regressed") in [(d["name"], d["change"]) for d in compared["differences"]]
+
+
+def test_baseline_needs_something_to_compare(world: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from harness import cli
+
+    assert cli.main(["run", "--kernel", f"git:{world / 'linux'}", "--test",
+                     own_test(world, "x", KTAP_PASS), "--baseline",
+                     "--out", str(world / "nothing")]) == 2
+    assert "apply no series or patch" in capsys.readouterr().err
