@@ -24,7 +24,7 @@ from . import atomic, doctor, ktap, matrix, paths, pipeline, proc, results
 from .errors import EnvironmentProblem, HarnessError, from_os_error
 from .gitcmd import git_run
 from .matrix import Cell, Tier
-from .model import Accel, CellResult, TestResult
+from .model import Accel, CellResult, Status, TestResult
 
 log = logging.getLogger("harness")
 
@@ -58,6 +58,15 @@ def _attempts(text: str) -> int:
     if not 1 <= n <= 1000:
         raise argparse.ArgumentTypeError(f"{text!r}: a number of attempts, 1 to 1000")
     return n
+
+
+def _statuses(text: str) -> frozenset[Status]:
+    try:
+        return frozenset(Status(s.strip().upper()) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: statuses, comma-separated, of {', '.join(s.value for s in Status)}"
+        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,6 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
     mu.add_argument("--out", type=Path, metavar="DIR",
                     help="results directory (default results/mutate-<timestamp>)")
 
+    bi = sub.add_parser("bisect", help="the first patch of a series at which a test goes from "
+                        "good to bad (SKIP and stage errors stepped over)")
+    bi.add_argument("--series", required=True, metavar="NAME")
+    bi.add_argument("--test", required=True, metavar="T")
+    bi.add_argument("--cell", metavar="C", help="the matrix cell to bisect in (default: the "
+                    "first one that applies the series)")
+    bi.add_argument("--good", type=_statuses, default=None, metavar="S[,S]",
+                    help="statuses that count as good (default PASS)")
+    bi.add_argument("--bad", type=_statuses, default=None, metavar="S[,S]",
+                    help="statuses that count as bad (default FAIL,CRASHED,TIMEOUT,FLAKY)")
+    bi.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
+    bi.add_argument("--out", type=Path, metavar="DIR")
     cmp = sub.add_parser("compare", help="what changed between two runs: newly failing, fixed, "
                          "new splats, metrics beyond their spread (exit 1: regressed)")
     cmp.add_argument("before", metavar="A", help="a run directory or results.json, or RUN:CELL "
@@ -403,6 +424,26 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from . import bisect
+
+    request = bisect.Request(series=args.series, test=args.test, cell=args.cell,
+                             good=args.good or bisect.DEFAULT_GOOD,
+                             bad=args.bad or bisect.DEFAULT_BAD, accel=Accel(args.accel))
+    if request.good & request.bad:
+        raise EnvironmentProblem("--good and --bad share " + ", ".join(
+            sorted(s.value for s in request.good & request.bad)),
+            fix="a status is either good or bad")
+    out = (args.out or Path("results") / f"bisect-{_run_id()}").resolve()
+    prepare_out(out, marker="bisect.json")
+    log.info("results: %s", out)
+    outcome = bisect.run(request, out)
+    atomic.write_json(out / "bisect.json", bisect.to_json(outcome))
+    print(bisect.summary(outcome))
+    print(f"\nbisect: {out / 'bisect.json'}  (exit {outcome.exit_code})")
+    return outcome.exit_code
+
+
 def load_run(spec: str) -> tuple[dict[str, Any], str | None, str]:
     """RUN, RUN/results.json or RUN:CELL -> (results.json, the cell or None, a label)."""
     path, cell = Path(spec), None
@@ -478,7 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     handlers = {"run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
-                "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare}
+                "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
+                "bisect": cmd_bisect}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt as exc:

@@ -438,3 +438,52 @@ def test_baseline_needs_something_to_compare(world: Path,
                      own_test(world, "x", KTAP_PASS), "--baseline",
                      "--out", str(world / "nothing")]) == 2
     assert "apply no series or patch" in capsys.readouterr().err
+
+
+def _series_of_commits(world: Path, name: str, edits: list[tuple[str, str]]) -> Path:
+    """A series directory made by git format-patch: one commit per (subject, new line)."""
+    work = world / f"{name}-work"
+    shutil.rmtree(work, ignore_errors=True)
+    _git(world, "clone", "-q", str(world / "linux"), str(work))
+    for subject, line in edits:
+        with (work / "kernel/fake.c").open("a") as f:
+            f.write(line + "\n")
+        _git(work, "-c", "user.name=T", "-c", "user.email=t@t", "commit", "-qam", subject)
+    out = world / name
+    shutil.rmtree(out, ignore_errors=True)
+    _git(work, "format-patch", "-q", f"-{len(edits)}", "-o", str(out))
+    (out / "series").write_text("".join(f"{p.name}\n" for p in sorted(out.glob("*.patch"))))
+    return out
+
+
+def test_bisect_names_the_first_bad_patch_stepping_over_a_skip(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import bisect, matrix
+
+    monkeypatch.setenv("FAKE_VNG", "")
+    d = _series_of_commits(world, "bisect-series", [
+        ("fake: add the feature", 'const char m1[] = "FEATURE-IN";'),
+        ("fake: break it", 'const char m2[] = "BROKEN-IN";'),
+        ("fake: an unrelated change", 'const char m3[] = "UNRELATED";')])
+    test_dir = own_test(world, "feature", (
+        'k="$FAKE_VNG_KERNEL"; echo "TAP version 13"; echo "1..1"\n'
+        'if ! grep -q FEATURE-IN "$k"; then echo "ok 1 - works # SKIP no feature"\n'
+        'elif grep -q BROKEN-IN "$k"; then echo "not ok 1 - works"\n'
+        'else echo "ok 1 - works"; fi\n'))
+    cell = Cell(name="fake", tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}",
+                series=(str(d),), configs=(str(FAKES / "fake.config"),))
+    monkeypatch.setattr(matrix, "load", lambda *a, **k: [cell])
+    request = bisect.Request(series=str(d), test=test_dir, accel=Accel.TCG)
+    o = bisect.run(request, world / "bisect-out")
+    assert o.first_bad == 2 and o.exit_code == 0
+    assert [(s.prefix, s.status, s.verdict) for s in o.steps] == [
+        (3, Status.FAIL, bisect.Verdict.BAD), (1, Status.PASS, bisect.Verdict.GOOD),
+        (2, Status.FAIL, bisect.Verdict.BAD)]
+    text = bisect.summary(o)
+    assert "first bad patch: 2/3 0002-fake-break-it.patch" in text
+    assert "failing checks: works" in text and "subject: fake: break it" in text
+    # a bad status declared good: the whole series is not bad, nothing to bisect
+    o = bisect.run(bisect.Request(series=str(d), test=test_dir, accel=Accel.TCG,
+                                  good=frozenset({Status.PASS, Status.FAIL}),
+                                  bad=frozenset({Status.CRASHED})), world / "bisect-out2")
+    assert o.first_bad is None and "not bad: nothing to bisect" in o.message
