@@ -168,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "JSON")
     cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write it as markdown "
                      "(for a pull request or a mail)")
+    cmp.add_argument("--html", type=Path, metavar="FILE", help="also write it as a web page")
+    rep = sub.add_parser("report", help="a static HTML page of a run: the matrix grid, "
+                         "details, splats, features, patches, benchmark plots")
+    rep.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
+    rep.add_argument("--out", type=Path, metavar="DIR", help="where index.html goes "
+                     "(default: RUN/report)")
     sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
     ls = sub.add_parser("matrix", help="list the matrix cells")
     ls.add_argument("--tier", choices=[t.value for t in Tier], default="full")
@@ -483,7 +489,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
         atomic.write_json(args.json, compare.to_json(result))
     if args.markdown:
         atomic.write_text(args.markdown, compare.render_markdown(result))
+    if args.html:
+        from . import report
+
+        atomic.write_text(args.html, report.render_comparison(result))
     return 1 if result.regressed else 0
+
+
+LOG_IN_REPORT = 64 * 1024  # bytes of each test's output shown (its end: where it failed)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from . import report
+
+    doc, _cell, _label = load_run(args.run)
+    run_dir = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
+    logs: dict[tuple[str, str], str] = {}
+    for c in doc["cells"]:
+        for t in c.get("tests", []):
+            path = run_dir / str(t.get("log") or "")
+            if t.get("log") and path.is_file():
+                with path.open("rb") as f:
+                    f.seek(max(0, path.stat().st_size - LOG_IN_REPORT))
+                    logs[(c["cell"], t["name"])] = f.read().decode(errors="replace")
+    out = (args.out or run_dir / "report").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(out / "index.html", report.render(doc, logs))
+    print(f"report: {out / 'index.html'}")
+    return 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -520,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     handlers = {"run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
                 "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
-                "bisect": cmd_bisect}
+                "bisect": cmd_bisect, "report": cmd_report}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt as exc:
