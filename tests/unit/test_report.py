@@ -3,14 +3,13 @@ page itself in a real browser (Debian's chromium + chromium-driver, driven by se
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import struct
 import zlib
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from harness import cli, compare, report
 
@@ -40,7 +39,7 @@ def test_every_benchmark_point_is_a_median_of_its_metrics() -> None:
         assert {x for _, x in points} == {1.0, 100.0}
         # higher on the page is a larger value (SVG y grows downwards)
         pts = sorted((pt for line in plots[0].lines for pt in line.points), key=lambda p: p.y)
-        assert all(a.py >= b.py for a, b in zip(pts, pts[1:], strict=False))
+        assert all(a.py >= b.py for a, b in itertools.pairwise(pts))
 
 
 def test_the_grid_has_one_cell_per_result_and_declared_failures_say_so() -> None:
