@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -142,8 +143,9 @@ def _step(k: int, patch: str, res: CellResult, request: Request) -> Step:
     tests = [t for t in res.tests if t.phase is Phase.TEST]
     verdict = Verdict.SKIP if res.status.is_stage_error else verdict_of(
         res.status, request.good, request.bad)
-    reason = res.error.split("\n")[0] if res.error else "; ".join(
-        f"{t.name}: {t.reason}" for t in res.tests if t.reason and t.status is not Status.PASS)
+    # the results' own words first (why the test skipped), the cell's when they say nothing
+    reason = "; ".join(f"{t.name}: {t.reason}" for t in res.tests
+                       if t.reason and t.status is not Status.PASS) or res.error.split("\n")[0]
     return Step(prefix=k, patch=patch, status=res.status, verdict=verdict, reason=reason,
                 failing=tuple(f for t in tests if t.ktap for f in _failing(t.ktap.cases)),
                 splats=tuple(f"{t.name}: {s.title}" for t in res.tests for s in t.splats),
@@ -206,7 +208,8 @@ def summary(o: Outcome) -> str:
         lines.append(f"   prefix {s.prefix}/{n}  {s.patch[:52]:<52} {s.status.value:<8} "
                      f"{s.verdict.value}")
         if s.verdict is Verdict.SKIP and s.reason:
-            lines.append(f"      {s.reason[:90]}")
+            lines += textwrap.wrap(s.reason, 100, initial_indent=" " * 6,
+                                   subsequent_indent=" " * 6, max_lines=2)
     lines.append(o.message)
     if o.first_bad is not None:
         lines.append(f"   subject: {o.subjects[o.first_bad - 1]}")
