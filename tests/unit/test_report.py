@@ -111,3 +111,15 @@ def test_the_report_in_a_real_browser(tmp_path: Path) -> None:
     (ARTEFACTS / "report.png").write_bytes(shot)
     pixels = _png_pixels(shot)
     assert len(set(pixels)) > 50, "the screenshot is blank"
+
+
+def test_a_comparison_renders_every_difference(tmp_path: Path) -> None:
+    html = tmp_path / "c.html"
+    broken = GOLDEN / "adhoc-memcg-kfuncs-broken.json"
+    assert cli.main(["compare", f"{VERIFY}:6.12", f"{broken}:adhoc", "--html", str(html)]) == 1
+    page = html.read_text()
+    result = compare.compare(json.loads(VERIFY.read_text()), json.loads(broken.read_text()),
+                             cells=("6.12", "adhoc"))
+    assert page.count('<tr class="difference"') == len(result.differences)
+    assert page.count('data-change="regressed"') == result.count(compare.Change.REGRESSED) == 5
+    assert "memcg_kfuncs: parent_includes_child" in page and "REGRESSED" in page
