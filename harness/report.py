@@ -120,6 +120,13 @@ def _leaves(cases: Sequence[Doc], prefix: str = "") -> list[tuple[str, str]]:
     return out
 
 
+def _splat(s: Doc) -> dict[str, str]:
+    """A splat of results.json with every field the page shows (empty ones are left out
+    of the JSON)."""
+    return {k: str(s.get(k) or "") for k in ("kind", "function", "title", "text", "decoded",
+                                             "where", "expected")}
+
+
 def anchor(cell: str, test: str) -> str:
     return "r-" + re.sub(r"[^A-Za-z0-9_-]", "-", f"{cell}--{test}")
 
@@ -147,7 +154,8 @@ def view(doc: Doc, logs: Mapping[tuple[str, str], str]) -> dict[str, Any]:
                 "expected": t.get("expected_status"), "anchor": anchor(c["cell"], t["name"]),
                 "duration": t.get("duration_s", 0), "notes": t.get("notes", []),
                 "failing": [n for n, s in leaves if s in ("FAIL", "CRASHED", "TIMEOUT")],
-                "counts": ktap.get("counts", {}), "splats": t.get("splats", []),
+                "counts": ktap.get("counts", {}), "splats": [_splat(x) for x in
+                                                             t.get("splats", [])],
                 "attempts": [a["status"] for a in t.get("attempts", [])],
                 "output": logs.get((c["cell"], t["name"]), ""),
                 "plots": plots((t.get("extra") or {}).get("metrics"), t["name"]),

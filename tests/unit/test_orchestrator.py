@@ -199,6 +199,11 @@ def test_a_patch_that_breaks_the_build_is_a_build_error_with_the_compiler_line(
     assert stage_statuses(r)[-1] == ("build", "BUILD_ERROR")
     assert "fake.c" in r.error and "error" in r.error and "build.log" in r.error
     assert [p.state.value for p in r.patches] == ["applied"]
+    # the report of a cell stopped before any test: its status, error and patch table
+    from harness import report
+
+    page = report.render(json.loads((world / "broken" / "results.json").read_text()), {})
+    assert "BUILD_ERROR" in page and "fake.c" in page and "broken.patch" in page
 
 
 def test_an_option_kconfig_drops_is_a_config_error_naming_it(

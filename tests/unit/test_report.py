@@ -123,3 +123,15 @@ def test_a_comparison_renders_every_difference(tmp_path: Path) -> None:
     assert page.count('<tr class="difference"') == len(result.differences)
     assert page.count('data-change="regressed"') == result.count(compare.Change.REGRESSED) == 5
     assert "memcg_kfuncs: parent_includes_child" in page and "REGRESSED" in page
+
+
+def test_splats_are_shown_decoded_with_where_they_happened() -> None:
+    doc = json.loads((GOLDEN / "faults.json").read_text())
+    html = report.render(doc, {})
+    warn = next(t for t in doc["cells"][0]["tests"] if t["name"] == "lkdtm_warn")
+    s = warn["splats"][0]
+    assert "where" not in s or s["where"]  # empty fields are left out of results.json
+    assert "<b>WARNING</b> in lkdtm_WARNING()" in html
+    first_line = (s.get("decoded") or s["text"]).splitlines()[0]
+    assert first_line.replace("<", "&lt;").replace(">", "&gt;") in html
+    assert html.count('<td class="result ') == sum(len(c["tests"]) for c in doc["cells"])
