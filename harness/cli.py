@@ -29,6 +29,9 @@ from .model import Accel, CellResult, Status, TestResult
 log = logging.getLogger("harness")
 
 
+BISECT_STOP = results.BISECT_STOP
+
+
 def _setup_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname).1s %(message)s",
@@ -103,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(no expectations), then compare: what the series changed")
     r.add_argument("--strict", action="store_true",
                    help="an unexpected pass (XPASS) fails the run")
+    r.add_argument("--bisect-exit", action="store_true",
+                   help="exit codes for `git bisect run`: 0 good, 1 bad, 125 this commit "
+                        "cannot be tested (patch, config or build error), 128 the "
+                        "environment failed (stops the bisection)")
     r.add_argument("--repeat", type=_attempts, default=None, metavar="N",
                    help="run each selected test N times in one boot, each a fresh process; "
                         "judged as one, every attempt kept (default: each test's own "
@@ -353,6 +360,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"comparison: {out / 'comparison.md'}")
     else:
         code = results.exit_code(done)
+    if args.bisect_exit:
+        code = results.bisect_exit_code(done)
     print(f"\nresults: {out / 'results.json'}  (exit {code})")
     return code
 
@@ -566,7 +575,9 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + int(signum)
     except HarnessError as exc:
         log.error("%s", exc)
-        return 2
+        # under `git bisect run` a harness that could not run must stop it, not blame the
+        # commit (2 would read "bad")
+        return BISECT_STOP if getattr(args, "bisect_exit", False) else 2
     except BrokenPipeError:  # the reader went away (| head): nothing left to tell
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -155,6 +155,30 @@ def exit_code(cells: list[CellResult]) -> int:
     return max((c.status.exit_code for c in cells), default=0)
 
 
+BISECT_SKIP = 125  # git bisect run: this commit cannot be tested
+BISECT_STOP = 128  # git bisect run: > 127 stops the bisection
+_UNTESTABLE = frozenset({Status.PATCH_CONFLICT, Status.CONFIG_ERROR, Status.BUILD_ERROR})
+
+
+def bisect_exit_code(cells: list[CellResult]) -> int:
+    """The exit code for `git bisect run` (--bisect-exit): 0 good, 1 bad (a test failed,
+    crashed or timed out, the kernel did not boot), 125 the commit cannot be tested (a
+    patch, config or build error), 128 the environment failed (a set-up error, QEMU or KVM
+    not starting, an interruption): that stops the bisection instead of blaming the
+    commit. The most serious wins: 128, then 125, then 1."""
+    codes = [0]
+    for c in cells:
+        failed = next((s.stage for s in reversed(c.stages) if s.status is c.status), "")
+        if c.status in (Status.SETUP_ERROR, Status.INTERRUPTED) or (
+                c.status is Status.BOOT_ERROR and failed == "accel"):
+            codes.append(BISECT_STOP)
+        elif c.status in _UNTESTABLE:
+            codes.append(BISECT_SKIP)
+        else:
+            codes.append(min(c.status.exit_code, 1))
+    return max(codes)
+
+
 def write_json(path: Path, cells: list[CellResult], *, meta: dict[str, Any],
                state: str = "complete", code: int | None = None) -> None:
     """Atomically: a reader (or a killed run) never sees a half-written file. `code`: the

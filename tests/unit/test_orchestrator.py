@@ -492,3 +492,66 @@ def test_bisect_names_the_first_bad_patch_stepping_over_a_skip(
                                   good=frozenset({Status.PASS, Status.FAIL}),
                                   bad=frozenset({Status.CRASHED})), world / "bisect-out2")
     assert o.first_bad is None and "not bad: nothing to bisect" in o.message
+
+
+def test_git_bisect_run_steps_over_an_unbuildable_commit_and_names_the_bad_one(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real `git bisect run harness run --bisect-exit ...` over a fake tree's history:
+    good, unbuildable, good, bad, bad."""
+    import sys
+
+    monkeypatch.setenv("FAKE_VNG", "")
+    tree = world / "bisect-linux"
+    shutil.rmtree(tree, ignore_errors=True)
+    shutil.copytree(FAKES / "kernel-tree", tree)
+    who = ("-c", "user.name=T", "-c", "user.email=t@t")
+    _git(tree, "init", "-q", "-b", "main")
+    _git(tree, "add", "-A")
+    _git(tree, *who, "commit", "-qm", "base")
+    fake = tree / "kernel/fake.c"
+    commits = {}
+    for subject, text in [("good one", "int good1;"), ("unbuildable", "int broken +;"),
+                          ("fix the build, still good", ""),
+                          ("bad", 'const char b[] = "BAD-MARK";'), ("bad too", "int later;")]:
+        lines = [line for line in fake.read_text().splitlines() if "broken" not in line]
+        fake.write_text("\n".join([*lines, text]) + "\n")
+        _git(tree, *who, "commit", "-qam", subject)
+        commits[subject] = _git(tree, "rev-parse", "HEAD").strip()
+    test_dir = own_test(world, "bisected", 'echo "TAP version 13"; echo "1..1"\n'
+                        'if grep -q BAD-MARK "$FAKE_VNG_KERNEL"; then echo "not ok 1 - t"; '
+                        'else echo "ok 1 - t"; fi\n')
+    script = world / "bisect-step.sh"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} -m harness run --bisect-exit "
+                      f"--kernel git:{tree} --config {FAKES / 'fake.config'} --test {test_dir} "
+                      f"--accel tcg --out {world / 'bisect-step'}\n")
+    script.chmod(0o755)
+    _git(tree, "bisect", "start", commits["bad too"], _git(tree, "rev-list", "--max-parents=0",
+                                                            "HEAD").strip())
+    proc = subprocess.run(["git", "-C", str(tree), "bisect", "run", str(script)], text=True,
+                          capture_output=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    log = _git(tree, "bisect", "log")
+    _git(tree, "bisect", "reset")
+    assert f"{commits['bad']} is the first bad commit" in proc.stdout, proc.stdout + proc.stderr
+    assert f"# first bad commit: [{commits['bad']}]" in log, log
+    # on the unbuildable commit the step says "skip" (125), not "bad"; on the bad one 1
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    for subject, want in (("unbuildable", 125), ("bad", 1), ("good one", 0)):
+        _git(tree, "checkout", "-q", commits[subject])
+        assert subprocess.run([str(script)], capture_output=True, timeout=120,
+                              env=env).returncode == want, subject
+    _git(tree, "checkout", "-q", "main")
+
+
+def test_bisect_exit_codes_stop_on_the_environment(world: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from harness import cli
+
+    # an --out that is a file: the harness cannot run; a bisection must stop, not blame
+    blocker = world / "a-file"
+    blocker.write_text("x")
+    argv = ["run", "--kernel", f"git:{world / 'linux'}", "--test",
+            own_test(world, "y", KTAP_PASS), "--out", str(blocker)]
+    assert cli.main(argv) == 2
+    assert cli.main([*argv, "--bisect-exit"]) == 128
+    capsys.readouterr()
