@@ -29,9 +29,6 @@ from .model import Accel, CellResult, Status, TestResult
 log = logging.getLogger("harness")
 
 
-BISECT_STOP = results.BISECT_STOP
-
-
 def _setup_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname).1s %(message)s",
@@ -273,15 +270,15 @@ def baseline_cells(cells: list[Cell]) -> list[Cell]:
                                                expect_status=None, expect=()), c)]
 
 
-def _baseline_comparison(out: Path, cells: list[Cell]) -> int:
-    """Compare each cell with its base (results.json of this run); print and write it.
+def _baseline_comparison(out: Path, cells: list[Cell], done: list[CellResult]) -> int:
+    """Compare each cell with its base (as results.json has them); print and write it.
     1 when the series made anything worse."""
     from . import compare
 
-    doc = json.loads((out / "results.json").read_text())
-    done = {c["cell"] for c in doc["cells"]}
+    doc = {"cells": [results.cell_json(c, base=out) for c in done]}
+    ran = {c.cell for c in done}
     pairs = [(f"{c.name}.base", c.name) for c in cells
-             if not c.name.endswith(".base") and {c.name, f"{c.name}.base"} <= done]
+             if not c.name.endswith(".base") and {c.name, f"{c.name}.base"} <= ran]
     merged = [compare.compare(doc, doc, labels=(a, b), cells=(a, b)) for a, b in pairs]
     result = compare.Comparison(before="the base", after="the series",
                                 cells=tuple(p for m in merged for p in m.cells),
@@ -356,7 +353,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(results.summary(done, base=out))
     if args.baseline:  # the base cells say what the series changed, not whether it passed
         code = max(results.exit_code([c for c in done if not c.cell.endswith(".base")]),
-                   _baseline_comparison(out, cells))
+                   _baseline_comparison(out, cells, done))
         print(f"comparison: {out / 'comparison.md'}")
     else:
         code = results.exit_code(done)
@@ -459,8 +456,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def load_run(spec: str) -> tuple[dict[str, Any], str | None, str]:
-    """RUN, RUN/results.json or RUN:CELL -> (results.json, the cell or None, a label)."""
+def load_run(spec: str) -> tuple[dict[str, Any], str | None, Path]:
+    """RUN, RUN/results.json or RUN:CELL -> (results.json, the cell or None, its file)."""
     path, cell = Path(spec), None
     if not path.exists() and ":" in spec:
         head, cell = spec.rsplit(":", 1)
@@ -478,14 +475,15 @@ def load_run(spec: str) -> tuple[dict[str, Any], str | None, str]:
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise EnvironmentProblem(f"{file}: not a results.json of a run (no cells)",
                                  fix="give the results.json a run wrote")
-    return data, cell, spec
+    return data, cell, file
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from . import compare
 
-    a, cell_a, label_a = load_run(args.before)
-    b, cell_b, label_b = load_run(args.after)
+    a, cell_a, _ = load_run(args.before)
+    b, cell_b, _ = load_run(args.after)
+    label_a, label_b = args.before, args.after
     try:
         result = compare.compare(a, b, labels=(label_a, label_b), cells=(cell_a, cell_b))
     except KeyError as exc:
@@ -511,8 +509,8 @@ LOG_IN_REPORT = 64 * 1024  # bytes of each test's output shown (its end: where i
 def cmd_report(args: argparse.Namespace) -> int:
     from . import report
 
-    doc, _cell, _label = load_run(args.run)
-    run_dir = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
+    doc, _cell, file = load_run(args.run)
+    run_dir = file.parent
     logs: dict[tuple[str, str], str] = {}
     for c in doc["cells"]:
         for t in c.get("tests", []):
@@ -577,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         # under `git bisect run` a harness that could not run must stop it, not blame the
         # commit (2 would read "bad")
-        return BISECT_STOP if getattr(args, "bisect_exit", False) else 2
+        return results.BISECT_STOP if getattr(args, "bisect_exit", False) else 2
     except BrokenPipeError:  # the reader went away (| head): nothing left to tell
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

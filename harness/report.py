@@ -20,7 +20,6 @@ from typing import Any
 import jinja2
 
 from . import compare
-from .model import Status
 
 Doc = Mapping[str, Any]
 WIDTH, HEIGHT, MARGIN = 560, 300, 56
@@ -148,6 +147,7 @@ def view(doc: Doc, logs: Mapping[tuple[str, str], str]) -> dict[str, Any]:
         tests = []
         for t in c.get("tests", []):
             ktap = t.get("ktap") or {}
+            metrics = (t.get("extra") or {}).get("metrics")
             leaves = _leaves(ktap.get("subtests", []))
             tests.append({
                 "name": t["name"], "status": t["status"], "reason": t.get("reason", ""),
@@ -158,9 +158,8 @@ def view(doc: Doc, logs: Mapping[tuple[str, str], str]) -> dict[str, Any]:
                                                              t.get("splats", [])],
                 "attempts": [a["status"] for a in t.get("attempts", [])],
                 "output": logs.get((c["cell"], t["name"]), ""),
-                "plots": plots((t.get("extra") or {}).get("metrics"), t["name"]),
-                "summary": ((t.get("extra") or {}).get("metrics") or {}).get("summary", "")
-                if isinstance((t.get("extra") or {}).get("metrics"), Mapping) else ""})
+                "plots": plots(metrics, t["name"]),
+                "summary": metrics.get("summary", "") if isinstance(metrics, Mapping) else ""})
         details.append({"cell": c["cell"], "status": c["status"], "error": c.get("error", ""),
                         "kernel": c.get("kernel", ""), "version": c.get("kernel_version", ""),
                         "notes": c.get("notes", []), "patches": c.get("patches", []),
@@ -169,8 +168,7 @@ def view(doc: Doc, logs: Mapping[tuple[str, str], str]) -> dict[str, Any]:
     return {"run": {k: doc.get(k, "") for k in ("run_id", "started", "status", "exit_code",
                                                 "what", "harness_rev", "state")},
             "command": " ".join(map(str, doc.get("command", []))),
-            "cells": [c["cell"] for c in cells], "grid": grid, "details": details,
-            "statuses": [s.value for s in Status]}
+            "cells": [c["cell"] for c in cells], "grid": grid, "details": details}
 
 
 def _env() -> jinja2.Environment:
