@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -25,6 +26,7 @@ from .errors import EnvironmentProblem, HarnessError, from_os_error
 from .gitcmd import git_run
 from .matrix import Cell, Tier
 from .model import Accel, CellResult, Status, TestResult
+from .testkinds import command
 
 log = logging.getLogger("harness")
 
@@ -75,7 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="source -> series -> config -> build -> boot -> selftests")
+    r = sub.add_parser("run", help="source -> series -> config -> build -> boot -> selftests",
+                       usage="harness run [OPTIONS] [-- CMD [ARGS...]]",
+                       epilog="-- CMD ARGS...: run CMD in the guest as one more test (its own "
+                              "output file, time limit, exit status, splats attributed), "
+                              "after the tests asked for, or alone when none are")
     r.add_argument("--kernel", action="append", default=[], metavar="SPEC",
                    help="debian:6.12, debian:6.1, git:PATH[@REV], image:PATH (repeatable)")
     r.add_argument("--series", action="append", default=[], metavar="NAME",
@@ -107,6 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit codes for `git bisect run`: 0 good, 1 bad, 125 this commit "
                         "cannot be tested (patch, config or build error), 128 the "
                         "environment failed (stops the bisection)")
+    r.add_argument("--memory", default=None, metavar="SIZE",
+                   help="the guest's RAM, e.g. 1536M or 4G (default 2G)")
+    r.add_argument("--cpus", type=int, default=None, metavar="N",
+                   help="the guest's CPUs (default 2)")
+    r.add_argument("--timeout", type=int, default=command.DEFAULT_TIMEOUT_S, metavar="S",
+                   help="with -- CMD: the command's time limit in the guest, seconds "
+                        f"(default {command.DEFAULT_TIMEOUT_S})")
+    r.add_argument("--cwd", default=None, metavar="DIR",
+                   help="with -- CMD: the directory it runs from in the guest (default: the "
+                        "current one; the guest sees the host's files read-only)")
     r.add_argument("--repeat", type=_attempts, default=None, metavar="N",
                    help="run each selected test N times in one boot, each a fresh process; "
                         "judged as one, every attempt kept (default: each test's own "
@@ -188,18 +204,35 @@ def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
     """The cells to run, and the first line of output: what this run tests."""
     explicit = (args.kernel or args.series or args.config or args.test or args.patch
                 or args.boot_only or args.append)
-    if args.boot_only and args.test:
-        raise matrix.MatrixError("--boot-only runs no test; drop it or the --test options")
+    cmd: list[str] = args.guest_command
+    if args.boot_only and (args.test or cmd):
+        raise matrix.MatrixError("--boot-only runs no test; drop it or the --test options "
+                                 "and the -- command")
     if explicit and (args.tier or args.cell):
         raise matrix.MatrixError("--tier/--cell select matrix cells; do not combine them with "
                                  "--kernel/--series/--config/--test/--patch/--boot-only/"
                                  "--append")
-    if not explicit:
+    if (args.cwd is not None or args.timeout != command.DEFAULT_TIMEOUT_S) and not cmd:
+        raise matrix.MatrixError("--cwd and --timeout are about a command: give it after --",
+                                 fix="harness run [OPTIONS] -- CMD [ARGS...]")
+    guest: dict[str, Any] = {}
+    if args.memory is not None:
+        guest["memory"] = args.memory
+    if args.cpus is not None:
+        guest["cpus"] = args.cpus
+    if cmd:
+        cwd = str(Path(args.cwd).resolve()) if args.cwd else os.getcwd()
+        command.ref(cmd, cwd=cwd, timeout_s=args.timeout)  # a bad command: told now
+        guest.update(command=tuple(cmd), command_cwd=cwd, command_timeout=args.timeout)
+    matrix.check_guest_size(guest.get("memory", Cell.memory), guest.get("cpus", Cell.cpus))
+    after = f"; then the command: {shlex.join(cmd)}" if cmd else ""
+    if not explicit and (args.tier or args.cell or not cmd):
         tier = Tier(args.tier or "default")
-        cells = matrix.select(matrix.load(args.matrix), tier, tuple(args.cell))
+        cells = [replace(c, **guest) for c in matrix.select(matrix.load(args.matrix), tier,
+                                                            tuple(args.cell))]
         what = (f"matrix cells {', '.join(c.name for c in cells)}" if args.cell else
                 f"the {tier.value} tier of the matrix: {', '.join(c.name for c in cells)}")
-        return cells, f"testing {what}"
+        return cells, f"testing {what}{after}"
     kernels = args.kernel or ["debian:6.12"]
     cells = []
     lines = []
@@ -207,7 +240,9 @@ def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
         name = f"adhoc-{i}" if len(kernels) > 1 else "adhoc"
         tests: tuple[str, ...] = tuple(args.test)
         origin = "the tests asked for"
-        if not tests and not args.boot_only:
+        if cmd and not tests:
+            origin = "the command alone (no --test given)"
+        elif not tests and not args.boot_only:
             tests, origin = matrix.default_tests(k, matrix.load(args.matrix))
             origin += " (no --test given)"
         elif args.boot_only:
@@ -215,13 +250,13 @@ def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
         cells.append(Cell(name=name, tier=Tier.DEFAULT, kernel=k, series=tuple(args.series),
                           configs=tuple(args.config or ["base"]), tests=tests,
                           patches=tuple(str(Path(p).resolve()) for p in args.patch),
-                          boot_only=args.boot_only, append=args.append))
+                          boot_only=args.boot_only, append=args.append, **guest))
         extras = [f"series {', '.join(args.series)}" if args.series else "",
                   f"{len(args.patch)} patch file(s)" if args.patch else "",
                   f"config {'+'.join(args.config)}" if args.config else ""]
         what = " + ".join(e for e in [k, *extras] if e)
         lines.append(f"testing {what} (cell {name}): {origin}" +
-                     (f": {', '.join(tests)}" if tests else ""))
+                     (f": {', '.join(tests)}" if tests else "") + after)
     return cells, "\n".join(lines)
 
 
@@ -553,8 +588,29 @@ def _signal_of(exc: BaseException) -> int:
     return int(signal.SIGINT)
 
 
+TAKE_A_COMMAND = ("run",)  # the subcommands that take `-- CMD ARGS...`
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """argparse, with what follows the first `--` kept apart as the guest's command."""
+    parser = build_parser()
+    cmd: list[str] = []
+    separated = "--" in argv
+    if separated:
+        at = argv.index("--")
+        argv, cmd = argv[:at], argv[at + 1:]
+    args = parser.parse_args(argv)
+    if separated and args.command not in TAKE_A_COMMAND:
+        parser.error(f"harness {args.command} takes no -- CMD; harness run [OPTIONS] -- CMD "
+                     "runs a command in the guest")
+    if separated and not cmd:
+        parser.error("-- is followed by no command: harness run [OPTIONS] -- CMD [ARGS...]")
+    args.guest_command = cmd
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     _setup_logging(args.verbose)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)

@@ -8,6 +8,7 @@ in `ci` or `full`, so they are never picked up by a plain `harness run`.
 from __future__ import annotations
 
 import enum
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,6 +45,12 @@ class Cell:
     description: str = ""
     boot_only: bool = False  # no tests: judged by its boot and shutdown alone
     append: str = ""  # extra kernel command line for the guest
+    memory: str = "2G"  # the guest's RAM (vng --memory: 2G, 1536M)
+    cpus: int = 2  # the guest's CPUs
+    # `harness run -- CMD ARGS`: run in the guest after the tests, from this directory
+    command: tuple[str, ...] = ()
+    command_cwd: str = "/"
+    command_timeout: int = 600
 
     @property
     def expect_map(self) -> Mapping[str, Status]:
@@ -59,7 +66,22 @@ class MatrixError(HarnessError):
 
 
 _KEYS = frozenset({"name", "tier", "kernel", "series", "configs", "tests", "patches",
-                   "expect_status", "expect", "description", "boot_only", "append"})
+                   "expect_status", "expect", "description", "boot_only", "append",
+                   "memory", "cpus"})
+MEMORY = re.compile(r"[1-9][0-9]*[MG]")
+MAX_CPUS = 64
+
+
+def check_guest_size(memory: str, cpus: int) -> None:
+    """--memory/--cpus (or the matrix's memory/cpus) as vng takes them, or why not."""
+    if not MEMORY.fullmatch(memory):
+        raise MatrixError(f"memory {memory!r}: a size in MiB or GiB such as 1536M or 2G")
+    size_m = int(memory[:-1]) * (1024 if memory.endswith("G") else 1)
+    if not 256 <= size_m <= 64 * 1024:
+        raise MatrixError(f"memory {memory}: between 256M and 64G (the guest needs 256M to "
+                          "boot; the host has to hold it)")
+    if not 1 <= cpus <= MAX_CPUS:
+        raise MatrixError(f"cpus {cpus}: between 1 and {MAX_CPUS}")
 
 
 def default_path() -> Path:
@@ -95,12 +117,17 @@ def load(path: Path | None = None) -> list[Cell]:
                 description=str(raw.get("description", "")),
                 boot_only=bool(raw.get("boot_only", False)),
                 append=str(raw.get("append", "")),
+                memory=str(raw.get("memory", "2G")),
+                cpus=int(raw.get("cpus", 2)),
             )
+            check_guest_size(cell.memory, cell.cpus)
             for status in [cell.expect_status, *(v for _, v in cell.expect)]:
                 if status is not None:
                     Status(status)
         except (KeyError, ValueError) as exc:
             raise MatrixError(f"{path}: cell #{i + 1}: invalid or missing {exc}") from None
+        except MatrixError as exc:
+            raise MatrixError(f"{path}: cell #{i + 1}: {exc}") from None
         if cell.name in seen:
             raise MatrixError(f"{path}: two cells are named {cell.name!r}")
         seen.add(cell.name)

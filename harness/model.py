@@ -344,3 +344,6 @@ class CellResult:
     boot_only: bool = False
     image: str = ""  # the bzImage that was booted (in the kernel store, or the user's)
     kselftest_h: str = ""  # the kernel tree's kselftest.h our selftests were built with
+    # the guest asked for (memory, cpus, append) and what it had (cmdline, cpus_online,
+    # memory_kb: read in the guest)
+    guest: dict[str, object] = field(default_factory=dict, hash=False, compare=False)

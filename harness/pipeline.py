@@ -66,8 +66,6 @@ log = logging.getLogger(__name__)
 BOOT_ALLOWANCE_S = 120  # boot + runner start + dmesg dump + power-off, TCG, generous
 PER_TEST_ALLOWANCE_S = 15  # per test: set-up (swap, scratch), markers, the kill grace
 MAX_METRICS_BYTES = 2**20  # what a test writes to $HARNESS_METRICS
-GUEST_MEMORY = "2G"
-GUEST_CPUS = 2
 
 
 def expectations_path() -> Path:
@@ -152,7 +150,17 @@ class CellFacts:
             package_version=self.package_version, error=verdict.error, accel=self.accel,
             retries=self.retries, features=self.features, notes=verdict.notes,
             boot_only=cell.boot_only, image=self.image, kselftest_h=self.kselftest_h,
+            guest=self.guest(cell),
         )
+
+    def guest(self, cell: Cell) -> dict[str, object]:
+        seen = next((t.extra.get("guest") for t in self.tests if t.name == "boot"), None)
+        out: dict[str, object] = {"memory": cell.memory, "cpus": cell.cpus,
+                                  "append": cell.append}
+        if isinstance(seen, dict):
+            out.update(cmdline=seen.get("cmdline"), cpus_online=seen.get("cpus"),
+                       memory_kb=seen.get("memory_kb"))
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,6 +228,10 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
         for text in cell.tests:
             with _collected(problems):
                 found.append(testkinds.resolve(text))
+        if cell.command:
+            with _collected(problems):
+                found.append(testkinds.command_ref(cell.command, cwd=cell.command_cwd,
+                                                   timeout_s=cell.command_timeout))
         refs = tuple(found)
         names = [r.name for r in refs]
         if dups := sorted({n for n in names if names.count(n) > 1}):
@@ -488,8 +500,8 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
     guest = vm.run_guest(kernel, accel, rwdirs=[guest_dir],
                          command=protocol.runner_argv(guest_dir, plan_file,
                                                       fail_fast=fail_fast),
-                         timeout=timeout, console_log=console, memory=GUEST_MEMORY,
-                         cpus=GUEST_CPUS, append=cell.append)
+                         timeout=timeout, console_log=console, memory=cell.memory,
+                         cpus=cell.cpus, append=cell.append)
 
     def read(name: str) -> str:
         path = guest_dir / name
@@ -572,5 +584,12 @@ def cell_argv(cell: Cell, accel: Accel) -> list[str]:
         argv.append("--boot-only")
     if cell.append:
         argv += ["--append", cell.append]
+    if cell.memory != Cell.memory:
+        argv += ["--memory", cell.memory]
+    if cell.cpus != Cell.cpus:
+        argv += ["--cpus", str(cell.cpus)]
     argv += ["--accel", accel.value]
+    if cell.command:
+        argv += ["--cwd", cell.command_cwd, "--timeout", str(cell.command_timeout),
+                 "--", *cell.command]
     return argv

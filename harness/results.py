@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 import stat
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,7 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "tests": [test_json(t, base) for t in c.tests],
         "retries": list(c.retries),
         "features": [_feature_json(r) for r in c.features],
+        "guest": c.guest,
     }
 
 
@@ -268,6 +270,8 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         lines += _message(c.error, "   ", base)
     if c.features:
         lines += _wrap("features: " + feature_line(c.features), "   ")
+    if guest := guest_line(c.guest):
+        lines += _wrap(guest, "   ")
     tests = [t for t in c.tests if t.phase is Phase.TEST]
     kernel = [t for t in c.tests if t.phase in KERNEL_PHASES]
     if kernel and all(t.status is Status.PASS and not t.splats and not t.notes for t in kernel):
@@ -286,6 +290,28 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
     for note in c.notes:
         lines += _wrap(f"note: {note}", "   ")
     return lines
+
+
+def guest_line(guest: Mapping[str, object]) -> str:
+    """What the guest had, when the user changed its size or command line: said on the
+    terminal, with whether the appended arguments really reached /proc/cmdline."""
+    asked = [f"--memory {guest['memory']}" if guest.get("memory", "2G") != "2G" else "",
+             f"--cpus {guest['cpus']}" if guest.get("cpus", 2) != 2 else "",
+             f"--append {guest['append']}" if guest.get("append") else ""]
+    if not any(asked):
+        return ""
+    had = []
+    cpus, memory_kb = guest.get("cpus_online"), guest.get("memory_kb")
+    if isinstance(cpus, int):
+        had.append(f"{cpus} CPU(s)")
+    if isinstance(memory_kb, int):
+        had.append(f"{memory_kb // 1024} MiB")
+    cmdline, appended = str(guest.get("cmdline") or ""), str(guest.get("append") or "").strip()
+    if appended and cmdline:
+        had.append("/proc/cmdline has the appended arguments" if appended in cmdline else
+                   f"/proc/cmdline LACKS the appended arguments: {cmdline}")
+    return (f"guest ({' '.join(a for a in asked if a)}): "
+            + (", ".join(had) if had else "not seen (the runner did not start)"))
 
 
 def _result_lines(t: TestResult, name_width: int, base: Path | None, *,

@@ -4,8 +4,8 @@ Host -> guest: `plan.tsv`, one line per test (name, timeout, cwd, needs, command
 Guest -> host, in the shared results directory:
 - `status.tsv`: `NAME started UPTIME` and `NAME ended UPTIME RC TAINT_BEFORE TAINT_AFTER
   START_UPTIME` per test;
-- `guest-info.tsv`: `KEY<TAB>VALUE` lines (uname, tainted_at_boot, ready, swap, scratch,
-  tainted_at_end);
+- `guest-info.tsv`: `KEY<TAB>VALUE` lines (uname, cmdline, cpus, memory_kb,
+  tainted_at_boot, ready, swap, scratch, tainted_at_end);
 - `NAME.out` per test (capped in the guest; a cut is marked with `OUTPUT_CUT`);
 - `dmesg.txt` (the kernel log when the runner finished) and `runner-done`;
 - markers in the kernel log, which cut it into the parts every line belongs to: before
@@ -112,6 +112,17 @@ class GuestInfo:
     @property
     def reached_runner(self) -> bool:
         return "ready" in self.values
+
+    @property
+    def machine(self) -> dict[str, str | int]:
+        """What the guest was given: its kernel command line, CPUs and RAM (as it saw them)."""
+        seen: dict[str, str | int] = {}
+        if "cmdline" in self.values:
+            seen["cmdline"] = self.values["cmdline"]
+        for key in ("cpus", "memory_kb"):
+            if self.values.get(key, "").isdigit():
+                seen[key] = int(self.values[key])
+        return seen
 
 
 def parse_info(text: str) -> GuestInfo:

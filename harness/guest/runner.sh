@@ -75,6 +75,10 @@ kill_pipe_holders() {
 # Hung tasks and soft lockups must be reported while a test runs.
 echo 30 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null || true
 echo "uname	$(uname -r)" >> "$out/guest-info.tsv"
+# What the guest really got: the kernel command line (the user's --append last), CPUs, RAM.
+echo "cmdline	$(cat /proc/cmdline)" >> "$out/guest-info.tsv"
+echo "cpus	$(grep -c '^processor' /proc/cpuinfo)" >> "$out/guest-info.tsv"
+echo "memory_kb	$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" >> "$out/guest-info.tsv"
 echo "tainted_at_boot	$(cat /proc/sys/kernel/tainted)" >> "$out/guest-info.tsv"
 echo "ready	$(cat /proc/uptime)" >> "$out/guest-info.tsv"
 

@@ -5,16 +5,19 @@ tree, build, plan. A `--test` string goes to the first kind that claims it; our 
 - `own`: `selftests/<name>/` or any directory with `test.toml`
 - `kselftest:TARGET[:TEST,...]`: the tree's tools/testing/selftests/TARGET
 - `test_progs:TEST`: one test of the tree's BPF selftests
+- `command`: `harness run ... -- CMD ARGS` (never named by a `--test` string)
 """
 
 from __future__ import annotations
 
 from .base import BuildContext, Manifest, SelftestError, TestKind, TestRef
+from .command import KIND as COMMAND
+from .command import ref as command_ref
 from .kselftest import KIND as KSELFTEST
 from .own import KIND as OWN
 from .test_progs import KIND as TEST_PROGS
 
-KINDS: tuple[TestKind, ...] = (KSELFTEST, TEST_PROGS, OWN)
+KINDS: tuple[TestKind, ...] = (KSELFTEST, TEST_PROGS, COMMAND, OWN)
 BY_NAME: dict[str, TestKind] = {k.name: k for k in KINDS}
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "SelftestError",
     "TestKind",
     "TestRef",
+    "command_ref",
     "kind_of",
     "resolve",
 ]

@@ -57,11 +57,13 @@ class Manifest:
 class TestRef:
     """What --test named, resolved by its kind."""
 
-    kind: str  # the backend's name: "own" | "kselftest" | "test_progs"
+    kind: str  # the backend's name: "own" | "kselftest" | "test_progs" | "command"
     name: str  # unique in a cell; the result's name
     manifest: Manifest | None = None  # own tests
     target: str = ""  # kselftest target, test_progs test
     only: tuple[str, ...] = ()  # kselftest: the tests of the target to run
+    timeout_s: int | None = None  # command: its time limit in the guest
+    cwd: str = ""  # command: the directory it runs from
 
     @property
     def requires(self) -> tuple[str, ...]:

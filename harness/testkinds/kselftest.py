@@ -1,11 +1,13 @@
 """`kselftest:TARGET[:TEST,...]`: the tree's own tools/testing/selftests/TARGET, built from
 the same tree as the kernel and run in the guest through its own runner
-(run_kselftest.sh), one result per test of the target.
+(run_kselftest.sh), one result per test of the target. TEST may be a glob (test_*): one
+result per test of the target's kselftest-list.txt it matches.
 """
 
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,6 +24,7 @@ CURATED = {
 }
 KSELFTEST_TIMEOUT_S = 240
 PREFIX = "kselftest:"
+GLOB = re.compile(r"[*?\[]")
 
 
 def resolve(text: str) -> TestRef:
@@ -45,7 +48,9 @@ def check_in_tree(ref: TestRef, tree: Path) -> None:
                           fix=f"{hint}targets here: {', '.join(targets) or 'none'}")
     makefile = (root / ref.target / "Makefile").read_text(errors="replace")
     words = set(re.findall(r"[A-Za-z0-9_.-]+", makefile))
-    missing = [t for t in ref.only if t not in words]
+    # a glob (test_*) must match some word of the Makefile; the list the build installs
+    # decides what it runs (plan_kselftest)
+    missing = [t for t in ref.only if not fnmatch.filter(words, t)]
     if missing:
         raise setup_error(f"{ref.name}: tools/testing/selftests/{ref.target}/Makefile "
                           f"builds no test named {', '.join(missing)}",
@@ -79,8 +84,11 @@ def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
             t, _, name = line.partition(":")
             if t == ref.target:
                 available.add(name)
-    wanted = ref.only or tuple(sorted(available))
-    missing = [w for w in wanted if available and w not in available]
+    wanted = tuple(dict.fromkeys(
+        name for w in ref.only for name in (sorted(fnmatch.filter(available, w))
+                                            if GLOB.search(w) and available else [w])
+    )) if ref.only else tuple(sorted(available))
+    missing = [w for w in ref.only if available and not fnmatch.filter(available, w)]
     if missing:
         raise SelftestError(f"kselftest {ref.target} has no test(s) {', '.join(missing)}; "
                             f"it has: {', '.join(sorted(available))}")

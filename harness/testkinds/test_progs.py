@@ -8,6 +8,7 @@ import hashlib
 import logging
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,11 +29,16 @@ _BPF_SELFTEST_LINE = re.compile(r"^\s+(CLNG-BPF|GEN-SKEL|TEST-OBJ|EXT-OBJ|LIB|BI
                                 r"GEN|MOD|INSTALL|LINK-BPF|TEST-HDR)\b")
 
 
+GLOB_CHARS = re.compile(r"[*?]")
+
+
 def test_progs_sources(bpf_dir: Path, names: tuple[str, ...]) -> tuple[Path, ...]:
-    """The prog_tests/*.c files that define the named tests (test_NAME / serial_test_NAME)."""
+    """The prog_tests/*.c files that define the named tests (test_NAME / serial_test_NAME);
+    a name with * or ? (cgroup_*) takes every file that defines a test it matches."""
     files = []
     for name in names:
-        rx = re.compile(rf"^void (serial_)?test_{re.escape(name)}\(void\)", re.MULTILINE)
+        pattern = "".join({"*": r"\w*", "?": r"\w"}.get(c, re.escape(c)) for c in name)
+        rx = re.compile(rf"^void (serial_)?test_({pattern})\(void\)", re.MULTILINE)
         own = bpf_dir / "prog_tests" / f"{name}.c"
         candidates = [own] if own.exists() else []
         candidates += sorted((bpf_dir / "prog_tests").glob("*.c"))
@@ -41,7 +47,7 @@ def test_progs_sources(bpf_dir: Path, names: tuple[str, ...]) -> tuple[Path, ...
             raise setup_error(f"test_progs:{name}: no prog_tests/*.c of this tree defines "
                                f"test_{name}",
                                fix=f"check the name against {bpf_dir / 'prog_tests'}")
-        files.append(found[0])
+        files += found if GLOB_CHARS.search(name) else found[:1]
     return tuple(dict.fromkeys(files))
 
 
@@ -129,18 +135,21 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
 
 
 def plan_test_progs(ref: TestRef, built: Path) -> GuestTest:
-    # -a: the exact test name (-t would take every test whose name contains it).
+    # -a: the exact test name, or a glob test_progs matches itself (-t would take every
+    # test whose name contains it); quoted: the guest's shell must not expand it.
     return GuestTest(
         name=ref.name, timeout_s=TEST_PROGS_TIMEOUT_S, cwd=built,
-        command=f'./test_progs -a {ref.target} -J "$HARNESS_OUT/{ref.name}.json"',
+        command=f'./test_progs -a {shlex.quote(ref.target)} '
+                f'-J "$HARNESS_OUT/{ref.name}.json"',
         fmt="test_progs")
 
 
 def resolve(text: str) -> TestRef:
     name = text.removeprefix(PREFIX)
-    if not re.fullmatch(r"[A-Za-z0-9_]+", name):
-        raise setup_error(f"{text}: not a test_progs test name",
-                          fix="test_progs:TEST, e.g. test_progs:cgroup_iter")
+    if not re.fullmatch(r"[A-Za-z0-9_*?]+", name):
+        raise setup_error(f"{text}: not a test_progs test name or glob",
+                          fix="test_progs:TEST or a glob, e.g. test_progs:cgroup_iter, "
+                              "test_progs:cgroup_*")
     return TestRef(kind="test_progs", name=text, target=name)
 
 

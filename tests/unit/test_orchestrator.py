@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +262,39 @@ def test_a_warning_while_a_test_runs_makes_it_crashed(world: Path,
     fake = {t.name: t for t in r.tests}["fake_pass"]
     assert fake.status is Status.CRASHED and fake.taint == "W"
     assert [s.function for s in fake.splats] == ["fake_answer"]
+
+
+def test_a_command_after_the_tests_is_judged_by_its_exit_status_and_its_splats(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`harness run ... -- CMD`: its own output file, its exit status, its splats, its
+    directory and its guest size; the tests before it unaffected."""
+    monkeypatch.setenv("FAKE_VNG", "warn-in:cmd-sh")
+    monkeypatch.setenv("FAKE_VNG_STATE", str(world / "cmd" / "vng-state"))
+    cell = Cell(name="cmd", tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}",
+                configs=(str(FAKES / "fake.config"),),
+                tests=(own_test(world, "fake_pass", KTAP_PASS),), memory="1G", cpus=1,
+                append="fake.arg=1", command=("sh", "-c", "pwd; echo said; exit 3"),
+                command_cwd=str(world), command_timeout=20)
+    r = pipeline.run_cell(cell, world / "cmd", accel=Accel.TCG)
+    by = {t.name: t for t in r.tests}
+    assert [t.name for t in r.tests if t.phase.value == "test"] == ["fake_pass", "cmd-sh"]
+    assert by["fake_pass"].status is Status.PASS
+    cmd = by["cmd-sh"]
+    assert cmd.status is Status.CRASHED and cmd.exit_code == 3
+    assert [s.function for s in cmd.splats] == ["fake_answer"] and cmd.taint == "W"
+    assert cmd.log is not None and cmd.log.read_text() == f"{world}\nsaid\n"
+    assert r.guest["cpus_online"] == 1 and r.guest["memory_kb"] == 1024 * 1024 - 65536
+    assert "fake.arg=1" in str(r.guest["cmdline"])
+    assert "guest (--memory 1G --cpus 1 --append fake.arg=1): 1 CPU(s), 960 MiB, " \
+        "/proc/cmdline has the appended arguments" in " ".join(results.summary([r]).split())
+    monkeypatch.setenv("FAKE_VNG", "")
+    ok = pipeline.run_cell(replace(cell, name="cmd-ok", command=("true",)), world / "cmd-ok",
+                           accel=Accel.TCG)
+    assert {t.name: t.status for t in ok.tests}["cmd-true"] is Status.PASS
+    failed = pipeline.run_cell(replace(cell, name="cmd-fail", command=("false",)),
+                               world / "cmd-fail", accel=Accel.TCG)
+    assert {t.name: t.reason for t in failed.tests}["cmd-false"] == "exit 1"
+    assert failed.status is Status.FAIL
 
 
 def test_a_warning_at_shutdown_fails_the_shutdown(world: Path,

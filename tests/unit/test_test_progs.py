@@ -85,6 +85,48 @@ def test_sources_of_named_tests(tmp_path: Path) -> None:
         selftests.test_progs_sources(tmp_path, ("nope",))
 
 
+def test_a_glob_takes_every_file_defining_a_test_it_matches(tmp_path: Path) -> None:
+    from harness.testkinds import test_progs as selftests
+
+    pt = tmp_path / "prog_tests"
+    pt.mkdir()
+    (pt / "cgroup_iter.c").write_text("void test_cgroup_iter(void)\n{\n}\n")
+    (pt / "cgroup_link.c").write_text("void serial_test_cgroup_link(void)\n{\n}\n")
+    (pt / "cgrp_kfunc.c").write_text("void test_cgrp_kfunc(void)\n{\n}\n")
+    (pt / "helpers.c").write_text("static void test_cgroup_helper(void)\n{\n}\n")
+    got = selftests.test_progs_sources(tmp_path, ("cgroup_*",))
+    assert [p.name for p in got] == ["cgroup_iter.c", "cgroup_link.c"]
+    assert [p.name for p in selftests.test_progs_sources(tmp_path, ("cgr?_kfunc",))] == [
+        "cgrp_kfunc.c"]
+    with pytest.raises(selftests.SelftestError, match="defines test_nomatch_"):
+        selftests.test_progs_sources(tmp_path, ("nomatch_*",))
+    ref = selftests.resolve("test_progs:cgroup_*")
+    # quoted: the guest's shell must hand the glob to test_progs, not expand it
+    assert "./test_progs -a 'cgroup_*' -J" in selftests.plan_test_progs(ref, tmp_path).command
+    with pytest.raises(selftests.SelftestError, match="test name or glob"):
+        selftests.resolve("test_progs:cgroup_$(reboot)")
+
+
+def test_a_kselftest_glob_runs_each_test_it_matches(tmp_path: Path) -> None:
+    from harness.testkinds import kselftest
+
+    (tmp_path / "kselftest-list.txt").write_text(
+        "cgroup:test_core\ncgroup:test_kill\ncgroup:test_memcontrol\ncgroup:with_stress.sh\n")
+    ref = kselftest.resolve("kselftest:cgroup:test_*,with_stress.sh")
+    names = [t.name for t in kselftest.plan_kselftest(ref, tmp_path)]
+    assert names == ["kselftest-cgroup-test_core", "kselftest-cgroup-test_kill",
+                     "kselftest-cgroup-test_memcontrol", "kselftest-cgroup-with_stress.sh"]
+    with pytest.raises(kselftest.SelftestError, match=r"has no test\(s\) nope_"):
+        kselftest.plan_kselftest(kselftest.resolve("kselftest:cgroup:nope_*"), tmp_path)
+    tree = tmp_path / "tree"
+    (tree / "tools/testing/selftests/cgroup").mkdir(parents=True)
+    (tree / "tools/testing/selftests/cgroup/Makefile").write_text(
+        "TEST_GEN_PROGS = test_core test_kill\n")
+    kselftest.check_in_tree(kselftest.resolve("kselftest:cgroup:test_*"), tree)
+    with pytest.raises(kselftest.SelftestError, match="builds no test named zz_"):
+        kselftest.check_in_tree(kselftest.resolve("kselftest:cgroup:zz_*"), tree)
+
+
 GOLDEN = Path(__file__).parent.parent / "golden" / "test_progs"
 
 

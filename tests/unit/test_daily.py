@@ -1,0 +1,117 @@
+"""The developer's loop on the command line (issue 13): `-- CMD`, --memory/--cpus/--append,
+what the first line says, and that reproduce.sh's command line gives back the same cell.
+Pure: argparse and the cell model, no build, no boot (the orchestrator tests boot the fake
+guest; tests/e2e/test_daily.py the real one)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness import cli, matrix, pipeline, results
+from harness.matrix import Cell, Tier
+from harness.model import Accel
+from harness.testkinds import SelftestError, command
+
+
+def cells(*argv: str) -> tuple[list[Cell], str]:
+    return cli._cells_from_args(cli.parse_args(["run", *argv]))
+
+
+def test_what_follows_the_separator_is_the_guests_command() -> None:
+    args = cli.parse_args(["run", "--kernel", "debian:6.1", "--", "sh", "-c", "exit 3", "--x"])
+    assert args.guest_command == ["sh", "-c", "exit 3", "--x"] and args.kernel == ["debian:6.1"]
+    assert cli.parse_args(["run"]).guest_command == []
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["run", "--"], "followed by no command"),
+    (["compare", "a", "b", "--", "ls"], "takes no -- CMD"),
+])
+def test_a_separator_without_use_is_refused(argv: list[str], says: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.parse_args(argv)
+    assert exc.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_a_command_alone_runs_without_the_default_tests(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    [cell], first = cells("--", "uname", "-r")
+    assert cell.tests == () and cell.command == ("uname", "-r")
+    assert cell.command_cwd == str(tmp_path) and cell.command_timeout == 600
+    assert first.startswith("testing debian:6.12 (cell adhoc): the command alone")
+    assert first.endswith("then the command: uname -r")
+
+
+def test_a_command_runs_after_the_tests_asked_for_and_after_a_cells_tests() -> None:
+    [cell], _ = cells("--test", "memcg_kfuncs", "--timeout", "30", "--", "true")
+    assert cell.tests == ("memcg_kfuncs",) and cell.command_timeout == 30
+    [six], first = cells("--cell", "6.12", "--cpus", "1", "--", "nproc")
+    assert six.tests == matrix.select(matrix.load(), Tier.FULL, ("6.12",))[0].tests
+    assert six.command == ("nproc",) and six.cpus == 1
+    assert "then the command: nproc" in first
+
+
+def test_the_command_is_planned_last_with_its_time_limit_and_directory() -> None:
+    ref = command.ref(["sh", "-c", "echo 'a b'"], cwd="/srv", timeout_s=42)
+    assert ref.name == "cmd-sh" and ref.target == "sh -c 'echo '\"'\"'a b'\"'\"''"
+    [planned] = command.KIND.plan(ref, command.KIND.build([ref], None)[ref.name])  # type: ignore[arg-type]
+    assert (planned.cwd, planned.timeout_s, planned.fmt) == (Path("/srv"), 42, "exit")
+    assert command.test_name(["/usr/bin/stress-ng"]) == "cmd-stress-ng"
+    assert command.test_name(["./a b"]) == "cmd-a_b"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--memory", "2"], "a size in MiB or GiB"),
+    (["--memory", "128M"], "between 256M and 64G"),
+    (["--cpus", "0"], "between 1 and 64"),
+    (["--timeout", "5"], "--cwd and --timeout are about a command"),
+    (["--cwd", "/"], "--cwd and --timeout are about a command"),
+    (["--boot-only", "--", "true"], "--boot-only runs no test"),
+])
+def test_bad_knobs_are_refused_before_any_work(argv: list[str], says: str) -> None:
+    with pytest.raises(matrix.MatrixError, match=says.replace("-", r"\-")):
+        cells(*argv)
+
+
+def test_a_command_with_a_newline_is_refused() -> None:
+    with pytest.raises(SelftestError, match="put it in a script"):
+        cells("--", "sh", "-c", "a\nb")
+
+
+def test_reproduce_sh_gives_back_the_same_cell() -> None:
+    cell = Cell(name="adhoc", tier=Tier.DEFAULT, kernel="debian:6.1", series=("memcg-kfuncs",),
+                tests=("memcg_kfuncs",), append="quiet foo=1", memory="1536M", cpus=1,
+                command=("sh", "-c", "exit 0"), command_cwd="/tmp", command_timeout=30)
+    argv = pipeline.cell_argv(cell, Accel.TCG)
+    [again], _ = cli._cells_from_args(cli.parse_args(argv))
+    assert again == replace(cell)
+    plain = replace(cell, memory="2G", cpus=2, command=())
+    assert "--memory" not in pipeline.cell_argv(plain, Accel.TCG)
+
+
+def test_the_guest_line_says_what_the_guest_had_and_whether_append_arrived() -> None:
+    asked = {"memory": "1G", "cpus": 1, "append": "foo=1"}
+    seen = {"cmdline": "console=ttyS0 foo=1 printk.devkmsg=on", "cpus_online": 1,
+            "memory_kb": 985000}
+    assert results.guest_line({**asked, **seen}) == (
+        "guest (--memory 1G --cpus 1 --append foo=1): 1 CPU(s), 961 MiB, /proc/cmdline has "
+        "the appended arguments")
+    lacking = results.guest_line({**asked, **seen, "cmdline": "console=ttyS0"})
+    assert "LACKS the appended arguments: console=ttyS0" in lacking
+    assert results.guest_line({"memory": "2G", "cpus": 2, "append": "", **seen}) == ""
+    assert "not seen" in results.guest_line(asked)
+
+
+def test_matrix_cells_take_memory_and_cpus(tmp_path: Path) -> None:
+    m = tmp_path / "m.toml"
+    m.write_text('[[cell]]\nname = "a"\nkernel = "debian:6.12"\nmemory = "4G"\ncpus = 1\n')
+    [a] = matrix.load(m)
+    assert (a.memory, a.cpus) == ("4G", 1)
+    m.write_text('[[cell]]\nname = "a"\nkernel = "debian:6.12"\nmemory = "lots"\n')
+    with pytest.raises(matrix.MatrixError, match="cell #1: memory 'lots'"):
+        matrix.load(m)
