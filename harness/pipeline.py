@@ -519,8 +519,12 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
         runner_done=(guest_dir / "runner-done").exists(),
         vm_timed_out=guest.timed_out, vm_exit=guest.returncode)
     final = []
+    shown = {t.name for t in planned if t.show_output}
     for res in outcome.evaluate(planned, record):
         extra = dict(res.extra)
+        if res.name in shown and res.name in record.outputs:
+            lines = record.outputs[res.name].splitlines()
+            extra.update(output_tail=lines[-OUTPUT_SHOWN:], output_lines=len(lines))
         metrics = guest_dir / f"{res.name}.metrics.json"
         if metrics.exists() and metrics.stat().st_size > MAX_METRICS_BYTES:
             extra["metrics_error"] = (f"{metrics.name}: {metrics.stat().st_size} bytes, over "
@@ -537,6 +541,7 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
 
 
 LOG_READ_CAP = 32 * 2**20
+OUTPUT_SHOWN = 30  # lines of a command's output kept in its result and shown
 
 
 def read_bounded(path: Path, cap: int = LOG_READ_CAP) -> str:

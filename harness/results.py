@@ -344,10 +344,18 @@ def _result_lines(t: TestResult, name_width: int, base: Path | None, *,
             lines += _wrap(f"warning: {w}", indent)
     for note in t.notes:
         lines += _wrap(f"note: {note}", indent)
+    tail = t.extra.get("output_tail")
+    if isinstance(tail, list) and tail:
+        total = t.extra.get("output_lines", len(tail))
+        lines.append(f"{indent}output:" if total == len(tail) else
+                     f"{indent}output (its last {len(tail)} of {total} lines; all of it in the "
+                     "log):")
+        lines += [f"{indent}| {line}"[:WIDTH + 40] for line in tail]
     metrics = t.extra.get("metrics")
     if isinstance(metrics, dict) and metrics.get("summary"):
         lines += _wrap(f"metrics: {metrics['summary']}", indent)
-    if t.log is not None and not said and (t.status not in (Status.PASS, Status.SKIP) or t.splats):
+    if t.log is not None and not said and (t.status not in (Status.PASS, Status.SKIP)
+                                           or t.splats or t.extra.get("output_tail")):
         lines += _wrap("log: " + (_show_path(t.log, base) if base else str(t.log)), indent)
     return lines
 

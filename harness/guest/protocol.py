@@ -52,6 +52,8 @@ class GuestTest:
     command: str  # a shell command line, run by sh -c in cwd
     fmt: str = "ktap"
     needs: tuple[str, ...] = ()  # guest set-up done before it runs: "swap", "scratch"
+    # its output's end goes into the result and onto the terminal (the user's own command)
+    show_output: bool = False
 
 
 def write_plan(tests: list[GuestTest], path: Path) -> None:

@@ -55,7 +55,7 @@ class Command:
 
     def plan(self, ref: TestRef, built: Path) -> list[GuestTest]:
         return [GuestTest(name=ref.name, timeout_s=ref.timeout_s or DEFAULT_TIMEOUT_S,
-                          cwd=built, command=ref.target, fmt="exit")]
+                          cwd=built, command=ref.target, fmt="exit", show_output=True)]
 
 
 KIND = Command()

@@ -285,6 +285,11 @@ def test_a_command_after_the_tests_is_judged_by_its_exit_status_and_its_splats(
     assert cmd.log is not None and cmd.log.read_text() == f"{world}\nsaid\n"
     assert r.guest["cpus_online"] == 1 and r.guest["memory_kb"] == 1024 * 1024 - 65536
     assert "fake.arg=1" in str(r.guest["cmdline"])
+    # the command's output is on the terminal, under its result
+    screen = results.summary([r]).splitlines()
+    at = next(i for i, line in enumerate(screen) if line.lstrip().startswith("cmd-sh"))
+    assert [ln.strip() for ln in screen[at:] if ln.strip().startswith("|")] == [
+        f"| {world}", "| said"]
     assert "guest (--memory 1G --cpus 1 --append fake.arg=1): 1 CPU(s), 960 MiB, " \
         "/proc/cmdline has the appended arguments" in " ".join(results.summary([r]).split())
     monkeypatch.setenv("FAKE_VNG", "")
