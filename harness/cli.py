@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import atomic, doctor, ktap, matrix, paths, pipeline, proc, results
+from . import atomic, doctor, ktap, matrix, paths, pipeline, proc, results, sources
 from .errors import EnvironmentProblem, HarnessError, from_os_error
 from .gitcmd import git_run
 from .matrix import Cell, Tier
@@ -29,6 +29,9 @@ from .model import Accel, CellResult, Status, TestResult
 from .testkinds import command
 
 log = logging.getLogger("harness")
+DEFAULT_KERNEL = "debian:6.12"  # outside a kernel tree, when no --kernel is given
+KERNEL_HELP = (f"debian:6.12, debian:6.1, git:PATH[@REV] (default: the kernel git tree you are "
+               f"in, else {DEFAULT_KERNEL})")
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -83,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "output file, time limit, exit status, splats attributed), "
                               "after the tests asked for, or alone when none are")
     r.add_argument("--kernel", action="append", default=[], metavar="SPEC",
-                   help="debian:6.12, debian:6.1, git:PATH[@REV], image:PATH (repeatable)")
+                   help=KERNEL_HELP + "; image:PATH (a built bzImage: no patches, no tests "
+                        "built from the tree); repeatable")
     r.add_argument("--series", action="append", default=[], metavar="NAME",
                    help="patch series under patches/ (repeatable)")
     r.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
@@ -137,10 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "warnings")
     c.add_argument("--series", action="append", default=[], metavar="NAME",
                    help="patch series under patches/ (repeatable)")
-    c.add_argument("--patch", action="extend", nargs="+", default=[], metavar="FILE",
-                   help="loose patch files, checked after the series")
-    c.add_argument("--kernel", default="debian:6.12", metavar="SPEC",
-                   help="debian:6.12, debian:6.1, git:PATH[@REV] (default debian:6.12)")
+    c.add_argument("--patch", action="append", default=[], metavar="FILE",
+                   help="extra patch checked after the series (repeatable)")
+    c.add_argument("--kernel", default=None, metavar="SPEC", help=KERNEL_HELP)
     c.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
                    help="kconfig fragment name or path (repeatable; default: base)")
     c.add_argument("--out", type=Path, metavar="DIR",
@@ -196,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: RUN/report)")
     sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
     ls = sub.add_parser("matrix", help="list the matrix cells")
-    ls.add_argument("--tier", choices=[t.value for t in Tier], default="full")
+    ls.add_argument("--tier", choices=[t.value for t in Tier], default="default",
+                    help="the cells of this tier (default: default, what `harness run` runs)")
     return p
 
 
@@ -226,14 +230,19 @@ def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
         guest.update(command=tuple(cmd), command_cwd=cwd, command_timeout=args.timeout)
     matrix.check_guest_size(guest.get("memory", Cell.memory), guest.get("cpus", Cell.cpus))
     after = f"; then the command: {shlex.join(cmd)}" if cmd else ""
-    if not explicit and (args.tier or args.cell or not cmd):
+    # Your tree by default: run from inside a kernel git tree, with no kernel or cells named,
+    # tests that tree (read-only: HEAD plus uncommitted changes, as git:PATH does).
+    here = None if args.kernel or args.tier or args.cell else \
+        sources.enclosing_kernel_tree(Path.cwd())
+    if not explicit and not here and (args.tier or args.cell or not cmd):
         tier = Tier(args.tier or "default")
         cells = [replace(c, **guest) for c in matrix.select(matrix.load(args.matrix), tier,
                                                             tuple(args.cell))]
         what = (f"matrix cells {', '.join(c.name for c in cells)}" if args.cell else
                 f"the {tier.value} tier of the matrix: {', '.join(c.name for c in cells)}")
-        return cells, f"testing {what}{after}"
-    kernels = args.kernel or ["debian:6.12"]
+        where = "" if args.tier or args.cell else " (not inside a kernel tree)"
+        return cells, f"testing {what}{where}{after}"
+    kernels = args.kernel or ([f"git:{here}"] if here else [DEFAULT_KERNEL])
     cells = []
     lines = []
     for i, k in enumerate(kernels):
@@ -254,7 +263,8 @@ def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
         extras = [f"series {', '.join(args.series)}" if args.series else "",
                   f"{len(args.patch)} patch file(s)" if args.patch else "",
                   f"config {'+'.join(args.config)}" if args.config else ""]
-        what = " + ".join(e for e in [k, *extras] if e)
+        source = f"your tree {here} (HEAD + uncommitted changes)" if here else k
+        what = " + ".join(e for e in [source, *extras] if e)
         lines.append(f"testing {what} (cell {name}): {origin}" +
                      (f": {', '.join(tests)}" if tests else "") + after)
     return cells, "\n".join(lines)
@@ -433,7 +443,11 @@ def cmd_parse(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from . import check
 
-    request = check.CheckRequest(kernel=args.kernel, series=tuple(args.series),
+    here = None if args.kernel else sources.enclosing_kernel_tree(Path.cwd())
+    kernel = args.kernel or (f"git:{here}" if here else DEFAULT_KERNEL)
+    where = f"your tree {here} (HEAD + uncommitted changes)" if here else kernel
+    print(f"checking against {where}", flush=True)
+    request = check.CheckRequest(kernel=kernel, series=tuple(args.series),
                                  patches=tuple(Path(p).resolve() for p in args.patch),
                                  configs=tuple(args.config or ["base"]))
     out = (args.out or Path("results") / f"check-{_run_id()}").resolve()
@@ -568,13 +582,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    for c in matrix.select(matrix.load(), Tier(args.tier)):
+    every = matrix.load()
+    shown = matrix.select(every, Tier(args.tier))
+    for c in shown:
         expect = ""
         if c.has_expectations:
             parts = [f"all={c.expect_status}"] if c.expect_status else []
             expect = " expect=" + ",".join(parts + [f"{t}={s}" for t, s in c.expect])
         print(f"{c.name:<28} {c.tier.value:<8} {c.kernel:<14} series={','.join(c.series) or '-'}"
               f" configs={','.join(c.configs)} tests={','.join(c.tests)}{expect}")
+    if len(shown) < len(every):
+        print(f"({len(shown)} of {len(every)} cells: the {args.tier} tier; --tier full lists "
+              "them all)")
     return 0
 
 

@@ -61,6 +61,24 @@ def parse_spec(text: str) -> KernelSpec:
     return KernelSpec(kind=kind, value=rest)
 
 
+def is_kernel_tree(top: Path) -> bool:
+    """A Linux source tree: Kconfig, kernel/, and a top Makefile that sets VERSION."""
+    makefile = top / "Makefile"
+    if not ((top / "Kconfig").is_file() and (top / "kernel").is_dir() and makefile.is_file()):
+        return False
+    with makefile.open(errors="replace") as f:
+        return any(line.startswith("VERSION =") for line, _ in zip(f, range(20), strict=False))
+
+
+def enclosing_kernel_tree(start: Path) -> Path | None:
+    """The top of the kernel git tree `start` is in (the user's own tree), or None."""
+    res = git_run(start, "rev-parse", "--show-toplevel", timeout=30)
+    if not res.ok:
+        return None
+    top = Path(res.output.strip())
+    return top if is_kernel_tree(top) else None
+
+
 @contextmanager
 def locked(name: str, *, wait_message: str) -> Iterator[None]:
     """An exclusive lock on a cache resource; waits (saying so) if another run holds it."""

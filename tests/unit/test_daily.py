@@ -115,3 +115,75 @@ def test_matrix_cells_take_memory_and_cpus(tmp_path: Path) -> None:
     m.write_text('[[cell]]\nname = "a"\nkernel = "debian:6.12"\nmemory = "lots"\n')
     with pytest.raises(matrix.MatrixError, match="cell #1: memory 'lots'"):
         matrix.load(m)
+
+
+def _tree(tmp_path: Path) -> Path:
+    import shutil
+    import subprocess
+
+    tree = tmp_path / "linux"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fakes" / "kernel-tree", tree)
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    (tree / "kernel" / "sub").mkdir()
+    return tree
+
+
+def test_inside_a_kernel_tree_run_tests_that_tree(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = _tree(tmp_path)
+    monkeypatch.chdir(tree / "kernel" / "sub")
+    [cell], first = cells()
+    assert cell.kernel == f"git:{tree}" and cell.series == ()
+    assert cell.tests == matrix.default_tests(cell.kernel, matrix.load())[0] != ()
+    assert first.startswith(f"testing your tree {tree} (HEAD + uncommitted changes) (cell "
+                            "adhoc): the tests of the default cell")
+    [named], _ = cells("--kernel", "debian:6.1")
+    assert named.kernel == "debian:6.1"
+    assert [c.name for c in cells("--cell", "6.1")[0]] == ["6.1"]
+    [with_cmd], _ = cells("--", "true")
+    assert with_cmd.kernel == f"git:{tree}" and with_cmd.tests == ()
+
+
+def test_outside_one_run_tests_the_default_matrix_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    got, first = cells()
+    assert [c.name for c in got] == [c.name for c in matrix.select(matrix.load(), Tier.DEFAULT)]
+    assert first.startswith("testing the default tier of the matrix: ")
+    assert first.endswith("(not inside a kernel tree)")
+    # a git repository that is not a kernel tree is not one
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    (tmp_path / "repo" / "Makefile").write_text("VERSION = 1\n")
+    monkeypatch.chdir(tmp_path / "repo")
+    assert cells()[1].endswith("(not inside a kernel tree)")
+
+
+def test_one_vocabulary_in_run_and_check() -> None:
+    run = cli.parse_args(["run", "--patch", "a.patch", "--patch", "b.patch"])
+    check = cli.parse_args(["check", "--patch", "a.patch", "--patch", "b.patch"])
+    assert run.patch == check.patch == ["a.patch", "b.patch"]
+    with pytest.raises(SystemExit):  # one file per --patch, as in run
+        cli.parse_args(["check", "--patch", "a.patch", "b.patch"])
+    assert cli.parse_args(["matrix"]).tier == "default"  # what `harness run` runs
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_kernel_means_the_same_in_run_and_check(command: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.parse_args([command, "--help"])
+    flat = " ".join(capsys.readouterr().out.split())
+    assert ("--kernel SPEC debian:6.12, debian:6.1, git:PATH[@REV] (default: the kernel git "
+            "tree you are in, else debian:6.12)") in flat
+
+
+def test_matrix_lists_the_tier_run_runs_and_says_how_to_see_all(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["matrix"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    default = matrix.select(matrix.load(), Tier.DEFAULT)
+    assert [line.split()[0] for line in out[:-1]] == [c.name for c in default]
+    assert out[-1] == (f"({len(default)} of {len(matrix.load())} cells: the default tier; "
+                       "--tier full lists them all)")
