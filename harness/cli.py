@@ -132,6 +132,27 @@ def build_parser() -> argparse.ArgumentParser:
                         "judged as one, every attempt kept (default: each test's own "
                         "`repeat`, else 1)")
 
+    sh = sub.add_parser("shell", help="boot the kernel (built or stored) into a shell on "
+                        "this terminal, with the selftests built and a writable results "
+                        "directory")
+    sh.add_argument("--kernel", default=None, metavar="SPEC", help=KERNEL_HELP)
+    sh.add_argument("--series", action="append", default=[], metavar="NAME",
+                    help="patch series under patches/ (repeatable)")
+    sh.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
+                    help="kconfig fragment name or path (repeatable; default: base)")
+    sh.add_argument("--patch", action="append", default=[], metavar="FILE",
+                    help="extra patch applied on top (repeatable)")
+    sh.add_argument("--test", action="append", default=[], metavar="NAME|PATH",
+                    help="the selftests to build for the shell (default: the kernel's "
+                         "default tests, as run)")
+    sh.add_argument("--append", default="", metavar="ARGS",
+                    help="extra kernel command line for the guest")
+    sh.add_argument("--memory", default="2G", metavar="SIZE", help="the guest's RAM (2G)")
+    sh.add_argument("--cpus", type=int, default=2, metavar="N", help="the guest's CPUs (2)")
+    sh.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
+    sh.add_argument("--out", type=Path, metavar="DIR",
+                    help="the shell's results directory (default results/shell-<timestamp>)")
+
     ps = sub.add_parser("parse", help="parse a saved KTAP log offline, like run does")
     ps.add_argument("file", help="log file, or - for stdin")
     ps.add_argument("--out", type=Path, metavar="DIR")
@@ -408,6 +429,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+def _your_tree_or(kernel: str | None) -> tuple[str, str]:
+    """--kernel, else the kernel git tree the user is in, else the default; and how to say
+    it."""
+    if kernel:
+        return kernel, kernel
+    here = sources.enclosing_kernel_tree(Path.cwd())
+    if here is None:
+        return DEFAULT_KERNEL, DEFAULT_KERNEL
+    return f"git:{here}", f"your tree {here} (HEAD + uncommitted changes)"
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    from . import shell
+
+    if not sys.stdin.isatty():
+        raise EnvironmentProblem("harness shell needs a terminal: its input is not one",
+                                 fix="run it from a terminal; to run a command in the "
+                                     "guest without one: harness run [OPTIONS] -- CMD")
+    matrix.check_guest_size(args.memory, args.cpus)
+    kernel, where = _your_tree_or(args.kernel)
+    tests = tuple(args.test) or matrix.default_tests(kernel, matrix.load())[0]
+    cell = Cell(name="shell", tier=Tier.DEFAULT, kernel=kernel, series=tuple(args.series),
+                configs=tuple(args.config or ["base"]), tests=tests,
+                patches=tuple(str(Path(p).resolve()) for p in args.patch),
+                append=args.append, memory=args.memory, cpus=args.cpus)
+    out = (args.out or Path("results") / f"shell-{_run_id()}").resolve()
+    prepare_out(out, marker="shell.json")
+    print(f"shell on {where}" + (f" + series {', '.join(args.series)}" if args.series else "")
+          + f"; results: {out}", flush=True)
+    session = shell.run(cell, out, accel=Accel(args.accel))
+    atomic.write_json(out / "shell.json", shell.to_json(session))
+    print(shell.summary(session))
+    return session.code
+
+
 def cmd_parse(args: argparse.Namespace) -> int:
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise EnvironmentProblem(f"--out {args.out} is a file, not a directory",
@@ -443,9 +499,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from . import check
 
-    here = None if args.kernel else sources.enclosing_kernel_tree(Path.cwd())
-    kernel = args.kernel or (f"git:{here}" if here else DEFAULT_KERNEL)
-    where = f"your tree {here} (HEAD + uncommitted changes)" if here else kernel
+    kernel, where = _your_tree_or(args.kernel)
     print(f"checking against {where}", flush=True)
     request = check.CheckRequest(kernel=kernel, series=tuple(args.series),
                                  patches=tuple(Path(p).resolve() for p in args.patch),
@@ -635,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     handlers = {"run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
                 "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
-                "bisect": cmd_bisect, "report": cmd_report}
+                "bisect": cmd_bisect, "report": cmd_report, "shell": cmd_shell}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt as exc:

@@ -208,6 +208,16 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
     return facts.result(cell, stages, judged)
 
 
+def prepare_shell(cell: Cell, out_dir: Path) -> tuple[BuiltKernel, TestPlan, CellFacts]:
+    """`harness shell`: the cell's kernel and tests built as `run` builds them (stored ones
+    reused), without booting; a HarnessError says which stage stopped."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stages, facts = StageLog(cell.name), CellFacts()
+    plan = _plan(cell, stages)
+    kernel = _kernel(cell, plan, out_dir, stages, facts)
+    return kernel, _test_plan(plan, kernel, out_dir, stages, facts), facts
+
+
 @contextmanager
 def _collected(problems: list[HarnessError]) -> Iterator[None]:
     try:

@@ -10,15 +10,20 @@ exception, so no qemu or make survives the harness.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
+import pty
 import re
+import select
 import selectors
 import shlex
 import signal
 import subprocess
+import termios
 import threading
 import time
+import tty
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,3 +314,75 @@ def check(
     if not result.ok:
         raise CommandError(what, result, log_path)
     return result
+
+
+def interactive(argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None,
+                log_path: Path | None = None) -> int | None:
+    """Run argv on a terminal of its own, wired to ours, until it exits; its exit code.
+
+    What the user types goes to it unchanged (our terminal is raw meanwhile: Ctrl-C is a
+    byte for the program, not a signal for us); what it prints goes to our terminal and,
+    as it arrives, to `log_path`. The child leads its own session and process group on
+    that terminal, so the one kill path applies to it as to any other child.
+    """
+    args = tuple(os.fspath(a) for a in argv)
+    log.debug("$ %s", shlex.join(args))
+    master, slave = pty.openpty()
+    # A transparent line: no echo, no CR/LF translation, no signals from its keys here. The
+    # program's own terminal (the guest's console) does all of that, once.
+    tty.setraw(slave)
+    if os.isatty(0):
+        with contextlib.suppress(OSError):
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8))
+    logf = log_path.open("ab") if log_path is not None else None
+    try:
+        # preexec_fn is safe here: the harness runs no other thread while a shell is open
+        proc = subprocess.Popen(args, env={**os.environ, **(env or {})}, stdin=slave,
+                                stdout=slave, stderr=slave, start_new_session=True,
+                                preexec_fn=_take_terminal)
+    except FileNotFoundError as exc:
+        os.close(master)
+        raise ToolMissingError(args[0], INSTALL_HINTS.get(args[0], f"install {args[0]}")) from exc
+    finally:
+        os.close(slave)
+    with _live_lock:
+        _live[proc.pid] = proc
+    saved = termios.tcgetattr(0) if os.isatty(0) else None
+    try:
+        if saved is not None:
+            tty.setraw(0)
+        reading = [master, 0]
+        while master in reading:
+            for fd in select.select(reading, [], [], 1.0)[0]:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # EIO: the child's side of the terminal is closed
+                    data = b""
+                if fd == master and data:
+                    os.write(1, data)
+                    if logf is not None:
+                        logf.write(data)
+                        logf.flush()
+                elif data:
+                    os.write(master, data)
+                else:
+                    reading.remove(fd)
+        proc.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if saved is not None:
+            termios.tcsetattr(0, termios.TCSADRAIN, saved)
+        _kill_group(proc)
+        with _live_lock:
+            _live.pop(proc.pid, None)
+        os.close(master)
+        if logf is not None:
+            logf.close()
+    return proc.returncode
+
+
+def _take_terminal() -> None:
+    """In the child, after setsid: its stdin (the new terminal) becomes its controlling
+    terminal, so the guest's console gets job control (Ctrl-C stops the guest's program)."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)

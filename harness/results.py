@@ -51,7 +51,7 @@ def _case_json(case: TestCase) -> dict[str, Any]:
     return out
 
 
-def _splat_json(s: Splat) -> dict[str, Any]:
+def splat_json(s: Splat) -> dict[str, Any]:
     out = {"kind": s.kind, "function": s.function, "fingerprint": s.fingerprint,
            "title": s.title, "text": s.text, "decoded": s.decoded}
     if s.where:
@@ -74,7 +74,7 @@ def test_json(t: TestResult, base: Path | None = None) -> dict[str, Any]:
         "exit_code": t.exit_code,
         "reason": t.reason,
         "taint": t.taint,
-        "splats": [_splat_json(s) for s in t.splats],
+        "splats": [splat_json(s) for s in t.splats],
     }
     if t.expected_status is not None:
         out["expected_status"] = t.expected_status.value
@@ -331,7 +331,7 @@ def _result_lines(t: TestResult, name_width: int, base: Path | None, *,
     if t.reason and counts and t.status is not Status.PASS:
         lines += _wrap(counts, indent)
     for s in t.splats:
-        lines += _splat_lines(s, indent)
+        lines += splat_lines(s, indent)
     if t.ktap is not None and t.status not in (Status.PASS, Status.SKIP, Status.XFAIL):
         for leaf in _bad_leaves(t.ktap.cases)[:10]:
             lines += _wrap(f"{leaf.status.value}: {leaf.name}", indent)
@@ -360,7 +360,7 @@ def _result_lines(t: TestResult, name_width: int, base: Path | None, *,
     return lines
 
 
-def _splat_lines(s: Splat, indent: str) -> list[str]:
+def splat_lines(s: Splat, indent: str) -> list[str]:
     label = "expected noise" if s.expected else "splat"
     where = f" ({s.where})" if s.where else ""
     func = f" in {s.function}()" if s.function else ""

@@ -131,9 +131,10 @@ class GuestRun:
     argv: tuple[str, ...]
 
 
-def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],
-             memory: str = "2G", cpus: int = 2, cwd: Path | None = None,
-             append: str = "") -> list[str]:
+def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
+             command: list[str] | None, memory: str = "2G", cpus: int = 2,
+             cwd: Path | None = None, append: str = "") -> list[str]:
+    """vng's command line; `command` None: an interactive shell on the console."""
     # --force-9p: virtiofsd is not usable here and vng would retry it for seconds first.
     argv = [proc.require("vng"), "--run", str(kernel.bzimage), "--verbose", "--force-9p",
             "--memory", memory, "--cpus", str(cpus),
@@ -152,7 +153,20 @@ def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: 
         argv += ["--rwdir", str(d)]
     if cwd is not None:
         argv += ["--cwd", str(cwd)]
-    return [*argv, "--", *command]
+    return argv if command is None else [*argv, "--", *command]
+
+
+def shell(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], cwd: Path,
+          console_log: Path, memory: str = "2G", cpus: int = 2, append: str = "") -> int | None:
+    """Boot into an interactive shell on this terminal until the user leaves it; the
+    console (the kernel's messages and the session) is saved to `console_log` too."""
+    argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=None, memory=memory, cpus=cpus,
+                    cwd=cwd, append=append)
+    log.info("booting %s under %s: a shell (exit or Ctrl-D leaves it)", kernel.version,
+             accel.value.upper())
+    bindir = str(Path(argv[0]).parent)
+    return proc.interactive(argv, log_path=console_log,
+                            env={"PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
 
 
 def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],

@@ -1,0 +1,141 @@
+"""The developer's loop on a real kernel (issue 13): `harness shell` driven through a
+terminal with pexpect, `run -- CMD` with the guest's size and command line, and the user's
+own tree by default. Every kernel here is the `6.12` cell's (Debian 6.12 + memcg-kfuncs,
+base config), built once by the ci run and then taken from the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pexpect
+
+from harness import paths
+
+from .conftest import REPO, Run, harness
+
+KERNEL = ("--kernel", "debian:6.12", "--series", "memcg-kfuncs")
+PROMPT = "harness-e2e-prompt# "
+
+
+def _qemu_of(out: Path) -> list[str]:
+    """QEMU processes of this shell: its results directory is on their command line."""
+    ps = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True)
+    return [line for line in ps.stdout.splitlines() if str(out) in line]
+
+
+def test_shell_answers_takes_ctrl_c_in_the_guest_and_leaves_no_qemu(
+        ci_run: Run, tmp_path: Path) -> None:
+    out = tmp_path / "shell"
+    child = pexpect.spawn(sys.executable, ["-m", "harness", "shell", *KERNEL,
+                                           "--test", "rstat_propagation", "--out", str(out)],
+                          cwd=str(REPO), env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                          encoding="utf-8", codec_errors="replace", timeout=240,
+                          dimensions=(40, 200))
+    transcript = tmp_path / "transcript.log"
+    child.logfile_read = transcript.open("w")
+    try:
+        child.expect("sh tests.sh NAME")
+        child.expect(r"[#$] ", timeout=240)  # vng's prompt, after the boot
+        child.sendline(f"PS1='{PROMPT}'")
+        child.expect_exact(PROMPT)
+        child.sendline("uname -r; cat /proc/sys/kernel/tainted")
+        child.expect(r"(6\.12\.[0-9A-Za-z.+-]+)\r+\n(\d+)\r+\n")
+        assert child.match.group(1) == ci_run.cell("6.12")["kernel_version"]
+        assert child.match.group(2) == "0"
+        child.expect_exact(PROMPT)
+        # the selftests are there, built for this kernel, and run from the shell
+        child.sendline("sh tests.sh rstat_propagation | tail -3; echo rc=$?")
+        child.expect(r"# Totals: pass:(\d+) fail:0")
+        child.expect_exact(PROMPT, timeout=120)
+        # Ctrl-C stops the guest's program, not the VM
+        child.sendline("sleep 300")
+        time.sleep(3)
+        started = time.monotonic()
+        child.sendintr()
+        child.expect_exact(PROMPT, timeout=30)
+        assert time.monotonic() - started < 30
+        child.sendline("echo al''ive")
+        child.expect(r"alive\r+\n")
+        child.expect_exact(PROMPT)
+        child.sendline("exit")
+        child.expect(pexpect.EOF, timeout=120)
+    finally:
+        child.close(force=True)
+        child.logfile_read.close()
+    text = transcript.read_text(errors="replace")
+    assert child.exitstatus == 0, text[-3000:]
+    assert "shell closed; kernel log: no splat on the console" in text
+    assert _qemu_of(out) == []
+    session = json.loads((out / "shell.json").read_text())
+    assert session["splats"] == [] and session["kernel_version"].startswith("6.12")
+    assert "rstat_propagation" in (out / "tests.sh").read_text()
+
+
+def test_shell_without_a_terminal_says_what_to_do_instead(tmp_path: Path) -> None:
+    proc = harness("shell", *KERNEL, "--out", str(tmp_path / "s"), timeout=60)
+    assert proc.returncode == 2
+    assert "harness shell needs a terminal" in proc.stderr
+    assert "harness run [OPTIONS] -- CMD" in proc.stderr
+
+
+def test_run_a_command_with_the_guest_size_and_command_line_asked_for(
+        ci_run: Run, tmp_path: Path) -> None:
+    out = tmp_path / "cmd"
+    proc = harness("run", *KERNEL, "--memory", "1G", "--cpus", "1", "--append",
+                   "harness.e2e=1", "--test", "rstat_propagation", "--out", str(out),
+                   "--timeout", "60", "--", "sh", "-c",
+                   "nproc; cat /proc/cmdline; echo in $(pwd); exit 7",
+                   timeout=600, cwd=tmp_path)
+    assert proc.stdout.startswith("testing debian:6.12 + series memcg-kfuncs (cell adhoc): "
+                                  "the tests asked for: rstat_propagation; then the command: "
+                                  "sh -c")
+    cell = json.loads((out / "results.json").read_text())["cells"][0]
+    by = {t["name"]: t for t in cell["tests"]}
+    assert by["rstat_propagation"]["status"] == "PASS"
+    cmd = by["cmd-sh"]
+    assert (cmd["status"], cmd["exit_code"], cmd["reason"]) == ("FAIL", 7, "exit 7")
+    lines = (out / "adhoc" / "guest" / "cmd-sh.out").read_text().splitlines()
+    assert lines[0] == "1" and "harness.e2e=1" in lines[1] and lines[2] == f"in {tmp_path}"
+    guest = cell["guest"]
+    assert (guest["cpus_online"], guest["memory"]) == (1, "1G")
+    assert 900 * 1024 < guest["memory_kb"] <= 1024 * 1024
+    assert "harness.e2e=1" in guest["cmdline"]
+    # the screen says it: the guest line, the command's verdict and its output
+    flat = " ".join(proc.stdout.split())
+    assert ("guest (--memory 1G --cpus 1 --append harness.e2e=1): 1 CPU(s), "
+            f"{guest['memory_kb'] // 1024} MiB, /proc/cmdline has the appended arguments") in flat
+    assert "cmd-sh FAIL" in flat and "output: | 1 |" in flat and "exit 7" in flat
+    assert proc.returncode == 1
+    # reproduce.sh gives the same command line back
+    repro = (out / "adhoc" / "reproduce.sh").read_text()
+    assert "--memory 1G --cpus 1 --accel" in repro and f"--cwd {tmp_path} --timeout 60" in repro
+
+
+def test_inside_a_kernel_tree_run_tests_that_tree(ci_run: Run, tmp_path: Path) -> None:
+    """The user's tree by default: a clone of the Debian 6.12 tree the ci run imported, as
+    a user would have it; `harness run -- CMD` from a subdirectory of it tests that tree,
+    and the first line says so. Its sources and config equal the stored plain 6.12 kernel's,
+    so the kernel comes from the store (nothing is built)."""
+    [imported] = sorted((paths.cache_root() / "src").glob("debian-6.12-*"))
+    tree = tmp_path / "linux"
+    subprocess.run(["git", "clone", "-q", str(imported), str(tree)], check=True, timeout=600)
+    out = tmp_path / "run"
+    proc = harness("run", "--out", str(out), "--", "uname", "-r", timeout=900,
+                   cwd=tree / "kernel" / "cgroup")
+    first = proc.stdout.splitlines()[0]
+    assert first == (f"testing your tree {tree} (HEAD + uncommitted changes) (cell adhoc): "
+                     "the command alone (no --test given); then the command: uname -r")
+    cell = json.loads((out / "results.json").read_text())["cells"][0]
+    assert cell["kernel"] == f"git:{tree}" and cell["status"] == "PASS", proc.stderr[-2000:]
+    assert "already built" in proc.stderr
+    by = {t["name"]: t for t in cell["tests"]}
+    assert by["cmd-uname"]["extra"]["output_tail"] == [cell["kernel_version"]]
+    # the user's tree is as it was
+    status = subprocess.run(["git", "-C", str(tree), "status", "--porcelain"],
+                            capture_output=True, text=True, check=True).stdout
+    assert status == ""
