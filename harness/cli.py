@@ -16,12 +16,13 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import atomic, doctor, ktap, matrix, paths, pipeline, proc, results, sources
+from . import atomic, cache, doctor, ktap, matrix, paths, pipeline, proc, results, sources
 from .errors import EnvironmentProblem, HarnessError, from_os_error
 from .gitcmd import git_run
 from .matrix import Cell, Tier
@@ -218,6 +219,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
     rep.add_argument("--out", type=Path, metavar="DIR", help="where index.html goes "
                      "(default: RUN/report)")
+    ca = sub.add_parser("cache", help="what the cache holds (size, last use, what for); "
+                        "prune or drop entries")
+    ca.add_argument("action", nargs="?", choices=["list", "prune", "drop"], default="list")
+    ca.add_argument("names", nargs="*", metavar="NAME",
+                    help="drop: the entries to remove (globs, e.g. 'git-linux-*')")
+    ca.add_argument("--max-size", default=None, metavar="SIZE",
+                    help="prune: evict least recently used until the cache fits in SIZE "
+                         "(default $HARNESS_CACHE_MAX, else 40G)")
+    ca.add_argument("--dry-run", action="store_true", help="prune/drop: say what would go")
     sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
     ls = sub.add_parser("matrix", help="list the matrix cells")
     ls.add_argument("--tier", choices=[t.value for t in Tier], default="default",
@@ -629,6 +639,35 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    from . import cache
+
+    limit = cache.parse_size(args.max_size) if args.max_size else cache.max_size()
+    if args.action == "list":
+        if args.names:
+            raise EnvironmentProblem("harness cache list takes no names",
+                                     fix="harness cache drop NAME... removes entries")
+        print(cache.render(cache.entries(), limit))
+        return 0
+    if args.action == "drop":
+        if not args.names:
+            raise EnvironmentProblem("harness cache drop needs the names of the entries",
+                                     fix="harness cache lists them")
+        done = cache.drop(tuple(args.names), dry_run=args.dry_run)
+    else:
+        done = cache.prune(limit, dry_run=args.dry_run)
+    verb = "would evict" if args.dry_run else "evicted"
+    for e in done.evicted:
+        print(f"{verb} {e.kind.value} {e.name} ({cache.human(e.size)}; {e.used_for or '-'})")
+    if done.skipped_reason:
+        print(f"nothing evicted: {done.skipped_reason}; try again when it is done")
+        return 1
+    left = done.total_before - sum(e.size for e in done.evicted)
+    print(f"{len(done.evicted)} entries {verb}; the cache holds {cache.human(left)}"
+          + (f" (limit {cache.human(limit)})" if args.action == "prune" else ""))
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     found = doctor.checks()
     print(doctor.render(found))
@@ -661,7 +700,22 @@ def _signal_of(exc: BaseException) -> int:
     return int(signal.SIGINT)
 
 
-TAKE_A_COMMAND = ("run",)  # the subcommands that take `-- CMD ARGS...`
+TAKE_A_COMMAND = ("run",)
+# The commands that read or fill the cache: they hold it (cache.in_use) while they run,
+# and evict down to its limit when they end.
+USE_THE_CACHE = ("run", "check", "mutate", "bisect", "shell")
+
+
+def _prune_after(command: str) -> None:
+    done = cache.prune(cache.max_size())
+    if done.evicted:
+        log.info("cache over its %s limit after %s: evicted %s (least recently used)",
+                 cache.human(done.limit), command,
+                 ", ".join(f"{e.kind.value} {e.name}" for e in done.evicted))
+    elif done.skipped_reason and done.total_before > done.limit:
+        log.warning("cache over its %s limit (%s), not pruned: %s",
+                    cache.human(done.limit), cache.human(done.total_before),
+                    done.skipped_reason)  # the subcommands that take `-- CMD ARGS...`
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -687,11 +741,17 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.verbose)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    handlers = {"run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
-                "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
-                "bisect": cmd_bisect, "report": cmd_report, "shell": cmd_shell}
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {
+        "run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
+        "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
+        "bisect": cmd_bisect, "report": cmd_report, "shell": cmd_shell, "cache": cmd_cache}
     try:
-        return handlers[args.command](args)
+        if args.command not in USE_THE_CACHE:
+            return handlers[args.command](args)
+        with cache.in_use():
+            code = handlers[args.command](args)
+        _prune_after(args.command)
+        return code
     except KeyboardInterrupt as exc:
         # Stay for the kill path: a second signal must not cut it short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

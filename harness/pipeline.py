@@ -25,6 +25,7 @@ from pathlib import Path
 from . import (
     attempts,
     build,
+    cache,
     features,
     kconfig,
     outcome,
@@ -338,6 +339,9 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             with stages.stage("features", Status.BUILD_ERROR):
                 facts.features = features.confirm_with_btf(prepared.features, funcs)
                 _check_declared(plan, prepared, facts.features, logs)
+        used_for = describe(cell)
+        for entry in (image.bzimage.parent, tree.path, tree.source.repo):
+            cache.note_use(entry, used_for)
         # kselftests build from the same tree state: still under the lock.
         with stages.stage("kselftests-build", Status.BUILD_ERROR):
             tree_tests = _build_tests_of(plan.tests, facts.features, BuildContext(
@@ -582,6 +586,14 @@ def _decode(s: Splat, kernel: KernelImage) -> Splat:
     if not res.ok:
         return replace(s, decoded=f"decode failed: {res.tail(5)}")
     return splat.relative_to_tree(replace(s, decoded=res.output), kernel.source_dir.name)
+
+
+def describe(cell: Cell) -> str:
+    """What a cell builds, in a few words (what a cache entry was last used for)."""
+    extras = [f"series {'+'.join(cell.series)}" if cell.series else "",
+              f"{len(cell.patches)} patch(es)" if cell.patches else "",
+              f"config {'+'.join(cell.configs)}"]
+    return " + ".join(e for e in [cell.kernel, *extras] if e)
 
 
 def cell_argv(cell: Cell, accel: Accel) -> list[str]:

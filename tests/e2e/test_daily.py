@@ -122,7 +122,7 @@ def test_inside_a_kernel_tree_run_tests_that_tree(ci_run: Run, tmp_path: Path) -
     and the first line says so. Its sources and config equal the stored plain 6.12 kernel's,
     so the kernel comes from the store (nothing is built)."""
     [imported] = sorted((paths.cache_root() / "src").glob("debian-6.12-*"))
-    tree = tmp_path / "linux"
+    tree = tmp_path / f"e2etree{os.getpid()}"  # its cache entries are named after it
     subprocess.run(["git", "clone", "-q", str(imported), str(tree)], check=True, timeout=600)
     out = tmp_path / "run"
     proc = harness("run", "--out", str(out), "--", "uname", "-r", timeout=900,
@@ -139,3 +139,27 @@ def test_inside_a_kernel_tree_run_tests_that_tree(ci_run: Run, tmp_path: Path) -
     status = subprocess.run(["git", "-C", str(tree), "status", "--porcelain"],
                             capture_output=True, text=True, check=True).stdout
     assert status == ""
+    # what the cache holds for that tree (a clone, a worktree) says what it was for, and
+    # goes with `harness cache drop`
+    listing = harness("cache", timeout=300).stdout
+    mine = [line for line in listing.splitlines() if f" git-{tree.name}-" in line]
+    assert sorted(line.split()[0] for line in mine) == ["source", "worktree"]
+    assert all(f"git:{tree} + config base" in line for line in mine)
+    dropped = harness("cache", "drop", f"git-{tree.name}-*", timeout=300)
+    assert dropped.returncode == 0 and "2 entries evicted" in dropped.stdout
+    assert f" git-{tree.name}-" not in harness("cache", timeout=300).stdout
+
+
+def test_cache_lists_what_it_holds_and_prunes_least_recently_used_first(ci_run: Run) -> None:
+    listing = harness("cache", timeout=300)
+    assert listing.returncode == 0
+    # the kernel the ci run used is there, with what it was used for
+    six = Path(ci_run.cell("6.12")["image"]).parent.name
+    [line] = [x for x in listing.stdout.splitlines() if f" {six} " in x]
+    assert line.startswith("kernel") and "debian:6.12 + series memcg-kfuncs" in line
+    dry = harness("cache", "prune", "--dry-run", "--max-size", "1G", timeout=300)
+    would = [line.split()[3] for line in dry.stdout.splitlines()
+             if line.startswith("would evict")]
+    assert dry.returncode == 0 and would and would[0] != six
+    # nothing went: it was a dry run
+    assert harness("cache", timeout=300).stdout.count("\n") == listing.stdout.count("\n")

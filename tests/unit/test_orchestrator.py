@@ -122,6 +122,29 @@ def test_the_second_run_takes_the_kernel_from_the_store(world: Path,
     assert "already built" in caplog.text
 
 
+def test_a_kernel_evicted_from_the_cache_is_built_again(world: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    from harness import cache
+
+    first = run(world, "evict-1", monkeypatch=monkeypatch)
+    key = Path(first.image).parent.name
+    entry = {e.name: e for e in cache.entries()}[key]
+    assert entry.used_for == f"git:{world / 'linux'} + config {FAKES / 'fake.config'}"
+    assert [e.name for e in cache.drop((key,)).evicted] == [key]
+    caplog.set_level("INFO")
+    caplog.clear()
+    second = run(world, "evict-2", monkeypatch=monkeypatch)
+    assert second.status is Status.PASS and second.image == first.image
+    assert "already built" not in caplog.text and Path(second.image).exists()
+    # and a worktree evicted (with its build directory) is checked out again
+    trees = [e.name for e in cache.entries() if e.kind is cache.Kind.WORKTREE]
+    assert trees and len(cache.drop(tuple(trees)).evicted) == len(trees)
+    caplog.clear()
+    third = run(world, "evict-3", monkeypatch=monkeypatch)
+    assert third.status is Status.PASS and "creating worktree" in caplog.text
+
+
 def test_results_json_has_the_schema_of_the_golden(world: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Every key path and its JSON type, from this run, against the golden (made by this

@@ -1,0 +1,271 @@
+"""What the cache holds, when each entry was last used and for what, and its eviction.
+
+Entries, the units that are evicted whole:
+- `kernel`: kernels/<key>, one stored kernel (rebuilt when asked for again);
+- `worktree`: work/<name> with build/<name>, the tree a (source, config) is checked out
+  and built in (checked out again, and rebuilt from ccache, when needed);
+- `source`: src/<name>, a Debian import or a clone of a user's tree, evicted only once no
+  worktree of it is left.
+Each use of an entry touches its `.harness-use.json` (the time, and what it was for); an
+entry never noted (made before this existed) counts as used when it was last modified.
+
+Eviction goes least recently used first until the cache fits its limit
+($HARNESS_CACHE_MAX, default 40G), and only while no other harness command that uses the
+cache runs: every such command holds `in_use()` (a shared lock) from start to end, and
+eviction needs it exclusively, so nothing a running harness holds is ever removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import fcntl
+import fnmatch
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import atomic, paths
+from .errors import HarnessError
+from .gitcmd import git_run
+
+log = logging.getLogger(__name__)
+
+USE_FILE = ".harness-use.json"
+DEFAULT_MAX = "40G"
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)i?B?", re.IGNORECASE)
+
+
+class CacheError(HarnessError):
+    pass
+
+
+class Kind(enum.Enum):
+    KERNEL = "kernel"
+    WORKTREE = "worktree"
+    SOURCE = "source"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    kind: Kind
+    name: str
+    paths: tuple[Path, ...]  # removed together
+    size: int  # bytes
+    last_used: float  # epoch seconds
+    used_for: str
+
+
+def parse_size(text: str) -> int:
+    """"40G", "512M", "1.5T", "0" -> bytes (powers of 1024)."""
+    m = _SIZE.fullmatch(text.strip())
+    if not m:
+        raise CacheError(f"{text!r} is not a size", fix="give a size such as 40G or 512M")
+    return int(float(m.group(1)) * 1024 ** " KMGT".index(m.group(2).upper() or " "))
+
+
+def max_size() -> int:
+    return parse_size(os.environ.get("HARNESS_CACHE_MAX", DEFAULT_MAX))
+
+
+def note_use(entry: Path, used_for: str) -> None:
+    """This entry (a stored kernel, a worktree, a source) was just used, for this."""
+    if entry.is_dir():
+        with contextlib.suppress(OSError):
+            atomic.write_text(entry / USE_FILE, json.dumps(
+                {"last_used": time.time(), "for": used_for}) + "\n")
+
+
+@contextlib.contextmanager
+def in_use() -> Iterator[None]:
+    """Held (shared) by every command that reads or fills the cache, for its whole run."""
+    with (paths.sub("locks") / "cache-in-use.lock").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _alone() -> Iterator[bool]:
+    """True (the lock held exclusively) when no other harness command uses the cache."""
+    with (paths.sub("locks") / "cache-in-use.lock").open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_blocks * 512
+    return total
+
+
+def _use(entry: Path) -> tuple[float, str]:
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        data = json.loads((entry / USE_FILE).read_text())
+        return float(data["last_used"]), str(data["for"])
+    with contextlib.suppress(OSError):
+        return entry.stat().st_mtime, ""
+    return 0.0, ""
+
+
+def _kernel_for(entry: Path) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        meta = json.loads((entry / "meta.json").read_text())
+        return f"kernel {meta.get('release', '?')}"
+    return ""
+
+
+def entries() -> list[Entry]:
+    root = paths.cache_root()
+    found: list[Entry] = []
+    for d in sorted((root / "kernels").glob("[!.]*")):
+        when, used_for = _use(d)
+        found.append(Entry(kind=Kind.KERNEL, name=d.name, paths=(d,), size=_size(d),
+                           last_used=when, used_for=used_for or _kernel_for(d)))
+    for d in sorted((root / "work").glob("[!.]*")):
+        build = root / "build" / d.name
+        when, used_for = _use(d)
+        both = (d, build) if build.exists() else (d,)
+        found.append(Entry(kind=Kind.WORKTREE, name=d.name, paths=both,
+                           size=sum(_size(p) for p in both), last_used=when, used_for=used_for))
+    for d in sorted((root / "src").glob("[!.]*")):
+        when, used_for = _use(d)
+        found.append(Entry(kind=Kind.SOURCE, name=d.name, paths=(d,), size=_size(d),
+                           last_used=when, used_for=used_for))
+    return found
+
+
+def _evictable(e: Entry, kept: list[Entry]) -> bool:
+    # A source goes only with its last worktree (worktrees are named <source>-<configs>).
+    return e.kind is not Kind.SOURCE or not any(
+        k.kind is Kind.WORKTREE and k.name.startswith(f"{e.name}-") for k in kept)
+
+
+def plan_eviction(found: list[Entry], limit: int) -> list[Entry]:
+    """Least recently used first, until what is left fits in `limit` bytes. Pure."""
+    kept = sorted(found, key=lambda e: e.last_used)
+    total = sum(e.size for e in kept)
+    evicted: list[Entry] = []
+    progress = True
+    while total > limit and progress:
+        progress = False
+        for e in kept:
+            if _evictable(e, kept):
+                kept.remove(e)
+                evicted.append(e)
+                total -= e.size
+                progress = True
+                break
+    return evicted
+
+
+def _remove(e: Entry) -> None:
+    for p in e.paths:
+        shutil.rmtree(p, ignore_errors=True)
+    if e.kind is Kind.WORKTREE:
+        # the source repository forgets the worktree, so it can be added again
+        for src in (paths.cache_root() / "src").glob("[!.]*"):
+            if e.name.startswith(f"{src.name}-"):
+                git_run(src, "worktree", "prune", timeout=120)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pruned:
+    evicted: tuple[Entry, ...]
+    skipped_reason: str = ""  # why nothing was evicted although over the limit
+    total_before: int = 0
+    limit: int = 0
+
+
+def prune(limit: int, *, dry_run: bool = False) -> Pruned:
+    """Evict down to `limit`, least recently used first; nothing while another harness
+    command uses the cache (the caller must not hold in_use() itself)."""
+    found = entries()
+    total = sum(e.size for e in found)
+    chosen = plan_eviction(found, limit)
+    if not chosen or dry_run:
+        return Pruned(evicted=tuple(chosen), total_before=total, limit=limit)
+    with _alone() as alone:
+        if not alone:
+            return Pruned(evicted=(), total_before=total, limit=limit,
+                          skipped_reason="another harness command is using the cache")
+        for e in chosen:
+            log.info("cache: evicting %s %s (%s, last used %s)", e.kind.value, e.name,
+                     human(e.size), time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)))
+            _remove(e)
+    return Pruned(evicted=tuple(chosen), total_before=total, limit=limit)
+
+
+def drop(patterns: tuple[str, ...], *, dry_run: bool = False) -> Pruned:
+    """Remove the entries whose names match these globs (what the user asked for), with
+    the same guard as prune."""
+    found = entries()
+    chosen = [e for e in found if any(fnmatch.fnmatchcase(e.name, p) for p in patterns)]
+    if unmatched := [p for p in patterns if not any(fnmatch.fnmatchcase(e.name, p)
+                                                    for e in found)]:
+        raise CacheError(f"no cache entry is named {', '.join(unmatched)}",
+                         fix="harness cache lists the entries")
+    total = sum(e.size for e in found)
+    if dry_run:
+        return Pruned(evicted=tuple(chosen), total_before=total)
+    with _alone() as alone:
+        if not alone:
+            return Pruned(evicted=(), total_before=total,
+                          skipped_reason="another harness command is using the cache")
+        for e in chosen:
+            _remove(e)
+    return Pruned(evicted=tuple(chosen), total_before=total)
+
+
+def human(n: float) -> str:
+    for unit in ("B", "K", "M", "G"):
+        if n < 1024:
+            return f"{n:.0f}{unit}" if unit in ("B", "K") else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n:.1f}T"
+
+
+def render(found: list[Entry], limit: int, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    lines = [f"{'kind':<9} {'size':>7}  {'last used':<16} {'name':<44} for"]
+    for e in sorted(found, key=lambda x: -x.last_used):
+        age = _age(now - e.last_used)
+        lines.append(f"{e.kind.value:<9} {human(e.size):>7}  {age:<16} {e.name:<44} "
+                     f"{e.used_for or '-'}")
+    total = sum(e.size for e in found)
+    root = paths.cache_root()
+    rest = [d for d in sorted(root.iterdir()) if d.is_dir() and d.name not in (
+        "kernels", "work", "build", "src", "locks")]
+    lines.append("\nnot evicted: " + ", ".join(
+        f"{d.name} {human(_size(d))}" for d in rest)
+        + " (ccache keeps itself under CCACHE_MAXSIZE, 20G by default)")
+    lines.append(f"{len(found)} entries, {human(total)} of the {human(limit)} limit "
+                 f"($HARNESS_CACHE_MAX) in {paths.cache_root()}"
+                 + ("; `harness cache prune` evicts the least recently used"
+                    if total > limit else ""))
+    return "\n".join(lines)
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit} ago"
+    return "just now"

@@ -1,0 +1,120 @@
+"""`harness cache`: entries, least-recently-used eviction down to a limit, never while
+another harness command uses the cache, sources only with their last worktree; and a
+kernel evicted is built again by the next run (tests/unit/test_orchestrator.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import cache, cli
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def _entry(root: Path, rel: str, size: int, used: float, used_for: str = "") -> Path:
+    d = root / rel
+    d.mkdir(parents=True)
+    (d / "blob").write_bytes(b"x" * size)
+    if used_for:  # as note_use() writes it, at the time given
+        (d / cache.USE_FILE).write_text(json.dumps({"last_used": used, "for": used_for}))
+    else:
+        os.utime(d, (used, used))
+    return d
+
+
+def _world(root: Path) -> None:
+    now = time.time()
+    _entry(root, "kernels/old", 4096 * 30, now - 9000, "debian:6.12 + series a")
+    _entry(root, "kernels/new", 4096 * 30, now - 10, "debian:6.12 + series b")
+    _entry(root, "src/git-linux-1", 4096 * 50, now - 99999)
+    _entry(root, "work/git-linux-1-base", 4096 * 40, now - 8000, "git:/home/u/linux")
+    _entry(root, "build/git-linux-1-base", 4096 * 40, now - 8000)
+
+
+def test_entries_say_kind_size_last_use_and_what_for(root: Path) -> None:
+    _world(root)
+    by = {e.name: e for e in cache.entries()}
+    assert {n: e.kind.value for n, e in by.items()} == {
+        "old": "kernel", "new": "kernel", "git-linux-1-base": "worktree",
+        "git-linux-1": "source"}
+    wt = by["git-linux-1-base"]
+    assert wt.paths == (root / "work/git-linux-1-base", root / "build/git-linux-1-base")
+    assert wt.size >= 2 * 4096 * 40 and wt.used_for == "git:/home/u/linux"
+    assert by["old"].used_for == "debian:6.12 + series a"
+    before = time.time()
+    cache.note_use(root / "kernels/old", "debian:6.1 + config base")
+    again = {e.name: e for e in cache.entries()}["old"]
+    assert again.used_for == "debian:6.1 + config base" and again.last_used >= before
+    screen = cache.render(cache.entries(), cache.parse_size("512K"))
+    assert screen.splitlines()[1].split()[:2] == ["kernel", cache.human(by["new"].size)]
+    assert "\n4 entries, " in screen and "`harness cache prune` evicts" in screen
+    assert "`harness cache prune`" not in cache.render(cache.entries(), cache.parse_size("1G"))
+
+
+def test_prune_evicts_least_recently_used_and_a_source_only_after_its_worktrees(
+        root: Path) -> None:
+    _world(root)
+    found = cache.entries()
+    by = {e.name: e for e in found}
+    # just under everything: the oldest evictable goes (the source is older but still has
+    # its worktree)
+    total = sum(e.size for e in found)
+    assert [e.name for e in cache.plan_eviction(found, total - 1)] == ["old"]
+    assert [e.name for e in cache.plan_eviction(found, by["new"].size)] == [
+        "old", "git-linux-1-base", "git-linux-1"]
+    assert cache.plan_eviction(found, total) == []
+    done = cache.prune(by["new"].size)
+    assert [e.name for e in done.evicted] == ["old", "git-linux-1-base", "git-linux-1"]
+    assert [e.name for e in cache.entries()] == ["new"]
+    assert not (root / "build/git-linux-1-base").exists()
+
+
+def test_nothing_is_evicted_while_another_harness_uses_the_cache(root: Path) -> None:
+    _world(root)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from harness import cache\n"
+         "with cache.in_use():\n    print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "HARNESS_CACHE": str(root)})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        done = cache.prune(0)
+        assert done.evicted == () and "another harness command" in done.skipped_reason
+        assert len(cache.entries()) == 4
+        assert cli.main(["cache", "drop", "old"]) == 1
+        assert len(cache.entries()) == 4
+    finally:
+        holder.kill()
+        holder.wait()
+    assert cli.main(["cache", "drop", "old", "git-linux-1-*"]) == 0
+    assert sorted(e.name for e in cache.entries()) == ["git-linux-1", "new"]
+
+
+def test_the_cache_command_lists_prunes_dry_and_refuses_unknown_names(
+        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _world(root)
+    assert cli.main(["cache"]) == 0
+    assert "4 entries" in capsys.readouterr().out
+    assert cli.main(["cache", "prune", "--max-size", "0", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("would evict kernel old (") and "4 entries would evict" in out
+    assert len(cache.entries()) == 4
+    assert cli.main(["cache", "drop", "nope-*"]) == 2
+    assert "no cache entry is named nope-*" in capsys.readouterr().err
+    assert cli.main(["cache", "prune", "--max-size", "lots"]) == 2
+
+
+@pytest.mark.parametrize("text, size", [("40G", 40 << 30), ("512M", 512 << 20), ("0", 0),
+                                        ("1.5T", int(1.5 * (1 << 40))), ("2GiB", 2 << 30)])
+def test_sizes(text: str, size: int) -> None:
+    assert cache.parse_size(text) == size
