@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -14,12 +15,27 @@ from pathlib import Path
 
 import pexpect
 
-from harness import paths
+from harness import matrix, paths
+from harness.matrix import Tier
 
 from .conftest import REPO, Run, harness
 
 KERNEL = ("--kernel", "debian:6.12", "--series", "memcg-kfuncs")
 PROMPT = "harness-e2e-prompt# "
+
+
+def daily(start: str, *, out: Path | None = None) -> list[str]:
+    """The README's "Daily use" command that starts with `start`, as harness's argv (with
+    --out DIR put before any `-- CMD`): the README shows what is tested."""
+    text = (REPO / "README.md").read_text()
+    block = text.split("```daily\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    [line] = [x for x in lines if x == start] or [x for x in lines if x.startswith(start)]
+    argv = shlex.split(line)[1:]
+    if out is not None:
+        at = argv.index("--") if "--" in argv else len(argv)
+        argv[at:at] = ["--out", str(out)]
+    return argv
 
 
 def _qemu_of(out: Path) -> list[str]:
@@ -31,8 +47,7 @@ def _qemu_of(out: Path) -> list[str]:
 def test_shell_answers_takes_ctrl_c_in_the_guest_and_leaves_no_qemu(
         ci_run: Run, tmp_path: Path) -> None:
     out = tmp_path / "shell"
-    child = pexpect.spawn(sys.executable, ["-m", "harness", "shell", *KERNEL,
-                                           "--test", "rstat_propagation", "--out", str(out)],
+    child = pexpect.spawn(sys.executable, ["-m", "harness", *daily("harness shell", out=out)],
                           cwd=str(REPO), env={**os.environ, "PYTHONUNBUFFERED": "1"},
                           encoding="utf-8", codec_errors="replace", timeout=240,
                           dimensions=(40, 200))
@@ -86,11 +101,8 @@ def test_shell_without_a_terminal_says_what_to_do_instead(tmp_path: Path) -> Non
 def test_run_a_command_with_the_guest_size_and_command_line_asked_for(
         ci_run: Run, tmp_path: Path) -> None:
     out = tmp_path / "cmd"
-    proc = harness("run", *KERNEL, "--memory", "1G", "--cpus", "1", "--append",
-                   "harness.e2e=1", "--test", "rstat_propagation", "--out", str(out),
-                   "--timeout", "60", "--", "sh", "-c",
-                   "nproc; cat /proc/cmdline; echo in $(pwd); exit 7",
-                   timeout=600, cwd=tmp_path)
+    proc = harness(*daily("harness run --kernel debian:6.12 --series memcg-kfuncs --memory",
+                          out=out), timeout=600, cwd=tmp_path)
     assert proc.stdout.startswith("testing debian:6.12 + series memcg-kfuncs (cell adhoc): "
                                   "the tests asked for: rstat_propagation; then the command: "
                                   "sh -c")
@@ -125,7 +137,7 @@ def test_inside_a_kernel_tree_run_tests_that_tree(ci_run: Run, tmp_path: Path) -
     tree = tmp_path / f"e2etree{os.getpid()}"  # its cache entries are named after it
     subprocess.run(["git", "clone", "-q", str(imported), str(tree)], check=True, timeout=600)
     out = tmp_path / "run"
-    proc = harness("run", "--out", str(out), "--", "uname", "-r", timeout=900,
+    proc = harness(*daily("harness run -- uname -r", out=out), timeout=900,
                    cwd=tree / "kernel" / "cgroup")
     first = proc.stdout.splitlines()[0]
     assert first == (f"testing your tree {tree} (HEAD + uncommitted changes) (cell adhoc): "
@@ -151,15 +163,34 @@ def test_inside_a_kernel_tree_run_tests_that_tree(ci_run: Run, tmp_path: Path) -
 
 
 def test_cache_lists_what_it_holds_and_prunes_least_recently_used_first(ci_run: Run) -> None:
-    listing = harness("cache", timeout=300)
+    listing = harness(*daily("harness cache"), timeout=300)
     assert listing.returncode == 0
     # the kernel the ci run used is there, with what it was used for
     six = Path(ci_run.cell("6.12")["image"]).parent.name
     [line] = [x for x in listing.stdout.splitlines() if f" {six} " in x]
     assert line.startswith("kernel") and "debian:6.12 + series memcg-kfuncs" in line
-    dry = harness("cache", "prune", "--dry-run", "--max-size", "1G", timeout=300)
+    dry = harness(*daily("harness cache prune"), timeout=300)
     would = [line.split()[3] for line in dry.stdout.splitlines()
              if line.startswith("would evict")]
     assert dry.returncode == 0 and would and would[0] != six
     # nothing went: it was a dry run
     assert harness("cache", timeout=300).stdout.count("\n") == listing.stdout.count("\n")
+
+
+def test_a_kselftest_glob_runs_each_matching_test(ci_run: Run, tmp_path: Path) -> None:
+    out = tmp_path / "glob"
+    proc = harness(*daily("harness run --kernel debian:6.12 --series memcg-kfuncs --test 'k",
+                          out=out), timeout=1200)
+    cell = json.loads((out / "results.json").read_text())["cells"][0]
+    names = [t["name"] for t in cell["tests"] if t["phase"] == "test"]
+    # the glob test_[cf][or]* of the target's list: test_core and test_freezer, not
+    # test_cpu, test_cpuset or the others
+    assert names == ["kselftest-cgroup-test_core", "kselftest-cgroup-test_freezer"], names
+    assert cell["status"] == "PASS" and proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_matrix_lists_the_tier_run_runs() -> None:
+    proc = harness(*daily("harness matrix"), timeout=120)
+    names = [line.split()[0] for line in proc.stdout.splitlines()[:-1]]
+    assert names == [c.name for c in matrix.select(matrix.load(), Tier.DEFAULT)] != []
+    assert proc.stdout.splitlines()[-1].endswith("--tier full lists them all)")

@@ -187,3 +187,18 @@ def test_matrix_lists_the_tier_run_runs_and_says_how_to_see_all(
     assert [line.split()[0] for line in out[:-1]] == [c.name for c in default]
     assert out[-1] == (f"({len(default)} of {len(matrix.load())} cells: the default tier; "
                        "--tier full lists them all)")
+
+
+def test_every_daily_use_command_of_the_readme_is_run_by_an_e2e_test() -> None:
+    """tests/e2e/test_daily.py reads its commands from the README's `daily` block with
+    daily(PREFIX): every command there must be some test's."""
+    import re
+
+    repo = Path(__file__).resolve().parents[2]
+    block = (repo / "README.md").read_text().split("```daily\n", 1)[1].split("```", 1)[0]
+    commands = [x for x in block.splitlines() if x.startswith("harness ")]
+    e2e = (repo / "tests" / "e2e" / "test_daily.py").read_text()
+    prefixes = re.findall(r'daily\(\s*"([^"]+)"', e2e)
+    taken = [next(c for c in commands if c == p) if p in commands else
+             next(c for c in commands if c.startswith(p)) for p in prefixes]
+    assert len(commands) >= 7 and sorted(taken) == sorted(commands)
