@@ -139,6 +139,7 @@ class PatchResult:
     state: PatchState
     files: tuple[str, ...] = ()
     detail: str = ""
+    message_id: str = ""  # a patch from the list: the mail it came in
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -363,7 +363,8 @@ def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path, stages: St
         known = features.known_features()
         base_defs = features.source_definitions(tree.source.repo, tree.base_commit, known)
         provided = features.series_in_base(
-            {name: series.series_dir(name) for name in cell.series}, base_defs)
+            {name: series.series_dir(name) for name in cell.series
+             if not series.from_the_list(name)}, base_defs)
         try:
             facts.patches = tree.apply(plan.patches, log_dir=logs, in_base=provided)
         except series.PatchConflictError as exc:

@@ -95,6 +95,7 @@ INSTALL_HINTS: Mapping[str, str] = {
     "pahole": "apt-get install -y dwarves",
     "qemu-system-x86_64": "apt-get install -y --no-install-recommends qemu-system-x86",
     "vng": "./bootstrap.sh (installs virtme-ng into .venv)",
+    "b4": "./bootstrap.sh (installs b4 into .venv)",
     "flex": "apt-get install -y flex",
     "bison": "apt-get install -y bison",
     "bc": "apt-get install -y bc",
@@ -109,11 +110,11 @@ def which(program: str) -> str | None:
     from shutil import which as _which
 
     found = _which(program)
-    if found is None and program == "vng":
+    if found is None and program in ("vng", "b4"):
         # The console script lives next to our interpreter inside the venv.
         import sys
 
-        candidate = Path(sys.executable).parent / "vng"
+        candidate = Path(sys.executable).parent / program
         if candidate.exists():
             return str(candidate)
     return found

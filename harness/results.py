@@ -100,7 +100,7 @@ def test_json(t: TestResult, base: Path | None = None) -> dict[str, Any]:
 
 def _patch_json(p: PatchResult) -> dict[str, Any]:
     return {"name": p.name, "subject": p.subject, "state": p.state.value,
-            "files": list(p.files), "detail": p.detail}
+            "files": list(p.files), "detail": p.detail, "message_id": p.message_id}
 
 
 def _config_json(c: ConfigResult | None) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import functools
 import hashlib
 import json
 import logging
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import atomic, paths
+from . import atomic, mbox, paths
 from .errors import HarnessError
 from .gitcmd import git, git_run
 from .model import KernelSpec, PatchResult, PatchState, SourceKind, Status
@@ -58,6 +59,11 @@ class Patch:
     def name(self) -> str:
         return self.path.name
 
+    @property
+    def message_id(self) -> str:
+        """The Message-Id of the mail it came in (a series from the list), else ""."""
+        return message_id_of(self.path)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Series:
@@ -65,6 +71,12 @@ class Series:
     directory: Path
     patches: tuple[Patch, ...]
     variant: str  # which series file was used
+
+
+def from_the_list(name: str) -> bool:
+    """mbox:FILE or lore:MSGID: a thread, not a directory under patches/ (no provides.toml,
+    no per-base variants)."""
+    return name.startswith(("mbox:", "lore:"))
 
 
 def series_dir(name: str) -> Path:
@@ -79,7 +91,15 @@ def series_dir(name: str) -> Path:
 
 
 def load(name: str, base: str | None) -> Series:
-    """Read a series, picking `series-<base>` when present for that base (e.g. 6.1)."""
+    """Read a series, picking `series-<base>` when present for that base (e.g. 6.1); a
+    thread from the list (mbox:FILE, lore:MSGID) through b4."""
+    if from_the_list(name):
+        found = (mbox.from_mbox(Path(name[5:]).expanduser().resolve())
+                 if name.startswith("mbox:") else mbox.from_lore(name[5:]))
+        for path in found:
+            check_patch_file(path)
+        return Series(name=name, directory=found[0].parent,
+                      patches=tuple(Patch(path=p, series=name) for p in found), variant="b4")
     d = series_dir(name)
     chosen = d / "series"
     if base:
@@ -113,7 +133,8 @@ def base_name(spec: KernelSpec) -> str | None:
 
 def collect(names: tuple[str, ...] | list[str], extra: list[Path],
             base: str | None) -> list[Patch]:
-    """The patches of the named series (per-base variants chosen), then loose --patch files."""
+    """The patches of the named series (per-base variants chosen; mbox:FILE and lore:MSGID
+    through b4), then loose --patch files (an mbox among them split into its patches)."""
     patches: list[Patch] = []
     for name in names:
         patches.extend(load(name, base).patches)
@@ -121,6 +142,10 @@ def collect(names: tuple[str, ...] | list[str], extra: list[Path],
         if not path.is_file():
             raise SeriesError(f"--patch {path}: no such file",
                               fix="give the path of a patch made by git format-patch")
+        if mbox.is_mbox(path):  # several mails: a thread, one row per patch
+            patches += [Patch(path=p, series=f"--patch {path.name}")
+                        for p in mbox.from_mbox(path)]
+            continue
         check_patch_file(path)
         patches.append(Patch(path=path, series="--patch"))
     return patches
@@ -151,6 +176,13 @@ def check_patch_file(path: Path) -> None:
                           "Subject: headers of git format-patch",
                           fix="commit the change and run `git format-patch -1`, or add "
                               "'From: NAME <EMAIL>' and 'Subject: ...' lines above the diff")
+
+
+def message_id_of(patch: Path) -> str:
+    with patch.open("rb") as f:
+        head = f.read(16384).split(b"\n\n", 1)[0]
+    m = re.search(rb"^Message-Id:\s*(<[^>\s]+>)", head, re.MULTILINE | re.IGNORECASE)
+    return m.group(1).decode(errors="replace") if m else ""
 
 
 def subject_of(patch: Path) -> str:
@@ -225,21 +257,20 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
     moved = False  # whether the worktree was reset to `current` to apply for real
     for i, patch in enumerate(patches):
         subject = subject_of(patch.path)
+        row = functools.partial(PatchResult, name=patch.name, subject=subject,
+                                message_id=patch.message_id)
         if patch.series in in_base:
             log.info("%s: base already provides series %s (%s); not applied",
                      patch.name, patch.series, in_base[patch.series])
-            results.append(PatchResult(name=patch.name, subject=subject,
-                                       state=PatchState.ALREADY_IN_BASE,
-                                       files=files_of(tree, patch.path),
-                                       detail=in_base[patch.series]))
+            results.append(row(state=PatchState.ALREADY_IN_BASE,
+                               files=files_of(tree, patch.path),
+                               detail=in_base[patch.series]))
             continue
         key = f"{current}:{hashlib.sha256(patch.path.read_bytes()).hexdigest()}"
         seen = known.get(key)
         if seen is not None and not moved and _has_commit(tree, seen["commit"]):
             current = seen["commit"]
-            results.append(PatchResult(name=patch.name, subject=subject,
-                                       state=PatchState(seen["state"]),
-                                       files=tuple(seen["files"])))
+            results.append(row(state=PatchState(seen["state"]), files=tuple(seen["files"])))
             continue
         if not moved:
             reset_to(tree, current)
@@ -254,8 +285,7 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
                             str(patch.path), timeout=60)
             if rev.ok:
                 log.info("%s: already in base, skipped", patch.name)
-                results.append(PatchResult(name=patch.name, subject=subject,
-                                           state=PatchState.ALREADY_IN_BASE, files=files))
+                results.append(row(state=PatchState.ALREADY_IN_BASE, files=files))
                 learnt[key] = {"commit": current, "state": PatchState.ALREADY_IN_BASE.value,
                                "files": list(files)}
                 continue
@@ -263,8 +293,7 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
                         str(patch.path), env=_AM_ENV, timeout=300, log_path=am_log)
         if res.ok:
             current = git(tree, "rev-parse", "HEAD", what="git rev-parse").strip()
-            results.append(PatchResult(name=patch.name, subject=subject,
-                                       state=PatchState.APPLIED, files=files))
+            results.append(row(state=PatchState.APPLIED, files=files))
             learnt[key] = {"commit": current, "state": PatchState.APPLIED.value,
                            "files": list(files)}
             continue
@@ -272,9 +301,9 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
                              "--diff-filter=U", timeout=60).output.split()
         detail = conflict_detail(fwd.output, unmerged, res.output)
         reset_to(tree, base_commit)
-        results.append(PatchResult(name=patch.name, subject=subject, state=PatchState.CONFLICT,
-                                   files=files, detail=detail))
+        results.append(row(state=PatchState.CONFLICT, files=files, detail=detail))
         results.extend(PatchResult(name=p.name, subject=subject_of(p.path),
+                                   message_id=p.message_id,
                                    state=PatchState.NOT_TRIED) for p in patches[i + 1:])
         raise conflict_error(patch, i + 1, len(patches), base_commit, detail,
                              tuple(results), log=am_log)

@@ -617,3 +617,37 @@ def test_bisect_exit_codes_stop_on_the_environment(world: Path,
     assert cli.main(argv) == 2
     assert cli.main([*argv, "--bisect-exit"]) == 128
     capsys.readouterr()
+
+
+def test_a_thread_from_the_list_applies_its_newest_revision_with_trailers(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--series mbox:FILE through b4, offline: a thread with v1 and v2 of a two-patch
+    series and a Reviewed-by in a reply to v2's second patch. v2 is applied, the trailer is
+    in its commit, the cover letter is not a patch, one result row per patch with its
+    Message-Id; the same thread given to --patch does the same."""
+    from tests.mailthread import REVIEWER, build_thread
+
+    monkeypatch.setenv("FAKE_VNG", "")
+    d = _series_of_commits(world, "thread-series", [
+        ("fake: one", 'const char t1[] = "ONE";'), ("fake: two", 'const char t2[] = "TWO";')])
+    thread = build_thread(sorted(d.glob("*.patch")), world / "thread.mbox")
+    test = own_test(world, "thread_pass", KTAP_PASS)
+    for name, cell in (
+            ("thread", Cell(name="thread", tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}",
+                            series=(f"mbox:{thread}",), configs=(str(FAKES / "fake.config"),),
+                            tests=(test,))),
+            ("thread-patch", Cell(name="thread-patch", tier=Tier.DEFAULT,
+                                  kernel=f"git:{world / 'linux'}", patches=(str(thread),),
+                                  configs=(str(FAKES / "fake.config"),), tests=(test,)))):
+        r = pipeline.run_cell(cell, world / name, accel=Accel.TCG)
+        assert r.status is Status.PASS, r.error
+        assert [(p.subject, p.state.value, p.message_id) for p in r.patches] == [
+            ("fake: one", "applied", "<harness-test-v2-1@example.org>"),
+            ("fake: two", "applied", "<harness-test-v2-2@example.org>")]
+    worktree = next((world / "cache" / "work").glob("git-linux-*"))
+    body = _git(worktree, "log", "-1", "--format=%B")
+    assert body.startswith("fake: two") and REVIEWER in body
+    assert REVIEWER not in _git(worktree, "log", "-1", "--format=%B", "HEAD~1")
+    results.write_json(world / "thread" / "results.json", [r], meta={})
+    doc = json.loads((world / "thread" / "results.json").read_text())
+    assert doc["cells"][0]["patches"][1]["message_id"] == "<harness-test-v2-2@example.org>"
