@@ -194,3 +194,28 @@ def test_matrix_lists_the_tier_run_runs() -> None:
     names = [line.split()[0] for line in proc.stdout.splitlines()[:-1]]
     assert names == [c.name for c in matrix.select(matrix.load(), Tier.DEFAULT)] != []
     assert proc.stdout.splitlines()[-1].endswith("--tier full lists them all)")
+
+
+def test_a_thread_from_the_list_is_applied_at_its_newest_revision_with_trailers(
+        ci_run: Run, tmp_path: Path) -> None:
+    """A thread made from our own series (v1, v2, a Reviewed-by on v2 2/4), offline: v2 is
+    applied, the trailer is in its commit, one row per patch with its Message-Id; its
+    sources equal the 6.12 cell's, so that kernel comes from the store."""
+    from tests.mailthread import REVIEWER, build_thread
+
+    ours = sorted((REPO / "patches" / "memcg-kfuncs").glob("000*.patch"))
+    build_thread(ours, tmp_path / "memcg-kfuncs-thread.mbox")
+    out = tmp_path / "thread"
+    proc = harness(*daily("harness run --kernel debian:6.12 --series mbox:", out=out),
+                   timeout=900, cwd=tmp_path)
+    cell = json.loads((out / "results.json").read_text())["cells"][0]
+    assert cell["status"] == "PASS" and proc.returncode == 0, proc.stdout[-3000:]
+    assert [(p["state"], p["message_id"]) for p in cell["patches"]] == [
+        ("applied", f"<harness-test-v2-{n}@example.org>") for n in range(1, 5)]
+    assert cell["image"] == ci_run.cell("6.12")["image"] and "already built" in proc.stderr
+    tree = Path(cell["image"]).parent  # the store entry says what it was last used for
+    assert "mbox:" in (tree / ".harness-use.json").read_text()
+    [work] = (paths.cache_root() / "work").glob("debian-6.12-*-base")
+    log = subprocess.run(["git", "-C", str(work), "log", "-3", "--format=%B%x00"],
+                         capture_output=True, text=True, check=True).stdout.split("\0")
+    assert REVIEWER in log[2] and REVIEWER not in log[0] + log[1]
