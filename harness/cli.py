@@ -128,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cwd", default=None, metavar="DIR",
                    help="with -- CMD: the directory it runs from in the guest (default: the "
                         "current one; the guest sees the host's files read-only)")
+    r.add_argument("--shard", default=None, metavar="K/N",
+                   help="run only shard K of N of the selected cells (cells that build the "
+                        "same kernel stay together; see harness merge)")
+    r.add_argument("--costs", type=Path, default=None, metavar="RESULTS_JSON",
+                   help="with --shard: balance by the cell durations of an earlier run")
     r.add_argument("--repeat", type=_attempts, default=None, metavar="N",
                    help="run each selected test N times in one boot, each a fresh process; "
                         "judged as one, every attempt kept (default: each test's own "
@@ -153,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
     sh.add_argument("--out", type=Path, metavar="DIR",
                     help="the shell's results directory (default results/shell-<timestamp>)")
+
+    mg = sub.add_parser("merge", help="join the run directories of shards into one: "
+                        "results.json, summary, exit code")
+    mg.add_argument("runs", nargs="+", type=Path, metavar="DIR")
+    mg.add_argument("--out", type=Path, required=True, metavar="DIR")
 
     ps = sub.add_parser("parse", help="parse a saved KTAP log offline, like run does")
     ps.add_argument("file", help="log file, or - for stdin")
@@ -367,7 +377,17 @@ def _baseline_comparison(out: Path, cells: list[Cell], done: list[CellResult]) -
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from . import shard
+
     cells, what = _cells_from_args(args)
+    if args.costs is not None and args.shard is None:
+        raise EnvironmentProblem("--costs balances shards: give --shard K/N with it")
+    if args.shard is not None:
+        k, n = shard.parse(args.shard)
+        costs = shard.costs_from(args.costs) if args.costs is not None else {}
+        cells = shard.plan(cells, n, costs)[k - 1]
+        what += (f"\nshard {k}/{n}: " + (", ".join(c.name for c in cells) or
+                                        "no cell (more shards than kernels)"))
     if args.baseline:
         cells = baseline_cells(cells)
         what += "\n(--baseline: each cell also on its base without the series: <cell>.base)"
@@ -639,6 +659,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    from . import shard
+
+    out = args.out.resolve()
+    if out in [r.resolve() for r in args.runs]:
+        raise EnvironmentProblem("--out is one of the runs merged", fix="give a new directory")
+    prepare_out(out)
+    merged = shard.merge([r.resolve() for r in args.runs])
+    for cell, run in merged.sources.items():
+        if (run / cell).is_dir():
+            shutil.copytree(run / cell, out / cell, symlinks=True)
+    merged.doc["command"] = ["harness", *sys.argv[1:]]
+    atomic.write_json(out / "results.json", merged.doc)
+    print(shard.summary(merged))
+    code = int(merged.doc["exit_code"])
+    print(f"\nresults: {out / 'results.json'}  (exit {code})")
+    return code
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     from . import cache
 
@@ -744,7 +783,8 @@ def main(argv: list[str] | None = None) -> int:
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
         "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
-        "bisect": cmd_bisect, "report": cmd_report, "shell": cmd_shell, "cache": cmd_cache}
+        "bisect": cmd_bisect, "report": cmd_report, "shell": cmd_shell, "cache": cmd_cache,
+        "merge": cmd_merge}
     try:
         if args.command not in USE_THE_CACHE:
             return handlers[args.command](args)

@@ -651,3 +651,38 @@ def test_a_thread_from_the_list_applies_its_newest_revision_with_trailers(
     results.write_json(world / "thread" / "results.json", [r], meta={})
     doc = json.loads((world / "thread" / "results.json").read_text())
     assert doc["cells"][0]["patches"][1]["message_id"] == "<harness-test-v2-2@example.org>"
+
+
+def test_two_shards_merged_equal_one_unsharded_run(world: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """--shard 1/2 and 2/2 of a matrix (two cells sharing a kernel, one other), then
+    harness merge: the same cells, statuses and exit code as one run of the whole."""
+    from harness import cli
+
+    monkeypatch.setenv("FAKE_VNG", "")
+    passing = own_test(world, "shard_pass", KTAP_PASS)
+    failing = own_test(world, "shard_fail", KTAP_FAIL)
+    config = FAKES / "fake.config"
+    m = world / "shard-matrix.toml"
+    m.write_text("".join(
+        f'[[cell]]\nname = "{name}"\ntier = "ci"\nkernel = "git:{world / "linux"}"\n'
+        f'configs = ["{config}"{extra}]\ntests = ["{test}"]\n\n'
+        for name, extra, test in (("s-a", "", passing), ("s-b", "", failing),
+                                  ("s-c", f', "{config}"', passing))))
+    base = ["run", "--matrix", str(m), "--tier", "ci", "--accel", "tcg"]
+    whole = cli.main([*base, "--out", str(world / "sh-whole")])
+    parts = [cli.main([*base, "--shard", f"{k}/2", "--out", str(world / f"sh-{k}")])
+             for k in (1, 2)]
+    merged = cli.main(["merge", str(world / "sh-1"), str(world / "sh-2"), "--out",
+                       str(world / "sh-merged")])
+
+    def statuses(run: str) -> dict[str, str]:
+        doc = json.loads((world / run / "results.json").read_text())
+        return {c["cell"]: c["status"] for c in doc["cells"]}
+
+    assert statuses("sh-merged") == statuses("sh-whole") == {
+        "s-a": "PASS", "s-b": "FAIL", "s-c": "PASS"}
+    assert merged == whole == 1 and sorted(parts) == [0, 1]
+    # the cells that share a kernel (s-a, s-b) ran in one shard
+    assert sorted(map(sorted, (statuses("sh-1"), statuses("sh-2")))) == [["s-a", "s-b"],
+                                                                         ["s-c"]]
