@@ -644,7 +644,9 @@ def test_a_thread_from_the_list_applies_its_newest_revision_with_trailers(
         assert [(p.subject, p.state.value, p.message_id) for p in r.patches] == [
             ("fake: one", "applied", "<harness-test-v2-1@example.org>"),
             ("fake: two", "applied", "<harness-test-v2-2@example.org>")]
-    worktree = next((world / "cache" / "work").glob("git-linux-*"))
+    # the worktree of the fake config alone (other tests make worktrees of other configs)
+    [worktree] = [w for w in (world / "cache" / "work").glob("git-linux-*")
+                  if _git(w, "log", "-1", "--format=%s").startswith("fake: two")]
     body = _git(worktree, "log", "-1", "--format=%B")
     assert body.startswith("fake: two") and REVIEWER in body
     assert REVIEWER not in _git(worktree, "log", "-1", "--format=%B", "HEAD~1")
