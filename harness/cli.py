@@ -75,6 +75,24 @@ def _statuses(text: str) -> frozenset[Status]:
         ) from None
 
 
+def _tree_options(p: argparse.ArgumentParser, *, several_kernels: bool = False) -> None:
+    """The kernel to build and what goes on it: one vocabulary for run, check and shell."""
+    if several_kernels:
+        p.add_argument("--kernel", action="append", default=[], metavar="SPEC",
+                       help=KERNEL_HELP + "; image:PATH (a built bzImage: no patches, no "
+                            "tests built from the tree); repeatable")
+    else:
+        p.add_argument("--kernel", default=None, metavar="SPEC", help=KERNEL_HELP)
+    p.add_argument("--series", action="append", default=[], metavar="NAME",
+                   help="patch series under patches/, mbox:FILE or lore:MSGID (a thread from "
+                        "the list, through b4); repeatable")
+    p.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
+                   help="kconfig fragment name or path (repeatable; default: base)")
+    p.add_argument("--patch", action="append", default=[], metavar="FILE",
+                   help="extra patch, or a thread saved as an mbox, applied after the series "
+                        "(repeatable)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -86,13 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="-- CMD ARGS...: run CMD in the guest as one more test (its own "
                               "output file, time limit, exit status, splats attributed), "
                               "after the tests asked for, or alone when none are")
-    r.add_argument("--kernel", action="append", default=[], metavar="SPEC",
-                   help=KERNEL_HELP + "; image:PATH (a built bzImage: no patches, no tests "
-                        "built from the tree); repeatable")
-    r.add_argument("--series", action="append", default=[], metavar="NAME",
-                   help="patch series under patches/ (repeatable)")
-    r.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
-                   help="kconfig fragment name or path (repeatable; default: base)")
+    _tree_options(r, several_kernels=True)
     r.add_argument("--test", action="append", default=[], metavar="NAME|PATH",
                    help="selftest name, test directory, kselftest:TARGET or test_progs:NAME "
                         "(repeatable; default: the tests of the base's matrix cell)")
@@ -100,8 +112,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run no test: judge the kernel by its boot and shutdown alone")
     r.add_argument("--append", default="", metavar="ARGS",
                    help="extra kernel command line for the guest (e.g. panic_on_warn=1)")
-    r.add_argument("--patch", action="append", default=[], metavar="FILE",
-                   help="extra patch applied on top (repeatable)")
     r.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
     r.add_argument("--out", type=Path, metavar="DIR",
                    help="this run's results directory (new, empty, or an earlier run's)")
@@ -141,13 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh = sub.add_parser("shell", help="boot the kernel (built or stored) into a shell on "
                         "this terminal, with the selftests built and a writable results "
                         "directory")
-    sh.add_argument("--kernel", default=None, metavar="SPEC", help=KERNEL_HELP)
-    sh.add_argument("--series", action="append", default=[], metavar="NAME",
-                    help="patch series under patches/ (repeatable)")
-    sh.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
-                    help="kconfig fragment name or path (repeatable; default: base)")
-    sh.add_argument("--patch", action="append", default=[], metavar="FILE",
-                    help="extra patch applied on top (repeatable)")
+    _tree_options(sh)
     sh.add_argument("--test", action="append", default=[], metavar="NAME|PATH",
                     help="the selftests to build for the shell (default: the kernel's "
                          "default tests, as run)")
@@ -171,13 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="per patch: checkpatch, every prefix builds, no new W=1 "
                        "warnings")
-    c.add_argument("--series", action="append", default=[], metavar="NAME",
-                   help="patch series under patches/ (repeatable)")
-    c.add_argument("--patch", action="append", default=[], metavar="FILE",
-                   help="extra patch checked after the series (repeatable)")
-    c.add_argument("--kernel", default=None, metavar="SPEC", help=KERNEL_HELP)
-    c.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
-                   help="kconfig fragment name or path (repeatable; default: base)")
+    _tree_options(c)
     c.add_argument("--out", type=Path, metavar="DIR",
                    help="results directory (default results/check-<timestamp>)")
 

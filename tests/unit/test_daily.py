@@ -169,7 +169,7 @@ def test_one_vocabulary_in_run_and_check() -> None:
     assert cli.parse_args(["matrix"]).tier == "default"  # what `harness run` runs
 
 
-@pytest.mark.parametrize("command", ["run", "check"])
+@pytest.mark.parametrize("command", ["run", "check", "shell"])
 def test_kernel_means_the_same_in_run_and_check(command: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
@@ -177,6 +177,10 @@ def test_kernel_means_the_same_in_run_and_check(command: str,
     flat = " ".join(capsys.readouterr().out.split())
     assert ("--kernel SPEC debian:6.12, debian:6.1, git:PATH[@REV] (default: the kernel git "
             "tree you are in, else debian:6.12)") in flat
+    assert ("--series NAME patch series under patches/, mbox:FILE or lore:MSGID (a thread "
+            "from the list, through b4); repeatable") in flat
+    assert ("--patch FILE extra patch, or a thread saved as an mbox, applied after the "
+            "series (repeatable)") in flat
 
 
 def test_matrix_lists_the_tier_run_runs_and_says_how_to_see_all(
