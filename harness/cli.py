@@ -163,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--out", type=Path, metavar="DIR",
                     help="the shell's results directory (default results/shell-<timestamp>)")
 
+    ci = sub.add_parser("ci", help="CI systems: a GitHub Actions workflow from the matrix, "
+                        "the cache key of a cell")
+    ci.add_argument("what", choices=["github", "cache-key"])
+    ci.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
+    ci.add_argument("--cell", default=None, help="cache-key: the cell")
+    ci.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
+                    help="github: write the workflow here (default: stdout)")
     mg = sub.add_parser("merge", help="join the run directories of shards into one: "
                         "results.json, summary, exit code")
     mg.add_argument("runs", nargs="+", type=Path, metavar="DIR")
@@ -657,6 +664,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ci(args: argparse.Namespace) -> int:
+    from . import workflow
+
+    if args.what == "cache-key":
+        if not args.cell:
+            raise EnvironmentProblem("harness ci cache-key needs --cell",
+                                     fix="harness ci cache-key --cell 6.12")
+        [cell] = matrix.select(matrix.load(), Tier.FULL, (args.cell,))
+        key, prefix = workflow.cache_key(cell)
+        print(f"key={key}\nprefix={prefix}")
+        return 0
+    text = workflow.render(matrix.select(matrix.load(), Tier(args.tier)), args.tier)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        atomic.write_text(args.output, text)
+        print(f"workflow: {args.output}")
+    return 0
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     from . import shard
 
@@ -782,7 +809,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
         "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
         "bisect": cmd_bisect, "report": cmd_report, "shell": cmd_shell, "cache": cmd_cache,
-        "merge": cmd_merge}
+        "merge": cmd_merge, "ci": cmd_ci}
     try:
         if args.command not in USE_THE_CACHE:
             return handlers[args.command](args)
