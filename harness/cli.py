@@ -170,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--cell", default=None, help="cache-key: the cell")
     ci.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                     help="github: write the workflow here (default: stdout)")
+    ex = sub.add_parser("export", help="a run's results in a format CI systems read "
+                        "(junit)")
+    ex.add_argument("format", choices=["junit"])
+    ex.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
+    ex.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
+                    help="write it here (default: stdout)")
     mg = sub.add_parser("merge", help="join the run directories of shards into one: "
                         "results.json, summary, exit code")
     mg.add_argument("runs", nargs="+", type=Path, metavar="DIR")
@@ -684,6 +690,19 @@ def cmd_ci(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from . import junit
+
+    doc, _cell, _file = load_run(args.run)
+    text = junit.render(doc)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        atomic.write_text(args.output, text)
+        print(f"junit: {args.output}")
+    return 0
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     from . import shard
 
@@ -809,7 +828,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
         "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
         "bisect": cmd_bisect, "report": cmd_report, "shell": cmd_shell, "cache": cmd_cache,
-        "merge": cmd_merge, "ci": cmd_ci}
+        "merge": cmd_merge, "ci": cmd_ci, "export": cmd_export}
     try:
         if args.command not in USE_THE_CACHE:
             return handlers[args.command](args)

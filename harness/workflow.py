@@ -6,8 +6,9 @@ Debian-only): set-up with ./bootstrap.sh; the cache key computed by the harness 
 job (what decides the kernel the cell builds: each kernel's source package version or git
 tree id, the config fragments' contents, the toolchain), the kernel store and ccache
 restored under it, `harness run --cell`, the caches saved, the run directory uploaded. A
-last job merges the cells' runs (`harness merge`), writes the summary to the step summary
-and fails when the merged exit code says so.
+last job merges the cells' runs (`harness merge`), writes the summary to the step summary and the
+JUnit file (`harness export junit`, shown by a JUnit report action), and fails when the
+merged exit code says so.
 
 The same split works on any runner that runs a shell: one `harness run --cell C` (or
 `--shard K/N`) per machine, the run directories gathered, one `harness merge`.
@@ -59,6 +60,10 @@ def workflow(cells: Sequence[Cell], tier: str) -> dict[str, Any]:
         {"name": "merge the cells' runs", "id": "merge",
          "run": ".venv/bin/harness merge runs/* --out merged > merged.txt && code=0 || "
                 'code=$?; echo "code=$code" >> "$GITHUB_OUTPUT"; cat merged.txt'},
+        {"name": "JUnit XML of the merged run", "if": "always()",
+         "run": ".venv/bin/harness export junit merged -o merged/junit.xml"},
+        {"uses": "mikepenz/action-junit-report@v4", "if": "always()",
+         "with": {"report_paths": "merged/junit.xml"}},
         {"name": "step summary", "if": "always()",
          "run": '{ echo "## harness: tier ' + tier + '"; echo; echo "\\`\\`\\`"; '
                 'cat merged.txt; echo "\\`\\`\\`"; } >> "$GITHUB_STEP_SUMMARY"'},

@@ -37,6 +37,7 @@ def test_it_is_a_valid_github_workflow_with_a_job_per_cell_and_a_merge() -> None
     assert any("harness run --cell" in r for r in runs)
     merge = " ".join(s.get("run", "") for s in doc["jobs"]["merge"]["steps"])
     assert "harness merge runs/*" in merge and "GITHUB_STEP_SUMMARY" in merge
+    assert "harness export junit merged -o merged/junit.xml" in merge
     assert doc["jobs"]["merge"]["needs"] == "cell"
 
 
