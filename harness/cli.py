@@ -171,8 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                     help="github: write the workflow here (default: stdout)")
     ex = sub.add_parser("export", help="a run's results in a format CI systems read "
-                        "(junit)")
-    ex.add_argument("format", choices=["junit"])
+                        "(junit, kcidb)")
+    ex.add_argument("format", choices=["junit", "kcidb"])
     ex.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
     ex.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                     help="write it here (default: stdout)")
@@ -691,15 +691,18 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from . import junit
+    from . import junit, kcidb
 
     doc, _cell, _file = load_run(args.run)
-    text = junit.render(doc)
+    if args.format == "kcidb":
+        text = json.dumps(kcidb.export(doc), indent=1) + "\n"
+    else:
+        text = junit.render(doc)
     if args.output is None:
         sys.stdout.write(text)
     else:
         atomic.write_text(args.output, text)
-        print(f"junit: {args.output}")
+        print(f"{args.format}: {args.output}")
     return 0
 
 

@@ -127,3 +127,62 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_the_schema_refuses_what_ci_systems_would_not_read(broken: str) -> None:
     with pytest.raises(xmlschema.XMLSchemaValidationError):
         SCHEMA.validate(broken)
+
+
+# ---- KCIDB ----
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[r.stem for r in RUNS])
+def test_kcidb_is_valid_v5_and_has_a_test_per_result_and_subtest(run: Path) -> None:
+    from kcidb_io import schema
+
+    from harness import kcidb
+
+    doc = json.loads(run.read_text())
+    out = kcidb.export(doc)
+    schema.V5_3.validate_exactly(out)
+    assert out["version"]["major"] == 5
+    assert [c["id"].split(":")[-1] for c in out["checkouts"]] == [
+        c["cell"].replace(".", "_") for c in doc["cells"]]
+    assert len(out["tests"]) == _expected_counts(doc)["tests"] - sum(
+        1 for c in doc["cells"] if not c["tests"])
+    ids = [t["id"] for t in out["tests"]]
+    assert len(ids) == len(set(ids))
+    builds = {b["id"] for b in out["builds"]}
+    assert all(t["build_id"] in builds for t in out["tests"])
+
+
+def test_kcidb_says_what_failed_and_keeps_our_status() -> None:
+    from harness import kcidb
+
+    out = kcidb.export(json.loads((GOLDEN / "adhoc-memcg-kfuncs-broken.json").read_text()))
+    by = {t["path"]: t for t in out["tests"]}
+    assert by["harness.memcg_kfuncs"]["status"] == "FAIL"
+    leaf = by["harness.memcg_kfuncs.parent_includes_child"]
+    assert leaf["status"] == "FAIL" and "P - C" in leaf["log_excerpt"]
+    assert by["harness.rstat_propagation"]["status"] == "PASS"
+    assert out["builds"][0]["status"] == "PASS"
+    faults = kcidb.export(json.loads((GOLDEN / "faults.json").read_text()))
+    warn = next(t for t in faults["tests"] if t["path"] == "harness.lkdtm_warn")
+    # a WARN provoked on purpose is still a failure of the kernel; ours says it was declared
+    assert warn["status"] == "FAIL" and warn["misc"]["declared"] == "CRASHED"
+    hang = next(t for t in faults["tests"] if t["path"] == "harness.hang")
+    assert hang["status"] == "ERROR"
+
+
+@pytest.mark.parametrize("ours, theirs", [("PASS", "PASS"), ("XFAIL", "FAIL"),
+                                          ("CRASHED", "FAIL"), ("TIMEOUT", "ERROR"),
+                                          ("SKIP", "SKIP"), ("SETUP_ERROR", "MISS"),
+                                          ("BOOT_ERROR", "FAIL"), ("FLAKY", "FAIL")])
+def test_kcidb_status_mapping(ours: str, theirs: str) -> None:
+    from harness import kcidb
+
+    assert kcidb.test_status(ours) == theirs
+
+
+def test_every_status_of_ours_has_a_kcidb_status() -> None:
+    from harness import kcidb
+    from harness.model import Status
+
+    assert {kcidb.test_status(s.value) for s in Status} <= {
+        "FAIL", "ERROR", "MISS", "PASS", "DONE", "SKIP"}
