@@ -8,6 +8,7 @@ cause and fix, never a traceback); 128+N killed by signal N (130 SIGINT, 143 SIG
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -164,8 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the shell's results directory (default results/shell-<timestamp>)")
 
     ci = sub.add_parser("ci", help="CI systems: a GitHub Actions workflow from the matrix, "
-                        "the cache key of a cell")
-    ci.add_argument("what", choices=["github", "cache-key"])
+                        "the cache key of a cell, what the matrix costs in runner-minutes")
+    ci.add_argument("what", choices=["github", "cache-key", "minutes"])
+    ci.add_argument("runs", nargs="*", type=Path, metavar="RUN",
+                    help="minutes: earlier runs (directories or results.json) measuring the cells")
+    ci.add_argument("--setup-minutes", type=float, default=1.5, metavar="M",
+                    help="minutes: a job's set-up before the harness runs (bootstrap, cache "
+                    "restore and save; 1.5: bootstrap measured on a fresh machine, see README)")
     ci.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
     ci.add_argument("--cell", default=None, help="cache-key: the cell")
     ci.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
@@ -681,12 +687,33 @@ def cmd_ci(args: argparse.Namespace) -> int:
         key, prefix = workflow.cache_key(cell)
         print(f"key={key}\nprefix={prefix}")
         return 0
+    if args.what == "minutes":
+        return _ci_minutes(args)
     text = workflow.render(matrix.select(matrix.load(), Tier(args.tier)), args.tier)
     if args.output is None:
         sys.stdout.write(text)
     else:
         atomic.write_text(args.output, text)
         print(f"workflow: {args.output}")
+    return 0
+
+
+def _ci_minutes(args: argparse.Namespace) -> int:
+    from . import workflow
+
+    if not args.runs:
+        raise EnvironmentProblem("harness ci minutes needs the runs that measured the cells",
+                                 fix="harness ci minutes --tier full results/run-A "
+                                 "results/run-B")
+    docs = [load_run(str(r))[0] for r in args.runs]
+    build_seconds: dict[str, float] = {}
+    for meta in paths.sub("kernels").glob("*/meta.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            build_seconds[str(meta.parent / "bzImage")] = float(
+                json.loads(meta.read_text())["build_seconds"])
+    costs = workflow.job_costs(matrix.select(matrix.load(), Tier(args.tier)), docs,
+                               build_seconds)
+    print(workflow.render_minutes(costs, args.setup_minutes * 60))
     return 0
 
 

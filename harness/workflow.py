@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from . import kconfig, proc, series, sources
@@ -162,3 +163,65 @@ def cache_key(cell: Cell) -> tuple[str, str]:
     gcc = proc.run(["gcc", "-dumpfullversion"], timeout=30).output.strip()
     prefix = f"harness-{cell.name}-gcc{gcc}-"
     return f"{prefix}{source}-{h.hexdigest()[:16]}", prefix
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobCost:
+    cell: str
+    kernel: str  # kernel spec and configs: cells with the same one build the same way
+    build_s: float | None  # its kernel's build from a cold ccache; None: not measured
+    rest_s: float | None  # every other stage (source, series, config, selftests, tests)
+
+    def first_s(self, overhead_s: float) -> float | None:
+        """A job on a runner with nothing cached: set-up, the cold build, the rest."""
+        if self.build_s is None or self.rest_s is None:
+            return None
+        return overhead_s + self.build_s + self.rest_s
+
+    def repeat_s(self, overhead_s: float) -> float | None:
+        """The same job again with its cache restored: the kernel comes from the store."""
+        return None if self.rest_s is None else overhead_s + self.rest_s
+
+
+def job_costs(cells: Sequence[Cell], runs: Sequence[Mapping[str, Any]],
+              build_seconds: Mapping[str, float]) -> list[JobCost]:
+    """What each cell's job costs, from earlier runs (the latest run holding a cell wins)
+    and the build times the kernel store recorded (image path -> seconds). A kernel some
+    run built incrementally (a sibling's build directory already there) took less than a
+    runner building it alone, so a kernel's cold build is the longest of its group's."""
+    measured: dict[str, Mapping[str, Any]] = {}
+    for doc in runs:
+        measured.update({c["cell"]: c for c in doc.get("cells", []) if isinstance(c, dict)})
+    group = {c.name: f"{c.kernel} {'+'.join(c.configs)}" for c in cells}
+    built: dict[str, float] = {}
+    for c in cells:
+        seconds = build_seconds.get(str(measured.get(c.name, {}).get("image", "")))
+        if seconds is not None:
+            built[group[c.name]] = max(built.get(group[c.name], 0.0), seconds)
+    costs = []
+    for c in cells:
+        m = measured.get(c.name)
+        rest = None if m is None else sum(float(s.get("duration_s", 0.0))
+                                          for s in m.get("stages", []) if s["stage"] != "build")
+        costs.append(JobCost(cell=c.name, kernel=group[c.name], build_s=built.get(group[c.name]),
+                             rest_s=rest))
+    return costs
+
+
+def render_minutes(costs: Sequence[JobCost], overhead_s: float) -> str:
+    def minutes(s: float | None) -> str:
+        return "not measured" if s is None else f"{s / 60:.1f}"
+
+    lines = [f"{'cell':<30} {'kernel build':>12} {'rest':>6} {'first run':>12} "
+             f"{'repeat':>12}  (minutes; set-up {overhead_s / 60:.1f} per job)"]
+    for c in costs:
+        lines.append(f"{c.cell:<30} {minutes(c.build_s):>12} {minutes(c.rest_s):>6} "
+                     f"{minutes(c.first_s(overhead_s)):>12} {minutes(c.repeat_s(overhead_s)):>12}")
+    first = [c.first_s(overhead_s) for c in costs]
+    repeat = [c.repeat_s(overhead_s) for c in costs]
+    missing = [c.cell for c in costs if c.first_s(overhead_s) is None]
+    lines.append(f"{len(costs)} jobs: first run {sum(x or 0 for x in first) / 60:.0f} "
+                 f"runner-minutes, repeat run {sum(x or 0 for x in repeat) / 60:.0f}"
+                 + (f"; not counted (no measurement: run them first): {', '.join(missing)}"
+                    if missing else ""))
+    return "\n".join(lines)

@@ -58,3 +58,53 @@ def test_cache_keys_change_with_the_cells_series_and_config(
     assert cli.main(["ci", "cache-key", "--cell", "6.12"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [f"key={keys['6.12'][0]}", f"prefix={keys['6.12'][1]}"]
+
+
+VERIFY_RUN = Path(__file__).parent.parent / "golden" / "compare" / "verify-2026-11-24.json"
+
+
+def test_job_costs_come_from_the_runs_and_the_store_and_say_what_is_missing() -> None:
+    """A real run (the ci tier's cells with stored kernels) and build times as the kernel
+    store records them: a cell's cold build is the longest of the cells that build its
+    kernel the same way (one built incrementally after a sibling took less)."""
+    doc = json.loads(VERIFY_RUN.read_text())
+    cells = matrix.select(matrix.load(), Tier.FULL)
+    by_cell = {c["cell"]: c for c in doc["cells"]}
+    builds = {by_cell["6.12"]["image"]: 400.0, by_cell["6.1"]["image"]: 600.0}
+    hook = by_cell["6.12-rstat-hook-not-called"]["image"]
+    builds[hook] = 30.0  # incremental: the 6.12 worktree had built already
+    costs = {c.cell: c for c in workflow.job_costs(cells, [doc], builds)}
+    rest = sum(s["duration_s"] for s in by_cell["6.12"]["stages"] if s["stage"] != "build")
+    assert costs["6.12"].build_s == 400.0 and costs["6.12"].rest_s == pytest.approx(rest)
+    assert costs["6.12-rstat-hook-not-called"].build_s == 400.0
+    assert costs["6.1"].build_s == 600.0
+    assert costs["6.12-debug"].build_s is None and costs["6.12-debug"].rest_s is None
+    assert costs["6.12"].first_s(90) == pytest.approx(90 + 400 + rest)
+    assert costs["6.12"].repeat_s(90) == pytest.approx(90 + rest)
+    text = workflow.render_minutes(list(costs.values()), 90)
+    assert "6.12-debug" in text.splitlines()[-1]  # not counted, and said
+    measured = [c for c in costs.values() if c.first_s(90) is not None]
+    first = sum(c.first_s(90) or 0 for c in measured) / 60
+    assert f"first run {first:.0f} runner-minutes" in text
+
+
+def test_later_runs_override_earlier_ones_per_cell() -> None:
+    doc = json.loads(VERIFY_RUN.read_text())
+    later = {"cells": [{**doc["cells"][0], "stages": [{"stage": "boot+tests",
+                                                        "duration_s": 600.0}]}]}
+    cells = matrix.select(matrix.load(), Tier.CI)
+    costs = {c.cell: c for c in workflow.job_costs(cells, [doc, later], {})}
+    assert costs[doc["cells"][0]["cell"]].rest_s == 600.0
+
+
+def test_ci_minutes_without_runs_says_what_to_give(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["ci", "minutes"]) == 2
+    err = capsys.readouterr().err
+    assert "needs the runs that measured the cells" in err and "harness ci minutes" in err
+
+
+def test_ci_minutes_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["ci", "minutes", str(VERIFY_RUN), "--tier", "ci"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("cell") and "6.12-hierarchical" in out
+    assert "runner-minutes" in out.splitlines()[-1]
