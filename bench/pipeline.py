@@ -51,7 +51,7 @@ def main() -> int:
     spec = sources.parse_spec("debian:6.12")
     source = sources.prepare(spec, log_dir=tmp)
     tree = sources.worktree(source, kconfig.config_slug(["base"]), log_dir=tmp)
-    build_dir = paths.cache_root() / "build" / tree.name
+    build_dir = paths.build_dir(tree)
     tools = build.toolchain()
     env = {**os.environ, **build.make_env(tools)}
     make = build.make_argv(tree, build_dir, tools, "bzImage")

@@ -91,9 +91,18 @@ def make_env(tools: Toolchain) -> dict[str, str]:
     return env
 
 
+def lock_name(tree: Path) -> str:
+    """The lock of the build directory of a worktree (one per worktree)."""
+    return f"build-{tree.name}"
+
+
 def make_argv(tree: Path, build_dir: Path, tools: Toolchain, *targets: str,
               jobs: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
-    argv = ["make", "-C", str(tree), f"O={build_dir}", f"-j{jobs or os.cpu_count() or 1}"]
+    argv = ["make", "-C", str(tree), f"O={build_dir}", f"-j{jobs or os.cpu_count() or 1}",
+            # The debug info names sources from the tree's top (comp_dir .harness-build,
+            # files ../kernel/...), not from this worktree, so an object ccache compiled
+            # in another tree carries exactly the debug info this tree's compile would.
+            f"KCFLAGS=-fdebug-prefix-map={tree}/="]
     if tools.ccache:
         argv += ["CC=ccache gcc", "HOSTCC=ccache gcc"]
     return [*argv, *extra, *targets]
@@ -155,7 +164,7 @@ def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Toolchain,
         log.info("kernel %s already built (%s); not building again", key, stored)
         return _image_from_store(stored, tree, build_dir, cached=True)
     build_log = log_dir / "build.log"
-    with locked(f"build-{build_dir.name}", wait_message=f"building in {build_dir}"):
+    with locked(lock_name(tree), wait_message=f"building in {build_dir}"):
         stats = build_dir / ".harness-steps"
         expected = read_count(stats, 2600)
         progress = Progress("build", expected)

@@ -2,8 +2,9 @@
 
 Entries, the units that are evicted whole:
 - `kernel`: kernels/<key>, one stored kernel (rebuilt when asked for again);
-- `worktree`: work/<name> with build/<name>, the tree a (source, config) is checked out
-  and built in (checked out again, and rebuilt from ccache, when needed);
+- `worktree`: work/<name> with its build directory work/<name>/.harness-build (build/<name>
+  in caches made before), the tree a (source, config) is checked out and built in (checked
+  out again, and rebuilt from ccache, when needed);
 - `source`: src/<name>, a Debian import or a clone of a user's tree, evicted only once no
   worktree of it is left.
 Each use of an entry touches its `.harness-use.json` (the time, and what it was for); an

@@ -247,10 +247,10 @@ def extract_warnings(lines: list[str]) -> tuple[str, ...]:
 
 def _relative_path(path: str, tree: Path, build_dir: Path) -> str:
     # kbuild runs the compiler in the build directory: relative paths are relative to it
-    # (ccache with CCACHE_BASEDIR turns the absolute source paths into ../../work/...).
+    # (../mm/x.c: the build directory is inside the tree; see paths.build_dir).
     p = Path(os.path.normpath(build_dir / path)) if not os.path.isabs(path) \
         else Path(os.path.normpath(path))
-    for root in (tree, build_dir):
+    for root in (build_dir, tree):  # the build directory is inside the tree
         if p.is_relative_to(root):
             return str(p.relative_to(root))
     return str(p)

@@ -3,7 +3,7 @@
     $HARNESS_CACHE (default ~/.cache/harness)/
       src/<source>/          git repo per kernel source (Debian import or shared clone)
       work/<source>-<cfg>/   persistent worktree per (source, config), moved with checkout/am
-      build/<source>-<cfg>/  out-of-tree O= directory for that worktree
+        .harness-build/      its O= directory (see build_dir())
       kernels/<key>/         finished images by (tree id, .config hash, toolchain)
       selftests/<key>/       built selftests by (kernel key, test sources)
       ccache/                CCACHE_DIR
@@ -28,6 +28,13 @@ def sub(name: str) -> Path:
     path = cache_root() / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def build_dir(worktree: Path) -> Path:
+    """The O= directory of a worktree: directly inside it, so kbuild names every source
+    relative to it (srctree is "..") and the compiler sees the same paths in every tree
+    and config; ccache then hits across trees, worktrees and configs."""
+    return worktree / ".harness-build"
 
 
 def repo_root() -> Path:

@@ -261,7 +261,9 @@ def first_frames(s: Splat, count: int) -> list[str]:
 
 
 def relative_to_tree(s: Splat, tree_name: str) -> Splat:
-    """Paths in the title and decoded text relative to the kernel tree: an O= build
-    records sources as BUILD/../../work/TREE/path."""
-    rx = re.compile(rf"(?:/[^\s()]*)?(?:\.\./)+work/{re.escape(tree_name)}/")
+    """Paths in the title and decoded text relative to the kernel tree: our builds record
+    sources as .harness-build/../path (the build directory inside the tree, its path
+    mapped away: see build.make_argv), older ones as BUILD/../../work/TREE/path."""
+    rx = re.compile(rf"(?:/[^\s()]*)?(?:\.\./)+work/{re.escape(tree_name)}/"
+                    r"|(?<![\w.-])(?:/[^\s()]*/)?\.harness-build/\.\./")
     return replace(s, title=rx.sub("", s.title), decoded=rx.sub("", s.decoded))

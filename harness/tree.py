@@ -37,7 +37,7 @@ class KernelTree:
         """The source imported or cloned once, and the worktree for these configs."""
         source = sources.prepare(spec, log_dir=log_dir)
         path = sources.worktree(source, kconfig.config_slug(list(configs)), log_dir=log_dir)
-        return cls(source=source, path=path, build_dir=paths.sub("build") / path.name,
+        return cls(source=source, path=path, build_dir=paths.build_dir(path),
                    configs=tuple(configs), checked=dict(checked or {}))
 
     @property
@@ -53,7 +53,7 @@ class KernelTree:
     @contextmanager
     def build_locked(self, doing: str) -> Iterator[None]:
         """No other make runs in the build directory while the block runs."""
-        with sources.locked(f"build-{self.build_dir.name}",
+        with sources.locked(kbuild.lock_name(self.path),
                             wait_message=f"{doing} in {self.build_dir}"):
             yield
 

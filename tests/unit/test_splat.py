@@ -328,3 +328,37 @@ def test_taint_flags_changed(before: int, after: int, letters: list[str]) -> Non
 def test_taint_flags_changed_rejects_negative_masks() -> None:
     with pytest.raises(ValueError):
         taint_flags_changed(-1, 0)
+
+
+@pytest.mark.parametrize("decoded", [
+    # this layout: the build directory inside the tree, its path mapped away
+    "memcg_stat_show (.harness-build/../mm/memcontrol.c:1234)",
+    # addr2line joining an unmapped absolute build directory
+    "memcg_stat_show (/root/.cache/harness/work/T/.harness-build/../mm/memcontrol.c:1234)",
+    # the layout before: build/T next to work/T
+    "memcg_stat_show (/root/.cache/harness/build/T/../../work/T/mm/memcontrol.c:1234)",
+])
+def test_decoded_paths_become_relative_to_the_tree(decoded: str) -> None:
+    from dataclasses import replace
+
+    from harness.splat import relative_to_tree
+    (found,) = find_splats("WARNING: CPU: 0 PID: 1 at mm/memcontrol.c:1234 f+0x1/0x2\n"
+                           "---[ end trace 0000000000000000 ]---\n")
+    out = relative_to_tree(replace(found, decoded=decoded), "T")
+    assert out.decoded == "memcg_stat_show (mm/memcontrol.c:1234)"
+
+
+def test_every_tree_builds_in_itself_with_its_paths_mapped_away(tmp_path: Path) -> None:
+    """What makes ccache hit across trees: kbuild sees srctree "..", the same in every tree,
+    and the debug info has no worktree path (build.make_argv, paths.build_dir)."""
+    from harness import build, paths
+    tools = build.Toolchain(gcc="gcc", pahole="pahole", ccache=True)
+    argvs = []
+    for name in ("debian-6.12-base", "mytree-base+debug"):
+        tree = tmp_path / "work" / name
+        argv = build.make_argv(tree, paths.build_dir(tree), tools, "bzImage")
+        assert paths.build_dir(tree).parent == tree
+        assert f"KCFLAGS=-fdebug-prefix-map={tree}/=" in argv
+        argvs.append([a.replace(str(tree), "TREE") for a in argv])
+    assert argvs[0] == argvs[1]
+    assert build.lock_name(tmp_path / "a") != build.lock_name(tmp_path / "b")

@@ -1,0 +1,120 @@
+"""Benchmark: the first build of a new tree that equals a stored kernel plus a one-line change.
+
+    .venv/bin/python bench/cross_tree.py --variant NAME=CHECKOUT:CACHE[:rebuild]... [--out FILE]
+
+A kernel developer's first `harness run` in their own tree (`git:PATH`) after the harness
+has built Debian's 6.12 once. For each variant (a harness checkout with its .venv, and a
+HARNESS_CACHE), in one run so that machine noise hits all alike:
+  1. `harness run --kernel debian:6.12 --boot-only`: the stored kernel (or its build, in a
+     cache that has none, or after `:rebuild` dropped it from the store: timed, reported
+     as the warm-up; this variant's layout then fills ccache);
+  2. a new user tree: a clone of the cache's Debian import plus a one-line change to
+     mm/memcontrol.c, committed (a new name each time, so a new worktree);
+  3. `harness run --kernel git:TREE --boot-only`: timed, with the build stage from
+     results.json and the ccache hits and misses of that build.
+Give the layout before this change as one variant (a checkout of the older commit with its
+cache, warmed by the older code) and this one as another. Prints a table and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LINE = "#include <linux/page_counter.h>\n"
+
+
+def sh(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, text=True, capture_output=True, check=False,  # type: ignore[call-overload]
+                          **kw)
+
+
+def ccache_stats(cache: Path) -> dict[str, int]:
+    out = sh(["ccache", "--print-stats"], env={**os.environ, "CCACHE_DIR": str(cache / "ccache")})
+    return {k: int(v) for k, v in (ln.split("\t") for ln in out.stdout.splitlines()
+                                   if "\t" in ln and ln.split("\t")[1].isdigit())}
+
+
+def harness_run(checkout: Path, cache: Path, kernel: str, out: Path) -> dict[str, object]:
+    env = {**os.environ, "HARNESS_CACHE": str(cache)}
+    before = ccache_stats(cache)
+    start = time.monotonic()
+    res = sh([str(checkout / ".venv/bin/harness"), "run", "--kernel", kernel, "--boot-only",
+              "--out", str(out)], env=env, cwd=checkout)
+    wall = time.monotonic() - start
+    after = ccache_stats(cache)
+    cell = json.loads((out / "results.json").read_text())["cells"][0]
+    if res.returncode != 0 or cell["status"] != "PASS":
+        raise SystemExit(f"{kernel} with {checkout}: exit {res.returncode}, {cell['status']} "
+                         f"{cell.get('error', '')}\n{res.stderr[-2000:]}")
+    hits = sum(after.get(k, 0) - before.get(k, 0)
+               for k in ("direct_cache_hit", "preprocessed_cache_hit"))
+    misses = after.get("cache_miss", 0) - before.get("cache_miss", 0)
+    build = next(s["duration_s"] for s in cell["stages"] if s["stage"] == "build")
+    return {"wall_s": round(wall, 1), "build_s": round(build, 1), "ccache_hits": hits,
+            "ccache_misses": misses}
+
+
+def user_tree(cache: Path, where: Path) -> Path:
+    (src,) = [d for d in (cache / "src").glob("debian-6.12-*") if (d / ".git").exists()]
+    tree = where / f"linux-{time.time_ns()}"
+    subprocess.run(["git", "clone", "-q", "--shared", str(src), str(tree)], check=True)
+    target = tree / "mm" / "memcontrol.c"
+    text = target.read_text()
+    assert LINE in text, f"{target}: no {LINE!r}"
+    target.write_text(text.replace(LINE, f"{LINE}static int __maybe_unused bench_line = 1;\n", 1))
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.org",
+           "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.org"}
+    subprocess.run(["git", "-C", str(tree), "commit", "-qam", "mm: one-line change"],
+                   check=True, env=env)
+    return tree
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variant", action="append", required=True,
+                    help="NAME=CHECKOUT:CACHE[:rebuild] (a harness checkout with .venv; a "
+                    "HARNESS_CACHE; rebuild: drop the stored 6.12 kernel first)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/bench-cross-tree"))
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "cross-tree-results.json")
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, dict[str, object]] = {}
+    for spec in args.variant:
+        m = re.fullmatch(r"([^=]+)=([^:]+):([^:]+)(:rebuild)?", spec)
+        if not m:
+            raise SystemExit(f"--variant {spec}: give NAME=CHECKOUT:CACHE[:rebuild]")
+        name, checkout, cache = m.group(1), Path(m.group(2)), Path(m.group(3))
+        commit = sh(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"]).stdout.strip()
+        warm = harness_run(checkout, cache, "debian:6.12", args.work / f"{name}-warm")
+        if m.group(4):
+            image = json.loads((args.work / f"{name}-warm" / "results.json").read_text())[
+                "cells"][0]["image"]
+            sh(["rm", "-rf", str(Path(image).parent)])
+            warm = harness_run(checkout, cache, "debian:6.12", args.work / f"{name}-rebuild")
+        tree = user_tree(cache, args.work)
+        first = harness_run(checkout, cache, f"git:{tree}", args.work / f"{name}-tree")
+        rows[name] = {"checkout": str(checkout), "commit": commit, "cache": str(cache),
+                      "warm_up": warm, "new_tree": first}
+    print(f"{'variant':<10} {'commit':<9} {'warm-up build s':>15} {'new tree build s':>16} "
+          f"{'hits':>6} {'misses':>6}")
+    for name, r in rows.items():
+        w, t = r["warm_up"], r["new_tree"]
+        assert isinstance(w, dict) and isinstance(t, dict)
+        print(f"{name:<10} {r['commit']!s:<9} {w['build_s']:>15} {t['build_s']:>16} "
+              f"{t['ccache_hits']:>6} {t['ccache_misses']:>6}")
+    args.out.write_text(json.dumps({
+        "command": "bench/cross_tree.py " + " ".join(f"--variant {v}" for v in args.variant),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "variants": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
