@@ -69,7 +69,9 @@ def user_tree(cache: Path, where: Path) -> Path:
     target = tree / "mm" / "memcontrol.c"
     text = target.read_text()
     assert LINE in text, f"{target}: no {LINE!r}"
-    target.write_text(text.replace(LINE, f"{LINE}static int __maybe_unused bench_line = 1;\n", 1))
+    # a change of its own: another variant in the same cache must not find it stored
+    target.write_text(text.replace(LINE, f"{LINE}static int __maybe_unused bench_line = "
+                                   f"{time.time_ns() % 1000000};\n", 1))
     env = {**os.environ, "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.org",
            "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.org"}
     subprocess.run(["git", "-C", str(tree), "commit", "-qam", "mm: one-line change"],

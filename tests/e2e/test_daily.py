@@ -27,15 +27,20 @@ PROMPT = "harness-e2e-prompt# "
 def daily(start: str, *, out: Path | None = None) -> list[str]:
     """The README's "Daily use" command that starts with `start`, as harness's argv (with
     --out DIR put before any `-- CMD`): the README shows what is tested."""
-    text = (REPO / "README.md").read_text()
-    block = text.split("```daily\n", 1)[1].split("```", 1)[0]
-    lines = block.splitlines()
-    [line] = [x for x in lines if x == start] or [x for x in lines if x.startswith(start)]
-    argv = shlex.split(line)[1:]
+    argv = shlex.split(_daily_line(start))[1:]
     if out is not None:
         at = argv.index("--") if "--" in argv else len(argv)
         argv[at:at] = ["--out", str(out)]
     return argv
+
+
+def _daily_line(start: str) -> str:
+    """The line of the README's "Daily use" block that is `start` or starts with it."""
+    text = (REPO / "README.md").read_text()
+    block = text.split("```daily\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    [line] = [x for x in lines if x == start] or [x for x in lines if x.startswith(start)]
+    return line
 
 
 def _qemu_of(out: Path) -> list[str]:
@@ -219,3 +224,52 @@ def test_a_thread_from_the_list_is_applied_at_its_newest_revision_with_trailers(
     log = subprocess.run(["git", "-C", str(work), "log", "-3", "--format=%B%x00"],
                          capture_output=True, text=True, check=True).stdout.split("\0")
     assert REVIEWER in log[2] and REVIEWER not in log[0] + log[1]
+
+
+def test_git_bisect_run_skips_the_unbuildable_commit_and_names_the_bad_one(
+        ci_run: Run, tmp_path: Path) -> None:
+    """`git bisect run` with the README's command over a real history on Debian 6.12:
+    good = our series' first three patches; then its fourth (the 6.12 cell's tree), a
+    commit that does not build, its revert (the 6.12 cell's tree again), and the
+    deliberately broken patch (the 6.12-memcg-broken cell's tree: memcg_kfuncs fails).
+    Git tests the unbuildable commit first (the middle of four): it is skipped (125), and
+    the broken patch is named. Only that commit is built (in a new worktree, from ccache
+    filled by other trees); the others' kernels come from the store."""
+    [imported] = sorted((paths.cache_root() / "src").glob("debian-6.12-*"))
+    tree = tmp_path / f"bisecttree{os.getpid()}"
+    env = {**os.environ, "GIT_AUTHOR_NAME": "E2E", "GIT_AUTHOR_EMAIL": "e2e@example.org",
+           "GIT_COMMITTER_NAME": "E2E", "GIT_COMMITTER_EMAIL": "e2e@example.org"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True,
+                              check=True, env=env, timeout=600).stdout.strip()
+
+    subprocess.run(["git", "clone", "-q", str(imported), str(tree)], check=True, timeout=600)
+    ours = REPO / "patches" / "memcg-kfuncs"
+    patches = [str(ours / p) for p in (ours / "series").read_text().split()]
+    git("am", "-q", *patches[:-1])
+    good = git("rev-parse", "HEAD")
+    git("am", "-q", patches[-1])
+    memcg = tree / "mm" / "bpf_memcontrol.c"
+    memcg.write_text(memcg.read_text() + "\n#error this commit does not build\n")
+    git("commit", "-qam", "mm: a commit that does not build")
+    unbuildable = git("rev-parse", "HEAD")
+    git("revert", "--no-edit", "HEAD")
+    git("am", "-q", str(next((REPO / "patches" / "memcg-kfuncs-broken").glob("0005-*"))))
+    broken = git("rev-parse", "HEAD")
+    bindir = tmp_path / "bin"  # `harness` on PATH, as for a user with the venv active
+    bindir.mkdir()
+    (bindir / "harness").write_text(f"#!/bin/sh\nexec {sys.executable} -m harness \"$@\"\n")
+    (bindir / "harness").chmod(0o755)
+    start = _daily_line("git bisect start ").replace("BAD", broken).replace("GOOD", good)
+    subprocess.run(shlex.split(start), cwd=tree, check=True, env=env, capture_output=True)
+    bisect = subprocess.run(shlex.split(_daily_line("git bisect run ")), cwd=tree,
+                            capture_output=True, text=True, timeout=3600,
+                            env={**env, "PATH": f"{bindir}:{os.environ['PATH']}",
+                                 "PYTHONPATH": str(REPO)})
+    log = git("bisect", "log")
+    git("bisect", "reset")
+    assert bisect.returncode == 0, bisect.stdout[-4000:] + bisect.stderr[-2000:]
+    assert f"{broken} is the first bad commit" in bisect.stdout, bisect.stdout[-4000:]
+    assert f"# skip: [{unbuildable}]" in log, log
+    assert "# bad: [" in log and "# good: [" in log.split("# skip:", 1)[1], log

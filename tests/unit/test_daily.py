@@ -195,14 +195,14 @@ def test_matrix_lists_the_tier_run_runs_and_says_how_to_see_all(
 
 def test_every_daily_use_command_of_the_readme_is_run_by_an_e2e_test() -> None:
     """tests/e2e/test_daily.py reads its commands from the README's `daily` block with
-    daily(PREFIX): every command there must be some test's."""
+    daily(PREFIX) or _daily_line(PREFIX): every command there must be some test's."""
     import re
 
     repo = Path(__file__).resolve().parents[2]
     block = (repo / "README.md").read_text().split("```daily\n", 1)[1].split("```", 1)[0]
-    commands = [x for x in block.splitlines() if x.startswith("harness ")]
+    commands = [x for x in block.splitlines() if x.startswith(("harness ", "git "))]
     e2e = (repo / "tests" / "e2e" / "test_daily.py").read_text()
-    prefixes = re.findall(r'daily\(\s*"([^"]+)"', e2e)
+    prefixes = re.findall(r'(?:daily|_daily_line)\(\s*"([^"]+)"', e2e)
     taken = [next(c for c in commands if c == p) if p in commands else
              next(c for c in commands if c.startswith(p)) for p in prefixes]
-    assert len(commands) >= 7 and sorted(taken) == sorted(commands)
+    assert len(commands) >= 9 and sorted(taken) == sorted(commands)
