@@ -690,12 +690,7 @@ def cmd_ci(args: argparse.Namespace) -> int:
     if args.what == "minutes":
         return _ci_minutes(args)
     text = workflow.render(matrix.select(matrix.load(), Tier(args.tier)), args.tier)
-    if args.output is None:
-        sys.stdout.write(text)
-    else:
-        atomic.write_text(args.output, text)
-        print(f"workflow: {args.output}")
-    return 0
+    return _write_or_print(text, args.output, "workflow")
 
 
 def _ci_minutes(args: argparse.Namespace) -> int:
@@ -703,8 +698,8 @@ def _ci_minutes(args: argparse.Namespace) -> int:
 
     if not args.runs:
         raise EnvironmentProblem("harness ci minutes needs the runs that measured the cells",
-                                 fix="harness ci minutes --tier full results/run-A "
-                                 "results/run-B")
+                                 fix="harness ci minutes results/run-A results/run-B "
+                                 "--tier full (the runs first, then the options)")
     docs = [load_run(str(r))[0] for r in args.runs]
     build_seconds: dict[str, float] = {}
     for meta in paths.sub("kernels").glob("*/meta.json"):
@@ -725,11 +720,16 @@ def cmd_export(args: argparse.Namespace) -> int:
         text = json.dumps(kcidb.export(doc), indent=1) + "\n"
     else:
         text = junit.render(doc)
-    if args.output is None:
+    return _write_or_print(text, args.output, args.format)
+
+
+def _write_or_print(text: str, output: Path | None, what: str) -> int:
+    """-o FILE (written whole or not at all, and said), or standard output."""
+    if output is None:
         sys.stdout.write(text)
     else:
-        atomic.write_text(args.output, text)
-        print(f"{args.format}: {args.output}")
+        atomic.write_text(output, text)
+        print(f"{what}: {output}")
     return 0
 
 

@@ -100,7 +100,9 @@ def test_later_runs_override_earlier_ones_per_cell() -> None:
 def test_ci_minutes_without_runs_says_what_to_give(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["ci", "minutes"]) == 2
     err = capsys.readouterr().err
-    assert "needs the runs that measured the cells" in err and "harness ci minutes" in err
+    assert "needs the runs that measured the cells" in err
+    hint = err.split("harness ci minutes ", 1)[1].split(" (", 1)[0]
+    assert cli.build_parser().parse_args(["ci", "minutes", *hint.split()]).runs  # it parses
 
 
 def test_ci_minutes_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
