@@ -207,8 +207,10 @@ def reset_to(tree: Path, commit: str) -> None:
         git_run(tree, "am", "--abort", timeout=120)
     git(tree, "checkout", "-q", "-f", "--detach", commit, what="git checkout")
     # -x: the Debian import ignores every untracked path, and a file a patch added must
-    # not outlive it (nor the test_progs build copy). Builds are out of tree (O=).
-    git(tree, "clean", "-q", "-ffdx", what="git clean")
+    # not outlive it (nor the test_progs build copy). The build directory is inside the
+    # worktree (paths.build_dir) and stays: -e still applies under -x.
+    git(tree, "clean", "-q", "-ffdx", "-e", f"/{paths.build_dir(tree).name}/",
+        what="git clean")
 
 
 def _git_dir(tree: Path) -> Path:
