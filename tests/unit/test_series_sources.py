@@ -178,3 +178,25 @@ def test_bad_specs_say_what_to_do() -> None:
         sources.parse_spec("6.12")
     with pytest.raises(sources.SourceError, match="unknown kernel spec kind"):
         sources.parse_spec("tarball:/x")
+
+
+def test_reset_keeps_the_build_directory_and_drops_what_a_patch_left(tmp_path: Path) -> None:
+    """The O= directory lives inside the worktree (paths.build_dir): a reset removes every
+    untracked and ignored file a patch or a build copy left, but never the build directory
+    (its .config and objects: losing them failed every mutant and rebuilt every kernel)."""
+    from harness import paths
+
+    repo = make_repo(tmp_path / "tree")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    build = paths.build_dir(repo)
+    (build / "mm").mkdir(parents=True)
+    (build / ".config").write_text("CONFIG_MEMCG=y\n")
+    (build / "mm" / "memcontrol.o").write_bytes(b"\x7fELF")
+    (build / ".gitignore").write_text("*\n")  # as kbuild writes it
+    (repo / "left-by-a-patch.c").write_text("int x;\n")
+    (repo / "sub").mkdir(exist_ok=True)
+    (repo / "sub" / "stray").write_text("x\n")
+    series.reset_to(repo, base)
+    assert (build / ".config").read_text() == "CONFIG_MEMCG=y\n"
+    assert (build / "mm" / "memcontrol.o").exists()
+    assert not (repo / "left-by-a-patch.c").exists() and not (repo / "sub" / "stray").exists()
