@@ -7,6 +7,7 @@ store, no make runs at all. Otherwise make runs in the persistent O= directory f
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -204,6 +205,17 @@ def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Tool
         meta = {"key": key, "tree_id": tree_id, "release": release, "gcc": tools.gcc,
                 "pahole": tools.pahole, "build_seconds": round(seconds, 1)}
         (scratch / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def stored_build_seconds() -> dict[str, float]:
+    """bzImage path -> how long its build took, for every stored kernel (from the meta.json
+    _store wrote); a kernel without a readable record is left out."""
+    found: dict[str, float] = {}
+    for meta in paths.sub("kernels").glob("*/meta.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            found[str(meta.parent / "bzImage")] = float(
+                json.loads(meta.read_text())["build_seconds"])
+    return found
 
 
 def _image_from_store(stored: Path, tree: Path, build_dir: Path, *, cached: bool) -> KernelImage:

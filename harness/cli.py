@@ -8,7 +8,6 @@ cause and fix, never a traceback); 128+N killed by signal N (130 SIGINT, 143 SIG
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
@@ -700,14 +699,11 @@ def _ci_minutes(args: argparse.Namespace) -> int:
         raise EnvironmentProblem("harness ci minutes needs the runs that measured the cells",
                                  fix="harness ci minutes results/run-A results/run-B "
                                  "--tier full (the runs first, then the options)")
+    from .build import stored_build_seconds
+
     docs = [load_run(str(r))[0] for r in args.runs]
-    build_seconds: dict[str, float] = {}
-    for meta in paths.sub("kernels").glob("*/meta.json"):
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            build_seconds[str(meta.parent / "bzImage")] = float(
-                json.loads(meta.read_text())["build_seconds"])
     costs = workflow.job_costs(matrix.select(matrix.load(), Tier(args.tier)), docs,
-                               build_seconds)
+                               stored_build_seconds())
     print(workflow.render_minutes(costs, args.setup_minutes * 60))
     return 0
 

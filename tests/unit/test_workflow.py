@@ -105,8 +105,30 @@ def test_ci_minutes_without_runs_says_what_to_give(capsys: pytest.CaptureFixture
     assert cli.build_parser().parse_args(["ci", "minutes", *hint.split()]).runs  # it parses
 
 
-def test_ci_minutes_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+def test_ci_minutes_prints_the_table(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["ci", "minutes", str(VERIFY_RUN), "--tier", "ci"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("cell") and "6.12-hierarchical" in out
     assert "runner-minutes" in out.splitlines()[-1]
+
+
+def test_ci_minutes_takes_build_times_from_the_kernel_store(
+        cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The store's meta.json (as build._store writes it) gives the cold build of the run's
+    image; a record without build_seconds is left out, not read as zero."""
+    from harness import paths
+
+    doc = json.loads(VERIFY_RUN.read_text())
+    by_cell = {c["cell"]: c for c in doc["cells"]}
+    store = paths.sub("kernels")
+    for cell, meta in (("6.12", {"build_seconds": 600.0}), ("6.1", {"release": "6.1"})):
+        entry = store / Path(by_cell[cell]["image"]).parent.name
+        entry.mkdir()
+        (entry / "meta.json").write_text(json.dumps(meta))
+        doc["cells"][doc["cells"].index(by_cell[cell])]["image"] = str(entry / "bzImage")
+    run = paths.cache_root() / "run.json"
+    run.write_text(json.dumps(doc))
+    assert cli.main(["ci", "minutes", str(run), "--tier", "ci"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:-1]}
+    assert rows["6.12"].split()[1] == "10.0"
+    assert rows["6.1"].split()[1:3] == ["not", "measured"]
