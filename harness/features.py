@@ -5,13 +5,18 @@ sources define it, "added by series" when only the patched tree does, "absent" o
 after the build the kernel's BTF must agree (a definition behind a config option that is
 off compiles to nothing, and BTF says so).
 
-Features are the kernel's own (the rstat hook and kfuncs, the cgroup iterator) plus what
-each series under patches/ declares in its `provides.toml`:
+Features are the kernel's own (the rstat hook and kfuncs, the cgroup iterator, cgroup
+local storage) plus what each series under patches/ declares in its `provides.toml`:
 
     # patches/<series>/provides.toml
     kfuncs = ["bpf_get_mem_cgroup", "bpf_mem_cgroup_page_state"]
     hooks = []
     iterators = []
+    helpers = ["bpf_cgrp_storage_get"]
+    map_types = ["BPF_MAP_TYPE_CGRP_STORAGE"]
+
+A helper or map type is also checked against mainline's UAPI number where the kernel's
+list below gives it: the BTF's enumerator must carry that value.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import logging
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import atomic, paths, proc
@@ -47,10 +52,18 @@ KERNEL_FEATURES = (
     Feature(name="css_rstat_updated", kind=FeatureKind.KFUNC),
     Feature(name="css_rstat_flush", kind=FeatureKind.KFUNC),
     Feature(name="cgroup", kind=FeatureKind.ITERATOR),
+    # cgroup local storage (mainline 6.2), with mainline's UAPI numbers
+    Feature(name="BPF_MAP_TYPE_CGRP_STORAGE", kind=FeatureKind.MAP_TYPE, uapi_value=32),
+    Feature(name="bpf_cgrp_storage_get", kind=FeatureKind.HELPER, uapi_value=210),
+    Feature(name="bpf_cgrp_storage_delete", kind=FeatureKind.HELPER, uapi_value=211),
 )
 
 _KEYS = {"hooks": FeatureKind.HOOK, "kfuncs": FeatureKind.KFUNC,
-         "iterators": FeatureKind.ITERATOR}
+         "iterators": FeatureKind.ITERATOR, "helpers": FeatureKind.HELPER,
+         "map_types": FeatureKind.MAP_TYPE}
+# Where definitions are looked for: the C files, and the header that registers map types.
+_BPF_TYPES_H = "include/linux/bpf_types.h"
+_SOURCES = ("*.c", _BPF_TYPES_H)
 
 
 def declared_by_series(series_dir: Path) -> tuple[Feature, ...]:
@@ -95,6 +108,10 @@ def _pattern(f: Feature) -> str:
         return rf"BTF_ID_FLAGS\(func, {name}[,)]"
     if f.kind is FeatureKind.ITERATOR:
         return rf"^DEFINE_BPF_ITER_FUNC\({name},"
+    if f.kind is FeatureKind.HELPER:
+        return rf"^BPF_CALL_\d\({name},"
+    if f.kind is FeatureKind.MAP_TYPE:
+        return rf"^BPF_MAP_TYPE\({name},"
     # A definition starts in column 0 (kernel style); a call or prototype does not
     # match: calls are indented, prototypes end with ';' (filtered below).
     return rf"^[a-zA-Z_].*[ *]{name}\("
@@ -115,7 +132,7 @@ def source_definitions(repo: Path, commit: str,
     if cached.exists():
         data: dict[str, str] = json.loads(cached.read_text())
         return data
-    found = _grep(repo, tree, features, ("*.c",))
+    found = _grep(repo, tree, features, _SOURCES)
     atomic.write_text(cached, json.dumps(found))
     return found
 
@@ -125,8 +142,8 @@ def definitions_after(repo: Path, base_commit: str, base: Mapping[str, str], hea
     """`source_definitions` of head, from those of its base and the C files it changed:
     only those are grepped (a series touches a few files; the whole tree takes seconds)."""
     # --no-renames: a renamed file's old path must count as changed too
-    changed = git(repo, "diff", "--name-only", "--no-renames", base_commit, head, "--", "*.c",
-                  what="git diff", timeout=120).split()
+    changed = git(repo, "diff", "--name-only", "--no-renames", base_commit, head, "--",
+                  *_SOURCES, what="git diff", timeout=120).split()
     kept = {name: where for name, where in base.items()
             if where.rsplit(":", 1)[0] not in changed}
     return {**kept, **(_grep(repo, head, features, tuple(changed)) if changed else {})}
@@ -173,31 +190,71 @@ def from_sources(features: tuple[Feature, ...], base: Mapping[str, str],
     return tuple(reports)
 
 
-def btf_funcs(vmlinux: Path) -> frozenset[str]:
-    """Names of the FUNCs in a kernel's BTF (bpftool btf dump ... format raw)."""
+@dataclass(frozen=True)
+class KernelBtf:
+    """What the feature report reads from a kernel's BTF."""
+
+    funcs: frozenset[str]
+    # enumerators of the UAPI enums that number helpers and map types -> their values
+    enumerators: Mapping[str, int] = field(default_factory=dict)
+
+    def has(self, f: Feature) -> bool:
+        if f.kind is FeatureKind.MAP_TYPE:
+            return f.btf_name in self.enumerators
+        return f.btf_name in self.funcs
+
+
+def read_btf(vmlinux: Path) -> KernelBtf:
+    """The FUNCs and UAPI enumerators of a kernel's BTF (bpftool btf dump ... format raw)."""
     res = proc.check([proc.require("bpftool"), "btf", "dump", "file", str(vmlinux),
                       "format", "raw"], what="bpftool btf dump", timeout=300)
-    return parse_btf_funcs(res.output)
+    return parse_btf(res.output)
 
 
 _FUNC_RE = re.compile(r"^\[\d+\] FUNC '([^']+)'", re.MULTILINE)
+_ENUM_RE = re.compile(r"^\[\d+\] ENUM(?:64)? '([^']*)'")
+_ENUMERATOR_RE = re.compile(r"^\s+'([^']+)' val=(-?\d+)")
+_UAPI_ENUMS = frozenset({"bpf_map_type", "bpf_func_id"})
 
 
-def parse_btf_funcs(raw_dump: str) -> frozenset[str]:
-    return frozenset(_FUNC_RE.findall(raw_dump))
+def parse_btf(raw_dump: str) -> KernelBtf:
+    enumerators: dict[str, int] = {}
+    in_uapi_enum = False
+    for line in raw_dump.splitlines():
+        if line.startswith("["):
+            m = _ENUM_RE.match(line)
+            in_uapi_enum = m is not None and m.group(1) in _UAPI_ENUMS
+        elif in_uapi_enum and (e := _ENUMERATOR_RE.match(line)):
+            enumerators[e.group(1)] = int(e.group(2))
+    return KernelBtf(funcs=frozenset(_FUNC_RE.findall(raw_dump)), enumerators=enumerators)
+
+
+def _wrong_uapi_number(f: Feature, btf: KernelBtf) -> str:
+    """Why a helper's or map type's UAPI number is not mainline's; "" when it is (or when
+    there is no number to compare)."""
+    if f.uapi_value is None or f.uapi_name is None or f.uapi_name not in btf.enumerators:
+        return ""
+    value = btf.enumerators[f.uapi_name]
+    if value == f.uapi_value:
+        return ""
+    return (f"{f.uapi_name} is {value} in this kernel but {f.uapi_value} in mainline: a "
+            "program built against mainline's bpf.h would ask for something else")
 
 
 def confirm_with_btf(reports: tuple[FeatureReport, ...],
-                     funcs: frozenset[str]) -> tuple[FeatureReport, ...]:
+                     btf: KernelBtf) -> tuple[FeatureReport, ...]:
     """Check each source verdict against the built kernel's BTF; BTF wins."""
     out = []
     for r in reports:
-        in_btf = r.feature.btf_name in funcs
+        in_btf = btf.has(r.feature)
+        wrong_number = _wrong_uapi_number(r.feature, btf)
         if r.state is FeatureState.ABSENT and in_btf and r.feature.kind is FeatureKind.KFUNC:
             # Any non-inlined function has a BTF FUNC; being a kfunc is its registration,
             # which this BTF (pahole 1.24: no bpf_kfunc decl tags) cannot show.
             r = replace(r, note=f"BTF has a function {r.feature.btf_name}, but the sources "
                                 "register no kfunc of that name")
+        elif wrong_number and in_btf:
+            r = replace(r, state=FeatureState.ABSENT, note=wrong_number)
         elif r.state is FeatureState.ABSENT and in_btf:
             r = replace(r, state=FeatureState.PRESENT,
                         note=f"not found in the C sources, but BTF has {r.feature.btf_name}")
@@ -210,19 +267,22 @@ def confirm_with_btf(reports: tuple[FeatureReport, ...],
 
 
 def from_btf_only(features: tuple[Feature, ...],
-                  funcs: frozenset[str] | None) -> tuple[FeatureReport, ...]:
+                  btf: KernelBtf | None) -> tuple[FeatureReport, ...]:
     """A prebuilt image: only its BTF can tell, and only whether, not where from."""
-    if funcs is None:
+    if btf is None:
         return tuple(FeatureReport(feature=f, state=FeatureState.ABSENT, btf=None,
                                    note="prebuilt image without vmlinux: not checked")
                      for f in features)
-    return tuple(FeatureReport(
-        feature=f, state=FeatureState.PRESENT if f.btf_name in funcs else FeatureState.ABSENT,
-        btf=f.btf_name in funcs,
-        note="from BTF only (a prebuilt image has no sources)"
-             + ("; a kfunc's registration is not visible in BTF"
-                if f.kind is FeatureKind.KFUNC else ""))
-        for f in features)
+    out = []
+    for f in features:
+        present, wrong_number = btf.has(f), _wrong_uapi_number(f, btf)
+        note = wrong_number or ("from BTF only (a prebuilt image has no sources)"
+                                + ("; a kfunc's registration is not visible in BTF"
+                                   if f.kind is FeatureKind.KFUNC else ""))
+        out.append(FeatureReport(
+            feature=f, btf=present, note=note,
+            state=FeatureState.PRESENT if present and not wrong_number else FeatureState.ABSENT))
+    return tuple(out)
 
 
 def declared_but_absent(reports: tuple[FeatureReport, ...],

@@ -291,6 +291,8 @@ class FeatureKind(enum.Enum):
     HOOK = "hook"  # a __weak noinline function BPF programs attach to with fentry
     KFUNC = "kfunc"  # registered with BTF_ID_FLAGS(func, NAME...)
     ITERATOR = "iterator"  # DEFINE_BPF_ITER_FUNC(NAME, ...): the bpf_iter_NAME target
+    HELPER = "helper"  # BPF_CALL_n(NAME, ...): a helper, BPF_FUNC_<NAME without bpf_> in UAPI
+    MAP_TYPE = "map type"  # BPF_MAP_TYPE(NAME, ops) in include/linux/bpf_types.h
 
 
 class FeatureState(enum.Enum):
@@ -305,11 +307,22 @@ class Feature:
     name: str
     kind: FeatureKind
     declared_by: tuple[str, ...] = ()  # series whose provides.toml lists it; () = kernel's
+    # Mainline's UAPI number of a helper or map type: a backport must use the same one,
+    # or a program built against a newer bpf.h calls another helper or map type.
+    uapi_value: int | None = None
 
     @property
     def btf_name(self) -> str:
-        """The FUNC the kernel's BTF has when the feature is built in."""
+        """The FUNC (or, for a map type, the bpf_map_type enumerator) the kernel's BTF
+        has when the feature is built in."""
         return f"bpf_iter_{self.name}" if self.kind is FeatureKind.ITERATOR else self.name
+
+    @property
+    def uapi_name(self) -> str | None:
+        """The UAPI enumerator naming a helper or map type; None for other kinds."""
+        if self.kind is FeatureKind.HELPER:
+            return "BPF_FUNC_" + self.name.removeprefix("bpf_")
+        return self.name if self.kind is FeatureKind.MAP_TYPE else None
 
     @property
     def label(self) -> str:

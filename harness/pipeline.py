@@ -312,8 +312,8 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
         facts.kernel_version, facts.image = image.version, str(image.bzimage)
         facts.source = f"prebuilt image {plan.spec.value}"
         with stages.stage("features", Status.SETUP_ERROR):
-            funcs, note = _btf_funcs(cell, image)
-            facts.features = _noted(features.from_btf_only(features.known_features(), funcs),
+            btf, note = _kernel_btf(cell, image)
+            facts.features = _noted(features.from_btf_only(features.known_features(), btf),
                                     note)
             if wants_kselftest_h:
                 header = own.stored_kselftest_h(image.version)
@@ -332,12 +332,12 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
         facts.kernel_version, facts.image = image.version, str(image.bzimage)
         if image.config is not None:
             (logs / "config").write_bytes(image.config.read_bytes())
-        funcs, note = _btf_funcs(cell, image)
-        if funcs is None:
+        btf, note = _kernel_btf(cell, image)
+        if btf is None:
             facts.features = _noted(prepared.features, note)
         else:
             with stages.stage("features", Status.BUILD_ERROR):
-                facts.features = features.confirm_with_btf(prepared.features, funcs)
+                facts.features = features.confirm_with_btf(prepared.features, btf)
                 _check_declared(plan, prepared, facts.features, logs)
         used_for = describe(cell)
         for entry in (image.bzimage.parent, tree.path, tree.source.repo):
@@ -396,12 +396,12 @@ def _check_declared(plan: CellPlan, prepared: PreparedTree,
                 "config enables the code they are in")
 
 
-def _btf_funcs(cell: Cell, image: KernelImage) -> tuple[frozenset[str] | None, str]:
-    """The kernel's BTF FUNCs for the feature report; None (and why) when unreadable."""
+def _kernel_btf(cell: Cell, image: KernelImage) -> tuple[features.KernelBtf | None, str]:
+    """The kernel's BTF for the feature report; None (and why) when unreadable."""
     if image.vmlinux is None:
         return None, ""
     try:
-        return features.btf_funcs(image.vmlinux), ""
+        return features.read_btf(image.vmlinux), ""
     except (proc.CommandError, proc.ToolMissingError) as exc:
         # Not a reason to stop the cell: the selftests will say what BTF lacks.
         log.warning("[%s] cannot read the kernel's BTF: %s", cell.name, exc)

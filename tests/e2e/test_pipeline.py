@@ -302,6 +302,16 @@ def test_feature_probe_reports_base_and_series_confirmed_by_btf(ci_run: Run) -> 
             assert feats[f]["btf"] is True, (name, feats[f])
             # mainline's file, built when CONFIG_MEMCG and CONFIG_BPF_SYSCALL are set
             assert feats[f]["where"].startswith("mm/bpf_memcontrol.c:"), feats[f]
+        # cgroup local storage: 6.12's own (mainline's UAPI numbers, checked against the
+        # BTF's enumerators); 6.1 has none
+        for f, where in (("BPF_MAP_TYPE_CGRP_STORAGE", "include/linux/bpf_types.h:"),
+                         ("bpf_cgrp_storage_get", "kernel/bpf/bpf_cgrp_storage.c:"),
+                         ("bpf_cgrp_storage_delete", "kernel/bpf/bpf_cgrp_storage.c:")):
+            if name == "6.1":
+                assert (feats[f]["state"], feats[f]["btf"]) == ("absent", False), feats[f]
+            else:
+                assert (feats[f]["state"], feats[f]["btf"]) == ("in base", True), feats[f]
+                assert feats[f]["where"].startswith(where), feats[f]
     assert "features" in ci_run.output and "added by series" in ci_run.output
 
 

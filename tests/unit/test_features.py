@@ -92,7 +92,7 @@ def test_series_adds_a_kfunc_and_btf_confirms(tmp_path: Path) -> None:
     assert by_name["bpf_memcg_stat_fetch"].where == "mm/memcontrol.c:2"
     assert by_name["cgroup_rstat_flush"].state is FeatureState.ABSENT
 
-    funcs = features.parse_btf_funcs((GOLDEN / "6.12-series-excerpt.raw").read_text())
+    funcs = features.parse_btf((GOLDEN / "6.12-series-excerpt.raw").read_text())
     confirmed = {r.feature.name: r for r in features.confirm_with_btf(reports, funcs)}
     assert confirmed["bpf_memcg_stat_fetch"].state is FeatureState.ADDED_BY_SERIES
     assert confirmed["bpf_memcg_stat_fetch"].btf is True
@@ -110,14 +110,14 @@ def test_series_adds_a_kfunc_and_btf_confirms(tmp_path: Path) -> None:
 
 def test_btf_overrules_a_definition_that_was_compiled_out() -> None:
     report = features.from_sources(MEMCG_KFUNCS, {"bpf_memcg_stat_fetch": "mm/x.c:3"}, {})
-    out = features.confirm_with_btf(report, frozenset({"cgroup_rstat_flush"}))
+    out = features.confirm_with_btf(report, features.KernelBtf(frozenset({"cgroup_rstat_flush"})))
     assert out[0].state is FeatureState.ABSENT
     assert out[0].btf is False
     assert "mm/x.c:3" in out[0].note and "config" in out[0].note
 
 
 def test_real_btf_dump_functions() -> None:
-    funcs = features.parse_btf_funcs((GOLDEN / "6.12-series-excerpt.raw").read_text())
+    funcs = features.parse_btf((GOLDEN / "6.12-series-excerpt.raw").read_text()).funcs
     for name in ("bpf_rstat_flush", "cgroup_rstat_updated", "cgroup_rstat_flush",
                  "bpf_iter_cgroup", "bpf_memcg_flush_stats", "bpf_memcg_node_stat_fetch",
                  "bpf_memcg_stat_fetch", "bpf_memcg_vm_event_fetch"):
@@ -205,9 +205,104 @@ def test_a_feature_its_series_declares_but_the_kernel_lacks_is_named() -> None:
     would be skipped and the cell could pass, so the pipeline stops with BUILD_ERROR."""
     kfunc = MEMCG_KFUNCS[0]
     added = features.from_sources((kfunc,), {}, {kfunc.name: "mm/memcontrol.c:3"})
-    lacking = features.confirm_with_btf(added, frozenset())
+    lacking = features.confirm_with_btf(added, features.KernelBtf(frozenset()))
     assert lacking[0].state is FeatureState.ABSENT and "BTF has no" in lacking[0].note
     assert features.declared_but_absent(lacking, {"s"}) == list(lacking)
     assert features.declared_but_absent(lacking, {"other"}) == []  # not applied here
-    present = features.confirm_with_btf(added, frozenset({kfunc.name}))
+    present = features.confirm_with_btf(added, features.KernelBtf(frozenset({kfunc.name})))
     assert features.declared_but_absent(present, {"s"}) == []
+
+
+# ---- helpers and map types (cgroup local storage) ----
+
+CGRP_STORAGE = tuple(f for f in features.KERNEL_FEATURES
+                     if f.kind in (FeatureKind.HELPER, FeatureKind.MAP_TYPE))
+BPF_TYPES_H = "BPF_MAP_TYPE(BPF_MAP_TYPE_CGROUP_ARRAY, cgroup_array_map_ops)\n"
+STORAGE_C = ("static int cgrp_storage_ptr(void *owner);\n"
+             "BPF_CALL_5(bpf_cgrp_storage_get, struct bpf_map *, map, struct cgroup *, cgroup,\n"
+             "\t   void *, value, u64, flags, gfp_t, gfp_flags)\n{\n}\n\n"
+             "BPF_CALL_2(bpf_cgrp_storage_delete, struct bpf_map *, map, struct cgroup *, cgroup)\n"
+             "{\n\treturn bpf_cgrp_storage_get(map, cgroup, NULL, 0, 0);\n}\n")
+
+
+def test_cgroup_local_storage_is_known_by_mainline_numbers() -> None:
+    assert {(f.name, f.kind, f.uapi_value, f.uapi_name) for f in CGRP_STORAGE} == {
+        ("BPF_MAP_TYPE_CGRP_STORAGE", FeatureKind.MAP_TYPE, 32, "BPF_MAP_TYPE_CGRP_STORAGE"),
+        ("bpf_cgrp_storage_get", FeatureKind.HELPER, 210, "BPF_FUNC_cgrp_storage_get"),
+        ("bpf_cgrp_storage_delete", FeatureKind.HELPER, 211, "BPF_FUNC_cgrp_storage_delete"),
+    }
+
+
+def test_a_series_adding_a_map_type_and_helpers_is_found_in_the_header_and_c(
+        tmp_path: Path) -> None:
+    repo = tmp_path / "k"
+    make_kernel(repo)
+    (repo / "include" / "linux").mkdir()
+    (repo / "include" / "linux" / "bpf_types.h").write_text(BPF_TYPES_H)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "bpf_types.h")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    base_defs = features.source_definitions(repo, base, CGRP_STORAGE)
+    assert base_defs == {}
+    (repo / "include" / "linux" / "bpf_types.h").write_text(
+        BPF_TYPES_H + "BPF_MAP_TYPE(BPF_MAP_TYPE_CGRP_STORAGE, cgrp_storage_map_ops)\n")
+    (repo / "kernel" / "bpf" / "bpf_cgrp_storage.c").write_text(STORAGE_C)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "bpf: cgroup local storage")
+    after = features.definitions_after(repo, base, base_defs, "HEAD", CGRP_STORAGE)
+    assert after == {"BPF_MAP_TYPE_CGRP_STORAGE": "include/linux/bpf_types.h:2",
+                     "bpf_cgrp_storage_get": "kernel/bpf/bpf_cgrp_storage.c:2",
+                     "bpf_cgrp_storage_delete": "kernel/bpf/bpf_cgrp_storage.c:7"}
+    assert after == features.source_definitions(repo, "HEAD", CGRP_STORAGE)
+    reports = features.from_sources(CGRP_STORAGE, base_defs, after)
+    assert {r.state for r in reports} == {FeatureState.ADDED_BY_SERIES}
+
+
+def test_real_btf_uapi_enumerators_6_12_and_6_1() -> None:
+    """6.12 has cgroup local storage under mainline's numbers; 6.1 has neither."""
+    new = features.parse_btf((GOLDEN / "6.12-cgrp-storage-excerpt.raw").read_text())
+    assert new.enumerators["BPF_MAP_TYPE_CGRP_STORAGE"] == 32
+    assert new.enumerators["BPF_FUNC_cgrp_storage_get"] == 210
+    assert new.enumerators["BPF_FUNC_cgrp_storage_delete"] == 211
+    assert "BPF_PROG_TYPE_KPROBE" not in new.enumerators  # only the two UAPI enums
+    assert {"bpf_cgrp_storage_get", "bpf_cgrp_storage_delete"} <= new.funcs
+    in_base = features.from_sources(CGRP_STORAGE, {f.name: "x:1" for f in CGRP_STORAGE}, {})
+    confirmed = features.confirm_with_btf(in_base, new)
+    assert [(r.state, r.btf, r.note) for r in confirmed] == [
+        (FeatureState.IN_BASE, True, "")] * 3
+
+    old = features.parse_btf((GOLDEN / "6.1-uapi-excerpt.raw").read_text())
+    assert old.enumerators["BPF_MAP_TYPE_USER_RINGBUF"] == 31
+    assert "BPF_MAP_TYPE_CGRP_STORAGE" not in old.enumerators
+    absent = features.confirm_with_btf(features.from_sources(CGRP_STORAGE, {}, {}), old)
+    assert [(r.state, r.btf) for r in absent] == [(FeatureState.ABSENT, False)] * 3
+    image = features.from_btf_only(CGRP_STORAGE, new)
+    assert [r.state for r in image] == [FeatureState.PRESENT] * 3
+
+
+def test_a_backport_under_another_uapi_number_is_not_the_feature() -> None:
+    """The map type renumbered (say, after a map type mainline does not have): BTF has
+    it, but a program built against mainline's bpf.h would ask for another one."""
+    text = (GOLDEN / "6.12-cgrp-storage-excerpt.raw").read_text()
+    renumbered = features.parse_btf(text.replace("'BPF_MAP_TYPE_CGRP_STORAGE' val=32",
+                                                 "'BPF_MAP_TYPE_CGRP_STORAGE' val=33"))
+    added = features.from_sources(CGRP_STORAGE, {}, {f.name: "x:1" for f in CGRP_STORAGE})
+    by_name = {r.feature.name: r for r in features.confirm_with_btf(added, renumbered)}
+    wrong = by_name["BPF_MAP_TYPE_CGRP_STORAGE"]
+    assert wrong.state is FeatureState.ABSENT and wrong.btf is True
+    assert "is 33 in this kernel but 32 in mainline" in wrong.note
+    assert by_name["bpf_cgrp_storage_get"].state is FeatureState.ADDED_BY_SERIES
+    image = {r.feature.name: r for r in features.from_btf_only(CGRP_STORAGE, renumbered)}
+    assert image["BPF_MAP_TYPE_CGRP_STORAGE"].state is FeatureState.ABSENT
+
+
+def test_provides_toml_declares_helpers_and_map_types(tmp_path: Path) -> None:
+    (tmp_path / "provides.toml").write_text(
+        'helpers = ["bpf_cgrp_storage_get"]\nmap_types = ["BPF_MAP_TYPE_CGRP_STORAGE"]\n')
+    assert [(f.name, f.kind) for f in features.declared_by_series(tmp_path)] == [
+        ("bpf_cgrp_storage_get", FeatureKind.HELPER),
+        ("BPF_MAP_TYPE_CGRP_STORAGE", FeatureKind.MAP_TYPE)]
+    merged = {f.name: f for f in features.known_features([tmp_path])}
+    # merged with the kernel's own entry: mainline's number stays
+    assert merged["bpf_cgrp_storage_get"].uapi_value == 210
+    assert merged["bpf_cgrp_storage_get"].declared_by == (tmp_path.name,)
