@@ -25,6 +25,7 @@ from typing import Any
 
 from . import kconfig, proc, series, sources
 from .matrix import Cell
+from .model import Status
 
 CONTAINER = "debian:12"
 CACHE_PATHS = ("~/.cache/harness/kernels", "~/.cache/harness/ccache")
@@ -183,6 +184,14 @@ class JobCost:
         return None if self.rest_s is None else overhead_s + self.rest_s
 
 
+def _ran_to_the_end(cell: Mapping[str, Any]) -> bool:
+    try:
+        status = Status(cell.get("status"))
+    except ValueError:
+        return False
+    return not status.is_stage_error and status is not Status.INTERRUPTED
+
+
 def job_costs(cells: Sequence[Cell], runs: Sequence[Mapping[str, Any]],
               build_seconds: Mapping[str, float]) -> list[JobCost]:
     """What each cell's job costs, from earlier runs (the latest run holding a cell wins)
@@ -191,7 +200,10 @@ def job_costs(cells: Sequence[Cell], runs: Sequence[Mapping[str, Any]],
     runner building it alone, so a kernel's cold build is the longest of its group's."""
     measured: dict[str, Mapping[str, Any]] = {}
     for doc in runs:
-        measured.update({c["cell"]: c for c in doc.get("cells", []) if isinstance(c, dict)})
+        # A cell stopped by a stage error or a signal did not run its whole job: its
+        # durations say nothing of the job's cost (an earlier complete run still counts).
+        measured.update({c["cell"]: c for c in doc.get("cells", [])
+                         if isinstance(c, dict) and _ran_to_the_end(c)})
     group = {c.name: f"{c.kernel} {'+'.join(c.configs)}" for c in cells}
     built: dict[str, float] = {}
     for c in cells:

@@ -97,6 +97,23 @@ def test_later_runs_override_earlier_ones_per_cell() -> None:
     assert costs[doc["cells"][0]["cell"]].rest_s == 600.0
 
 
+def test_a_cell_that_stopped_early_is_not_a_measurement() -> None:
+    """A setup error (as when a run read a bad provides.toml) or a signal: the cell ran
+    only its plan stage, so its job's cost is unknown, not 0; an earlier complete run of
+    the cell still counts."""
+    doc = json.loads(VERIFY_RUN.read_text())
+    first = doc["cells"][0]
+    cells = matrix.select(matrix.load(), Tier.CI)
+    for status in ("SETUP_ERROR", "BUILD_ERROR", "INTERRUPTED"):
+        stopped = {"cells": [{**first, "status": status,
+                              "stages": [{"stage": "plan", "duration_s": 0.0}]}]}
+        alone = {c.cell: c for c in workflow.job_costs(cells, [stopped], {})}
+        assert alone[first["cell"]].rest_s is None, status
+        after = {c.cell: c for c in workflow.job_costs(cells, [doc, stopped], {})}
+        assert after[first["cell"]].rest_s == pytest.approx(
+            sum(s["duration_s"] for s in first["stages"] if s["stage"] != "build"))
+
+
 def test_ci_minutes_without_runs_says_what_to_give(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["ci", "minutes"]) == 2
     err = capsys.readouterr().err
