@@ -24,18 +24,9 @@
 
 enum { N_ROOT, N_A, N_B, N_A1, N_A2, N_B1, NUM_NODES };
 
-static struct node {
-	const char *rel;	/* below the test root ("" = the root) */
-	int parent, depth;
-	unsigned int subtree;	/* 1 << n for each node n in it */
-	char path[CG_PATH_MAX];
-	unsigned long long ino;
-} nodes[NUM_NODES] = {
-	[N_ROOT] = { "", -1, 0, (1 << NUM_NODES) - 1 },
-	[N_A] = { "a", N_ROOT, 1, 1 << N_A | 1 << N_A1 | 1 << N_A2 },
-	[N_B] = { "b", N_ROOT, 1, 1 << N_B | 1 << N_B1 },
-	[N_A1] = { "a/a1", N_A, 2, 1 << N_A1 },	[N_A2] = { "a/a2", N_A, 2, 1 << N_A2 },
-	[N_B1] = { "b/b1", N_B, 2, 1 << N_B1 },
+static struct cg_node nodes[NUM_NODES] = {
+	[N_ROOT] = { "<root>", -1 }, [N_A] = { "a", N_ROOT }, [N_B] = { "b", N_ROOT },
+	[N_A1] = { "a/a1", N_A }, [N_A2] = { "a/a2", N_A }, [N_B1] = { "b/b1", N_B },
 };
 
 /* one walk of the iterator, parsed */
@@ -61,17 +52,17 @@ static int pos[NUM_NODES], rec_node[MAX_RECS];
 
 static const char *node_name(int n)
 {
-	return n < 0 ? "?" : n == N_ROOT ? "<root>" : nodes[n].rel;
+	return n < 0 ? "?" : nodes[n].rel;
 }
 
-static int node_by_id(unsigned long long id)
+/* the test root's is 0 */
+static int depth(int n)
 {
-	int i;
+	int d = 0;
 
-	for (i = 0; i < NUM_NODES; i++)
-		if (nodes[i].ino == id)
-			return i;
-	return -1;
+	while ((n = nodes[n].parent) >= 0)
+		d++;
+	return d;
 }
 
 /* one walk of @order from the cgroup @n, parsed; false (diagnosed) if it did not run */
@@ -147,32 +138,19 @@ static int check_load(void)
 
 	skel = calloc(1, sizeof(*skel));
 	err = skel ? cgroup_iter_rstat_bpf__create_skeleton(skel) : -ENOMEM;
-	err = err ?: BU_OPEN_RSTAT(skel, cgroup_iter_rstat_css_bpf);
-	if (!err)	/* loaded alone by check_negative() */
-		bpf_program__set_autoload(skel->progs.rstat_flush_in_plain_iter, false);
-	err = err ?: cgroup_iter_rstat_bpf__load(skel);
-	if (!err)
+	/* rstat_flush_in_plain_iter: loaded alone by check_negative() */
+	err = err ?: BU_LOAD_RSTAT(skel, cgroup_iter_rstat_css_bpf, "rstat_flush_in_plain_iter");
+	if (!err)	/* else skel is destroyed by check_cleanup() */
 		return KSFT_PASS;
-	bu_print_log();	/* skel is destroyed by check_cleanup() */
 	return missing_feature() ?:
 	       check_fail("loading the sleepable iter.s/cgroup program: %s", strerror(-err));
 }
 
 static int check_setup(void)
 {
-	int i, err = cg_find_root(&mnt, NULL);
+	int err = cg_find_root(&mnt, NULL);
 
-	if (err != KSFT_PASS)
-		return err;
-	for (i = 0; i < NUM_NODES; i++) {
-		snprintf(nodes[i].path, sizeof(nodes[i].path), "%s/cgroup_iter_rstat.%d%s%s", mnt,
-			 getpid(), i ? "/" : "", nodes[i].rel);
-		err = cg_create(nodes[i].path);
-		nodes[i].ino = cg_id(nodes[i].path);
-		if (err || !nodes[i].ino)
-			return check_fail("mkdir %s: %s", nodes[i].path, strerror(-err));
-	}
-	return KSFT_PASS;
+	return err ?: cg_tree_create(mnt, "cgroup_iter_rstat", nodes, NUM_NODES);
 }
 
 /* the walk up from the test root: its length gives the root's level */
@@ -186,8 +164,8 @@ static int check_ancestors(void)
 		return KSFT_FAIL;
 	expect_wellformed(&ok, &w, -1);
 	if (ok && expect(&ok, w.n >= 2, "expected >= 2 cgroups (test root, parent), got %d\n", w.n) &&
-	    expect(&ok, w.recs[0].id == nodes[N_ROOT].ino && w.recs[1].id == cg_id(mnt),
-		   "expected ids %llu (test root), %llu (%s), got %llu, %llu\n", nodes[N_ROOT].ino,
+	    expect(&ok, w.recs[0].id == nodes[N_ROOT].id && w.recs[1].id == cg_id(mnt),
+		   "expected ids %llu (test root), %llu (%s), got %llu, %llu\n", nodes[N_ROOT].id,
 		   cg_id(mnt), mnt, w.recs[0].id, w.recs[1].id))
 		anc_level = w.n - 1;	/* does not depend on the level field */
 	for (i = 0; w.n >= 2 && i < w.n && i < MAX_RECS; i++)
@@ -223,7 +201,7 @@ static int check_pre_read(void)
 	for (i = 0; i < NRECS; i++) {
 		expect(&ok, pre.recs[i].seq == (unsigned long long)i,
 		       "line %d: expected seq=%d, got seq=%llu\n", i, i, pre.recs[i].seq);
-		rec_node[i] = node_by_id(pre.recs[i].id);
+		rec_node[i] = cg_tree_find(nodes, NUM_NODES, pre.recs[i].id);
 		if (rec_node[i] >= 0 && pos[rec_node[i]] < 0)
 			pos[rec_node[i]] = i;
 	}
@@ -245,7 +223,7 @@ static int check_pre_ids(void)
 		       "is not one of the created cgroups" : "was reported before");
 	for (i = 0; i < NUM_NODES; i++)
 		expect(&ok, pos[i] >= 0, "cgroup %s (st_ino %llu) missing from iterator output\n",
-		       nodes[i].path, nodes[i].ino);
+		       nodes[i].path, nodes[i].id);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
@@ -265,9 +243,9 @@ static int check_pre_levels(void)
 		    base, anc_level))
 		base = anc_level;
 	for (i = N_ROOT + 1; i < NUM_NODES; i++)
-		expect(&ok, pos[i] < 0 || pre.recs[pos[i]].level == base + nodes[i].depth,
+		expect(&ok, pos[i] < 0 || pre.recs[pos[i]].level == base + depth(i),
 		       "%s: expected level %d (root %d + depth %d), got %d\n", node_name(i),
-		       base + nodes[i].depth, base, nodes[i].depth,
+		       base + depth(i), base, depth(i),
 		       pos[i] < 0 ? -1 : pre.recs[pos[i]].level);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
@@ -275,7 +253,7 @@ static int check_pre_levels(void)
 /* root first, parent before child, every subtree right after its root */
 static int check_pre_order(void)
 {
-	int i, j, par;
+	int i, j, par, size;
 	bool ok = true;
 
 	if (!pre_ran)
@@ -288,8 +266,10 @@ static int check_pre_order(void)
 		par = nodes[i].parent;
 		expect(&ok, par < 0 || pos[par] < pos[i], "%s at position %d, before its parent %s at %d\n",
 		       node_name(i), pos[i], node_name(par), par < 0 ? -1 : pos[par]);
-		for (j = pos[i]; j < pos[i] + __builtin_popcount(nodes[i].subtree) && j < NRECS; j++)
-			expect(&ok, rec_node[j] >= 0 && nodes[i].subtree >> rec_node[j] & 1,
+		for (size = 0, j = 0; j < NUM_NODES; j++)
+			size += cg_tree_under(nodes, j, i);
+		for (j = pos[i]; j < pos[i] + size && j < NRECS; j++)
+			expect(&ok, rec_node[j] >= 0 && cg_tree_under(nodes, rec_node[j], i),
 			       "position %d: %s, expected a member of %s's subtree (from %d)\n",
 			       j, node_name(rec_node[j]), node_name(i), pos[i]);
 	}
@@ -337,17 +317,17 @@ static int check_flush_cputime(void)
 
 static int check_self_only(void)
 {
-	const struct node *leaf = &nodes[N_A2];
+	const struct cg_node *leaf = &nodes[N_A2];
 	static struct walk w;
 	bool ok = true;
 
 	if (!run_walk(N_A2, BPF_CGROUP_ITER_SELF_ONLY, &w))
 		return KSFT_FAIL;
 	expect_wellformed(&ok, &w, 1);
-	expect(&ok, w.recs[0].id == leaf->ino, "expected id %llu (%s), got %llu (%s)\n",
-	       leaf->ino, leaf->path, w.recs[0].id, node_name(node_by_id(w.recs[0].id)));
-	expect(&ok, anc_level < 0 || w.recs[0].level == anc_level + leaf->depth,
-	       "expected level %d, got %d\n", anc_level + leaf->depth, w.recs[0].level);
+	expect(&ok, w.recs[0].id == leaf->id, "expected id %llu (%s), got %llu (%s)\n", leaf->id,
+	       leaf->path, w.recs[0].id, node_name(cg_tree_find(nodes, NUM_NODES, w.recs[0].id)));
+	expect(&ok, anc_level < 0 || w.recs[0].level == anc_level + depth(N_A2),
+	       "expected level %d, got %d\n", anc_level + depth(N_A2), w.recs[0].level);
 	expect(&ok, skel->bss->flushed == 1 && skel->bss->visited == 1,
 	       "BPF counters: expected flushed=1 visited=1, got %u/%u\n", skel->bss->flushed,
 	       skel->bss->visited);
@@ -368,7 +348,7 @@ static int check_negative(void)
 static int check_cleanup(void)
 {
 	cgroup_iter_rstat_bpf__destroy(skel);
-	if (!nodes[N_ROOT].ino)
+	if (!nodes[N_ROOT].id)
 		return check_skip("no cgroups were created");
 	if (cg_cleanup())
 		return KSFT_FAIL;

@@ -87,14 +87,30 @@ const char *bu_missing_funcs(const char *const *names)
 	return NULL;
 }
 
-int bu_open_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size))
+int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size),
+		  const char *skip)
 {
 	bool css = bu_has_func("css_rstat_flush");
+	struct bpf_program *p;
+	int err;
 
 	ksft_print_msg("rstat API: %s\n", css ? "css_rstat_* (6.16+)" : "cgroup_rstat_* (pre-6.16)");
 	if (css)
 		s->data = (void *)css_elf(&s->data_sz);
-	return bpf_object__open_skeleton(s, NULL);
+	err = bpf_object__open_skeleton(s, NULL);
+	if (!err) {
+		bpf_object__for_each_program(p, *s->obj) {
+			/* the iterators are attached per cgroup */
+			bpf_program__set_autoattach(p, bpf_program__expected_attach_type(p) !=
+						       BPF_TRACE_ITER);
+			if (skip && !strcmp(bpf_program__name(p), skip))
+				bpf_program__set_autoload(p, false);
+		}
+	}
+	err = err ?: bpf_object__load_skeleton(s) ?: bpf_object__attach_skeleton(s);
+	if (err)
+		bu_print_log();
+	return err;
 }
 
 struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,

@@ -58,13 +58,16 @@ bool bu_refused(const void *elf, size_t size, const char *prog, const char *need
  * bpf_ksym_exists() and 6.1 refuses an unresolved weak kfunc, so a test
  * builds one object per API (X.bpf.c, and X_css.bpf.c defining RSTAT_API_CSS:
  * the same programs, maps and globals) and opens the one the kernel's BTF
- * names, saying which:
+ * names, saying which; loads it but for the program @skip (NULL: none) and
+ * attaches it but for its iterators (attached per cgroup), the libbpf log
+ * printed when that fails; 0 or -errno:
  *
  *	skel = calloc(1, sizeof(*skel));
  *	err = skel ? X_bpf__create_skeleton(skel) : -ENOMEM;
- *	err = err ?: BU_OPEN_RSTAT(skel, X_css_bpf);
+ *	err = err ?: BU_LOAD_RSTAT(skel, X_css_bpf, NULL);
  */
-#define BU_OPEN_RSTAT(skel, css) bu_open_rstat((skel)->skeleton, css##__elf_bytes)
-int bu_open_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size));
+#define BU_LOAD_RSTAT(skel, css, skip) bu_load_rstat((skel)->skeleton, css##__elf_bytes, skip)
+int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size),
+		  const char *skip);
 
 #endif /* SELFTESTS_LIB_BPF_UTIL_H */

@@ -53,6 +53,8 @@ int cg_destroy_all(void);
  * cgroups go. */
 void cg_on_signal(void (*fn)(void));
 
+/* open(2) of the cgroup's @file */
+int cg_open(const char *cg, const char *file, int flags);
 /* 0 or -errno; a short write is -EIO */
 int cg_write(const char *cg, const char *file, const char *val);
 /* bytes read (NUL-terminated), or -errno */
@@ -63,13 +65,31 @@ long long cg_read_key(const char *cg, const char *file, const char *key);
 long long key_value(const char *text, const char *key);
 /* a single number (memory.current), or -1 */
 long long cg_read_long(const char *cg, const char *file);
-/* is @word one of the space-separated words of @file (cgroup.controllers) */
-bool cg_has_word(const char *cg, const char *file, const char *word);
 /* "+memory" etc. into @cg's cgroup.subtree_control */
 int cg_enable(const char *cg, const char *controllers);
 
 /* the cgroup's id as BPF sees it (its inode number), 0 on error */
 unsigned long long cg_id(const char *cg);
+
+/*
+ * A test's cgroup tree, parents before children: the first node is
+ * <root>/<name>.<pid> (its rel only a name for messages), the others
+ * <root>/<name>.<pid>/<rel>.
+ */
+struct cg_node {
+	char rel[32];		/* below the test's cgroup */
+	int parent;		/* its parent's node; -1 for the first */
+	const char *enable;	/* for its cgroup.subtree_control ("+memory"), or NULL */
+	char path[CG_PATH_MAX];	/* set by cg_tree_create() */
+	unsigned long long id;	/* cg_id(path); 0 while it is not made */
+};
+
+/* cg_create() and cg_enable() of every node, setting path and id; a check's verdict */
+int cg_tree_create(const char *root, const char *name, struct cg_node *nodes, int n);
+/* the node of the cgroup with id @id, or -1 */
+int cg_tree_find(const struct cg_node *nodes, int n, unsigned long long id);
+/* is node @i node @anc or below it */
+bool cg_tree_under(const struct cg_node *nodes, int i, int anc);
 
 /* move @pid (0: the caller) into @cg */
 int cg_enter(const char *cg, pid_t pid);
@@ -82,6 +102,8 @@ int cg_enter(const char *cg, pid_t pid);
 pid_t cg_spawn(const char *cg, int (*fn)(void *), void *arg);
 int cg_wait(pid_t pid);
 int cg_run(const char *cg, int (*fn)(void *), void *arg);
+/* SIGKILL to the child *@pid (if > 0), reaped; *@pid = -1.  Async-signal-safe. */
+void cg_reap(volatile pid_t *pid);
 
 /* touch @bytes of fresh anonymous memory (charged to the caller's cgroup);
  * the mapping, or NULL */

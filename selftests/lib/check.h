@@ -41,8 +41,6 @@ struct check {
 int check_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* return check_skip("why"): the reason printed with the SKIP, and KSFT_SKIP */
 int check_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* the reason for a KSFT_SKIP returned later */
-#define check_skip_why(...) ((void)check_skip(__VA_ARGS__))
 
 /*
  * Print the plan, run every check in order and print its result; returns
@@ -56,8 +54,8 @@ int checks_run(const struct check *checks, size_t n, const char *skip_all);
 bool check_passed(const char *name);
 
 /*
- * @cond, or (when false) print "# <message>" and clear *@ok: for checks that
- * compare many values and report every mismatch, not only the first.
+ * @cond, or (when false) print "# <message>" and clear *@ok (if not NULL): for
+ * checks that compare many values and report every mismatch, not only the first.
  */
 bool expect(bool *ok, bool cond, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -67,13 +65,22 @@ void print_block(const char *prefix, const char *text);
 /* CLOCK_MONOTONIC in ns */
 unsigned long long now_ns(void);
 
-/* Median of @n doubles (sorts @v). */
-double median(double *v, int n);
+/* the running kernel's version as major * 100 + minor (611 for 6.11), 0 if unknown */
+int kernel_version(void);
+
+/* run on CPU @n modulo the CPUs online (best effort) */
+void pin_cpu(int n);
+
+/* of @n samples (all 0 when n <= 0); q1 and q3 are the quartiles (the spread) */
+struct stats {
+	double median, mean, min, q1, q3, max;
+};
+void stats_of(const double *v, int n, struct stats *st);
 
 /*
  * $HARNESS_METRICS: a JSON object written atomically (to a .tmp, renamed by
  * metrics_close()).  Keys in order; metrics_obj()/metrics_arr() open a
- * nested object/array, metrics_end()/metrics_arr_end() close it.  Without
+ * nested object/array, metrics_end() closes the last one opened.  Without
  * $HARNESS_METRICS every call does nothing.
  */
 void metrics_open(void);
@@ -83,16 +90,17 @@ void metrics_str(const char *key, const char *v);
 void metrics_bool(const char *key, bool v);
 void metrics_obj(const char *key);
 void metrics_arr(const char *key);	/* then metrics_num/int/str with key NULL */
-void metrics_end(void);			/* closes metrics_obj() */
-void metrics_arr_end(void);		/* closes metrics_arr() */
+void metrics_end(void);
 void metrics_close(void);
 
 /*
- * A measurement, as members of the object open: "median", "mean", "min",
- * "q1", "q3" (quartiles: the spread), "max", "n", "unit", "direction" ("lower" or "higher" is better) and the
- * "samples" when n <= 2000; the harness compares runs by these.  @v (@n
- * values, n > 0) is left as it is.
+ * A measurement: "median", "mean", "min", "q1", "q3" (quartiles: the spread),
+ * "max", "n", "unit", "direction" ("lower" or "higher" is better) and the
+ * "samples" when n <= 2000, as members of the object @key (NULL: of the
+ * object open); the harness compares runs by these.  @v (@n values, n > 0)
+ * is left as it is.
  */
-void metrics_measure(const double *v, int n, const char *unit, const char *direction);
+void metrics_measure(const char *key, const double *v, int n, const char *unit,
+		     const char *direction);
 
 #endif /* SELFTESTS_LIB_CHECK_H */

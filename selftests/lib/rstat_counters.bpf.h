@@ -45,7 +45,7 @@ struct {
 	__type(value, struct rs_total);
 } rs_totals SEC(".maps");
 
-const volatile bool rs_broken;	/* set before load: the flush forgets the parent */
+bool rs_broken;			/* set by userspace: the flush forgets the parent */
 __u64 rs_flushes;		/* bpf_rstat_flush() calls */
 __u64 rs_folded;		/* ... that found a per-CPU delta */
 __u64 rs_map_errors;		/* a map update failed: counts were lost */

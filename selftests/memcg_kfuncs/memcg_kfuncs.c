@@ -19,8 +19,6 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
-#include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <linux/magic.h>
 
@@ -53,23 +51,20 @@ static const char *const pcall[NR_PROBES] = { MK_PROBES(MK_PCALL) };
 
 enum { CG_P, CG_C, CG_N, CG_L, CG_E, CG_H, NUM_CG };
 
-static const char *const cg_rel[NUM_CG] = {
-	"", "/child", "/nomem", "/nomem/leaf", "/flushed", "/high",
+/* memory for P's children (C, N, E, H), not for N's (L) */
+static struct cg_node cgs[NUM_CG] = {
+	[CG_P] = { "P", -1, "+memory" }, [CG_C] = { "child", CG_P }, [CG_N] = { "nomem", CG_P },
+	[CG_L] = { "nomem/leaf", CG_N }, [CG_E] = { "flushed", CG_P }, [CG_H] = { "high", CG_P },
 };
-static struct {
-	char path[CG_PATH_MAX];
-	unsigned long long id;
-	struct bpf_link *link;
-} cgs[NUM_CG];
+static struct bpf_link *links[NUM_CG];	/* SELF_ONLY */
 
 static struct memcg_kfuncs_bpf *skel;
 static const void *neg_elf;		/* memcg_kfuncs_neg.bpf.o: refused programs */
 static size_t neg_sz;
 static struct bpf_link *walk_link;	/* P's DESCENDANTS_PRE walk, for E */
-static const char *cg_mnt;
 static long page_size;
 static long long tol_units, tp;	/* TOL; in pages' bytes */
-static int kmaj, kmin, kver;	/* kver: 611 for 6.11 */
+static int kver;		/* 611 for 6.11 */
 static volatile pid_t worker_pid;
 static char scratch_file[PATH_MAX];	/* H's page cache */
 static int sv[2] = { -1, -1 };	/* the worker's socket: commands, acks */
@@ -109,7 +104,7 @@ static int read_rec(int cgi, struct mk_rec *r, bool probe)
 	skel->bss->mode = mode;
 	skel->bss->records = 0;
 	skel->bss->target_cgid = cgs[cgi].id;
-	n = bu_read_iter(cgi == CG_E ? walk_link : cgs[cgi].link, buf, sizeof(buf));
+	n = bu_read_iter(cgi == CG_E ? walk_link : links[cgi], buf, sizeof(buf));
 	if (n != (ssize_t)sizeof(*r) || skel->bss->records != 1 || buf[0].magic != MK_MAGIC + mode ||
 	    buf[0].cgid != cgs[cgi].id)
 		return check_fail("iterator on %c: %zd bytes (expected %zu), %u records (1), magic 0x%llx (0x%llx), cgroup id %llu (%llu)",
@@ -136,28 +131,23 @@ static int check_load(void)
 static int check_setup(void)
 {
 	struct bpf_program *prog = skel->progs.memcg_read;
-	int i = cg_find_root(&cg_mnt, "memory");
+	const char *mnt;
+	int i = cg_find_root(&mnt, "memory") ?: cg_tree_create(mnt, "memcg_kfuncs", cgs, NUM_CG);
 
 	if (i != KSFT_PASS)
 		return i;
 	for (i = 0; i < NUM_CG; i++) {
-		snprintf(cgs[i].path, CG_PATH_MAX, "%s/memcg_kfuncs.%d%s", cg_mnt,
-			 (int)getpid(), cg_rel[i]);
-		/* memory for P's children (C, N, E, H), not for N's (L) */
-		if (cg_create(cgs[i].path) || (i == CG_P && cg_enable(cgs[i].path, "+memory")))
-			return check_fail("creating %s: %s", cgs[i].path, strerror(errno));
-		cgs[i].id = cg_id(cgs[i].path);
 		if ((cg_read_key(cgs[i].path, "memory.stat", "anon") >= 0) != (i != CG_L))
 			return check_fail("%s: memory.stat %s", cgs[i].path,
 					  i == CG_L ? "exists without +memory" : "missing");
 		/* E has no link of its own (see check_no_reference()); P a walk too */
 		if (i != CG_E)
-			cgs[i].link = bu_attach_cgroup_iter(prog, cgs[i].path,
-							    BPF_CGROUP_ITER_SELF_ONLY);
+			links[i] = bu_attach_cgroup_iter(prog, cgs[i].path,
+							 BPF_CGROUP_ITER_SELF_ONLY);
 		if (i == CG_P)
 			walk_link = bu_attach_cgroup_iter(prog, cgs[i].path,
 							  BPF_CGROUP_ITER_DESCENDANTS_PRE);
-		if ((i != CG_E && !cgs[i].link) || (i == CG_P && !walk_link)) {
+		if ((i != CG_E && !links[i]) || (i == CG_P && !walk_link)) {
 			bu_print_log();
 			return check_fail("attaching iterators to %s: %s", cgs[i].path,
 					  strerror(errno));
@@ -269,9 +259,7 @@ static int worker_ack(const char *cmd)
 /* the worker and H's file go; async-signal-safe (also run on SIGTERM) */
 static void stop_worker(void)
 {
-	if (worker_pid > 0 && !kill(worker_pid, SIGKILL))
-		waitpid(worker_pid, NULL, 0);
-	worker_pid = 0;
+	cg_reap(&worker_pid);
 	if (scratch_file[0])
 		unlink(scratch_file);
 }
@@ -516,7 +504,7 @@ static int check_cleanup(void)
 	stop_worker();
 	bpf_link__destroy(walk_link);
 	for (i = 0; i < NUM_CG; i++)
-		bpf_link__destroy(cgs[i].link);
+		bpf_link__destroy(links[i]);
 	memcg_kfuncs_bpf__destroy(skel);
 	if (!cgs[CG_P].path[0])
 		return check_skip("no cgroups were created");
@@ -549,16 +537,12 @@ int main(void)
 		{ "flush_keeps_no_reference", check_no_reference, "cgroup_setup" },
 		{ "cgroup_cleanup", check_cleanup, NULL },
 	};
-	struct utsname u;
-
 	bu_capture_log();
 	neg_elf = memcg_kfuncs_neg_bpf__elf_bytes(&neg_sz);
 	cg_on_signal(stop_worker);
 	page_size = sysconf(_SC_PAGESIZE);
 	tol_units = 2LL * 64 /* MEMCG_CHARGE_BATCH */ * sysconf(_SC_NPROCESSORS_ONLN);
 	tp = tol_units * page_size;
-	if (!uname(&u))
-		sscanf(u.release, "%d.%d", &kmaj, &kmin);
-	kver = kmaj * 100 + kmin;
+	kver = kernel_version();
 	return checks_run(checks, ARRAY_SIZE(checks), bu_missing_funcs(need));
 }
