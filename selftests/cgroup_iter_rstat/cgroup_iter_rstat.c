@@ -5,17 +5,9 @@
  * (ids, levels, pre-order, one flush each, a1's CPU time up to the root); from a
  * non-sleepable iterator the same call must be refused.  See test.toml.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
-#include <string.h>
+#include "selftest.h"
 #include <time.h>
-#include <unistd.h>
 
-#include "bpf_util.h"
-#include "cg_util.h"
-#include "check.h"
 #include "cgroup_iter_rstat.skel.h"
 #include "cgroup_iter_rstat_css.skel.h"
 
@@ -132,21 +124,18 @@ static int missing_feature(void)
 	return why ? check_skip("%s", why) : 0;
 }
 
-static int check_load(void)
+static int check_load_sleepable_iter(void)
 {
-	int err;
+	/* rstat_flush_in_plain_iter: loaded alone by check_nonsleepable_flush_rejected() */
+	int err = BU_LOAD_RSTAT(skel, cgroup_iter_rstat, "rstat_flush_in_plain_iter");
 
-	skel = calloc(1, sizeof(*skel));
-	err = skel ? cgroup_iter_rstat_bpf__create_skeleton(skel) : -ENOMEM;
-	/* rstat_flush_in_plain_iter: loaded alone by check_negative() */
-	err = err ?: BU_LOAD_RSTAT(skel, cgroup_iter_rstat_css_bpf, "rstat_flush_in_plain_iter");
-	if (!err)	/* else skel is destroyed by check_cleanup() */
+	if (!err)	/* else skel is destroyed by check_cgroup_tree_cleanup() */
 		return KSFT_PASS;
 	return missing_feature() ?:
 	       check_fail("loading the sleepable iter.s/cgroup program: %s", strerror(-err));
 }
 
-static int check_setup(void)
+static int check_cgroup_tree_setup(void)
 {
 	int err = cg_find_root(&mnt, NULL);
 
@@ -154,7 +143,7 @@ static int check_setup(void)
 }
 
 /* the walk up from the test root: its length gives the root's level */
-static int check_ancestors(void)
+static int check_ancestors_up_root_level(void)
 {
 	static struct walk w;
 	bool ok = true;
@@ -187,7 +176,7 @@ static int burn_cpu(void *arg __attribute__((unused)))
 }
 
 /* burn CPU in a1, then one DESCENDANTS_PRE walk that the next checks judge */
-static int check_pre_read(void)
+static int check_pre_order_read(void)
 {
 	bool ok = true;
 	int i;
@@ -210,7 +199,7 @@ static int check_pre_read(void)
 }
 
 /* the set of ids is the set of created directories' inodes */
-static int check_pre_ids(void)
+static int check_pre_order_id_set(void)
 {
 	bool ok = true;
 	int i;
@@ -228,7 +217,7 @@ static int check_pre_ids(void)
 }
 
 /* level == the root's level (from ANCESTORS_UP) + depth */
-static int check_pre_levels(void)
+static int check_pre_order_levels(void)
 {
 	bool ok = true;
 	int i, base;
@@ -251,7 +240,7 @@ static int check_pre_levels(void)
 }
 
 /* root first, parent before child, every subtree right after its root */
-static int check_pre_order(void)
+static int check_pre_order_parent_before_child(void)
 {
 	int i, j, par, size;
 	bool ok = true;
@@ -279,7 +268,7 @@ static int check_pre_order(void)
 }
 
 /* the program got past the kfunc call for every cgroup (the walk is the last one run) */
-static int check_flush_count(void)
+static int check_rstat_flush_called_per_cgroup(void)
 {
 	unsigned int n = pre.n, f = skel->bss->flushed, v = skel->bss->visited;
 	bool ok = true;
@@ -294,7 +283,7 @@ static int check_flush_count(void)
 }
 
 /* the CPU time burnt in a1 (before the walk) is in a1, a and the root */
-static int check_flush_cputime(void)
+static int check_rstat_flush_propagates_cputime(void)
 {
 	unsigned long long c[NUM_NODES];
 	int i;
@@ -315,7 +304,7 @@ static int check_flush_cputime(void)
 			  c[N_ROOT], c[N_A], c[N_A1], c[N_A2], c[N_B], c[N_B1], SPIN_NS);
 }
 
-static int check_self_only(void)
+static int check_self_only_leaf(void)
 {
 	const struct cg_node *leaf = &nodes[N_A2];
 	static struct walk w;
@@ -335,7 +324,7 @@ static int check_self_only(void)
 }
 
 /* the same kfunc call from a non-sleepable iter/cgroup program */
-static int check_negative(void)
+static int check_nonsleepable_flush_rejected(void)
 {
 	size_t sz;
 	const void *elf = css_api ? cgroup_iter_rstat_css_bpf__elf_bytes(&sz) :
@@ -345,7 +334,7 @@ static int check_negative(void)
 	       bu_refused(elf, sz, "rstat_flush_in_plain_iter", "sleep") ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_cleanup(void)
+static int check_cgroup_tree_cleanup(void)
 {
 	cgroup_iter_rstat_bpf__destroy(skel);
 	if (!nodes[N_ROOT].id)
@@ -359,18 +348,18 @@ static int check_cleanup(void)
 int main(void)
 {
 	static const struct check checks[] = {
-		{ "load_sleepable_iter", check_load, NULL },
-		{ "cgroup_tree_setup", check_setup, "load_sleepable_iter" },
-		{ "ancestors_up_root_level", check_ancestors, "cgroup_tree_setup" },
-		{ "pre_order_read", check_pre_read, "cgroup_tree_setup" },
-		{ "pre_order_id_set", check_pre_ids, "cgroup_tree_setup" },
-		{ "pre_order_levels", check_pre_levels, "cgroup_tree_setup" },
-		{ "pre_order_parent_before_child", check_pre_order, "cgroup_tree_setup" },
-		{ "rstat_flush_called_per_cgroup", check_flush_count, "cgroup_tree_setup" },
-		{ "rstat_flush_propagates_cputime", check_flush_cputime, "cgroup_tree_setup" },
-		{ "self_only_leaf", check_self_only, "cgroup_tree_setup" },
-		{ "nonsleepable_flush_rejected", check_negative, NULL },
-		{ "cgroup_tree_cleanup", check_cleanup, NULL },
+		CHECK(load_sleepable_iter),
+		CHECK(cgroup_tree_setup, load_sleepable_iter),
+		CHECK(ancestors_up_root_level, cgroup_tree_setup),
+		CHECK(pre_order_read, cgroup_tree_setup),
+		CHECK(pre_order_id_set, cgroup_tree_setup),
+		CHECK(pre_order_levels, cgroup_tree_setup),
+		CHECK(pre_order_parent_before_child, cgroup_tree_setup),
+		CHECK(rstat_flush_called_per_cgroup, cgroup_tree_setup),
+		CHECK(rstat_flush_propagates_cputime, cgroup_tree_setup),
+		CHECK(self_only_leaf, cgroup_tree_setup),
+		CHECK(nonsleepable_flush_rejected),
+		CHECK(cgroup_tree_cleanup),
 	};
 
 	bu_capture_log();

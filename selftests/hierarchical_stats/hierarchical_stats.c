@@ -7,18 +7,9 @@
  * long story is test.toml's description.  --broken: the BPF flush does not
  * push to the parent, so parent_{a,b}_equals_sum must FAIL.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
+#include "selftest.h"
 #include <sys/statfs.h>
-#include <unistd.h>
 
-#include "check.h"
-#include "cg_util.h"
-#include "bpf_util.h"
 #include "reclaim_stats.h"
 #include "hierarchical_stats.skel.h"
 #include "hierarchical_stats_css.skel.h"
@@ -207,16 +198,13 @@ static int worker(void *arg)
 	return r->err;
 }
 
-static int check_load(void)
+static int check_bpf_load_attach(void)
 {
 	bool css = bu_has_func("css_rstat_flush");
 	const char *funcs[] = { "bpf_rstat_flush", css ? "css_rstat_updated" : "cgroup_rstat_updated",
 				css ? "css_rstat_flush" : "cgroup_rstat_flush", "bpf_iter_cgroup", NULL };
-	int err;
+	int err = BU_LOAD_RSTAT(skel, hierarchical_stats, NULL);
 
-	skel = calloc(1, sizeof(*skel));
-	err = skel ? hierarchical_stats_bpf__create_skeleton(skel) : -ENOMEM;
-	err = err ?: BU_LOAD_RSTAT(skel, hierarchical_stats_css_bpf, NULL);
 	if (!err) {
 		skel->bss->rs_broken = broken;
 		return KSFT_PASS;
@@ -236,7 +224,7 @@ static bool attach_node(int i)
 	return links[i];
 }
 
-static int check_env(void)
+static int check_environment(void)
 {
 	const char *sd = getenv("HARNESS_SCRATCH");
 	struct statfs sfs;
@@ -259,7 +247,7 @@ static int check_env(void)
 }
 
 /* the cgroups and their links, all zero; the baselines */
-static int check_setup(void)
+static int check_tree_setup(void)
 {
 	int i, err = cg_tree_create(mnt, "hierarchical_stats", nodes, NUM_NODES);
 	char p[CG_PATH_MAX + 32];
@@ -290,7 +278,7 @@ static int check_setup(void)
 }
 
 /* the workers, then two reads with no reclaim in between: bottom-up, then top-down */
-static int check_reclaim(void)
+static int check_reclaim_induced(void)
 {
 	pid_t pid[NUM_LEAVES];
 	struct wreport *r;
@@ -369,7 +357,7 @@ static int check_parent(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_hroot(void)
+static int check_hierarchy_root_covers_tree(void)
 {
 	const unsigned long long *t = m.first[N_ROOT], *a = m.first[N_CG2], *b = m.hroot0;
 	bool ok = m.have_first && m.have_hroot;
@@ -411,7 +399,7 @@ static int check_pgsteal(void)
 			  nm, bpf, slab, d, bpf, slack, global, m.other_memcg);
 }
 
-static int check_reread(void)
+static int check_reread_stable(void)
 {
 	bool ok = m.have_first && m.have_second;
 	int i;
@@ -421,7 +409,7 @@ static int check_reread(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_bookkeeping(void)
+static int check_bpf_bookkeeping(void)
 {
 	const struct rc_global *a = &m.g0, *b = &m.g1;
 	bool ok = true;
@@ -443,10 +431,10 @@ static void unlink_files(void)
 	int i;
 
 	for (i = 0; i < NUM_LEAVES; i++)
-		unlink(leaf_file[i]);	/* "" before check_env(): ENOENT */
+		unlink(leaf_file[i]);	/* "" before check_environment(): ENOENT */
 }
 
-static int check_cleanup(void)
+static int check_tree_cleanup(void)
 {
 	bool left = false;
 	int i, failures;
@@ -467,25 +455,25 @@ static int check_cleanup(void)
 int main(int argc, char **argv)
 {
 	static const struct check checks[] = {
-		{ "bpf_load_attach", check_load, NULL },
-		{ "environment", check_env, "bpf_load_attach" },
-		{ "tree_setup", check_setup, "environment" },
-		{ "reclaim_induced", check_reclaim, "tree_setup" },
-		{ "leaf_a1_events", check_leaf_events, "tree_setup" },
-		{ "leaf_a2_events", check_leaf_events, "tree_setup" },
-		{ "leaf_b1_events", check_leaf_events, "tree_setup" },
-		{ "leaf_b2_events", check_leaf_events, "tree_setup" },
-		{ "parent_a_equals_sum", check_parent, "tree_setup" },
-		{ "parent_b_equals_sum", check_parent, "tree_setup" },
-		{ "test_root_equals_sum", check_parent, "tree_setup" },
-		{ "hierarchy_root_covers_tree", check_hroot, "tree_setup" },
-		{ "leaf_a1_pages_vs_pgsteal", check_pgsteal, "tree_setup" },
-		{ "leaf_a2_pages_vs_pgsteal", check_pgsteal, "tree_setup" },
-		{ "leaf_b1_pages_vs_pgsteal", check_pgsteal, "tree_setup" },
-		{ "leaf_b2_pages_vs_pgsteal", check_pgsteal, "tree_setup" },
-		{ "reread_stable", check_reread, "tree_setup" },
-		{ "bpf_bookkeeping", check_bookkeeping, "tree_setup" },
-		{ "tree_cleanup", check_cleanup, NULL },
+		CHECK(bpf_load_attach),
+		CHECK(environment, bpf_load_attach),
+		CHECK(tree_setup, environment),
+		CHECK(reclaim_induced, tree_setup),
+		CHECK_BY(leaf_a1_events, check_leaf_events, tree_setup),
+		CHECK_BY(leaf_a2_events, check_leaf_events, tree_setup),
+		CHECK_BY(leaf_b1_events, check_leaf_events, tree_setup),
+		CHECK_BY(leaf_b2_events, check_leaf_events, tree_setup),
+		CHECK_BY(parent_a_equals_sum, check_parent, tree_setup),
+		CHECK_BY(parent_b_equals_sum, check_parent, tree_setup),
+		CHECK_BY(test_root_equals_sum, check_parent, tree_setup),
+		CHECK(hierarchy_root_covers_tree, tree_setup),
+		CHECK_BY(leaf_a1_pages_vs_pgsteal, check_pgsteal, tree_setup),
+		CHECK_BY(leaf_a2_pages_vs_pgsteal, check_pgsteal, tree_setup),
+		CHECK_BY(leaf_b1_pages_vs_pgsteal, check_pgsteal, tree_setup),
+		CHECK_BY(leaf_b2_pages_vs_pgsteal, check_pgsteal, tree_setup),
+		CHECK(reread_stable, tree_setup),
+		CHECK(bpf_bookkeeping, tree_setup),
+		CHECK(tree_cleanup),
 	};
 	int rc, i;
 

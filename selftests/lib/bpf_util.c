@@ -1,18 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* libbpf helpers (see bpf_util.h). */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
+#include "selftest.h"
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
 #include <bpf/btf.h>
-
-#include "bpf_util.h"
-#include "check.h"
 
 static char log_buf[32768];
 static size_t log_len;

@@ -60,13 +60,14 @@ bool bu_refused(const void *elf, size_t size, const char *prog, const char *need
  * the same programs, maps and globals) and opens the one the kernel's BTF
  * names, saying which; loads it but for the program @skip (NULL: none) and
  * attaches it but for its iterators (attached per cgroup), the libbpf log
- * printed when that fails; 0 or -errno:
- *
- *	skel = calloc(1, sizeof(*skel));
- *	err = skel ? X_bpf__create_skeleton(skel) : -ENOMEM;
- *	err = err ?: BU_LOAD_RSTAT(skel, X_css_bpf, NULL);
+ * printed when that fails; 0 or -errno.  BU_LOAD_RSTAT(skel, X, skip)
+ * allocates *@skel, the skeleton X_bpf (X_css_bpf's object when the kernel
+ * has the css API); X_bpf__destroy(skel) undoes it, loaded or not.
  */
-#define BU_LOAD_RSTAT(skel, css, skip) bu_load_rstat((skel)->skeleton, css##__elf_bytes, skip)
+#define BU_LOAD_RSTAT(skel, x, skip)						\
+	(((skel) = calloc(1, sizeof(*(skel)))) ?				\
+	 x##_bpf__create_skeleton(skel) ?:					\
+	 bu_load_rstat((skel)->skeleton, x##_css_bpf__elf_bytes, skip) : -ENOMEM)
 int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size),
 		  const char *skip);
 

@@ -1,22 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* cgroup v2 helpers (see cg_util.h). */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
+#include "selftest.h"
 #include <mntent.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
-#include "cg_util.h"
-#include "check.h"
 
 static char root[CG_PATH_MAX];
 static char own_mount[CG_PATH_MAX];	/* set when we mounted cgroup2 */
@@ -76,6 +64,12 @@ static int mount_own(void)
 	return KSFT_PASS;
 }
 
+/* "+memory" etc. into @cg's cgroup.subtree_control */
+static int cg_enable(const char *cg, const char *controllers)
+{
+	return cg_write(cg, "cgroup.subtree_control", controllers);
+}
+
 /* is @word one of the space-separated words of @file (cgroup.controllers) */
 static bool cg_has_word(const char *cg, const char *file, const char *word)
 {
@@ -125,13 +119,8 @@ int cg_cleanup(void)
 	return failed;
 }
 
-char *cg_name(char *buf, const char *parent, const char *name)
-{
-	snprintf(buf, CG_PATH_MAX, "%s/%s", parent, name);
-	return buf;
-}
-
-int cg_create(const char *cg)
+/* mkdir, remembered for cg_destroy_all(); 0 or -errno */
+static int cg_create(const char *cg)
 {
 	if (n_made == cap_made) {
 		int cap = cap_made ? 2 * cap_made : 64;
@@ -256,11 +245,6 @@ long long cg_read_long(const char *cg, const char *file)
 	if (cg_read(cg, file, buf, sizeof(buf)) <= 0)
 		return -1;
 	return strtoll(buf, NULL, 10);
-}
-
-int cg_enable(const char *cg, const char *controllers)
-{
-	return cg_write(cg, "cgroup.subtree_control", controllers);
 }
 
 unsigned long long cg_id(const char *cg)

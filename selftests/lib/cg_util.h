@@ -5,7 +5,7 @@
  * create and destroy cgroups, read and write their files, run a function
  * inside one.
  *
- * Every cgroup made with cg_create() is remembered; cg_destroy_all() removes
+ * Every cgroup made with cg_tree_create() is remembered; cg_destroy_all() removes
  * them leaves first (killing what runs in them), and cg_cleanup() (what a
  * SIGINT, SIGTERM or SIGHUP does before the test exits, once cg_find_root()
  * ran) also undoes what cg_find_root() changed: a test stopped by the
@@ -33,19 +33,13 @@ int cg_find_root(const char **root, const char *controller);
  * cgroups that could not be removed */
 int cg_cleanup(void);
 
-/* "<parent>/<name>" into @buf (which it returns) */
-char *cg_name(char *buf, const char *parent, const char *name);
-
-/* mkdir, remembered for cg_destroy_all(); 0 or -errno */
-int cg_create(const char *cg);
-
 /*
  * Kill what runs in @cg (cgroup.kill) and rmdir it, retrying while it is
  * busy (a task just killed leaves late); 0 or -errno.
  */
 int cg_destroy(const char *cg);
 
-/* cg_destroy() of every cgroup cg_create() made, leaves first; the number
+/* cg_destroy() of every cgroup cg_tree_create() made, leaves first; the number
  * that could not be removed (the first reported with ksft_print_msg). */
 int cg_destroy_all(void);
 
@@ -65,8 +59,6 @@ long long cg_read_key(const char *cg, const char *file, const char *key);
 long long key_value(const char *text, const char *key);
 /* a single number (memory.current), or -1 */
 long long cg_read_long(const char *cg, const char *file);
-/* "+memory" etc. into @cg's cgroup.subtree_control */
-int cg_enable(const char *cg, const char *controllers);
 
 /* the cgroup's id as BPF sees it (its inode number), 0 on error */
 unsigned long long cg_id(const char *cg);
@@ -84,7 +76,8 @@ struct cg_node {
 	unsigned long long id;	/* cg_id(path); 0 while it is not made */
 };
 
-/* cg_create() and cg_enable() of every node, setting path and id; a check's verdict */
+/* mkdir every node (remembered for cg_destroy_all()), and enable its controllers;
+ * path and id set; a check's verdict */
 int cg_tree_create(const char *root, const char *name, struct cg_node *nodes, int n);
 /* the node of the cgroup with id @id, or -1 */
 int cg_tree_find(const struct cg_node *nodes, int n, unsigned long long id);

@@ -1,17 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The table-of-checks runner and small shared utilities (see check.h). */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <limits.h>
+#include "selftest.h"
 #include <sched.h>
 #include <stdarg.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/utsname.h>
 #include <time.h>
-#include <unistd.h>
-
-#include "check.h"
 
 static char skip_why[1024];
 static const struct check *table;
@@ -97,7 +90,7 @@ int checks_run(const struct check *checks, size_t n, const char *skip_all)
 			result(c, KSFT_SKIP, skip_all);
 			continue;
 		}
-		if (c->needs && !check_passed(c->needs)) {
+		if (c->needs && *c->needs && !check_passed(c->needs)) {
 			snprintf(skip_why, sizeof(skip_why), "needs %s, which did not pass",
 				 c->needs);
 			verdicts[i] = KSFT_SKIP;

@@ -5,10 +5,10 @@
  * the tree's copy on the include path: see test.toml and lib/selftest.mk).
  *
  *	static const struct check checks[] = {
- *		{ "load",   check_load },
- *		{ "setup",  check_setup, "load" },	// SKIP unless "load" passed
- *		{ "values", check_values, "setup" },
- *		{ "cleanup", check_cleanup },		// always runs
+ *		CHECK(load),				// runs check_load()
+ *		CHECK(setup, load),			// SKIP unless "load" passed
+ *		CHECK_BY(values_a, check_values, setup),	// one function, several checks
+ *		CHECK(cleanup),				// always runs
  *	};
  *	int main(void) { return checks_run(checks, ARRAY_SIZE(checks), NULL); }
  *
@@ -34,8 +34,13 @@
 struct check {
 	const char *name;
 	int (*run)(void);
-	const char *needs;	/* an earlier check that must have passed, or NULL */
+	const char *needs;	/* an earlier check that must have passed; NULL or "": none */
 };
+
+/* the check "name" run by check_<name>() (or @fn), needing the check named by the
+ * optional last argument: its KTAP name and its function cannot drift apart */
+#define CHECK(name, ...)	CHECK_BY(name, check_##name, __VA_ARGS__)
+#define CHECK_BY(name, fn, ...)	{ #name, fn, #__VA_ARGS__ }
 
 /* return check_fail("why %d", x): print "# why ..." and give KSFT_FAIL */
 int check_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -8,23 +8,13 @@
  * updates unfolded: TOL pages (twice for byte/KiB items), TOL counts, events
  * exact; agreement gets 3 attempts, freshness 1 (3 before 6.8: 6.1's flush).
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
+#include "selftest.h"
 #include <signal.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
-#include <unistd.h>
 #include <linux/magic.h>
 
-#include "check.h"
-#include "cg_util.h"
-#include "bpf_util.h"
 #include "memcg_kfuncs.h"
 #include "memcg_kfuncs.skel.h"
 #include "memcg_kfuncs_neg.skel.h"
@@ -120,7 +110,7 @@ static int read_rec(int cgi, struct mk_rec *r, bool probe)
 	return 0;
 }
 
-static int check_load(void)
+static int check_load_sleepable_iter(void)
 {
 	skel = memcg_kfuncs_bpf__open_and_load();
 	if (!skel)
@@ -128,7 +118,7 @@ static int check_load(void)
 	return skel ? KSFT_PASS : check_fail("loading the iter.s/cgroup program: %s", strerror(errno));
 }
 
-static int check_setup(void)
+static int check_cgroup_setup(void)
 {
 	struct bpf_program *prog = skel->progs.memcg_read;
 	const char *mnt;
@@ -140,7 +130,7 @@ static int check_setup(void)
 		if ((cg_read_key(cgs[i].path, "memory.stat", "anon") >= 0) != (i != CG_L))
 			return check_fail("%s: memory.stat %s", cgs[i].path,
 					  i == CG_L ? "exists without +memory" : "missing");
-		/* E has no link of its own (see check_no_reference()); P a walk too */
+		/* E has no link of its own (see check_flush_keeps_no_reference()); P a walk too */
 		if (i != CG_E)
 			links[i] = bu_attach_cgroup_iter(prog, cgs[i].path,
 							 BPF_CGROUP_ITER_SELF_ONLY);
@@ -185,12 +175,12 @@ static int check_probes(void)
 	return verdict[0];
 }
 
-static int check_nonsleepable_flush(void)
+static int check_nonsleepable_flush_rejected(void)
 {
 	return bu_refused(neg_elf, neg_sz, "memcg_flush_in_plain_iter", "sleep") ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_untrusted(void)
+static int check_untrusted_cgroup_rejected(void)
 {
 	static const char *const cases[][2] = {
 		{ "get_untrusted", "must be a rcu pointer" }, { "leak", "Unreleased reference" },
@@ -264,7 +254,7 @@ static void stop_worker(void)
 		unlink(scratch_file);
 }
 
-static int check_charge(void)
+static int check_charge_memory_in_child(void)
 {
 	int err;
 
@@ -287,7 +277,7 @@ static void in_range(bool *ok, bool print, const char *what, long long v, long l
 		ksft_print_msg("%s %lld, expected [%lld, %lld]\n", what, v, lo, hi);
 }
 
-static int check_amounts(void)
+static int check_child_values_match_created(void)
 {
 	long long all = SHMEM_BYTES + MAPPED_BYTES;
 	struct mk_rec r;
@@ -353,18 +343,18 @@ static bool agree(int cgi, const char *file, struct mk_rec *out)
 	return !bad;
 }
 
-static int check_child_stat(void)
+static int check_child_matches_memory_stat(void)
 {
 	return agree(CG_C, "memory.stat", NULL) ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_parent_stat(void)
+static int check_parent_matches_memory_stat(void)
 {
 	return agree(CG_P, "memory.stat", NULL) ? KSFT_PASS : KSFT_FAIL;
 }
 
 /* every field of P >= C - tolerance; anon/file/shmem/file_mapped/pgfault ~= C */
-static int check_hierarchy(void)
+static int check_parent_includes_child(void)
 {
 	struct mk_rec p, c;
 	bool ok = true;
@@ -384,7 +374,7 @@ static int check_hierarchy(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_staleness(void)
+static int check_flush_makes_new_memory_visible(void)
 {
 	int k, err, attempt, last = kver < 608 ? 3 : 1;
 	long long want = MORE_ANON_BYTES;
@@ -417,7 +407,7 @@ static int check_staleness(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_usage(void)
+static int check_usage_matches_memory_current(void)
 {
 	struct mk_rec c = {}, p = {};
 	bool ok = agree(CG_C, "memory.current", &c);
@@ -443,7 +433,7 @@ static int write_over_high(void *arg)
 	return fd < 0 ? 2 : 0;
 }
 
-static int check_memory_events(void)
+static int check_memory_events_match_memory_events(void)
 {
 	const char *dir = getenv("HARNESS_SCRATCH") ?: "/tmp";
 	char *path = scratch_file, high[32];
@@ -472,7 +462,7 @@ static int check_memory_events(void)
 
 /* E, got + flushed + put 8 times and removed, must stop dying within 10 s; read
  * through P's walk: a link would pin it until an RCU tasks-trace grace period */
-static int check_no_reference(void)
+static int check_flush_keeps_no_reference(void)
 {
 	long long before, now = -1;
 	struct mk_rec r;
@@ -497,7 +487,7 @@ static int check_no_reference(void)
 			  now, before);
 }
 
-static int check_cleanup(void)
+static int check_cgroup_cleanup(void)
 {
 	int i;
 
@@ -518,24 +508,24 @@ int main(void)
 		"bpf_mem_cgroup_page_state", "bpf_mem_cgroup_vm_events",
 		"bpf_mem_cgroup_memory_events", "bpf_mem_cgroup_usage", NULL };
 	static const struct check checks[] = {
-		{ "load_sleepable_iter", check_load, NULL },
-		{ "cgroup_setup", check_setup, "load_sleepable_iter" },
+		CHECK(load_sleepable_iter),
+		CHECK(cgroup_setup, load_sleepable_iter),
 		/* first: a missing check would hit a WARN_ONCE that fires once per boot */
-		{ "bad_items_einval", check_probes, "cgroup_setup" },
-		{ "untracked_items_einval", check_probes, "cgroup_setup" },
-		{ "no_memcg_enoent", check_probes, "cgroup_setup" },
-		{ "nonsleepable_flush_rejected", check_nonsleepable_flush, NULL },
-		{ "untrusted_cgroup_rejected", check_untrusted, NULL },
-		{ "charge_memory_in_child", check_charge, "cgroup_setup" },
-		{ "child_values_match_created", check_amounts, "charge_memory_in_child" },
-		{ "child_matches_memory_stat", check_child_stat, "charge_memory_in_child" },
-		{ "parent_matches_memory_stat", check_parent_stat, "charge_memory_in_child" },
-		{ "parent_includes_child", check_hierarchy, "charge_memory_in_child" },
-		{ "flush_makes_new_memory_visible", check_staleness, "charge_memory_in_child" },
-		{ "usage_matches_memory_current", check_usage, "charge_memory_in_child" },
-		{ "memory_events_match_memory_events", check_memory_events, "cgroup_setup" },
-		{ "flush_keeps_no_reference", check_no_reference, "cgroup_setup" },
-		{ "cgroup_cleanup", check_cleanup, NULL },
+		CHECK_BY(bad_items_einval, check_probes, cgroup_setup),
+		CHECK_BY(untracked_items_einval, check_probes, cgroup_setup),
+		CHECK_BY(no_memcg_enoent, check_probes, cgroup_setup),
+		CHECK(nonsleepable_flush_rejected),
+		CHECK(untrusted_cgroup_rejected),
+		CHECK(charge_memory_in_child, cgroup_setup),
+		CHECK(child_values_match_created, charge_memory_in_child),
+		CHECK(child_matches_memory_stat, charge_memory_in_child),
+		CHECK(parent_matches_memory_stat, charge_memory_in_child),
+		CHECK(parent_includes_child, charge_memory_in_child),
+		CHECK(flush_makes_new_memory_visible, charge_memory_in_child),
+		CHECK(usage_matches_memory_current, charge_memory_in_child),
+		CHECK(memory_events_match_memory_events, cgroup_setup),
+		CHECK(flush_keeps_no_reference, cgroup_setup),
+		CHECK(cgroup_cleanup),
 	};
 	bu_capture_log();
 	neg_elf = memcg_kfuncs_neg_bpf__elf_bytes(&neg_sz);

@@ -10,21 +10,12 @@
  * flush may fold in) and show the charged shmem exactly; every timed read
  * must deliver its record.  Measurements go to $HARNESS_METRICS.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
+#include "selftest.h"
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
-#include <unistd.h>
 
-#include "bpf_util.h"
-#include "cg_util.h"
-#include "check.h"
 #include "memcg_kfuncs_bench.h"
 #include "memcg_kfuncs_bench.skel.h"
 

@@ -9,17 +9,7 @@
  * its descendants'; 6 more moves into a2 must grow exactly a2 and its
  * ancestors by 6.  "--broken": the flush does not propagate (must FAIL).
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include "check.h"
-#include "cg_util.h"
-#include "bpf_util.h"
+#include "selftest.h"
 #define RS_NR 1
 #include "rstat_counters.h"
 #include "rstat_propagation.skel.h"
@@ -46,7 +36,7 @@ struct row {
 static struct rstat_propagation_bpf *skel;
 static struct bpf_link *iter;
 static bool broken;
-static char park[CG_PATH_MAX];
+static struct cg_node park = { .rel = "park", .parent = -1 };	/* <cgroup2>/rstat_prop_park.<pid> */
 static int moved[NR];
 static pid_t child = -1;
 static struct row now[NR];
@@ -59,9 +49,7 @@ static int check_load_attach(void)
 
 	if (broken)
 		ksft_print_msg("BROKEN flush (--broken): nothing is pushed to the parent\n");
-	skel = calloc(1, sizeof(*skel));
-	err = skel ? rstat_propagation_bpf__create_skeleton(skel) : -ENOMEM;
-	err = err ?: BU_LOAD_RSTAT(skel, rstat_propagation_css_bpf, NULL);
+	err = BU_LOAD_RSTAT(skel, rstat_propagation, NULL);
 	if (err)
 		return check_fail("open/load/attach failed: %s", strerror(-err));
 	skel->bss->rs_broken = broken;
@@ -79,20 +67,18 @@ static int check_tree_setup(void)
 {
 	struct rs_total zero = {};
 	const char *cgroot;
-	char name[64];
 	int i = cg_find_root(&cgroot, NULL);
 
 	if (i != KSFT_PASS)
 		return i;
-	snprintf(name, sizeof(name), "rstat_prop_park.%d", getpid());
-	if (cg_create(cg_name(park, cgroot, name)) ||
+	if (cg_tree_create(cgroot, "rstat_prop_park", &park, 1) ||
 	    cg_tree_create(cgroot, "rstat_prop", nodes, NR))
 		goto fail;
 	for (i = 0; i < NR; i++)
 		if (bpf_map__update_elem(skel->maps.rs_totals, &nodes[i].id, sizeof(nodes[i].id),
 					 &zero, sizeof(zero), BPF_NOEXIST))
 			goto fail;
-	child = cg_spawn(park, sleep_forever, NULL);
+	child = cg_spawn(park.path, sleep_forever, NULL);
 	if (child < 0)
 		goto fail;
 	iter = bu_attach_cgroup_iter(skel->progs.rp_dump, nodes[ROOT].path,
@@ -117,7 +103,7 @@ static int move(int i, int n)
 		 * flush given the wrong CPU misses some of them.
 		 */
 		pin_cpu(next_cpu++);
-		if (cg_enter(nodes[i].path, child) || cg_enter(park, child))
+		if (cg_enter(nodes[i].path, child) || cg_enter(park.path, child))
 			err++;
 		else
 			moved[i]++;
@@ -198,8 +184,8 @@ static int check_leaf_counts_exact(void)
 
 #define NODE_CHECK(fn, node)	static int fn(void) { return VERDICT(node_ok(node)); }
 NODE_CHECK(check_empty_cgroup_reads_zero, B2)
-NODE_CHECK(check_parent_a, A)
-NODE_CHECK(check_parent_b, B)
+NODE_CHECK(check_parent_a_equals_own_plus_children, A)
+NODE_CHECK(check_parent_b_equals_own_plus_children, B)
 NODE_CHECK(check_test_root_equals_total, ROOT)
 
 static int check_reread_stable(void)
@@ -213,7 +199,7 @@ static int check_reread_stable(void)
 	return KSFT_FAIL;
 }
 
-static int check_increment(void)
+static int check_increment_propagates_to_ancestors_only(void)
 {
 	struct row before[NR];
 	bool ok = true;
@@ -241,18 +227,18 @@ static int check_tree_cleanup(void)
 }
 
 static const struct check checks[] = {
-	{ "load_attach", check_load_attach, NULL },
-	{ "tree_setup", check_tree_setup, "load_attach" },
-	{ "moves_counted", check_moves_counted, "tree_setup" },
-	{ "iter_read", check_iter_read, "tree_setup" },
-	{ "leaf_counts_exact", check_leaf_counts_exact, "iter_read" },
-	{ "empty_cgroup_reads_zero", check_empty_cgroup_reads_zero, "iter_read" },
-	{ "parent_a_equals_own_plus_children", check_parent_a, "iter_read" },
-	{ "parent_b_equals_own_plus_children", check_parent_b, "iter_read" },
-	{ "test_root_equals_total", check_test_root_equals_total, "iter_read" },
-	{ "reread_stable", check_reread_stable, "iter_read" },
-	{ "increment_propagates_to_ancestors_only", check_increment, "iter_read" },
-	{ "tree_cleanup", check_tree_cleanup, NULL },
+	CHECK(load_attach),
+	CHECK(tree_setup, load_attach),
+	CHECK(moves_counted, tree_setup),
+	CHECK(iter_read, tree_setup),
+	CHECK(leaf_counts_exact, iter_read),
+	CHECK(empty_cgroup_reads_zero, iter_read),
+	CHECK(parent_a_equals_own_plus_children, iter_read),
+	CHECK(parent_b_equals_own_plus_children, iter_read),
+	CHECK(test_root_equals_total, iter_read),
+	CHECK(reread_stable, iter_read),
+	CHECK(increment_propagates_to_ancestors_only, iter_read),
+	CHECK(tree_cleanup),
 };
 
 int main(int argc, char **argv)

@@ -7,18 +7,9 @@
  * reclaim in one leaf ("few") or every leaf ("all"); the count must grow by
  * that, and then the three agree.  Usage: --sizes 10,100 --rounds 5
  */
-#define _GNU_SOURCE
+#include "selftest.h"
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "bpf_util.h"
-#include "cg_util.h"
-#include "check.h"
 #include "reclaim_stats.h"
 #include "rstat_tree_bench.skel.h"
 #include "rstat_tree_bench_css.skel.h"
@@ -296,11 +287,8 @@ static int check_environment(void)
 
 static int check_load_attach(void)
 {
-	int err;
+	int err = BU_LOAD_RSTAT(skel, rstat_tree_bench, NULL);
 
-	skel = calloc(1, sizeof(*skel));
-	err = skel ? rstat_tree_bench_bpf__create_skeleton(skel) : -ENOMEM;
-	err = err ?: BU_LOAD_RSTAT(skel, rstat_tree_bench_css_bpf, NULL);
 	return err ? check_fail("open/load/attach: %s", strerror(-err)) : KSFT_PASS;
 }
 
