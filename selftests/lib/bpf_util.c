@@ -28,11 +28,6 @@ void bu_capture_log(void)
 	libbpf_set_print(capture);
 }
 
-const char *bu_log(void)
-{
-	return log_buf;
-}
-
 void bu_log_reset(void)
 {
 	log_len = 0;
@@ -195,7 +190,7 @@ bool bu_refused(const void *elf, size_t size, const char *prog, const char *need
 	if (!print_matching(vlog, needle, false)) {
 		ksft_print_msg("%s refused (%s), but no verifier line says \"%s\":\n", prog,
 			       strerror(-err), needle);
-		print_block("verifier: ", vlog[0] ? vlog : bu_log());
+		print_block("verifier: ", vlog[0] ? vlog : log_buf);
 		return false;
 	}
 	ksft_print_msg("%s refused as expected:\n", prog);

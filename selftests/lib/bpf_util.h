@@ -17,11 +17,10 @@
 
 /*
  * Capture libbpf's warnings (debug lines too with $BPF_UTIL_DEBUG) into a
- * buffer: bu_log() gives it, bu_log_reset() empties it, bu_print_log()
- * prints it as diagnostics.
+ * buffer: bu_log_reset() empties it, bu_print_log() prints it as
+ * diagnostics.
  */
 void bu_capture_log(void);
-const char *bu_log(void);
 void bu_log_reset(void);
 void bu_print_log(void);
 

@@ -27,14 +27,15 @@
 static const char *const field_key[NR_BFIELDS] = { MB_FIELDS(MB_KEY) };
 
 enum method { M_READ, M_PARSE, M_ITER_SELF, M_ITER_TREE, M_SYSCALL, NR_METHODS };
-static const char *const method_name[NR_METHODS] = {
-	"memstat_read", "memstat_parse", "iter_self", "iter_tree", "syscall_run",
-};
-
-static const char *const method_desc[NR_METHODS] = {
-	"memory.stat pread, no parsing", "memory.stat pread + parse 8 fields",
-	"iter.s/cgroup, SELF_ONLY link per cgroup", "iter.s/cgroup, one DESCENDANTS_PRE link",
-	"syscall program, one BPF_PROG_RUN per read",
+/* each method's metrics name and what it does */
+static const struct {
+	const char *name, *desc;
+} method[NR_METHODS] = {
+	{ "memstat_read", "memory.stat pread, no parsing" },
+	{ "memstat_parse", "memory.stat pread + parse 8 fields" },
+	{ "iter_self", "iter.s/cgroup, SELF_ONLY link per cgroup" },
+	{ "iter_tree", "iter.s/cgroup, one DESCENDANTS_PRE link" },
+	{ "syscall_run", "syscall program, one BPF_PROG_RUN per read" },
 };
 
 struct meas {
@@ -294,7 +295,7 @@ static int check_agree(void)
 			if (m == M_SYSCALL && !with_syscall)
 				continue;
 			expect(&ok, v[B_shmem] == (__s64)file_pages(i) * page_size,
-			       "%s %s: shmem %lld, charged %lld", c->cg[i].path, method_name[m],
+			       "%s %s: shmem %lld, charged %lld", c->cg[i].path, method[m].name,
 			       (long long)v[B_shmem], (long long)file_pages(i) * page_size);
 			for (f = 0; f < NR_BFIELDS; f++) {
 				long long tol = tol_units * (f >= B_workingset_refault_anon ? 1 : page_size);
@@ -304,7 +305,7 @@ static int check_agree(void)
 				exact += !d;
 				expect(&ok, v[f] >= 0 && llabs(d) <= tol,
 				       "%s %s: %s %lld, memory.stat %lld (tolerance %lld)",
-				       c->cg[i].path, method_name[m], field_key[f],
+				       c->cg[i].path, method[m].name, field_key[f],
 				       (long long)v[f], (long long)c->vals[i][f], tol);
 			}
 		}
@@ -355,7 +356,7 @@ static int check_measure(void)
 		me->valid = r == c->rounds && me->st.median > 0;
 		ok &= me->valid;
 		ksft_print_msg("%-14s %d cgroups: %8.2f us/read median of %d rounds (min %.2f, max %.2f; user %.3f s, sys %.3f s)\n",
-			       method_name[m], c->n, me->st.median, r, me->st.min, me->st.max,
+			       method[m].name, c->n, me->st.median, r, me->st.min, me->st.max,
 			       me->user, me->sys);
 	}
 	return ok ? KSFT_PASS : KSFT_FAIL;
@@ -397,8 +398,8 @@ static void write_ratios(bool cpu, char *summary, size_t len)
 			const struct meas *m = configs[k].m;
 			double x = ratio(&m[pairs[p][0]], &m[pairs[p][1]], cpu);
 
-			snprintf(key, sizeof(key), "%s/%s@%d", method_name[pairs[p][0]],
-				 method_name[pairs[p][1]], configs[k].n);
+			snprintf(key, sizeof(key), "%s/%s@%d", method[pairs[p][0]].name,
+				 method[pairs[p][1]].name, configs[k].n);
 			metrics_num(key, x);
 			if (!cpu && p >= 2 && p <= 4 && x == x)
 				snprintf(summary + strlen(summary), len - strlen(summary),
@@ -426,7 +427,7 @@ static void write_metrics(void)
 	metrics_end();
 	metrics_obj("method_descriptions");
 	for (m = 0; m < NR_METHODS; m++)
-		metrics_str(method_name[m], method_desc[m]);
+		metrics_str(method[m].name, method[m].desc);
 	metrics_end();
 	metrics_obj("methods");
 	for (k = 0; k < nconfigs; k++) {
@@ -435,7 +436,7 @@ static void write_metrics(void)
 
 			if (!me->done)
 				continue;
-			snprintf(key, sizeof(key), "%s@%d", method_name[m], configs[k].n);
+			snprintf(key, sizeof(key), "%s@%d", method[m].name, configs[k].n);
 			metrics_obj(key);
 			metrics_num("elapsed_s", me->elapsed);
 			metrics_num("user_s", me->user);
