@@ -122,22 +122,11 @@ struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 
 ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len)
 {
-	int fd = bpf_iter_create(bpf_link__fd(link));
-	size_t got = 0;
-	ssize_t n = 0;
+	ssize_t n = read_close(bpf_iter_create(bpf_link__fd(link)), buf, len);
 
-	if (fd < 0)
-		return -errno;
-	while (got < len && (n = read(fd, (char *)buf + got, len - got)) > 0)
-		got += n;
-	if (n < 0)
-		n = -errno;
-	close(fd);
-	if (n < 0)
-		return n;
-	if (got < len)
-		((char *)buf)[got] = '\0';
-	return got;
+	if (n >= 0 && (size_t)n < len)
+		((char *)buf)[n] = '\0';
+	return n;
 }
 
 /* verifier messages, not the instruction dump (";", numbered lines) */

@@ -204,17 +204,9 @@ int cg_write(const char *cg, const char *file, const char *val)
 
 int cg_read(const char *cg, const char *file, char *buf, size_t len)
 {
-	int fd = cg_open(cg, file, O_RDONLY);
-	size_t got = 0;
-	ssize_t n = 0;
+	ssize_t n = read_close(cg_open(cg, file, O_RDONLY), buf, len - 1);
 
-	if (fd < 0)
-		return -errno;
-	while (got < len - 1 && (n = read(fd, buf + got, len - 1 - got)) > 0)
-		got += n;
-	buf[got] = '\0';
-	n = n < 0 ? -errno : (ssize_t)got;
-	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
 	return n;
 }
 
@@ -314,6 +306,8 @@ pid_t cg_spawn(const char *cg, int (*fn)(void *), void *arg)
 		n_made = 0;	/* the parent cleans up, not the child */
 		if (cg_enter(cg, 0))
 			_exit(125);
+		while (!fn)
+			pause();
 		_exit(fn(arg));
 	}
 	return pid;

@@ -132,6 +132,20 @@ void print_block(const char *prefix, const char *text)
 	}
 }
 
+ssize_t read_close(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+	ssize_t n = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (got < len && (n = read(fd, (char *)buf + got, len - got)) > 0)
+		got += n;
+	n = n < 0 ? -errno : (ssize_t)got;
+	close(fd);
+	return n;
+}
+
 unsigned long long now_ns(void)
 {
 	struct timespec ts;

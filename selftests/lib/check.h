@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "kselftest.h"
 
@@ -66,6 +67,10 @@ bool expect(bool *ok, bool cond, const char *fmt, ...) __attribute__((format(pri
 
 /* ksft_print_msg() of every line of @text, each prefixed with @prefix. */
 void print_block(const char *prefix, const char *text);
+
+/* read(2) @fd until EOF or @len bytes, then close it; bytes read, or -errno (also
+ * for @fd < 0: the open that gave it failed) */
+ssize_t read_close(int fd, void *buf, size_t len);
 
 /* CLOCK_MONOTONIC in ns */
 unsigned long long now_ns(void);

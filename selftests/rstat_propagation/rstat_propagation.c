@@ -56,13 +56,6 @@ static int check_load_attach(void)
 	return KSFT_PASS;
 }
 
-static int sleep_forever(void *arg __attribute__((unused)))
-{
-	for (;;)
-		pause();
-	return 0;
-}
-
 static int check_tree_setup(void)
 {
 	struct rs_total zero = {};
@@ -78,7 +71,7 @@ static int check_tree_setup(void)
 		if (bpf_map__update_elem(skel->maps.rs_totals, &nodes[i].id, sizeof(nodes[i].id),
 					 &zero, sizeof(zero), BPF_NOEXIST))
 			goto fail;
-	child = cg_spawn(park.path, sleep_forever, NULL);
+	child = cg_spawn(park.path, NULL, NULL);	/* sleeps */
 	if (child < 0)
 		goto fail;
 	iter = bu_attach_cgroup_iter(skel->progs.rp_dump, nodes[ROOT].path,
