@@ -362,7 +362,6 @@ int main(void)
 		CHECK(cgroup_tree_cleanup),
 	};
 
-	bu_capture_log();
 	css_api = bu_has_func("css_rstat_flush");
 	return checks_run(checks, ARRAY_SIZE(checks), NULL);
 }

@@ -485,7 +485,6 @@ int main(int argc, char **argv)
 		return KSFT_FAIL;
 	/* before 6.4 memcg reclaim counted freed slab in nr_reclaimed (see check_pgsteal) */
 	reclaim_counts_slab = kernel_version() < 604;
-	bu_capture_log();
 	cg_on_signal(unlink_files);
 	rc = checks_run(checks, ARRAY_SIZE(checks), NULL);
 	if (check_passed("environment")) {

@@ -23,7 +23,8 @@ static int capture(enum libbpf_print_level level, const char *fmt, va_list args)
 	return 0;
 }
 
-void bu_capture_log(void)
+/* every program linking this file: no test has to remember it */
+__attribute__((constructor)) static void capture_log(void)
 {
 	libbpf_set_print(capture);
 }

@@ -16,11 +16,10 @@
 #include <bpf/libbpf.h>
 
 /*
- * Capture libbpf's warnings (debug lines too with $BPF_UTIL_DEBUG) into a
- * buffer: bu_log_reset() empties it, bu_print_log() prints it as
- * diagnostics.
+ * libbpf's warnings (debug lines too with $BPF_UTIL_DEBUG) are captured, from
+ * before main() on, into a buffer: bu_log_reset() empties it, bu_print_log()
+ * prints it as diagnostics.
  */
-void bu_capture_log(void);
 void bu_log_reset(void);
 void bu_print_log(void);
 

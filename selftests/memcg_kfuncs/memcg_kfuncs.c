@@ -527,7 +527,6 @@ int main(void)
 		CHECK(flush_keeps_no_reference, cgroup_setup),
 		CHECK(cgroup_cleanup),
 	};
-	bu_capture_log();
 	neg_elf = memcg_kfuncs_neg_bpf__elf_bytes(&neg_sz);
 	cg_on_signal(stop_worker);
 	page_size = sysconf(_SC_PAGESIZE);

@@ -528,7 +528,6 @@ int main(int argc, char **argv)
 	if (!mkdtemp(tmpfs) || mount("tmpfs", tmpfs, "tmpfs", 0, "size=512m,mode=0700"))
 		ksft_exit_fail_msg("tmpfs at %s: %s\n", tmpfs, strerror(errno));
 	cg_on_signal(on_signal);
-	bu_capture_log();
 	ret = checks_run(checks, n, NULL);
 	write_metrics();
 	return ret;

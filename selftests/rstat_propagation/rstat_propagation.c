@@ -237,6 +237,5 @@ static const struct check checks[] = {
 int main(int argc, char **argv)
 {
 	broken = argc > 1 && !strcmp(argv[1], "--broken");
-	bu_capture_log();
 	return checks_run(checks, ARRAY_SIZE(checks), NULL);
 }

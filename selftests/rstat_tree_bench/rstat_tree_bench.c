@@ -322,7 +322,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s --sizes N,N,... --rounds R\n", argv[0]);
 		return KSFT_FAIL;
 	}
-	bu_capture_log();
 	for (si = 0; si < num_sizes; si++) {
 		snprintf(names[si], sizeof(names[si]), "tree_%d_methods_agree", sizes[si]);
 		checks[2 + si] = (struct check){ names[si], check_tree, "bpf_load_attach" };
