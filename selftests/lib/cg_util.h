@@ -89,8 +89,9 @@ int cg_enter(const char *cg, pid_t pid);
 
 /*
  * fork a child that enters @cg and returns fn(arg) as its exit status (@fn
- * NULL: sleeps until killed); the child's pid, or -errno.  cg_run() also waits and returns the status (or
- * -errno).  cg_wait() gives a child's exit status, -1 if it did not exit.
+ * NULL: sleeps until killed); the child's pid, or -errno.  cg_run() also
+ * waits and returns the status (or -errno).  cg_wait() gives a child's exit
+ * status, -1 if it did not exit.
  */
 pid_t cg_spawn(const char *cg, int (*fn)(void *), void *arg);
 int cg_wait(pid_t pid);

@@ -36,7 +36,8 @@ struct row {
 static struct rstat_propagation_bpf *skel;
 static struct bpf_link *iter;
 static bool broken;
-static struct cg_node park = { .rel = "park", .parent = -1 };	/* <cgroup2>/rstat_prop_park.<pid> */
+/* <cgroup2>/rstat_prop_park.<pid> */
+static struct cg_node park = { .rel = "park", .parent = -1 };
 static int moved[NR];
 static pid_t child = -1;
 static struct row now[NR];
