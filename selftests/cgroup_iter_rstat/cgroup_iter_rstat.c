@@ -5,17 +5,9 @@
  * (ids, levels, pre-order, one flush each, a1's CPU time up to the root); from a
  * non-sleepable iterator the same call must be refused.  See test.toml.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
-#include <string.h>
+#include "selftest.h"
 #include <time.h>
-#include <unistd.h>
 
-#include "bpf_util.h"
-#include "cg_util.h"
-#include "check.h"
 #include "cgroup_iter_rstat.skel.h"
 #include "cgroup_iter_rstat_css.skel.h"
 
@@ -24,18 +16,9 @@
 
 enum { N_ROOT, N_A, N_B, N_A1, N_A2, N_B1, NUM_NODES };
 
-static struct node {
-	const char *rel;	/* below the test root ("" = the root) */
-	int parent, depth;
-	unsigned int subtree;	/* 1 << n for each node n in it */
-	char path[CG_PATH_MAX];
-	unsigned long long ino;
-} nodes[NUM_NODES] = {
-	[N_ROOT] = { "", -1, 0, (1 << NUM_NODES) - 1 },
-	[N_A] = { "a", N_ROOT, 1, 1 << N_A | 1 << N_A1 | 1 << N_A2 },
-	[N_B] = { "b", N_ROOT, 1, 1 << N_B | 1 << N_B1 },
-	[N_A1] = { "a/a1", N_A, 2, 1 << N_A1 },	[N_A2] = { "a/a2", N_A, 2, 1 << N_A2 },
-	[N_B1] = { "b/b1", N_B, 2, 1 << N_B1 },
+static struct cg_node nodes[NUM_NODES] = {
+	[N_ROOT] = { "<root>", -1 }, [N_A] = { "a", N_ROOT }, [N_B] = { "b", N_ROOT },
+	[N_A1] = { "a/a1", N_A }, [N_A2] = { "a/a2", N_A }, [N_B1] = { "b/b1", N_B },
 };
 
 /* one walk of the iterator, parsed */
@@ -61,17 +44,17 @@ static int pos[NUM_NODES], rec_node[MAX_RECS];
 
 static const char *node_name(int n)
 {
-	return n < 0 ? "?" : n == N_ROOT ? "<root>" : nodes[n].rel;
+	return n < 0 ? "?" : nodes[n].rel;
 }
 
-static int node_by_id(unsigned long long id)
+/* the test root's is 0 */
+static int depth(int n)
 {
-	int i;
+	int d = 0;
 
-	for (i = 0; i < NUM_NODES; i++)
-		if (nodes[i].ino == id)
-			return i;
-	return -1;
+	while ((n = nodes[n].parent) >= 0)
+		d++;
+	return d;
 }
 
 /* one walk of @order from the cgroup @n, parsed; false (diagnosed) if it did not run */
@@ -141,42 +124,26 @@ static int missing_feature(void)
 	return why ? check_skip("%s", why) : 0;
 }
 
-static int check_load(void)
+static int check_load_sleepable_iter(void)
 {
-	int err;
+	/* rstat_flush_in_plain_iter: loaded alone by check_nonsleepable_flush_rejected() */
+	int err = BU_LOAD_RSTAT(skel, cgroup_iter_rstat, "rstat_flush_in_plain_iter");
 
-	skel = calloc(1, sizeof(*skel));
-	err = skel ? cgroup_iter_rstat_bpf__create_skeleton(skel) : -ENOMEM;
-	err = err ?: BU_OPEN_RSTAT(skel, cgroup_iter_rstat_css_bpf);
-	if (!err)	/* loaded alone by check_negative() */
-		bpf_program__set_autoload(skel->progs.rstat_flush_in_plain_iter, false);
-	err = err ?: cgroup_iter_rstat_bpf__load(skel);
-	if (!err)
+	if (!err)	/* else skel is destroyed by check_cgroup_tree_cleanup() */
 		return KSFT_PASS;
-	bu_print_log();	/* skel is destroyed by check_cleanup() */
 	return missing_feature() ?:
 	       check_fail("loading the sleepable iter.s/cgroup program: %s", strerror(-err));
 }
 
-static int check_setup(void)
+static int check_cgroup_tree_setup(void)
 {
-	int i, err = cg_find_root(&mnt, NULL);
+	int err = cg_find_root(&mnt, NULL);
 
-	if (err != KSFT_PASS)
-		return err;
-	for (i = 0; i < NUM_NODES; i++) {
-		snprintf(nodes[i].path, sizeof(nodes[i].path), "%s/cgroup_iter_rstat.%d%s%s", mnt,
-			 getpid(), i ? "/" : "", nodes[i].rel);
-		err = cg_create(nodes[i].path);
-		nodes[i].ino = cg_id(nodes[i].path);
-		if (err || !nodes[i].ino)
-			return check_fail("mkdir %s: %s", nodes[i].path, strerror(-err));
-	}
-	return KSFT_PASS;
+	return err ?: cg_tree_create(mnt, "cgroup_iter_rstat", nodes, NUM_NODES);
 }
 
 /* the walk up from the test root: its length gives the root's level */
-static int check_ancestors(void)
+static int check_ancestors_up_root_level(void)
 {
 	static struct walk w;
 	bool ok = true;
@@ -186,8 +153,8 @@ static int check_ancestors(void)
 		return KSFT_FAIL;
 	expect_wellformed(&ok, &w, -1);
 	if (ok && expect(&ok, w.n >= 2, "expected >= 2 cgroups (test root, parent), got %d\n", w.n) &&
-	    expect(&ok, w.recs[0].id == nodes[N_ROOT].ino && w.recs[1].id == cg_id(mnt),
-		   "expected ids %llu (test root), %llu (%s), got %llu, %llu\n", nodes[N_ROOT].ino,
+	    expect(&ok, w.recs[0].id == nodes[N_ROOT].id && w.recs[1].id == cg_id(mnt),
+		   "expected ids %llu (test root), %llu (%s), got %llu, %llu\n", nodes[N_ROOT].id,
 		   cg_id(mnt), mnt, w.recs[0].id, w.recs[1].id))
 		anc_level = w.n - 1;	/* does not depend on the level field */
 	for (i = 0; w.n >= 2 && i < w.n && i < MAX_RECS; i++)
@@ -209,7 +176,7 @@ static int burn_cpu(void *arg __attribute__((unused)))
 }
 
 /* burn CPU in a1, then one DESCENDANTS_PRE walk that the next checks judge */
-static int check_pre_read(void)
+static int check_pre_order_read(void)
 {
 	bool ok = true;
 	int i;
@@ -223,7 +190,7 @@ static int check_pre_read(void)
 	for (i = 0; i < NRECS; i++) {
 		expect(&ok, pre.recs[i].seq == (unsigned long long)i,
 		       "line %d: expected seq=%d, got seq=%llu\n", i, i, pre.recs[i].seq);
-		rec_node[i] = node_by_id(pre.recs[i].id);
+		rec_node[i] = cg_tree_find(nodes, NUM_NODES, pre.recs[i].id);
 		if (rec_node[i] >= 0 && pos[rec_node[i]] < 0)
 			pos[rec_node[i]] = i;
 	}
@@ -232,7 +199,7 @@ static int check_pre_read(void)
 }
 
 /* the set of ids is the set of created directories' inodes */
-static int check_pre_ids(void)
+static int check_pre_order_id_set(void)
 {
 	bool ok = true;
 	int i;
@@ -245,12 +212,12 @@ static int check_pre_ids(void)
 		       "is not one of the created cgroups" : "was reported before");
 	for (i = 0; i < NUM_NODES; i++)
 		expect(&ok, pos[i] >= 0, "cgroup %s (st_ino %llu) missing from iterator output\n",
-		       nodes[i].path, nodes[i].ino);
+		       nodes[i].path, nodes[i].id);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
 /* level == the root's level (from ANCESTORS_UP) + depth */
-static int check_pre_levels(void)
+static int check_pre_order_levels(void)
 {
 	bool ok = true;
 	int i, base;
@@ -265,17 +232,17 @@ static int check_pre_levels(void)
 		    base, anc_level))
 		base = anc_level;
 	for (i = N_ROOT + 1; i < NUM_NODES; i++)
-		expect(&ok, pos[i] < 0 || pre.recs[pos[i]].level == base + nodes[i].depth,
+		expect(&ok, pos[i] < 0 || pre.recs[pos[i]].level == base + depth(i),
 		       "%s: expected level %d (root %d + depth %d), got %d\n", node_name(i),
-		       base + nodes[i].depth, base, nodes[i].depth,
+		       base + depth(i), base, depth(i),
 		       pos[i] < 0 ? -1 : pre.recs[pos[i]].level);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
 /* root first, parent before child, every subtree right after its root */
-static int check_pre_order(void)
+static int check_pre_order_parent_before_child(void)
 {
-	int i, j, par;
+	int i, j, par, size;
 	bool ok = true;
 
 	if (!pre_ran)
@@ -288,8 +255,10 @@ static int check_pre_order(void)
 		par = nodes[i].parent;
 		expect(&ok, par < 0 || pos[par] < pos[i], "%s at position %d, before its parent %s at %d\n",
 		       node_name(i), pos[i], node_name(par), par < 0 ? -1 : pos[par]);
-		for (j = pos[i]; j < pos[i] + __builtin_popcount(nodes[i].subtree) && j < NRECS; j++)
-			expect(&ok, rec_node[j] >= 0 && nodes[i].subtree >> rec_node[j] & 1,
+		for (size = 0, j = 0; j < NUM_NODES; j++)
+			size += cg_tree_under(nodes, j, i);
+		for (j = pos[i]; j < pos[i] + size && j < NRECS; j++)
+			expect(&ok, rec_node[j] >= 0 && cg_tree_under(nodes, rec_node[j], i),
 			       "position %d: %s, expected a member of %s's subtree (from %d)\n",
 			       j, node_name(rec_node[j]), node_name(i), pos[i]);
 	}
@@ -299,7 +268,7 @@ static int check_pre_order(void)
 }
 
 /* the program got past the kfunc call for every cgroup (the walk is the last one run) */
-static int check_flush_count(void)
+static int check_rstat_flush_called_per_cgroup(void)
 {
 	unsigned int n = pre.n, f = skel->bss->flushed, v = skel->bss->visited;
 	bool ok = true;
@@ -314,7 +283,7 @@ static int check_flush_count(void)
 }
 
 /* the CPU time burnt in a1 (before the walk) is in a1, a and the root */
-static int check_flush_cputime(void)
+static int check_rstat_flush_propagates_cputime(void)
 {
 	unsigned long long c[NUM_NODES];
 	int i;
@@ -335,19 +304,19 @@ static int check_flush_cputime(void)
 			  c[N_ROOT], c[N_A], c[N_A1], c[N_A2], c[N_B], c[N_B1], SPIN_NS);
 }
 
-static int check_self_only(void)
+static int check_self_only_leaf(void)
 {
-	const struct node *leaf = &nodes[N_A2];
+	const struct cg_node *leaf = &nodes[N_A2];
 	static struct walk w;
 	bool ok = true;
 
 	if (!run_walk(N_A2, BPF_CGROUP_ITER_SELF_ONLY, &w))
 		return KSFT_FAIL;
 	expect_wellformed(&ok, &w, 1);
-	expect(&ok, w.recs[0].id == leaf->ino, "expected id %llu (%s), got %llu (%s)\n",
-	       leaf->ino, leaf->path, w.recs[0].id, node_name(node_by_id(w.recs[0].id)));
-	expect(&ok, anc_level < 0 || w.recs[0].level == anc_level + leaf->depth,
-	       "expected level %d, got %d\n", anc_level + leaf->depth, w.recs[0].level);
+	expect(&ok, w.recs[0].id == leaf->id, "expected id %llu (%s), got %llu (%s)\n", leaf->id,
+	       leaf->path, w.recs[0].id, node_name(cg_tree_find(nodes, NUM_NODES, w.recs[0].id)));
+	expect(&ok, anc_level < 0 || w.recs[0].level == anc_level + depth(N_A2),
+	       "expected level %d, got %d\n", anc_level + depth(N_A2), w.recs[0].level);
 	expect(&ok, skel->bss->flushed == 1 && skel->bss->visited == 1,
 	       "BPF counters: expected flushed=1 visited=1, got %u/%u\n", skel->bss->flushed,
 	       skel->bss->visited);
@@ -355,7 +324,7 @@ static int check_self_only(void)
 }
 
 /* the same kfunc call from a non-sleepable iter/cgroup program */
-static int check_negative(void)
+static int check_nonsleepable_flush_rejected(void)
 {
 	size_t sz;
 	const void *elf = css_api ? cgroup_iter_rstat_css_bpf__elf_bytes(&sz) :
@@ -365,10 +334,10 @@ static int check_negative(void)
 	       bu_refused(elf, sz, "rstat_flush_in_plain_iter", "sleep") ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_cleanup(void)
+static int check_cgroup_tree_cleanup(void)
 {
 	cgroup_iter_rstat_bpf__destroy(skel);
-	if (!nodes[N_ROOT].ino)
+	if (!nodes[N_ROOT].id)
 		return check_skip("no cgroups were created");
 	if (cg_cleanup())
 		return KSFT_FAIL;
@@ -379,21 +348,20 @@ static int check_cleanup(void)
 int main(void)
 {
 	static const struct check checks[] = {
-		{ "load_sleepable_iter", check_load, NULL },
-		{ "cgroup_tree_setup", check_setup, "load_sleepable_iter" },
-		{ "ancestors_up_root_level", check_ancestors, "cgroup_tree_setup" },
-		{ "pre_order_read", check_pre_read, "cgroup_tree_setup" },
-		{ "pre_order_id_set", check_pre_ids, "cgroup_tree_setup" },
-		{ "pre_order_levels", check_pre_levels, "cgroup_tree_setup" },
-		{ "pre_order_parent_before_child", check_pre_order, "cgroup_tree_setup" },
-		{ "rstat_flush_called_per_cgroup", check_flush_count, "cgroup_tree_setup" },
-		{ "rstat_flush_propagates_cputime", check_flush_cputime, "cgroup_tree_setup" },
-		{ "self_only_leaf", check_self_only, "cgroup_tree_setup" },
-		{ "nonsleepable_flush_rejected", check_negative, NULL },
-		{ "cgroup_tree_cleanup", check_cleanup, NULL },
+		CHECK(load_sleepable_iter),
+		CHECK(cgroup_tree_setup, load_sleepable_iter),
+		CHECK(ancestors_up_root_level, cgroup_tree_setup),
+		CHECK(pre_order_read, cgroup_tree_setup),
+		CHECK(pre_order_id_set, cgroup_tree_setup),
+		CHECK(pre_order_levels, cgroup_tree_setup),
+		CHECK(pre_order_parent_before_child, cgroup_tree_setup),
+		CHECK(rstat_flush_called_per_cgroup, cgroup_tree_setup),
+		CHECK(rstat_flush_propagates_cputime, cgroup_tree_setup),
+		CHECK(self_only_leaf, cgroup_tree_setup),
+		CHECK(nonsleepable_flush_rejected),
+		CHECK(cgroup_tree_cleanup),
 	};
 
-	bu_capture_log();
 	css_api = bu_has_func("css_rstat_flush");
 	return checks_run(checks, ARRAY_SIZE(checks), NULL);
 }

@@ -7,20 +7,9 @@
  * long story is test.toml's description.  --broken: the BPF flush does not
  * push to the parent, so parent_{a,b}_equals_sum must FAIL.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
+#include "selftest.h"
 #include <sys/statfs.h>
-#include <sys/utsname.h>
-#include <unistd.h>
 
-#include "check.h"
-#include "cg_util.h"
-#include "bpf_util.h"
 #include "reclaim_stats.h"
 #include "hierarchical_stats.skel.h"
 #include "hierarchical_stats_css.skel.h"
@@ -33,22 +22,15 @@
 #define MAX_RETRIES 5		/* of a memory.reclaim write failing EAGAIN/EINTR */
 #define WORKER_TIMEOUT_S 120	/* alarm() in each worker */
 
-/* the test's tree, then the cgroup2 root (N_CG2) */
+/* the test's tree (parents with +memory), then the cgroup2 root (N_CG2) */
 enum { N_ROOT, N_A, N_A1, N_A2, N_B, N_B1, N_B2, NUM_NODES, N_CG2 = NUM_NODES };
 
-static struct node {
-	const char *rel, *name;
-	int parent;
-	char path[CG_PATH_MAX];
-	unsigned long long id;	/* == kn->id */
-	struct bpf_link *link;	/* SELF_ONLY iterator */
-} nodes[NUM_NODES + 1] = {
-#define NODE(r, p) { .rel = r, .name = (r)[0] ? r : "root", .parent = p }
-	NODE("", -1), NODE("a", N_ROOT), NODE("a/a1", N_A), NODE("a/a2", N_A),
-	NODE("b", N_ROOT), NODE("b/b1", N_B), NODE("b/b2", N_B),
-	{ .name = "cgroup2 root", .parent = -1 },
-#undef NODE
+static struct cg_node nodes[NUM_NODES + 1] = {
+	[N_ROOT] = { "root", -1, "+memory" }, [N_A] = { "a", N_ROOT, "+memory" },
+	[N_A1] = { "a/a1", N_A }, [N_A2] = { "a/a2", N_A }, [N_B] = { "b", N_ROOT, "+memory" },
+	[N_B1] = { "b/b1", N_B }, [N_B2] = { "b/b2", N_B }, [N_CG2] = { "cgroup2 root", -1 },
 };
+static struct bpf_link *links[NUM_NODES + 1];	/* SELF_ONLY iterators */
 
 static const int leaf_node[NUM_LEAVES] = { N_A1, N_A2, N_B1, N_B2 };
 static const int parent_node[3] = { N_A, N_B, N_ROOT };
@@ -71,7 +53,6 @@ struct wreport {
 static struct hierarchical_stats_bpf *skel;
 static bool broken, reclaim_counts_slab;
 static const char *mnt;
-static int n_created;
 static char leaf_file[NUM_LEAVES][CG_PATH_MAX + 64];
 static long page_size, scratch_bsize = 4096;
 static struct wreport *wrep;
@@ -91,7 +72,7 @@ static struct {
 static bool read_rec(int i, unsigned long long *r)
 {
 	char buf[1024];
-	ssize_t got = bu_read_iter(nodes[i].link, buf, sizeof(buf) - 1);
+	ssize_t got = bu_read_iter(links[i], buf, sizeof(buf) - 1);
 	int used = -1;
 
 	buf[got > 0 ? got : 0] = '\0';
@@ -101,7 +82,7 @@ static bool read_rec(int i, unsigned long long *r)
 	    used == got && r[R_ID] == nodes[i].id)
 		return true;
 	ksft_print_msg("%s: unexpected iterator output for id %llu (%s): '%.300s'\n",
-		       nodes[i].name, nodes[i].id, got < 0 ? strerror(-got) : "", buf);
+		       nodes[i].rel, nodes[i].id, got < 0 ? strerror(-got) : "", buf);
 	return false;
 }
 
@@ -124,7 +105,7 @@ static bool rec_same(int i, const unsigned long long *got, const unsigned long l
 	int k;
 
 	for (k = R_TOTAL; k < R_PENDING; k++)
-		expect(&ok, got[k] == want[k], "%s: %s%s %llu, expected %llu (%s)", nodes[i].name,
+		expect(&ok, got[k] == want[k], "%s: %s%s %llu, expected %llu (%s)", nodes[i].rel,
 		       k < R_OWN ? "" : "own ", stat_name[(k - R_TOTAL) % 3], got[k], want[k], what);
 	return ok;
 }
@@ -175,24 +156,20 @@ static int worker(void *arg)
 {
 	struct wreport *r = arg;
 	int li = r - wrep, fd, rfd = -1, j, t, e;
-	char path[CG_PATH_MAX], req[32], *buf = malloc(MiB), *anon = NULL;
+	char req[32], *buf = malloc(MiB), *anon = NULL;
 	long long chunk = RECLAIM_MB * MiB / NCHUNKS, off;
 	unsigned long long t0;
-	cpu_set_t set;
 	size_t u;
 
 	alarm(WORKER_TIMEOUT_S);	/* never hang the run */
 	fd = open(leaf_file[li], O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	r->done = !buf || fd < 0 || file_pass(fd, buf, true) ||
 		  !(anon = cg_alloc_anon(ANON_MB * MiB)) ||
-		  (rfd = open(cg_name(path, nodes[leaf_node[li]].path, "memory.reclaim"),
-			      O_WRONLY | O_CLOEXEC)) < 0;
+		  (rfd = cg_open(nodes[leaf_node[li]].path, "memory.reclaim", O_WRONLY)) < 0;
 	r->err = r->done ? (errno ? errno : EIO) : 0;
 	snprintf(req, sizeof(req), "%lld", chunk);
-	for (j = 0; !r->err && j < NCHUNKS; j++) {	/* each on another CPU (best effort) */
-		CPU_ZERO(&set);
-		CPU_SET((li + j) % sysconf(_SC_NPROCESSORS_ONLN), &set);
-		sched_setaffinity(0, sizeof(set), &set);
+	for (j = 0; !r->err && j < NCHUNKS; j++) {
+		pin_cpu(li + j);	/* each on another CPU (best effort) */
 		for (t = 0;; t++) {	/* retried after re-creating the memory */
 			t0 = now_ns();
 			errno = 0;
@@ -221,41 +198,33 @@ static int worker(void *arg)
 	return r->err;
 }
 
-static int check_load(void)
+static int check_bpf_load_attach(void)
 {
 	bool css = bu_has_func("css_rstat_flush");
 	const char *funcs[] = { "bpf_rstat_flush", css ? "css_rstat_updated" : "cgroup_rstat_updated",
 				css ? "css_rstat_flush" : "cgroup_rstat_flush", "bpf_iter_cgroup", NULL };
-	int err;
+	int err = BU_LOAD_RSTAT(skel, hierarchical_stats, NULL);
 
-	skel = calloc(1, sizeof(*skel));
-	err = skel ? hierarchical_stats_bpf__create_skeleton(skel) : -ENOMEM;
-	err = err ?: BU_OPEN_RSTAT(skel, hierarchical_stats_css_bpf);
 	if (!err) {
-		skel->rodata->rs_broken = broken;
-		bpf_program__set_autoattach(skel->progs.rc_dump, false);
-		err = hierarchical_stats_bpf__load(skel) ?: hierarchical_stats_bpf__attach(skel);
-	}
-	if (!err)
+		skel->bss->rs_broken = broken;
 		return KSFT_PASS;
-	bu_print_log();
+	}
 	if (bu_missing_funcs(funcs))
 		return check_skip("%s", bu_missing_funcs(funcs));
 	return check_fail("loading/attaching the BPF programs: %s", strerror(-err));
 }
 
-/* node @i's id and SELF_ONLY iterator link (which holds the cgroup); false on error */
+/* node @i's SELF_ONLY iterator link (which holds the cgroup); false on error */
 static bool attach_node(int i)
 {
-	nodes[i].id = cg_id(nodes[i].path);
-	nodes[i].link = bu_attach_cgroup_iter(skel->progs.rc_dump, nodes[i].path,
-					      BPF_CGROUP_ITER_SELF_ONLY);
-	if (!nodes[i].link)
+	links[i] = bu_attach_cgroup_iter(skel->progs.rc_dump, nodes[i].path,
+					 BPF_CGROUP_ITER_SELF_ONLY);
+	if (!links[i])
 		check_fail("%s: iterator link: %s", nodes[i].path, strerror(errno));
-	return nodes[i].link;
+	return links[i];
 }
 
-static int check_env(void)
+static int check_environment(void)
 {
 	const char *sd = getenv("HARNESS_SCRATCH");
 	struct statfs sfs;
@@ -264,6 +233,7 @@ static int check_env(void)
 	if (i != KSFT_PASS)
 		return i;
 	snprintf(nodes[N_CG2].path, sizeof(nodes[N_CG2].path), "%s", mnt);
+	nodes[N_CG2].id = cg_id(mnt);
 	if (!attach_node(N_CG2))
 		return KSFT_FAIL;
 	/* a disk-backed scratch fs for real page cache; its block size for the slab slack */
@@ -276,28 +246,22 @@ static int check_env(void)
 	return KSFT_PASS;
 }
 
-/* the cgroups (parents with +memory first) and their links, all zero; the baselines */
-static int check_setup(void)
+/* the cgroups and their links, all zero; the baselines */
+static int check_tree_setup(void)
 {
+	int i, err = cg_tree_create(mnt, "hierarchical_stats", nodes, NUM_NODES);
 	char p[CG_PATH_MAX + 32];
-	struct node *n;
-	bool leaf, ok;
-	int i, err;
+	bool ok;
 
-	for (i = 0, n = nodes; i < NUM_NODES; i++, n++) {
-		leaf = i != N_ROOT && i != N_A && i != N_B;
-		snprintf(n->path, sizeof(n->path), "%s/hierarchical_stats.%d%s%s", mnt,
-			 (int)getpid(), n->rel[0] ? "/" : "", n->rel);
-		snprintf(p, sizeof(p), "%s/%s", n->path, leaf ? "memory.reclaim" : "");
-		err = cg_create(n->path);
-		if (err)
-			return check_fail("mkdir %s: %s", n->path, strerror(-err));
-		n_created++;
-		err = leaf ? (access(p, W_OK) ? -errno : 0) : cg_enable(n->path, "+memory");
-		if (err == -ENOENT && leaf)
+	if (err)
+		return err;
+	for (i = 0; i < NUM_NODES; i++) {
+		snprintf(p, sizeof(p), "%s/memory.reclaim", nodes[i].path);
+		err = nodes[i].enable || !access(p, W_OK) ? 0 : errno;	/* a leaf's */
+		if (err == ENOENT)
 			return check_skip("no %s (kernel without memory.reclaim)", p);
 		if (err)
-			return check_fail("%s: %s", leaf ? p : "enabling +memory", strerror(-err));
+			return check_fail("%s: %s", p, strerror(err));
 		if (!attach_node(i))
 			return KSFT_FAIL;
 	}
@@ -314,7 +278,7 @@ static int check_setup(void)
 }
 
 /* the workers, then two reads with no reclaim in between: bottom-up, then top-down */
-static int check_reclaim(void)
+static int check_reclaim_induced(void)
 {
 	pid_t pid[NUM_LEAVES];
 	struct wreport *r;
@@ -333,7 +297,7 @@ static int check_reclaim(void)
 			continue;
 		ok = false;
 		ksft_print_msg("%s: worker %s (exit %d; -1: killed, e.g. by its %d s alarm), set-up (scratch file, anon memory, memory.reclaim open) error '%s'; memory.reclaim writes ok %d of %d, EAGAIN %d, EINTR %d, retries %d\n",
-			       nodes[leaf_node[i]].name, r->done ? "reported" : "sent no report", st,
+			       nodes[leaf_node[i]].rel, r->done ? "reported" : "sent no report", st,
 			       WORKER_TIMEOUT_S, r->err ? strerror(r->err) : "none", r->ok, NCHUNKS,
 			       r->eagain, r->eintr, r->retries);
 		print_block("  ", r->log);
@@ -355,7 +319,7 @@ static int check_leaf_events(void)
 	static int i;
 	const struct wreport *w = &wrep[i];
 	const unsigned long long *r = m.first[leaf_node[i]];
-	const char *nm = nodes[leaf_node[i++]].name;
+	const char *nm = nodes[leaf_node[i++]].rel;
 	unsigned long long min_count = w->ok + w->eagain, min_pages = w->req_ok_bytes / page_size;
 	bool ok = m.have_first && w->done;
 	int k;
@@ -386,14 +350,14 @@ static int check_parent(void)
 			sum += nodes[c].parent == p ? m.first[c][R_TOTAL + k] : 0;
 		expect(&ok, r[R_TOTAL + k] == sum + r[R_OWN + k],
 		       "%s: %s: expected the children's %llu + own %llu exactly, got %llu",
-		       nodes[p].name, stat_name[k], sum, r[R_OWN + k], r[R_TOTAL + k]);
+		       nodes[p].rel, stat_name[k], sum, r[R_OWN + k], r[R_TOTAL + k]);
 		expect(&ok, !r[R_OWN + k], "%s: own %s %llu: expected 0 (no task ran in it)",
-		       nodes[p].name, stat_name[k], r[R_OWN + k]);
+		       nodes[p].rel, stat_name[k], r[R_OWN + k]);
 	}
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_hroot(void)
+static int check_hierarchy_root_covers_tree(void)
 {
 	const unsigned long long *t = m.first[N_ROOT], *a = m.first[N_CG2], *b = m.hroot0;
 	bool ok = m.have_first && m.have_hroot;
@@ -417,7 +381,7 @@ static int check_pgsteal(void)
 {
 	static int i;
 	int li = i++;
-	const char *nm = nodes[leaf_node[li]].name;
+	const char *nm = nodes[leaf_node[li]].rel;
 	long long d = m.st1[li] - m.st0[li], bpf = m.first[leaf_node[li]][3], slab = 0;
 	long long global = m.vm1 >= m.vm0 ? m.vm1 - m.vm0 : 0, slack = global + m.other_memcg;
 
@@ -435,7 +399,7 @@ static int check_pgsteal(void)
 			  nm, bpf, slab, d, bpf, slack, global, m.other_memcg);
 }
 
-static int check_reread(void)
+static int check_reread_stable(void)
 {
 	bool ok = m.have_first && m.have_second;
 	int i;
@@ -445,7 +409,7 @@ static int check_reread(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_bookkeeping(void)
+static int check_bpf_bookkeeping(void)
 {
 	const struct rc_global *a = &m.g0, *b = &m.g1;
 	bool ok = true;
@@ -467,20 +431,20 @@ static void unlink_files(void)
 	int i;
 
 	for (i = 0; i < NUM_LEAVES; i++)
-		unlink(leaf_file[i]);	/* "" before check_env(): ENOENT */
+		unlink(leaf_file[i]);	/* "" before check_environment(): ENOENT */
 }
 
-static int check_cleanup(void)
+static int check_tree_cleanup(void)
 {
 	bool left = false;
 	int i, failures;
 
 	for (i = 0; i <= N_CG2; i++)
-		bpf_link__destroy(nodes[i].link);
+		bpf_link__destroy(links[i]);
 	for (i = 0; i < NUM_LEAVES; i++)
 		left |= unlink(leaf_file[i]) && errno != ENOENT;
 	failures = cg_cleanup();	/* kills what is left in the tree */
-	if (!n_created)
+	if (!nodes[N_ROOT].id)
 		return check_skip("no cgroups were created");
 	if (left || failures)
 		return check_fail("%s%d cgroup(s) could not be removed",
@@ -491,28 +455,27 @@ static int check_cleanup(void)
 int main(int argc, char **argv)
 {
 	static const struct check checks[] = {
-		{ "bpf_load_attach", check_load, NULL },
-		{ "environment", check_env, "bpf_load_attach" },
-		{ "tree_setup", check_setup, "environment" },
-		{ "reclaim_induced", check_reclaim, "tree_setup" },
-		{ "leaf_a1_events", check_leaf_events, "tree_setup" },
-		{ "leaf_a2_events", check_leaf_events, "tree_setup" },
-		{ "leaf_b1_events", check_leaf_events, "tree_setup" },
-		{ "leaf_b2_events", check_leaf_events, "tree_setup" },
-		{ "parent_a_equals_sum", check_parent, "tree_setup" },
-		{ "parent_b_equals_sum", check_parent, "tree_setup" },
-		{ "test_root_equals_sum", check_parent, "tree_setup" },
-		{ "hierarchy_root_covers_tree", check_hroot, "tree_setup" },
-		{ "leaf_a1_pages_vs_pgsteal", check_pgsteal, "tree_setup" },
-		{ "leaf_a2_pages_vs_pgsteal", check_pgsteal, "tree_setup" },
-		{ "leaf_b1_pages_vs_pgsteal", check_pgsteal, "tree_setup" },
-		{ "leaf_b2_pages_vs_pgsteal", check_pgsteal, "tree_setup" },
-		{ "reread_stable", check_reread, "tree_setup" },
-		{ "bpf_bookkeeping", check_bookkeeping, "tree_setup" },
-		{ "tree_cleanup", check_cleanup, NULL },
+		CHECK(bpf_load_attach),
+		CHECK(environment, bpf_load_attach),
+		CHECK(tree_setup, environment),
+		CHECK(reclaim_induced, tree_setup),
+		CHECK_BY(leaf_a1_events, check_leaf_events, tree_setup),
+		CHECK_BY(leaf_a2_events, check_leaf_events, tree_setup),
+		CHECK_BY(leaf_b1_events, check_leaf_events, tree_setup),
+		CHECK_BY(leaf_b2_events, check_leaf_events, tree_setup),
+		CHECK_BY(parent_a_equals_sum, check_parent, tree_setup),
+		CHECK_BY(parent_b_equals_sum, check_parent, tree_setup),
+		CHECK_BY(test_root_equals_sum, check_parent, tree_setup),
+		CHECK(hierarchy_root_covers_tree, tree_setup),
+		CHECK_BY(leaf_a1_pages_vs_pgsteal, check_pgsteal, tree_setup),
+		CHECK_BY(leaf_a2_pages_vs_pgsteal, check_pgsteal, tree_setup),
+		CHECK_BY(leaf_b1_pages_vs_pgsteal, check_pgsteal, tree_setup),
+		CHECK_BY(leaf_b2_pages_vs_pgsteal, check_pgsteal, tree_setup),
+		CHECK(reread_stable, tree_setup),
+		CHECK(bpf_bookkeeping, tree_setup),
+		CHECK(tree_cleanup),
 	};
-	struct utsname u;
-	int major = 0, minor = 0, rc, i;
+	int rc, i;
 
 	broken = argc > 1 && !strcmp(argv[1], "--broken");
 	page_size = sysconf(_SC_PAGESIZE);
@@ -521,9 +484,7 @@ int main(int argc, char **argv)
 	if (wrep == MAP_FAILED)
 		return KSFT_FAIL;
 	/* before 6.4 memcg reclaim counted freed slab in nr_reclaimed (see check_pgsteal) */
-	if (!uname(&u) && sscanf(u.release, "%d.%d", &major, &minor) == 2)
-		reclaim_counts_slab = major < 6 || (major == 6 && minor < 4);
-	bu_capture_log();
+	reclaim_counts_slab = kernel_version() < 604;
 	cg_on_signal(unlink_files);
 	rc = checks_run(checks, ARRAY_SIZE(checks), NULL);
 	if (check_passed("environment")) {
@@ -534,7 +495,7 @@ int main(int argc, char **argv)
 		metrics_int("eintr", m.eintr);
 		metrics_obj("per_leaf");
 		for (i = 0; i < NUM_LEAVES; i++)
-			metrics_int(nodes[leaf_node[i]].name, wrep[i].retries);
+			metrics_int(nodes[leaf_node[i]].rel, wrep[i].retries);
 		metrics_end();
 		metrics_end();
 		metrics_obj("pages");

@@ -3,7 +3,7 @@
  * The rstat kfuncs for BPF programs, under the names the kernel has:
  * cgroup_rstat_{updated,flush}(cgrp) up to 6.15, css_rstat_{updated,flush}(css)
  * from 6.16 (the 2025 rstat rework), when built with -DRSTAT_API_CSS.  A test
- * has X_css.bpf.c define RSTAT_API_CSS and include X.bpf.c; BU_OPEN_RSTAT()
+ * has X_css.bpf.c define RSTAT_API_CSS and include X.bpf.c; BU_LOAD_RSTAT()
  * (bpf_util.h) loads the object the kernel can run.
  */
 #ifndef SELFTESTS_LIB_BPF_RSTAT_H

@@ -1,18 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* libbpf helpers (see bpf_util.h). */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
+#include "selftest.h"
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
 #include <bpf/btf.h>
-
-#include "bpf_util.h"
-#include "check.h"
 
 static char log_buf[32768];
 static size_t log_len;
@@ -33,14 +23,10 @@ static int capture(enum libbpf_print_level level, const char *fmt, va_list args)
 	return 0;
 }
 
-void bu_capture_log(void)
+/* every program linking this file: no test has to remember it */
+__attribute__((constructor)) static void capture_log(void)
 {
 	libbpf_set_print(capture);
-}
-
-const char *bu_log(void)
-{
-	return log_buf;
 }
 
 void bu_log_reset(void)
@@ -87,14 +73,30 @@ const char *bu_missing_funcs(const char *const *names)
 	return NULL;
 }
 
-int bu_open_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size))
+int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size),
+		  const char *skip)
 {
 	bool css = bu_has_func("css_rstat_flush");
+	struct bpf_program *p;
+	int err;
 
 	ksft_print_msg("rstat API: %s\n", css ? "css_rstat_* (6.16+)" : "cgroup_rstat_* (pre-6.16)");
 	if (css)
 		s->data = (void *)css_elf(&s->data_sz);
-	return bpf_object__open_skeleton(s, NULL);
+	err = bpf_object__open_skeleton(s, NULL);
+	if (!err) {
+		bpf_object__for_each_program(p, *s->obj) {
+			/* the iterators are attached per cgroup */
+			bpf_program__set_autoattach(p, bpf_program__expected_attach_type(p) !=
+						       BPF_TRACE_ITER);
+			if (skip && !strcmp(bpf_program__name(p), skip))
+				bpf_program__set_autoload(p, false);
+		}
+	}
+	err = err ?: bpf_object__load_skeleton(s) ?: bpf_object__attach_skeleton(s);
+	if (err)
+		bu_print_log();
+	return err;
 }
 
 struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
@@ -121,22 +123,11 @@ struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 
 ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len)
 {
-	int fd = bpf_iter_create(bpf_link__fd(link));
-	size_t got = 0;
-	ssize_t n = 0;
+	ssize_t n = read_close(bpf_iter_create(bpf_link__fd(link)), buf, len);
 
-	if (fd < 0)
-		return -errno;
-	while (got < len && (n = read(fd, (char *)buf + got, len - got)) > 0)
-		got += n;
-	if (n < 0)
-		n = -errno;
-	close(fd);
-	if (n < 0)
-		return n;
-	if (got < len)
-		((char *)buf)[got] = '\0';
-	return got;
+	if (n >= 0 && (size_t)n < len)
+		((char *)buf)[n] = '\0';
+	return n;
 }
 
 /* verifier messages, not the instruction dump (";", numbered lines) */
@@ -189,7 +180,7 @@ bool bu_refused(const void *elf, size_t size, const char *prog, const char *need
 	if (!print_matching(vlog, needle, false)) {
 		ksft_print_msg("%s refused (%s), but no verifier line says \"%s\":\n", prog,
 			       strerror(-err), needle);
-		print_block("verifier: ", vlog[0] ? vlog : bu_log());
+		print_block("verifier: ", vlog[0] ? vlog : log_buf);
 		return false;
 	}
 	ksft_print_msg("%s refused as expected:\n", prog);

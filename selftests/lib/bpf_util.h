@@ -16,12 +16,10 @@
 #include <bpf/libbpf.h>
 
 /*
- * Capture libbpf's warnings (debug lines too with $BPF_UTIL_DEBUG) into a
- * buffer: bu_log() gives it, bu_log_reset() empties it, bu_print_log()
+ * libbpf's warnings (debug lines too with $BPF_UTIL_DEBUG) are captured, from
+ * before main() on, into a buffer: bu_log_reset() empties it, bu_print_log()
  * prints it as diagnostics.
  */
-void bu_capture_log(void);
-const char *bu_log(void);
 void bu_log_reset(void);
 void bu_print_log(void);
 
@@ -58,13 +56,17 @@ bool bu_refused(const void *elf, size_t size, const char *prog, const char *need
  * bpf_ksym_exists() and 6.1 refuses an unresolved weak kfunc, so a test
  * builds one object per API (X.bpf.c, and X_css.bpf.c defining RSTAT_API_CSS:
  * the same programs, maps and globals) and opens the one the kernel's BTF
- * names, saying which:
- *
- *	skel = calloc(1, sizeof(*skel));
- *	err = skel ? X_bpf__create_skeleton(skel) : -ENOMEM;
- *	err = err ?: BU_OPEN_RSTAT(skel, X_css_bpf);
+ * names, saying which; loads it but for the program @skip (NULL: none) and
+ * attaches it but for its iterators (attached per cgroup), the libbpf log
+ * printed when that fails; 0 or -errno.  BU_LOAD_RSTAT(skel, X, skip)
+ * allocates *@skel, the skeleton X_bpf (X_css_bpf's object when the kernel
+ * has the css API); X_bpf__destroy(skel) undoes it, loaded or not.
  */
-#define BU_OPEN_RSTAT(skel, css) bu_open_rstat((skel)->skeleton, css##__elf_bytes)
-int bu_open_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size));
+#define BU_LOAD_RSTAT(skel, x, skip)						\
+	(((skel) = calloc(1, sizeof(*(skel)))) ?				\
+	 x##_bpf__create_skeleton(skel) ?:					\
+	 bu_load_rstat((skel)->skeleton, x##_css_bpf__elf_bytes, skip) : -ENOMEM)
+int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size),
+		  const char *skip);
 
 #endif /* SELFTESTS_LIB_BPF_UTIL_H */

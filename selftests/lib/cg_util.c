@@ -1,22 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* cgroup v2 helpers (see cg_util.h). */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
+#include "selftest.h"
 #include <mntent.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
-#include "cg_util.h"
-#include "check.h"
 
 static char root[CG_PATH_MAX];
 static char own_mount[CG_PATH_MAX];	/* set when we mounted cgroup2 */
@@ -76,6 +64,25 @@ static int mount_own(void)
 	return KSFT_PASS;
 }
 
+/* "+memory" etc. into @cg's cgroup.subtree_control */
+static int cg_enable(const char *cg, const char *controllers)
+{
+	return cg_write(cg, "cgroup.subtree_control", controllers);
+}
+
+/* is @word one of the space-separated words of @file (cgroup.controllers) */
+static bool cg_has_word(const char *cg, const char *file, const char *word)
+{
+	char buf[1024], *tok, *save;
+
+	if (cg_read(cg, file, buf, sizeof(buf)) < 0)
+		return false;
+	for (tok = strtok_r(buf, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save))
+		if (!strcmp(tok, word))
+			return true;
+	return false;
+}
+
 int cg_find_root(const char **out, const char *controller)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
@@ -112,13 +119,8 @@ int cg_cleanup(void)
 	return failed;
 }
 
-char *cg_name(char *buf, const char *parent, const char *name)
-{
-	snprintf(buf, CG_PATH_MAX, "%s/%s", parent, name);
-	return buf;
-}
-
-int cg_create(const char *cg)
+/* mkdir, remembered for cg_destroy_all(); 0 or -errno */
+static int cg_create(const char *cg)
 {
 	if (n_made == cap_made) {
 		int cap = cap_made ? 2 * cap_made : 64;
@@ -178,7 +180,7 @@ int cg_destroy_all(void)
 	return failed;
 }
 
-static int open_in(const char *cg, const char *file, int flags)
+int cg_open(const char *cg, const char *file, int flags)
 {
 	char path[CG_PATH_MAX + 64];
 
@@ -189,7 +191,7 @@ static int open_in(const char *cg, const char *file, int flags)
 int cg_write(const char *cg, const char *file, const char *val)
 {
 	ssize_t len = strlen(val), n;
-	int fd = open_in(cg, file, O_WRONLY), err = 0;
+	int fd = cg_open(cg, file, O_WRONLY), err = 0;
 
 	if (fd < 0)
 		return -errno;
@@ -202,17 +204,9 @@ int cg_write(const char *cg, const char *file, const char *val)
 
 int cg_read(const char *cg, const char *file, char *buf, size_t len)
 {
-	int fd = open_in(cg, file, O_RDONLY);
-	size_t got = 0;
-	ssize_t n = 0;
+	ssize_t n = read_close(cg_open(cg, file, O_RDONLY), buf, len - 1);
 
-	if (fd < 0)
-		return -errno;
-	while (got < len - 1 && (n = read(fd, buf + got, len - 1 - got)) > 0)
-		got += n;
-	buf[got] = '\0';
-	n = n < 0 ? -errno : (ssize_t)got;
-	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
 	return n;
 }
 
@@ -245,28 +239,50 @@ long long cg_read_long(const char *cg, const char *file)
 	return strtoll(buf, NULL, 10);
 }
 
-bool cg_has_word(const char *cg, const char *file, const char *word)
-{
-	char buf[1024], *tok, *save;
-
-	if (cg_read(cg, file, buf, sizeof(buf)) < 0)
-		return false;
-	for (tok = strtok_r(buf, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save))
-		if (!strcmp(tok, word))
-			return true;
-	return false;
-}
-
-int cg_enable(const char *cg, const char *controllers)
-{
-	return cg_write(cg, "cgroup.subtree_control", controllers);
-}
-
 unsigned long long cg_id(const char *cg)
 {
 	struct stat st;
 
 	return stat(cg, &st) ? 0 : st.st_ino;
+}
+
+int cg_tree_create(const char *root, const char *name, struct cg_node *nodes, int n)
+{
+	char top[CG_PATH_MAX - sizeof(nodes->rel)];	/* room for "/<rel>" */
+	int i, err;
+
+	snprintf(top, sizeof(top), "%s/%s.%d", root, name, (int)getpid());
+	for (i = 0; i < n; i++) {
+		snprintf(nodes[i].path, CG_PATH_MAX, "%s/%s", top, nodes[i].rel);
+		if (!i)	/* the test's cgroup: its rel only a name */
+			nodes[i].path[strlen(top)] = '\0';
+		err = cg_create(nodes[i].path);
+		nodes[i].id = err ? 0 : cg_id(nodes[i].path);
+		if (!err && nodes[i].enable)
+			err = cg_enable(nodes[i].path, nodes[i].enable);
+		if (err || !nodes[i].id)
+			return check_fail("creating %s: %s", nodes[i].path,
+					  strerror(err ? -err : errno));
+	}
+	return KSFT_PASS;
+}
+
+int cg_tree_find(const struct cg_node *nodes, int n, unsigned long long id)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (nodes[i].id == id)
+			return i;
+	return -1;
+}
+
+bool cg_tree_under(const struct cg_node *nodes, int i, int anc)
+{
+	for (; i >= 0; i = nodes[i].parent)
+		if (i == anc)
+			return true;
+	return false;
 }
 
 int cg_enter(const char *cg, pid_t pid)
@@ -290,6 +306,8 @@ pid_t cg_spawn(const char *cg, int (*fn)(void *), void *arg)
 		n_made = 0;	/* the parent cleans up, not the child */
 		if (cg_enter(cg, 0))
 			_exit(125);
+		while (!fn)
+			pause();
 		_exit(fn(arg));
 	}
 	return pid;
@@ -310,6 +328,13 @@ int cg_run(const char *cg, int (*fn)(void *), void *arg)
 	pid_t pid = cg_spawn(cg, fn, arg);
 
 	return pid < 0 ? pid : cg_wait(pid);
+}
+
+void cg_reap(volatile pid_t *pid)
+{
+	if (*pid > 0 && !kill(*pid, SIGKILL))
+		waitpid(*pid, NULL, 0);
+	*pid = -1;
 }
 
 char *cg_alloc_anon(long long bytes)

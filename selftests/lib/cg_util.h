@@ -5,7 +5,7 @@
  * create and destroy cgroups, read and write their files, run a function
  * inside one.
  *
- * Every cgroup made with cg_create() is remembered; cg_destroy_all() removes
+ * Every cgroup made with cg_tree_create() is remembered; cg_destroy_all() removes
  * them leaves first (killing what runs in them), and cg_cleanup() (what a
  * SIGINT, SIGTERM or SIGHUP does before the test exits, once cg_find_root()
  * ran) also undoes what cg_find_root() changed: a test stopped by the
@@ -33,19 +33,13 @@ int cg_find_root(const char **root, const char *controller);
  * cgroups that could not be removed */
 int cg_cleanup(void);
 
-/* "<parent>/<name>" into @buf (which it returns) */
-char *cg_name(char *buf, const char *parent, const char *name);
-
-/* mkdir, remembered for cg_destroy_all(); 0 or -errno */
-int cg_create(const char *cg);
-
 /*
  * Kill what runs in @cg (cgroup.kill) and rmdir it, retrying while it is
  * busy (a task just killed leaves late); 0 or -errno.
  */
 int cg_destroy(const char *cg);
 
-/* cg_destroy() of every cgroup cg_create() made, leaves first; the number
+/* cg_destroy() of every cgroup cg_tree_create() made, leaves first; the number
  * that could not be removed (the first reported with ksft_print_msg). */
 int cg_destroy_all(void);
 
@@ -53,6 +47,8 @@ int cg_destroy_all(void);
  * cgroups go. */
 void cg_on_signal(void (*fn)(void));
 
+/* open(2) of the cgroup's @file */
+int cg_open(const char *cg, const char *file, int flags);
 /* 0 or -errno; a short write is -EIO */
 int cg_write(const char *cg, const char *file, const char *val);
 /* bytes read (NUL-terminated), or -errno */
@@ -63,25 +59,45 @@ long long cg_read_key(const char *cg, const char *file, const char *key);
 long long key_value(const char *text, const char *key);
 /* a single number (memory.current), or -1 */
 long long cg_read_long(const char *cg, const char *file);
-/* is @word one of the space-separated words of @file (cgroup.controllers) */
-bool cg_has_word(const char *cg, const char *file, const char *word);
-/* "+memory" etc. into @cg's cgroup.subtree_control */
-int cg_enable(const char *cg, const char *controllers);
 
 /* the cgroup's id as BPF sees it (its inode number), 0 on error */
 unsigned long long cg_id(const char *cg);
+
+/*
+ * A test's cgroup tree, parents before children: the first node is
+ * <root>/<name>.<pid> (its rel only a name for messages), the others
+ * <root>/<name>.<pid>/<rel>.
+ */
+struct cg_node {
+	char rel[32];		/* below the test's cgroup */
+	int parent;		/* its parent's node; -1 for the first */
+	const char *enable;	/* for its cgroup.subtree_control ("+memory"), or NULL */
+	char path[CG_PATH_MAX];	/* set by cg_tree_create() */
+	unsigned long long id;	/* cg_id(path); 0 while it is not made */
+};
+
+/* mkdir every node (remembered for cg_destroy_all()), and enable its controllers;
+ * path and id set; a check's verdict */
+int cg_tree_create(const char *root, const char *name, struct cg_node *nodes, int n);
+/* the node of the cgroup with id @id, or -1 */
+int cg_tree_find(const struct cg_node *nodes, int n, unsigned long long id);
+/* is node @i node @anc or below it */
+bool cg_tree_under(const struct cg_node *nodes, int i, int anc);
 
 /* move @pid (0: the caller) into @cg */
 int cg_enter(const char *cg, pid_t pid);
 
 /*
- * fork a child that enters @cg and returns fn(arg) as its exit status; the
- * child's pid, or -errno.  cg_run() also waits and returns the status (or
- * -errno).  cg_wait() gives a child's exit status, -1 if it did not exit.
+ * fork a child that enters @cg and returns fn(arg) as its exit status (@fn
+ * NULL: sleeps until killed); the child's pid, or -errno.  cg_run() also
+ * waits and returns the status (or -errno).  cg_wait() gives a child's exit
+ * status, -1 if it did not exit.
  */
 pid_t cg_spawn(const char *cg, int (*fn)(void *), void *arg);
 int cg_wait(pid_t pid);
 int cg_run(const char *cg, int (*fn)(void *), void *arg);
+/* SIGKILL to the child *@pid (if > 0), reaped; *@pid = -1.  Async-signal-safe. */
+void cg_reap(volatile pid_t *pid);
 
 /* touch @bytes of fresh anonymous memory (charged to the caller's cgroup);
  * the mapping, or NULL */

@@ -1,14 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The table-of-checks runner and small shared utilities (see check.h). */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <limits.h>
+#include "selftest.h"
+#include <sched.h>
 #include <stdarg.h>
-#include <stdlib.h>
-#include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
-
-#include "check.h"
 
 static char skip_why[1024];
 static const struct check *table;
@@ -94,7 +90,7 @@ int checks_run(const struct check *checks, size_t n, const char *skip_all)
 			result(c, KSFT_SKIP, skip_all);
 			continue;
 		}
-		if (c->needs && !check_passed(c->needs)) {
+		if (c->needs && *c->needs && !check_passed(c->needs)) {
 			snprintf(skip_why, sizeof(skip_why), "needs %s, which did not pass",
 				 c->needs);
 			verdicts[i] = KSFT_SKIP;
@@ -120,7 +116,8 @@ bool expect(bool *ok, bool cond, const char *fmt, ...)
 	va_start(ap, fmt);
 	say(fmt, ap);
 	va_end(ap);
-	*ok = false;
+	if (ok)
+		*ok = false;
 	return false;
 }
 
@@ -135,12 +132,45 @@ void print_block(const char *prefix, const char *text)
 	}
 }
 
+ssize_t read_close(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+	ssize_t n = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (got < len && (n = read(fd, (char *)buf + got, len - got)) > 0)
+		got += n;
+	n = n < 0 ? -errno : (ssize_t)got;
+	close(fd);
+	return n;
+}
+
 unsigned long long now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (unsigned long long)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+int kernel_version(void)
+{
+	struct utsname u;
+	int major = 0, minor = 0;
+
+	if (uname(&u) || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+		return 0;
+	return major * 100 + minor;
+}
+
+void pin_cpu(int n)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(n % sysconf(_SC_NPROCESSORS_ONLN), &set);
+	sched_setaffinity(0, sizeof(set), &set);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -150,12 +180,25 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-double median(double *v, int n)
+void stats_of(const double *v, int n, struct stats *st)
 {
-	if (n <= 0)
-		return 0;
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	double *s = n > 0 ? malloc(n * sizeof(*v)) : NULL;
+	int i;
+
+	*st = (struct stats){};
+	if (!s)
+		return;
+	memcpy(s, v, n * sizeof(*v));
+	qsort(s, n, sizeof(*s), cmp_double);
+	for (i = 0; i < n; i++)
+		st->mean += v[i];
+	st->mean /= n;
+	st->median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	st->min = s[0];
+	st->q1 = s[n / 4];
+	st->q3 = s[3 * n / 4];
+	st->max = s[n - 1];
+	free(s);
 }
 
 /* $HARNESS_METRICS */
@@ -163,6 +206,8 @@ double median(double *v, int n)
 static FILE *mf;
 static char mpath[PATH_MAX], mtmp[PATH_MAX + 8];
 static bool mfirst = true;	/* no member written yet at this level */
+static char closers[16];	/* what metrics_end() writes, the innermost last */
+static int depth;
 
 /* the separator and "key": before a member; false without a metrics file */
 static bool member(const char *key)
@@ -190,6 +235,7 @@ void metrics_open(void)
 	else
 		fputc('{', mf);
 	mfirst = true;
+	depth = 0;
 }
 
 void metrics_num(const char *key, double v)
@@ -225,65 +271,58 @@ void metrics_str(const char *key, const char *v)
 	fputc('"', mf);
 }
 
-/* opens ('{', '[') or closes ('}', ']') a nested object or array */
-static void nest(const char *key, char c)
+static void nest(const char *key, char open, char close)
 {
-	if (c == '}' || c == ']') {
-		if (mf)
-			fputc(c, mf);
-		mfirst = false;
-	} else if (member(key)) {
-		fputc(c, mf);
-		mfirst = true;
-	}
+	if (depth == (int)sizeof(closers) || !member(key))
+		return;
+	fputc(open, mf);
+	closers[depth++] = close;
+	mfirst = true;
 }
 
 void metrics_obj(const char *key)
 {
-	nest(key, '{');
+	nest(key, '{', '}');
 }
 
 void metrics_arr(const char *key)
 {
-	nest(key, '[');
+	nest(key, '[', ']');
 }
 
 void metrics_end(void)
 {
-	nest(NULL, '}');
+	if (mf && depth)
+		fputc(closers[--depth], mf);
+	mfirst = false;
 }
 
-void metrics_arr_end(void)
+void metrics_measure(const char *key, const double *v, int n, const char *unit,
+		     const char *direction)
 {
-	nest(NULL, ']');
-}
-
-void metrics_measure(const double *v, int n, const char *unit, const char *direction)
-{
-	double *sorted = malloc(n * sizeof(*v)), sum = 0;
+	struct stats st;
 	int i;
 
-	if (!sorted || n <= 0) {
-		free(sorted);
+	if (n <= 0)
 		return;
-	}
-	memcpy(sorted, v, n * sizeof(*v));
-	for (i = 0; i < n; i++)
-		sum += v[i];
-	metrics_num("median", median(sorted, n));
-	metrics_num("mean", sum / n);
-	metrics_num("min", sorted[0]);
-	metrics_num("q1", sorted[n / 4]);	/* the spread a comparison judges by */
-	metrics_num("q3", sorted[(3 * n) / 4 < n ? (3 * n) / 4 : n - 1]);
-	metrics_num("max", sorted[n - 1]);
+	stats_of(v, n, &st);
+	if (key)
+		metrics_obj(key);
+	metrics_num("median", st.median);
+	metrics_num("mean", st.mean);
+	metrics_num("min", st.min);
+	metrics_num("q1", st.q1);	/* the spread a comparison judges by */
+	metrics_num("q3", st.q3);
+	metrics_num("max", st.max);
 	metrics_int("n", n);
 	metrics_str("unit", unit);
 	metrics_str("direction", direction);
 	metrics_arr("samples");
 	for (i = 0; n <= 2000 && i < n; i++)
 		metrics_num(NULL, v[i]);
-	metrics_arr_end();
-	free(sorted);
+	metrics_end();
+	if (key)
+		metrics_end();
 }
 
 void metrics_close(void)

@@ -5,10 +5,10 @@
  * the tree's copy on the include path: see test.toml and lib/selftest.mk).
  *
  *	static const struct check checks[] = {
- *		{ "load",   check_load },
- *		{ "setup",  check_setup, "load" },	// SKIP unless "load" passed
- *		{ "values", check_values, "setup" },
- *		{ "cleanup", check_cleanup },		// always runs
+ *		CHECK(load),				// runs check_load()
+ *		CHECK(setup, load),			// SKIP unless "load" passed
+ *		CHECK_BY(values_a, check_values, setup),	// one function, several checks
+ *		CHECK(cleanup),				// always runs
  *	};
  *	int main(void) { return checks_run(checks, ARRAY_SIZE(checks), NULL); }
  *
@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "kselftest.h"
 
@@ -34,15 +35,18 @@
 struct check {
 	const char *name;
 	int (*run)(void);
-	const char *needs;	/* an earlier check that must have passed, or NULL */
+	const char *needs;	/* an earlier check that must have passed; NULL or "": none */
 };
+
+/* the check "name" run by check_<name>() (or @fn), needing the check named by the
+ * optional last argument: its KTAP name and its function cannot drift apart */
+#define CHECK(name, ...)	CHECK_BY(name, check_##name, __VA_ARGS__)
+#define CHECK_BY(name, fn, ...)	{ #name, fn, #__VA_ARGS__ }
 
 /* return check_fail("why %d", x): print "# why ..." and give KSFT_FAIL */
 int check_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* return check_skip("why"): the reason printed with the SKIP, and KSFT_SKIP */
 int check_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* the reason for a KSFT_SKIP returned later */
-#define check_skip_why(...) ((void)check_skip(__VA_ARGS__))
 
 /*
  * Print the plan, run every check in order and print its result; returns
@@ -56,24 +60,37 @@ int checks_run(const struct check *checks, size_t n, const char *skip_all);
 bool check_passed(const char *name);
 
 /*
- * @cond, or (when false) print "# <message>" and clear *@ok: for checks that
- * compare many values and report every mismatch, not only the first.
+ * @cond, or (when false) print "# <message>" and clear *@ok (if not NULL): for
+ * checks that compare many values and report every mismatch, not only the first.
  */
 bool expect(bool *ok, bool cond, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ksft_print_msg() of every line of @text, each prefixed with @prefix. */
 void print_block(const char *prefix, const char *text);
 
+/* read(2) @fd until EOF or @len bytes, then close it; bytes read, or -errno (also
+ * for @fd < 0: the open that gave it failed) */
+ssize_t read_close(int fd, void *buf, size_t len);
+
 /* CLOCK_MONOTONIC in ns */
 unsigned long long now_ns(void);
 
-/* Median of @n doubles (sorts @v). */
-double median(double *v, int n);
+/* the running kernel's version as major * 100 + minor (611 for 6.11), 0 if unknown */
+int kernel_version(void);
+
+/* run on CPU @n modulo the CPUs online (best effort) */
+void pin_cpu(int n);
+
+/* of @n samples (all 0 when n <= 0); q1 and q3 are the quartiles (the spread) */
+struct stats {
+	double median, mean, min, q1, q3, max;
+};
+void stats_of(const double *v, int n, struct stats *st);
 
 /*
  * $HARNESS_METRICS: a JSON object written atomically (to a .tmp, renamed by
  * metrics_close()).  Keys in order; metrics_obj()/metrics_arr() open a
- * nested object/array, metrics_end()/metrics_arr_end() close it.  Without
+ * nested object/array, metrics_end() closes the last one opened.  Without
  * $HARNESS_METRICS every call does nothing.
  */
 void metrics_open(void);
@@ -83,16 +100,17 @@ void metrics_str(const char *key, const char *v);
 void metrics_bool(const char *key, bool v);
 void metrics_obj(const char *key);
 void metrics_arr(const char *key);	/* then metrics_num/int/str with key NULL */
-void metrics_end(void);			/* closes metrics_obj() */
-void metrics_arr_end(void);		/* closes metrics_arr() */
+void metrics_end(void);
 void metrics_close(void);
 
 /*
- * A measurement, as members of the object open: "median", "mean", "min",
- * "q1", "q3" (quartiles: the spread), "max", "n", "unit", "direction" ("lower" or "higher" is better) and the
- * "samples" when n <= 2000; the harness compares runs by these.  @v (@n
- * values, n > 0) is left as it is.
+ * A measurement: "median", "mean", "min", "q1", "q3" (quartiles: the spread),
+ * "max", "n", "unit", "direction" ("lower" or "higher" is better) and the
+ * "samples" when n <= 2000, as members of the object @key (NULL: of the
+ * object open); the harness compares runs by these.  @v (@n values, n > 0)
+ * is left as it is.
  */
-void metrics_measure(const double *v, int n, const char *unit, const char *direction);
+void metrics_measure(const char *key, const double *v, int n, const char *unit,
+		     const char *direction);
 
 #endif /* SELFTESTS_LIB_CHECK_H */

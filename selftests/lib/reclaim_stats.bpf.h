@@ -64,19 +64,8 @@ int BPF_PROG(rc_reclaim_end, unsigned long nr_reclaimed)
 	return 0;
 }
 
-SEC("iter.s/cgroup")
-int rc_dump(struct bpf_iter__cgroup *ctx)
-{
-	struct cgroup *cgrp = ctx->cgroup;
-	const struct rs_total *t;
-
-	if (!cgrp)
-		return 0;	/* the end of the walk */
-	t = rs_read(cgrp);
-	BPF_SEQ_PRINTF(ctx->meta->seq, "cgroup id=%llu count=%llu time_ns=%llu pages=%llu own_count=%llu own_time_ns=%llu own_pages=%llu pending_pages=%llu\n",
-		       cgrp->kn->id, t->total[RC_COUNT], t->total[RC_TIME_NS], t->total[RC_PAGES],
-		       t->own[RC_COUNT], t->own[RC_TIME_NS], t->own[RC_PAGES], t->pending[RC_PAGES]);
-	return 0;
-}
+RS_DUMP(rc_dump, "cgroup id=%llu count=%llu time_ns=%llu pages=%llu own_count=%llu own_time_ns=%llu own_pages=%llu pending_pages=%llu\n",
+	cgrp->kn->id, t->total[RC_COUNT], t->total[RC_TIME_NS], t->total[RC_PAGES],
+	t->own[RC_COUNT], t->own[RC_TIME_NS], t->own[RC_PAGES], t->pending[RC_PAGES])
 
 #endif /* SELFTESTS_LIB_RECLAIM_STATS_BPF_H */

@@ -12,6 +12,7 @@
  *	(not with rs_broken set, the broken variants' "forgot the parent").
  * rs_read(cgrp)  RSTAT_FLUSH(cgrp) (so: sleepable programs only), then the
  *	cgroup's totals, zero when it never counted anything.
+ * RS_DUMP(name, fmt, args...)  a cgroup iterator printing a line of rs_read()'s.
  *
  * The flushes are serialised by the rstat lock: the totals need no atomics.
  * The locked adds (the first counter in rs_count(), rs_flushes in rs_flush)
@@ -45,7 +46,7 @@ struct {
 	__type(value, struct rs_total);
 } rs_totals SEC(".maps");
 
-const volatile bool rs_broken;	/* set before load: the flush forgets the parent */
+bool rs_broken;			/* set by userspace: the flush forgets the parent */
 __u64 rs_flushes;		/* bpf_rstat_flush() calls */
 __u64 rs_folded;		/* ... that found a per-CPU delta */
 __u64 rs_map_errors;		/* a map update failed: counts were lost */
@@ -124,6 +125,21 @@ static __always_inline const struct rs_total *rs_read(struct cgroup *cgrp)
 	RSTAT_FLUSH(cgrp);	/* children first; may sleep */
 	t = bpf_map_lookup_elem(&rs_totals, &id);
 	return t ?: &rs_none;
+}
+
+/* a sleepable cgroup iterator printing, per cgroup, @fmt of @args: of cgrp and its totals t */
+#define RS_DUMP(name, fmt, args...)					\
+SEC("iter.s/cgroup")							\
+int name(struct bpf_iter__cgroup *ctx)					\
+{									\
+	struct cgroup *cgrp = ctx->cgroup;				\
+	const struct rs_total *t;					\
+									\
+	if (!cgrp)							\
+		return 0;	/* the end of the walk */		\
+	t = rs_read(cgrp);						\
+	BPF_SEQ_PRINTF(ctx->meta->seq, fmt, args);			\
+	return 0;							\
 }
 
 #endif /* SELFTESTS_LIB_RSTAT_COUNTERS_BPF_H */

@@ -8,25 +8,13 @@
  * updates unfolded: TOL pages (twice for byte/KiB items), TOL counts, events
  * exact; agreement gets 3 attempts, freshness 1 (3 before 6.8: 6.1's flush).
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
+#include "selftest.h"
 #include <signal.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
-#include <sys/utsname.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <linux/magic.h>
 
-#include "check.h"
-#include "cg_util.h"
-#include "bpf_util.h"
 #include "memcg_kfuncs.h"
 #include "memcg_kfuncs.skel.h"
 #include "memcg_kfuncs_neg.skel.h"
@@ -53,23 +41,20 @@ static const char *const pcall[NR_PROBES] = { MK_PROBES(MK_PCALL) };
 
 enum { CG_P, CG_C, CG_N, CG_L, CG_E, CG_H, NUM_CG };
 
-static const char *const cg_rel[NUM_CG] = {
-	"", "/child", "/nomem", "/nomem/leaf", "/flushed", "/high",
+/* memory for P's children (C, N, E, H), not for N's (L) */
+static struct cg_node cgs[NUM_CG] = {
+	[CG_P] = { "P", -1, "+memory" }, [CG_C] = { "child", CG_P }, [CG_N] = { "nomem", CG_P },
+	[CG_L] = { "nomem/leaf", CG_N }, [CG_E] = { "flushed", CG_P }, [CG_H] = { "high", CG_P },
 };
-static struct {
-	char path[CG_PATH_MAX];
-	unsigned long long id;
-	struct bpf_link *link;
-} cgs[NUM_CG];
+static struct bpf_link *links[NUM_CG];	/* SELF_ONLY */
 
 static struct memcg_kfuncs_bpf *skel;
 static const void *neg_elf;		/* memcg_kfuncs_neg.bpf.o: refused programs */
 static size_t neg_sz;
 static struct bpf_link *walk_link;	/* P's DESCENDANTS_PRE walk, for E */
-static const char *cg_mnt;
 static long page_size;
 static long long tol_units, tp;	/* TOL; in pages' bytes */
-static int kmaj, kmin, kver;	/* kver: 611 for 6.11 */
+static int kver;		/* 611 for 6.11 */
 static volatile pid_t worker_pid;
 static char scratch_file[PATH_MAX];	/* H's page cache */
 static int sv[2] = { -1, -1 };	/* the worker's socket: commands, acks */
@@ -109,7 +94,7 @@ static int read_rec(int cgi, struct mk_rec *r, bool probe)
 	skel->bss->mode = mode;
 	skel->bss->records = 0;
 	skel->bss->target_cgid = cgs[cgi].id;
-	n = bu_read_iter(cgi == CG_E ? walk_link : cgs[cgi].link, buf, sizeof(buf));
+	n = bu_read_iter(cgi == CG_E ? walk_link : links[cgi], buf, sizeof(buf));
 	if (n != (ssize_t)sizeof(*r) || skel->bss->records != 1 || buf[0].magic != MK_MAGIC + mode ||
 	    buf[0].cgid != cgs[cgi].id)
 		return check_fail("iterator on %c: %zd bytes (expected %zu), %u records (1), magic 0x%llx (0x%llx), cgroup id %llu (%llu)",
@@ -125,7 +110,7 @@ static int read_rec(int cgi, struct mk_rec *r, bool probe)
 	return 0;
 }
 
-static int check_load(void)
+static int check_load_sleepable_iter(void)
 {
 	skel = memcg_kfuncs_bpf__open_and_load();
 	if (!skel)
@@ -133,31 +118,26 @@ static int check_load(void)
 	return skel ? KSFT_PASS : check_fail("loading the iter.s/cgroup program: %s", strerror(errno));
 }
 
-static int check_setup(void)
+static int check_cgroup_setup(void)
 {
 	struct bpf_program *prog = skel->progs.memcg_read;
-	int i = cg_find_root(&cg_mnt, "memory");
+	const char *mnt;
+	int i = cg_find_root(&mnt, "memory") ?: cg_tree_create(mnt, "memcg_kfuncs", cgs, NUM_CG);
 
 	if (i != KSFT_PASS)
 		return i;
 	for (i = 0; i < NUM_CG; i++) {
-		snprintf(cgs[i].path, CG_PATH_MAX, "%s/memcg_kfuncs.%d%s", cg_mnt,
-			 (int)getpid(), cg_rel[i]);
-		/* memory for P's children (C, N, E, H), not for N's (L) */
-		if (cg_create(cgs[i].path) || (i == CG_P && cg_enable(cgs[i].path, "+memory")))
-			return check_fail("creating %s: %s", cgs[i].path, strerror(errno));
-		cgs[i].id = cg_id(cgs[i].path);
 		if ((cg_read_key(cgs[i].path, "memory.stat", "anon") >= 0) != (i != CG_L))
 			return check_fail("%s: memory.stat %s", cgs[i].path,
 					  i == CG_L ? "exists without +memory" : "missing");
-		/* E has no link of its own (see check_no_reference()); P a walk too */
+		/* E has no link of its own (see check_flush_keeps_no_reference()); P a walk too */
 		if (i != CG_E)
-			cgs[i].link = bu_attach_cgroup_iter(prog, cgs[i].path,
-							    BPF_CGROUP_ITER_SELF_ONLY);
+			links[i] = bu_attach_cgroup_iter(prog, cgs[i].path,
+							 BPF_CGROUP_ITER_SELF_ONLY);
 		if (i == CG_P)
 			walk_link = bu_attach_cgroup_iter(prog, cgs[i].path,
 							  BPF_CGROUP_ITER_DESCENDANTS_PRE);
-		if ((i != CG_E && !cgs[i].link) || (i == CG_P && !walk_link)) {
+		if ((i != CG_E && !links[i]) || (i == CG_P && !walk_link)) {
 			bu_print_log();
 			return check_fail("attaching iterators to %s: %s", cgs[i].path,
 					  strerror(errno));
@@ -195,12 +175,12 @@ static int check_probes(void)
 	return verdict[0];
 }
 
-static int check_nonsleepable_flush(void)
+static int check_nonsleepable_flush_rejected(void)
 {
 	return bu_refused(neg_elf, neg_sz, "memcg_flush_in_plain_iter", "sleep") ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_untrusted(void)
+static int check_untrusted_cgroup_rejected(void)
 {
 	static const char *const cases[][2] = {
 		{ "get_untrusted", "must be a rcu pointer" }, { "leak", "Unreleased reference" },
@@ -269,14 +249,12 @@ static int worker_ack(const char *cmd)
 /* the worker and H's file go; async-signal-safe (also run on SIGTERM) */
 static void stop_worker(void)
 {
-	if (worker_pid > 0 && !kill(worker_pid, SIGKILL))
-		waitpid(worker_pid, NULL, 0);
-	worker_pid = 0;
+	cg_reap(&worker_pid);
 	if (scratch_file[0])
 		unlink(scratch_file);
 }
 
-static int check_charge(void)
+static int check_charge_memory_in_child(void)
 {
 	int err;
 
@@ -299,7 +277,7 @@ static void in_range(bool *ok, bool print, const char *what, long long v, long l
 		ksft_print_msg("%s %lld, expected [%lld, %lld]\n", what, v, lo, hi);
 }
 
-static int check_amounts(void)
+static int check_child_values_match_created(void)
 {
 	long long all = SHMEM_BYTES + MAPPED_BYTES;
 	struct mk_rec r;
@@ -365,18 +343,18 @@ static bool agree(int cgi, const char *file, struct mk_rec *out)
 	return !bad;
 }
 
-static int check_child_stat(void)
+static int check_child_matches_memory_stat(void)
 {
 	return agree(CG_C, "memory.stat", NULL) ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_parent_stat(void)
+static int check_parent_matches_memory_stat(void)
 {
 	return agree(CG_P, "memory.stat", NULL) ? KSFT_PASS : KSFT_FAIL;
 }
 
 /* every field of P >= C - tolerance; anon/file/shmem/file_mapped/pgfault ~= C */
-static int check_hierarchy(void)
+static int check_parent_includes_child(void)
 {
 	struct mk_rec p, c;
 	bool ok = true;
@@ -396,7 +374,7 @@ static int check_hierarchy(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_staleness(void)
+static int check_flush_makes_new_memory_visible(void)
 {
 	int k, err, attempt, last = kver < 608 ? 3 : 1;
 	long long want = MORE_ANON_BYTES;
@@ -429,7 +407,7 @@ static int check_staleness(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-static int check_usage(void)
+static int check_usage_matches_memory_current(void)
 {
 	struct mk_rec c = {}, p = {};
 	bool ok = agree(CG_C, "memory.current", &c);
@@ -455,7 +433,7 @@ static int write_over_high(void *arg)
 	return fd < 0 ? 2 : 0;
 }
 
-static int check_memory_events(void)
+static int check_memory_events_match_memory_events(void)
 {
 	const char *dir = getenv("HARNESS_SCRATCH") ?: "/tmp";
 	char *path = scratch_file, high[32];
@@ -484,7 +462,7 @@ static int check_memory_events(void)
 
 /* E, got + flushed + put 8 times and removed, must stop dying within 10 s; read
  * through P's walk: a link would pin it until an RCU tasks-trace grace period */
-static int check_no_reference(void)
+static int check_flush_keeps_no_reference(void)
 {
 	long long before, now = -1;
 	struct mk_rec r;
@@ -509,14 +487,14 @@ static int check_no_reference(void)
 			  now, before);
 }
 
-static int check_cleanup(void)
+static int check_cgroup_cleanup(void)
 {
 	int i;
 
 	stop_worker();
 	bpf_link__destroy(walk_link);
 	for (i = 0; i < NUM_CG; i++)
-		bpf_link__destroy(cgs[i].link);
+		bpf_link__destroy(links[i]);
 	memcg_kfuncs_bpf__destroy(skel);
 	if (!cgs[CG_P].path[0])
 		return check_skip("no cgroups were created");
@@ -530,35 +508,30 @@ int main(void)
 		"bpf_mem_cgroup_page_state", "bpf_mem_cgroup_vm_events",
 		"bpf_mem_cgroup_memory_events", "bpf_mem_cgroup_usage", NULL };
 	static const struct check checks[] = {
-		{ "load_sleepable_iter", check_load, NULL },
-		{ "cgroup_setup", check_setup, "load_sleepable_iter" },
+		CHECK(load_sleepable_iter),
+		CHECK(cgroup_setup, load_sleepable_iter),
 		/* first: a missing check would hit a WARN_ONCE that fires once per boot */
-		{ "bad_items_einval", check_probes, "cgroup_setup" },
-		{ "untracked_items_einval", check_probes, "cgroup_setup" },
-		{ "no_memcg_enoent", check_probes, "cgroup_setup" },
-		{ "nonsleepable_flush_rejected", check_nonsleepable_flush, NULL },
-		{ "untrusted_cgroup_rejected", check_untrusted, NULL },
-		{ "charge_memory_in_child", check_charge, "cgroup_setup" },
-		{ "child_values_match_created", check_amounts, "charge_memory_in_child" },
-		{ "child_matches_memory_stat", check_child_stat, "charge_memory_in_child" },
-		{ "parent_matches_memory_stat", check_parent_stat, "charge_memory_in_child" },
-		{ "parent_includes_child", check_hierarchy, "charge_memory_in_child" },
-		{ "flush_makes_new_memory_visible", check_staleness, "charge_memory_in_child" },
-		{ "usage_matches_memory_current", check_usage, "charge_memory_in_child" },
-		{ "memory_events_match_memory_events", check_memory_events, "cgroup_setup" },
-		{ "flush_keeps_no_reference", check_no_reference, "cgroup_setup" },
-		{ "cgroup_cleanup", check_cleanup, NULL },
+		CHECK_BY(bad_items_einval, check_probes, cgroup_setup),
+		CHECK_BY(untracked_items_einval, check_probes, cgroup_setup),
+		CHECK_BY(no_memcg_enoent, check_probes, cgroup_setup),
+		CHECK(nonsleepable_flush_rejected),
+		CHECK(untrusted_cgroup_rejected),
+		CHECK(charge_memory_in_child, cgroup_setup),
+		CHECK(child_values_match_created, charge_memory_in_child),
+		CHECK(child_matches_memory_stat, charge_memory_in_child),
+		CHECK(parent_matches_memory_stat, charge_memory_in_child),
+		CHECK(parent_includes_child, charge_memory_in_child),
+		CHECK(flush_makes_new_memory_visible, charge_memory_in_child),
+		CHECK(usage_matches_memory_current, charge_memory_in_child),
+		CHECK(memory_events_match_memory_events, cgroup_setup),
+		CHECK(flush_keeps_no_reference, cgroup_setup),
+		CHECK(cgroup_cleanup),
 	};
-	struct utsname u;
-
-	bu_capture_log();
 	neg_elf = memcg_kfuncs_neg_bpf__elf_bytes(&neg_sz);
 	cg_on_signal(stop_worker);
 	page_size = sysconf(_SC_PAGESIZE);
 	tol_units = 2LL * 64 /* MEMCG_CHARGE_BATCH */ * sysconf(_SC_NPROCESSORS_ONLN);
 	tp = tol_units * page_size;
-	if (!uname(&u))
-		sscanf(u.release, "%d.%d", &kmaj, &kmin);
-	kver = kmaj * 100 + kmin;
+	kver = kernel_version();
 	return checks_run(checks, ARRAY_SIZE(checks), bu_missing_funcs(need));
 }

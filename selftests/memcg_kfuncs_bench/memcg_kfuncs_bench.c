@@ -10,23 +10,12 @@
  * flush may fold in) and show the charged shmem exactly; every timed read
  * must deliver its record.  Measurements go to $HARNESS_METRICS.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
+#include "selftest.h"
 #include <math.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "bpf_util.h"
-#include "cg_util.h"
-#include "check.h"
 #include "memcg_kfuncs_bench.h"
 #include "memcg_kfuncs_bench.skel.h"
 
@@ -38,29 +27,28 @@
 static const char *const field_key[NR_BFIELDS] = { MB_FIELDS(MB_KEY) };
 
 enum method { M_READ, M_PARSE, M_ITER_SELF, M_ITER_TREE, M_SYSCALL, NR_METHODS };
-static const char *const method_name[NR_METHODS] = {
-	"memstat_read", "memstat_parse", "iter_self", "iter_tree", "syscall_run",
-};
-
-static const char *const method_desc[NR_METHODS] = {
-	"memory.stat pread, no parsing", "memory.stat pread + parse 8 fields",
-	"iter.s/cgroup, SELF_ONLY link per cgroup", "iter.s/cgroup, one DESCENDANTS_PRE link",
-	"syscall program, one BPF_PROG_RUN per read",
+/* each method's metrics name and what it does */
+static const struct {
+	const char *name, *desc;
+} method[NR_METHODS] = {
+	{ "memstat_read", "memory.stat pread, no parsing" },
+	{ "memstat_parse", "memory.stat pread + parse 8 fields" },
+	{ "iter_self", "iter.s/cgroup, SELF_ONLY link per cgroup" },
+	{ "iter_tree", "iter.s/cgroup, one DESCENDANTS_PRE link" },
+	{ "syscall_run", "syscall program, one BPF_PROG_RUN per read" },
 };
 
 struct meas {
 	bool done, valid;
-	int n;					/* rounds timed */
-	double elapsed, user, sys, med, min, max, *us;	/* us: per read, per round */
-	long long reads;
+	int n;				/* rounds timed */
+	double elapsed, user, sys, *us;	/* us: per read, per round */
+	struct stats st;		/* of us */
 };
 
 /* one cgroup count: the cgroups, what an agent keeps open, the results */
 struct config {
 	int n, rounds;
-	char parent[CG_PATH_MAX];
-	char (*path)[CG_PATH_MAX];
-	unsigned long long parent_id, *id;
+	struct cg_node *tree, *cg;	/* tree[0]: the parent of the n cgroups cg = tree + 1 */
 	int *msfd;
 	struct bpf_link **link, *tree_link;
 	__s64 (*vals)[NR_BFIELDS];
@@ -72,7 +60,7 @@ static struct memcg_kfuncs_bench_bpf *skel;
 static struct config configs[MAX_CONFIGS], *cur;
 static int nconfigs, reads_n = 2000;
 static bool use_sscanf, with_syscall;
-static char top[CG_PATH_MAX], tmpfs[64] = "/tmp/memcg_kfuncs_bench.XXXXXX";
+static char tmpfs[64] = "/tmp/memcg_kfuncs_bench.XXXXXX";
 static char membuf[MEMSTAT_BUF], page_data[8 * 4096];
 static long page_size;
 static size_t klen[NR_BFIELDS];
@@ -81,13 +69,6 @@ static pid_t holder = -1;
 
 static int file_pages(int i) { return 1 + i % 8; }
 static int anon_pages(int i) { return 4 + i % 5; }
-
-static void stop_holder(void)
-{
-	if (holder > 0 && !kill(holder, SIGKILL))
-		waitpid(holder, NULL, 0);
-	holder = -1;
-}
 
 /* in a child inside cgroup i: a tmpfs file of file_pages(i), anon_pages(i) touched */
 static int charge(void *arg)
@@ -135,24 +116,12 @@ static int parse(char *buf, size_t len, __s64 *vals)
 	return found;
 }
 
-static int by_id(const struct config *c, unsigned long long id)
-{
-	int i;
-
-	for (i = 0; i < c->n; i++)
-		if (c->id[i] == id)
-			return i;
-	return -1;
-}
-
 static bool rec_ok(const struct config *c, const struct mb_rec *r, int i)
 {
-	if (i >= 0 && r->id == c->id[i] && !r->flush_ret)
-		return true;
-	ksft_print_msg("record of cgroup id %llu (expected %llu): flush_ret %lld\n",
-		       (unsigned long long)r->id, i >= 0 ? c->id[i] : 0ULL,
-		       (long long)r->flush_ret);
-	return false;
+	return expect(NULL, i >= 0 && r->id == c->cg[i].id && !r->flush_ret,
+		      "record of cgroup id %llu (expected %llu): flush_ret %lld",
+		      (unsigned long long)r->id, i >= 0 ? c->cg[i].id : 0ULL,
+		      (long long)r->flush_ret);
 }
 
 /* one round: every cgroup read once by method m; false on a bad read */
@@ -165,7 +134,7 @@ static bool run_round(struct config *c, int m)
 
 	if (m == M_ITER_TREE) {
 		skel->bss->mode = MB_MODE_TREE;
-		skel->bss->skip_id = c->parent_id;
+		skel->bss->skip_id = c->tree[0].id;
 		skel->bss->nrec = skel->bss->overflow = 0;
 		if (bu_read_iter(c->tree_link, buf, sizeof(buf)) < 0 ||
 		    skel->bss->nrec != (unsigned int)c->n || skel->bss->overflow)
@@ -173,7 +142,7 @@ static bool run_round(struct config *c, int m)
 					   skel->bss->nrec, c->n);
 		memcpy(c->recs, skel->bss->recs, c->n * sizeof(*c->recs));
 		for (i = 0; i < c->n; i++)
-			if (!rec_ok(c, &c->recs[i], by_id(c, c->recs[i].id)))
+			if (!rec_ok(c, &c->recs[i], cg_tree_find(c->cg, c->n, c->recs[i].id)))
 				return false;
 		return true;
 	}
@@ -182,21 +151,21 @@ static bool run_round(struct config *c, int m)
 		if (m == M_READ || m == M_PARSE) {
 			n = pread(c->msfd[i], membuf, sizeof(membuf) - 1, 0);
 			if (n <= 0)
-				return !check_fail("pread %s/memory.stat: %zd", c->path[i], n);
+				return !check_fail("pread %s/memory.stat: %zd", c->cg[i].path, n);
 			membuf[n] = '\0';
 			if (m == M_PARSE && parse(membuf, n, c->vals[i]) != NR_BFIELDS)
-				return !check_fail("%s/memory.stat: fields missing", c->path[i]);
+				return !check_fail("%s/memory.stat: fields missing", c->cg[i].path);
 			continue;
 		}
 		if (m == M_SYSCALL) {
-			skel->bss->sys_id = c->id[i];
+			skel->bss->sys_id = c->cg[i].id;
 			fd = bpf_program__fd(skel->progs.memcg_bench_syscall);
 			if (bpf_prog_test_run_opts(fd, &opts))
 				return !check_fail("BPF_PROG_RUN: %s", strerror(errno));
 			c->recs[i] = skel->bss->sysrec;
 		} else if (bu_read_iter(c->link[i], &c->recs[i], sizeof(c->recs[i])) !=
 			   sizeof(c->recs[i])) {
-			return !check_fail("iterator on %s: no record", c->path[i]);
+			return !check_fail("iterator on %s: no record", c->cg[i].path);
 		}
 		if (!rec_ok(c, &c->recs[i], i))
 			return false;
@@ -229,7 +198,7 @@ static void teardown(struct config *c)
 {
 	int i;
 
-	stop_holder();
+	cg_reap(&holder);
 	for (i = 0; c->link && i < c->n; i++) {
 		bpf_link__destroy(c->link[i]);
 		if (c->msfd[i] >= 0)
@@ -238,21 +207,18 @@ static void teardown(struct config *c)
 	bpf_link__destroy(c->tree_link);
 	c->tree_link = NULL;
 	c->link = NULL;
-	cg_destroy_all();	/* the config's cgroups; top is made again */
+	cg_destroy_all();	/* the config's cgroups */
 }
 
 static bool open_config(struct config *c)
 {
 	int i;
 
-	c->tree_link = bu_attach_cgroup_iter(skel->progs.memcg_bench, c->parent,
+	c->tree_link = bu_attach_cgroup_iter(skel->progs.memcg_bench, c->tree[0].path,
 					     BPF_CGROUP_ITER_DESCENDANTS_PRE);
 	for (i = 0; c->tree_link && i < c->n; i++) {
-		char file[CG_PATH_MAX + 16];
-
-		snprintf(file, sizeof(file), "%s/memory.stat", c->path[i]);
-		c->msfd[i] = open(file, O_RDONLY | O_CLOEXEC);
-		c->link[i] = bu_attach_cgroup_iter(skel->progs.memcg_bench, c->path[i],
+		c->msfd[i] = cg_open(c->cg[i].path, "memory.stat", O_RDONLY);
+		c->link[i] = bu_attach_cgroup_iter(skel->progs.memcg_bench, c->cg[i].path,
 						   BPF_CGROUP_ITER_SELF_ONLY);
 		if (c->msfd[i] < 0 || !c->link[i])
 			return false;
@@ -270,28 +236,16 @@ static int check_setup(void)
 	if (cur)
 		teardown(cur);
 	c = cur = cur ? cur + 1 : configs;
-	err = cg_find_root(&root, "memory");
-	if (err != KSFT_PASS)
+	snprintf(name, sizeof(name), "memcg_kfuncs_bench.cg%d", c->n);
+	err = cg_find_root(&root, "memory") ?: cg_tree_create(root, name, c->tree, c->n + 1);
+	if (err)
 		return err;
-	snprintf(name, sizeof(name), "memcg_kfuncs_bench.%d", getpid());
-	cg_name(top, root, name);
-	snprintf(name, sizeof(name), "cg%d", c->n);
-	if ((cg_create(top) && errno != EEXIST) || cg_enable(top, "+memory") ||
-	    cg_create(cg_name(c->parent, top, name)) || cg_enable(c->parent, "+memory"))
-		return check_fail("creating %s: %s", c->parent, strerror(errno));
-	c->parent_id = cg_id(c->parent);
-	for (i = 0; i < c->n; i++) {
-		snprintf(name, sizeof(name), "c%04d", i);
-		if (cg_create(cg_name(c->path[i], c->parent, name)))
-			return check_fail("creating %s: %s", c->path[i], strerror(errno));
-		c->id[i] = cg_id(c->path[i]);
-	}
 	for (i = 1; i < c->n; i++)
-		if ((err = cg_run(c->path[i], charge, (void *)(long)i)))
-			return check_fail("charging %s: status %d", c->path[i], err);
-	holder = cg_spawn(c->path[0], charge, (void *)0L);
+		if ((err = cg_run(c->cg[i].path, charge, (void *)(long)i)))
+			return check_fail("charging %s: status %d", c->cg[i].path, err);
+	holder = cg_spawn(c->cg[0].path, charge, (void *)0L);
 	if (holder < 0 || !open_config(c))
-		return check_fail("holder or iterator links for %s: %s", c->parent,
+		return check_fail("holder or iterator links for %s: %s", c->tree[0].path,
 				  strerror(errno));
 	return KSFT_PASS;
 }
@@ -302,7 +256,8 @@ static bool charged(struct config *c)
 	int tries, i = 0;
 
 	for (tries = 0; tries < 5; tries++, usleep(2500000)) {
-		cg_read(c->parent, "memory.stat", membuf, sizeof(membuf));	/* a flush */
+		/* reading the parent's memory.stat flushes */
+		cg_read(c->tree[0].path, "memory.stat", membuf, sizeof(membuf));
 		if (!run_round(c, M_PARSE))
 			return false;
 		for (i = 0; i < c->n; i++)
@@ -313,7 +268,7 @@ static bool charged(struct config *c)
 		if (i == c->n)
 			return true;
 	}
-	return !check_fail("%s: memory.stat never showed the charged memory", c->path[i]);
+	return !check_fail("%s: memory.stat never showed the charged memory", c->cg[i].path);
 }
 
 /* one sample of every method for every cgroup: all agree with memory.stat */
@@ -329,7 +284,8 @@ static int check_agree(void)
 			continue;
 		ok = run_round(c, m);
 		for (k = 0; ok && k < c->n; k++)	/* tree records: walk order */
-			kf[(size_t)by_id(c, c->recs[k].id) * NR_METHODS + m] = c->recs[k];
+			kf[(size_t)cg_tree_find(c->cg, c->n, c->recs[k].id) * NR_METHODS + m] =
+				c->recs[k];
 	}
 	ok = ok && run_round(c, M_PARSE);
 	for (i = 0; ok && i < c->n; i++) {
@@ -339,7 +295,7 @@ static int check_agree(void)
 			if (m == M_SYSCALL && !with_syscall)
 				continue;
 			expect(&ok, v[B_shmem] == (__s64)file_pages(i) * page_size,
-			       "%s %s: shmem %lld, charged %lld", c->path[i], method_name[m],
+			       "%s %s: shmem %lld, charged %lld", c->cg[i].path, method[m].name,
 			       (long long)v[B_shmem], (long long)file_pages(i) * page_size);
 			for (f = 0; f < NR_BFIELDS; f++) {
 				long long tol = tol_units * (f >= B_workingset_refault_anon ? 1 : page_size);
@@ -349,7 +305,7 @@ static int check_agree(void)
 				exact += !d;
 				expect(&ok, v[f] >= 0 && llabs(d) <= tol,
 				       "%s %s: %s %lld, memory.stat %lld (tolerance %lld)",
-				       c->path[i], method_name[m], field_key[f],
+				       c->cg[i].path, method[m].name, field_key[f],
 				       (long long)v[f], (long long)c->vals[i][f], tol);
 			}
 		}
@@ -371,7 +327,6 @@ static int check_measure(void)
 	unsigned long long t0, t1 = 0, start;
 	struct rusage r0, r1;
 	bool ok = true;
-	double *sorted;
 	int m, r;
 
 	c->rounds = reads_n / c->n > 0 ? reads_n / c->n : 1;
@@ -382,10 +337,9 @@ static int check_measure(void)
 			continue;
 		if (!run_round(c, m))	/* warm-up (first-read allocations), not timed */
 			return KSFT_FAIL;
-		me->us = calloc(2 * c->rounds, sizeof(double));
+		me->us = calloc(c->rounds, sizeof(double));
 		if (!me->us)
 			return check_fail("out of memory");
-		sorted = me->us + c->rounds;
 		getrusage(RUSAGE_SELF, &r0);
 		/* a sample: one round's time per read (a clock read per round) */
 		for (r = 0, start = t0 = now_ns(); r < c->rounds && run_round(c, m); r++, t0 = t1) {
@@ -396,18 +350,14 @@ static int check_measure(void)
 		getrusage(RUSAGE_SELF, &r1);
 		me->user = seconds(&r1.ru_utime) - seconds(&r0.ru_utime);
 		me->sys = seconds(&r1.ru_stime) - seconds(&r0.ru_stime);
-		memcpy(sorted, me->us, r * sizeof(double));
-		me->med = median(sorted, r);
-		me->min = sorted[0];
-		me->max = r ? sorted[r - 1] : 0;
+		stats_of(me->us, r, &me->st);
 		me->n = r;
 		me->done = true;
-		me->valid = r == c->rounds && me->med > 0;
-		me->reads = (long long)r * c->n;
+		me->valid = r == c->rounds && me->st.median > 0;
 		ok &= me->valid;
 		ksft_print_msg("%-14s %d cgroups: %8.2f us/read median of %d rounds (min %.2f, max %.2f; user %.3f s, sys %.3f s)\n",
-			       method_name[m], c->n, me->med, r, me->min, me->max, me->user,
-			       me->sys);
+			       method[m].name, c->n, me->st.median, r, me->st.min, me->st.max,
+			       me->user, me->sys);
 	}
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
@@ -426,7 +376,8 @@ static int check_cleanup(void)
 
 static double ratio(const struct meas *a, const struct meas *b, bool cpu)
 {
-	double x = cpu ? a->user + a->sys : a->med, y = cpu ? b->user + b->sys : b->med;
+	double x = cpu ? a->user + a->sys : a->st.median;
+	double y = cpu ? b->user + b->sys : b->st.median;
 
 	return a->valid && b->valid && y > 0 ? x / y : NAN;
 }
@@ -447,8 +398,8 @@ static void write_ratios(bool cpu, char *summary, size_t len)
 			const struct meas *m = configs[k].m;
 			double x = ratio(&m[pairs[p][0]], &m[pairs[p][1]], cpu);
 
-			snprintf(key, sizeof(key), "%s/%s@%d", method_name[pairs[p][0]],
-				 method_name[pairs[p][1]], configs[k].n);
+			snprintf(key, sizeof(key), "%s/%s@%d", method[pairs[p][0]].name,
+				 method[pairs[p][1]].name, configs[k].n);
 			metrics_num(key, x);
 			if (!cpu && p >= 2 && p <= 4 && x == x)
 				snprintf(summary + strlen(summary), len - strlen(summary),
@@ -473,10 +424,10 @@ static void write_metrics(void)
 	metrics_arr("cgroups");
 	for (k = 0; k < nconfigs; k++)
 		metrics_int(NULL, configs[k].n);
-	metrics_arr_end();
+	metrics_end();
 	metrics_obj("method_descriptions");
 	for (m = 0; m < NR_METHODS; m++)
-		metrics_str(method_name[m], method_desc[m]);
+		metrics_str(method[m].name, method[m].desc);
 	metrics_end();
 	metrics_obj("methods");
 	for (k = 0; k < nconfigs; k++) {
@@ -485,15 +436,15 @@ static void write_metrics(void)
 
 			if (!me->done)
 				continue;
-			snprintf(key, sizeof(key), "%s@%d", method_name[m], configs[k].n);
+			snprintf(key, sizeof(key), "%s@%d", method[m].name, configs[k].n);
 			metrics_obj(key);
 			metrics_num("elapsed_s", me->elapsed);
 			metrics_num("user_s", me->user);
 			metrics_num("sys_s", me->sys);
-			metrics_int("reads", me->reads);
+			metrics_int("reads", (long long)me->n * configs[k].n);
 			metrics_int("rounds", configs[k].rounds);
 			metrics_bool("valid", me->valid);
-			metrics_measure(me->us, me->n, "us_per_read", "lower");
+			metrics_measure(NULL, me->us, me->n, "us_per_read", "lower");
 			metrics_end();
 		}
 	}
@@ -509,8 +460,7 @@ static void write_metrics(void)
 
 static void on_signal(void)
 {
-	if (holder > 0)
-		kill(holder, SIGKILL);
+	cg_reap(&holder);
 	umount2(tmpfs, MNT_DETACH);
 }
 
@@ -540,7 +490,7 @@ int main(int argc, char **argv)
 	static struct check checks[2 + 3 * MAX_CONFIGS];
 	static char names[3 * MAX_CONFIGS][32];
 	struct rlimit rl = { 65536, 65536 };
-	int k, n = 0, ret;
+	int k, i, n = 0, ret;
 
 	if (!parse_args(argc, argv))
 		ksft_exit_fail_msg("usage: %s --reads N --cgroups 1,100 [--parser sscanf]\n",
@@ -551,8 +501,11 @@ int main(int argc, char **argv)
 
 		if (c->n < 1 || c->n > MB_MAX_TREE)
 			ksft_exit_fail_msg("--cgroups: counts of 1..%d\n", MB_MAX_TREE);
-		c->path = calloc(c->n, sizeof(*c->path));
-		c->id = calloc(c->n, sizeof(*c->id));
+		c->tree = calloc(c->n + 1, sizeof(*c->tree));	/* each cgroup's parent: 0 */
+		c->cg = c->tree + 1;
+		c->tree[0] = (struct cg_node){ .parent = -1, .enable = "+memory" };
+		for (i = 0; i < c->n; i++)
+			snprintf(c->cg[i].rel, sizeof(c->cg[i].rel), "c%04d", i);
 		c->msfd = malloc(c->n * sizeof(*c->msfd));
 		memset(c->msfd, 0xff, c->n * sizeof(*c->msfd));	/* -1: not open */
 		c->link = calloc(c->n, sizeof(*c->link));
@@ -575,7 +528,6 @@ int main(int argc, char **argv)
 	if (!mkdtemp(tmpfs) || mount("tmpfs", tmpfs, "tmpfs", 0, "size=512m,mode=0700"))
 		ksft_exit_fail_msg("tmpfs at %s: %s\n", tmpfs, strerror(errno));
 	cg_on_signal(on_signal);
-	bu_capture_log();
 	ret = checks_run(checks, n, NULL);
 	write_metrics();
 	return ret;

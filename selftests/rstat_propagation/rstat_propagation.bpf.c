@@ -30,16 +30,4 @@ int BPF_PROG(rp_attach, struct cgroup *dst, const char *path,
 	return 0;
 }
 
-SEC("iter.s/cgroup")
-int rp_dump(struct bpf_iter__cgroup *ctx)
-{
-	struct cgroup *cgrp = ctx->cgroup;
-	const struct rs_total *t;
-
-	if (!cgrp)
-		return 0;
-	t = rs_read(cgrp);
-	BPF_SEQ_PRINTF(ctx->meta->seq, "%llu %llu %llu %llu\n", cgrp->kn->id, t->total[0],
-		       t->own[0], t->pending[0]);
-	return 0;
-}
+RS_DUMP(rp_dump, "%llu %llu %llu %llu\n", cgrp->kn->id, t->total[0], t->own[0], t->pending[0])

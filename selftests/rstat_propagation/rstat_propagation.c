@@ -9,19 +9,7 @@
  * its descendants'; 6 more moves into a2 must grow exactly a2 and its
  * ancestors by 6.  "--broken": the flush does not propagate (must FAIL).
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include "check.h"
-#include "cg_util.h"
-#include "bpf_util.h"
+#include "selftest.h"
 #define RS_NR 1
 #include "rstat_counters.h"
 #include "rstat_propagation.skel.h"
@@ -29,18 +17,13 @@
 
 enum { ROOT, A, A1, A2, B, B1, B2, NR };	/* pre-order */
 
-static const struct node {
-	const char *name;
-	int parent;	/* -1: the test root's parent */
-	int moves;	/* distinct counts: a mix-up cannot add up right */
-} nodes[NR] = {
-	[ROOT] = { "root",	-1,	1 },
-	[A]    = { "a",		ROOT,	2 },
-	[A1]   = { "a/a1",	A,	3 },
-	[A2]   = { "a/a2",	A,	5 },
-	[B]    = { "b",		ROOT,	4 },
-	[B1]   = { "b/b1",	B,	7 },
-	[B2]   = { "b/b2",	B,	0 },
+static struct cg_node nodes[NR] = {
+	[ROOT] = { "root", -1 }, [A] = { "a", ROOT }, [A1] = { "a/a1", A }, [A2] = { "a/a2", A },
+	[B] = { "b", ROOT }, [B1] = { "b/b1", B }, [B2] = { "b/b2", B },
+};
+/* the moves into each: distinct counts, so that a mix-up cannot add up right */
+static const int moves[NR] = {
+	[ROOT] = 1, [A] = 2, [A1] = 3, [A2] = 5, [B] = 4, [B1] = 7, [B2] = 0,
 };
 #define EXTRA_NODE	A2
 #define EXTRA_MOVES	6
@@ -53,8 +36,8 @@ struct row {
 static struct rstat_propagation_bpf *skel;
 static struct bpf_link *iter;
 static bool broken;
-static char path[NR][CG_PATH_MAX], park[CG_PATH_MAX];
-static unsigned long long ids[NR];
+/* <cgroup2>/rstat_prop_park.<pid> */
+static struct cg_node park = { .rel = "park", .parent = -1 };
 static int moved[NR];
 static pid_t child = -1;
 static struct row now[NR];
@@ -67,60 +50,37 @@ static int check_load_attach(void)
 
 	if (broken)
 		ksft_print_msg("BROKEN flush (--broken): nothing is pushed to the parent\n");
-	skel = calloc(1, sizeof(*skel));
-	err = skel ? rstat_propagation_bpf__create_skeleton(skel) : -ENOMEM;
-	err = err ?: BU_OPEN_RSTAT(skel, rstat_propagation_css_bpf);
-	if (!err) {
-		skel->rodata->rs_broken = broken;
-		bpf_program__set_autoattach(skel->progs.rp_dump, false);	/* per tree */
-		err = rstat_propagation_bpf__load(skel) ?: rstat_propagation_bpf__attach(skel);
-	}
-	if (err) {
-		ksft_print_msg("open/load/attach failed: %s\n", strerror(-err));
-		bu_print_log();
-		return KSFT_FAIL;
-	}
+	err = BU_LOAD_RSTAT(skel, rstat_propagation, NULL);
+	if (err)
+		return check_fail("open/load/attach failed: %s", strerror(-err));
+	skel->bss->rs_broken = broken;
 	return KSFT_PASS;
-}
-
-static int sleep_forever(void *arg __attribute__((unused)))
-{
-	for (;;)
-		pause();
-	return 0;
 }
 
 static int check_tree_setup(void)
 {
 	struct rs_total zero = {};
 	const char *cgroot;
-	char name[64];
 	int i = cg_find_root(&cgroot, NULL);
 
 	if (i != KSFT_PASS)
 		return i;
-	snprintf(name, sizeof(name), "rstat_prop_park.%d", getpid());
-	if (cg_create(cg_name(park, cgroot, name)))
+	if (cg_tree_create(cgroot, "rstat_prop_park", &park, 1) ||
+	    cg_tree_create(cgroot, "rstat_prop", nodes, NR))
 		goto fail;
-	snprintf(name, sizeof(name), "rstat_prop.%d", getpid());
-	cg_name(path[ROOT], cgroot, name);
-	for (i = 0; i < NR; i++) {
-		if (i != ROOT)
-			cg_name(path[i], path[ROOT], nodes[i].name);
-		ids[i] = cg_create(path[i]) ? 0 : cg_id(path[i]);
-		if (!ids[i] || bpf_map__update_elem(skel->maps.rs_totals, &ids[i], sizeof(ids[i]),
-						    &zero, sizeof(zero), BPF_NOEXIST))
+	for (i = 0; i < NR; i++)
+		if (bpf_map__update_elem(skel->maps.rs_totals, &nodes[i].id, sizeof(nodes[i].id),
+					 &zero, sizeof(zero), BPF_NOEXIST))
 			goto fail;
-	}
-	child = cg_spawn(park, sleep_forever, NULL);
+	child = cg_spawn(park.path, NULL, NULL);	/* sleeps */
 	if (child < 0)
 		goto fail;
-	iter = bu_attach_cgroup_iter(skel->progs.rp_dump, path[ROOT],
+	iter = bu_attach_cgroup_iter(skel->progs.rp_dump, nodes[ROOT].path,
 				     BPF_CGROUP_ITER_DESCENDANTS_PRE);
 	if (iter)
 		return KSFT_PASS;
 fail:
-	ksft_print_msg("setting up %s failed: %s\n", path[ROOT], strerror(errno));
+	ksft_print_msg("setting up %s failed: %s\n", nodes[ROOT].path, strerror(errno));
 	bu_print_log();
 	return KSFT_FAIL;
 }
@@ -130,17 +90,14 @@ static int move(int i, int n)
 {
 	static int next_cpu;
 	int err = 0;
-	cpu_set_t cpus;
 
 	for (; n > 0; n--) {
 		/*
 		 * The move is counted on the mover's CPU: take turns, so that a
 		 * flush given the wrong CPU misses some of them.
 		 */
-		CPU_ZERO(&cpus);
-		CPU_SET(next_cpu++ % sysconf(_SC_NPROCESSORS_ONLN), &cpus);
-		sched_setaffinity(0, sizeof(cpus), &cpus);
-		if (cg_enter(path[i], child) || cg_enter(park, child))
+		pin_cpu(next_cpu++);
+		if (cg_enter(nodes[i].path, child) || cg_enter(park.path, child))
 			err++;
 		else
 			moved[i]++;
@@ -153,14 +110,12 @@ static int check_moves_counted(void)
 	int i, err = 0, sum = 0;
 
 	for (i = 0; i < NR; i++) {
-		err += move(i, nodes[i].moves);
+		err += move(i, moves[i]);
 		sum += moved[i];
 	}
-	if (err || skel->bss->events != (unsigned long long)sum || skel->bss->rs_map_errors) {
-		ksft_print_msg("moves: %d done, %d failed; tracepoint counted %llu; map errors %llu\n",
-			       sum, err, skel->bss->events, skel->bss->rs_map_errors);
-		return KSFT_FAIL;
-	}
+	if (err || skel->bss->events != (unsigned long long)sum || skel->bss->rs_map_errors)
+		return check_fail("moves: %d done, %d failed; tracepoint counted %llu; map errors %llu",
+				  sum, err, skel->bss->events, skel->bss->rs_map_errors);
 	return KSFT_PASS;
 }
 
@@ -177,13 +132,13 @@ static bool read_tree(char *buf, size_t len)
 	}
 	for (i = 0; i < NR; i++, p += n, n = 0) {
 		if (sscanf(p, "%llu %llu %llu %llu\n%n", &id, &now[i].total, &now[i].own,
-			   &now[i].pending, &n) != 4 || !n || id != ids[i] || now[i].pending)
+			   &now[i].pending, &n) != 4 || !n || id != nodes[i].id || now[i].pending)
 			break;
 	}
 	if (i == NR && !*p)
 		return true;
 	ksft_print_msg("walk line %d: expected \"%llu <total> <own> 0\" (%s), the walk:\n",
-		       i + 1, i < NR ? ids[i] : 0, i < NR ? nodes[i].name : "its end");
+		       i + 1, i < NR ? nodes[i].id : 0, i < NR ? nodes[i].rel : "its end");
 	print_block("  ", buf);
 	return false;
 }
@@ -196,15 +151,6 @@ static int check_iter_read(void)
 	return VERDICT(ok);
 }
 
-/* is @i @anc or below it */
-static bool under(int i, int anc)
-{
-	for (; i >= 0; i = nodes[i].parent)
-		if (i == anc)
-			return true;
-	return false;
-}
-
 /* @i's own and total against the moves made, total against own + children */
 static bool node_ok(int i)
 {
@@ -212,17 +158,15 @@ static bool node_ok(int i)
 	int j;
 
 	for (j = 0; j < NR; j++) {
-		if (under(j, i))
+		if (cg_tree_under(nodes, j, i))
 			want += moved[j];
 		if (nodes[j].parent == i)
 			kids += now[j].total;
 	}
-	if (now[i].own == (unsigned long long)moved[i] && now[i].total == want &&
-	    now[i].total == now[i].own + kids)
-		return true;
-	ksft_print_msg("%s: total %llu (own %llu + children %llu); expected %llu (own %d)\n",
-		       nodes[i].name, now[i].total, now[i].own, kids, want, moved[i]);
-	return false;
+	return expect(NULL, now[i].own == (unsigned long long)moved[i] && now[i].total == want &&
+		      now[i].total == now[i].own + kids,
+		      "%s: total %llu (own %llu + children %llu); expected %llu (own %d)",
+		      nodes[i].rel, now[i].total, now[i].own, kids, want, moved[i]);
 }
 
 static int check_leaf_counts_exact(void)
@@ -234,8 +178,8 @@ static int check_leaf_counts_exact(void)
 
 #define NODE_CHECK(fn, node)	static int fn(void) { return VERDICT(node_ok(node)); }
 NODE_CHECK(check_empty_cgroup_reads_zero, B2)
-NODE_CHECK(check_parent_a, A)
-NODE_CHECK(check_parent_b, B)
+NODE_CHECK(check_parent_a_equals_own_plus_children, A)
+NODE_CHECK(check_parent_b_equals_own_plus_children, B)
 NODE_CHECK(check_test_root_equals_total, ROOT)
 
 static int check_reread_stable(void)
@@ -249,7 +193,7 @@ static int check_reread_stable(void)
 	return KSFT_FAIL;
 }
 
-static int check_increment(void)
+static int check_increment_propagates_to_ancestors_only(void)
 {
 	struct row before[NR];
 	bool ok = true;
@@ -261,10 +205,8 @@ static int check_increment(void)
 	for (i = 0; i < NR; i++) {
 		unsigned long long grew = now[i].total - before[i].total;
 
-		if (grew != (under(EXTRA_NODE, i) ? EXTRA_MOVES : 0)) {
-			ksft_print_msg("%s grew by %llu\n", nodes[i].name, grew);
-			ok = false;
-		}
+		expect(&ok, grew == (cg_tree_under(nodes, EXTRA_NODE, i) ? EXTRA_MOVES : 0),
+		       "%s grew by %llu", nodes[i].rel, grew);
 		ok &= node_ok(i);
 	}
 	return VERDICT(ok);
@@ -272,31 +214,29 @@ static int check_increment(void)
 
 static int check_tree_cleanup(void)
 {
-	if (child > 0 && !kill(child, SIGKILL))
-		cg_wait(child);
+	cg_reap(&child);
 	bpf_link__destroy(iter);
 	rstat_propagation_bpf__destroy(skel);
 	return cg_cleanup() ? KSFT_FAIL : KSFT_PASS;
 }
 
 static const struct check checks[] = {
-	{ "load_attach", check_load_attach, NULL },
-	{ "tree_setup", check_tree_setup, "load_attach" },
-	{ "moves_counted", check_moves_counted, "tree_setup" },
-	{ "iter_read", check_iter_read, "tree_setup" },
-	{ "leaf_counts_exact", check_leaf_counts_exact, "iter_read" },
-	{ "empty_cgroup_reads_zero", check_empty_cgroup_reads_zero, "iter_read" },
-	{ "parent_a_equals_own_plus_children", check_parent_a, "iter_read" },
-	{ "parent_b_equals_own_plus_children", check_parent_b, "iter_read" },
-	{ "test_root_equals_total", check_test_root_equals_total, "iter_read" },
-	{ "reread_stable", check_reread_stable, "iter_read" },
-	{ "increment_propagates_to_ancestors_only", check_increment, "iter_read" },
-	{ "tree_cleanup", check_tree_cleanup, NULL },
+	CHECK(load_attach),
+	CHECK(tree_setup, load_attach),
+	CHECK(moves_counted, tree_setup),
+	CHECK(iter_read, tree_setup),
+	CHECK(leaf_counts_exact, iter_read),
+	CHECK(empty_cgroup_reads_zero, iter_read),
+	CHECK(parent_a_equals_own_plus_children, iter_read),
+	CHECK(parent_b_equals_own_plus_children, iter_read),
+	CHECK(test_root_equals_total, iter_read),
+	CHECK(reread_stable, iter_read),
+	CHECK(increment_propagates_to_ancestors_only, iter_read),
+	CHECK(tree_cleanup),
 };
 
 int main(int argc, char **argv)
 {
 	broken = argc > 1 && !strcmp(argv[1], "--broken");
-	bu_capture_log();
 	return checks_run(checks, ARRAY_SIZE(checks), NULL);
 }

@@ -7,18 +7,9 @@
  * reclaim in one leaf ("few") or every leaf ("all"); the count must grow by
  * that, and then the three agree.  Usage: --sizes 10,100 --rounds 5
  */
-#define _GNU_SOURCE
+#include "selftest.h"
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "bpf_util.h"
-#include "cg_util.h"
-#include "check.h"
 #include "reclaim_stats.h"
 #include "rstat_tree_bench.skel.h"
 #include "rstat_tree_bench_css.skel.h"
@@ -33,7 +24,7 @@ static const char *const method_name[] = { "rstat_root", "rstat_walk", "user_wal
 static const char *const mode_name[] = { "few", "all" };
 
 /* the tree: [0] the bench root, [1..inner] inner cgroups, then the leaves */
-static char (*nodes)[CG_PATH_MAX];
+static struct cg_node *nodes;
 static int num_nodes, inner, next_size, ncpus, file_fd = -1;
 static struct rstat_tree_bench_bpf *skel;
 static struct rs_pcpu *vals;	/* one per CPU */
@@ -45,27 +36,25 @@ static bool size_ok[MAX_SIZES], walk_unsupported[MAX_SIZES];
 /* ms per read: [size][mode][method][round]; < 0: not measured */
 static double ms[MAX_SIZES][NUM_MODES][NUM_METHODS][MAX_ROUNDS];
 
-/* size/10 (at least 1) inner cgroups, the leaves spread over them */
+/* size/10 (at least 1) inner cgroups, the leaves spread over them; the leaves, or -1 */
 static int make_tree(int size)
 {
-	int i, parent, err = 0;
 	char name[64];
+	int i;
 
 	inner = size / 10 > 0 ? size / 10 : 1;
-	nodes = calloc(size + 1, sizeof(*nodes));
-	snprintf(name, sizeof(name), "rstat_tree_bench.%d.%d", getpid(), size);
-	for (i = 0; nodes && !err && i <= size; i++, num_nodes++) {
-		parent = !i ? -1 : i <= inner ? 0 : 1 + (i - 1 - inner) % inner;
-		if (i)
-			snprintf(name, sizeof(name), "%c%d", i > inner ? 'l' : 'i', i);
-		cg_name(nodes[i], parent < 0 ? mnt : nodes[parent], name);
-		err = cg_create(nodes[i]);
-		if (!err && i <= inner)
-			err = cg_enable(nodes[i], "+memory");
-		if (err)
-			ksft_print_msg("%s: %s\n", nodes[i], strerror(-err));
+	num_nodes = size + 1;
+	nodes = calloc(num_nodes, sizeof(*nodes));
+	for (i = 0; nodes && i < num_nodes; i++) {
+		nodes[i].parent = !i ? -1 : i <= inner ? 0 : 1 + (i - 1 - inner) % inner;
+		nodes[i].enable = i <= inner ? "+memory" : NULL;
+		if (nodes[i].parent > 0)	/* a leaf, below its inner cgroup */
+			snprintf(nodes[i].rel, sizeof(nodes[i].rel), "i%d/l%d", nodes[i].parent, i);
+		else
+			snprintf(nodes[i].rel, sizeof(nodes[i].rel), "i%d", i);
 	}
-	return nodes && !err ? size - inner : -1;
+	snprintf(name, sizeof(name), "rstat_tree_bench.%d", size);
+	return nodes && !cg_tree_create(mnt, name, nodes, num_nodes) ? size - inner : -1;
 }
 
 /* in leaf @arg: uncached file pages charged to it, then memory.reclaim */
@@ -78,7 +67,7 @@ static int update_child(void *arg)
 	if (pread(file_fd, buf, UPDATE_BYTES, off) != UPDATE_BYTES)
 		return 2;
 	/* EAGAIN (not all of it reclaimed) still ran reclaim: the tracepoints fired */
-	err = cg_write(nodes[(long)arg], "memory.reclaim", "64K");
+	err = cg_write(nodes[(long)arg].path, "memory.reclaim", "64K");
 	return err && err != -EAGAIN ? 3 : 0;
 }
 
@@ -88,9 +77,9 @@ static int update_leaves(int want)
 	long i, status = 0;
 
 	for (i = inner + 1; i < num_nodes && i <= inner + want && !status; i++)
-		status = cg_run(nodes[i], update_child, (void *)i);
+		status = cg_run(nodes[i].path, update_child, (void *)i);
 	if (status)
-		ksft_print_msg("update in %s: child status %ld\n", nodes[i - 1], status);
+		ksft_print_msg("update in %s: child status %ld\n", nodes[i - 1].path, status);
 	return status ? -1 : i - inner - 1;
 }
 
@@ -125,11 +114,11 @@ static int user_walk_dir(int parent_fd, const char *name, struct counts *sum)
 static int read_totals(enum method m, struct bpf_link *link, struct counts *t,
 		       double *ms_out)
 {
-	unsigned long long id = cg_id(nodes[0]), t0 = now_ns(), first;
+	unsigned long long id = nodes[0].id, t0 = now_ns(), first;
 	ssize_t n;
 
 	*t = (struct counts){};
-	n = m == M_USER ? user_walk_dir(AT_FDCWD, nodes[0], t) :
+	n = m == M_USER ? user_walk_dir(AT_FDCWD, nodes[0].path, t) :
 			  bu_read_iter(link, buf, sizeof(buf) - 1);
 	if (n >= 0 && ms_out)
 		*ms_out = (now_ns() - t0) / 1e6;
@@ -199,9 +188,9 @@ static int check_tree(void)
 	struct counts prev = {};
 
 	if (leaves >= 0) {
-		links[M_ROOT] = bu_attach_cgroup_iter(skel->progs.rc_dump, nodes[0],
+		links[M_ROOT] = bu_attach_cgroup_iter(skel->progs.rc_dump, nodes[0].path,
 						      BPF_CGROUP_ITER_SELF_ONLY);
-		links[M_WALK] = bu_attach_cgroup_iter(skel->progs.rc_dump, nodes[0],
+		links[M_WALK] = bu_attach_cgroup_iter(skel->progs.rc_dump, nodes[0].path,
 						      BPF_CGROUP_ITER_DESCENDANTS_PRE);
 	}
 	ret = links[M_ROOT] && links[M_WALK] ? KSFT_PASS :
@@ -223,8 +212,11 @@ static double growth(int mode, int m)
 {
 	double a[MAX_ROUNDS], b[MAX_ROUNDS];
 	int na = samples(0, mode, m, a), nb = samples(num_sizes - 1, mode, m, b);
+	struct stats sa, sb;
 
-	return na && nb && median(a, na) > 0 ? median(b, nb) / median(a, na) : -1;
+	stats_of(a, na, &sa);
+	stats_of(b, nb, &sb);
+	return na && nb && sa.median > 0 ? sb.median / sa.median : -1;
 }
 
 /* sizes; reads."<mode>/<method>@<size>": a measurement in ms; the summary */
@@ -238,19 +230,16 @@ static void write_metrics(void)
 	metrics_arr("sizes");
 	for (si = 0; si < num_sizes; si++)
 		metrics_int(NULL, sizes[si]);
-	metrics_arr_end();
+	metrics_end();
 	metrics_obj("reads");
 	for (si = 0; si < num_sizes; si++) {
 		for (mode = 0; mode < NUM_MODES; mode++) {
 			for (m = 0; m < NUM_METHODS; m++) {
+				/* none: walk unsupported, or the size failed */
 				n = samples(si, mode, m, v);
-				if (!n)
-					continue;	/* walk unsupported, or the size failed */
 				snprintf(key, sizeof(key), "%s/%s@%d", mode_name[mode],
 					 method_name[m], sizes[si]);
-				metrics_obj(key);
-				metrics_measure(v, n, "ms", "lower");
-				metrics_end();
+				metrics_measure(key, v, n, "ms", "lower");
 			}
 		}
 	}
@@ -298,17 +287,8 @@ static int check_environment(void)
 
 static int check_load_attach(void)
 {
-	int err;
+	int err = BU_LOAD_RSTAT(skel, rstat_tree_bench, NULL);
 
-	skel = calloc(1, sizeof(*skel));
-	err = skel ? rstat_tree_bench_bpf__create_skeleton(skel) : -ENOMEM;
-	err = err ?: BU_OPEN_RSTAT(skel, rstat_tree_bench_css_bpf);
-	if (!err)	/* attached per tree */
-		bpf_program__set_autoattach(skel->progs.rc_dump, false);
-	err = err ?: rstat_tree_bench_bpf__load(skel);
-	err = err ?: rstat_tree_bench_bpf__attach(skel);
-	if (err)
-		bu_print_log();
 	return err ? check_fail("open/load/attach: %s", strerror(-err)) : KSFT_PASS;
 }
 
@@ -342,7 +322,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s --sizes N,N,... --rounds R\n", argv[0]);
 		return KSFT_FAIL;
 	}
-	bu_capture_log();
 	for (si = 0; si < num_sizes; si++) {
 		snprintf(names[si], sizeof(names[si]), "tree_%d_methods_agree", sizes[si]);
 		checks[2 + si] = (struct check){ names[si], check_tree, "bpf_load_attach" };
