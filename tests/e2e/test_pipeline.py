@@ -378,6 +378,20 @@ def test_broken_kernels_fail_both_rstat_tests(ci_run: Run, cell: str) -> None:
         assert any(n.startswith(("parent_", "leaf_", "test_root")) for n in failed), failed
 
 
+CGRP_STORAGE_CHECKS = {"load_attach", "tree_setup", "none_before_first_event",
+                       "created_on_first_event", "each_cgroup_its_own",
+                       "concurrent_updates_exact", "syscall_update_lookup_delete", "refusals",
+                       "freed_with_the_cgroup", "tree_cleanup"}
+
+
+def test_cgroup_local_storage_semantics_on_6_12(ci_run: Run) -> None:
+    """6.12's own cgroup local storage, with the selftest that also runs on 6.1 with our
+    backport (the full tier's 6.1-cgrp-storage cell)."""
+    t = ci_run.test("6.12-hierarchical", "cgrp_storage")
+    assert t["status"] == "PASS", t["reason"]
+    assert _checks(t, "PASS") == CGRP_STORAGE_CHECKS, _checks(t)
+
+
 def test_rstat_tree_benchmark_methods_agree(ci_run: Run) -> None:
     t = ci_run.test("6.12-hierarchical", "rstat_tree_bench")
     assert t["status"] == "PASS", t["reason"]
