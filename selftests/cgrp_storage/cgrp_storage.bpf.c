@@ -31,7 +31,7 @@ struct {
 
 __u64 ids[CGS_NR_IDS];	/* set by the test */
 __u64 calls_id;		/* the cgroup whose getpgid() calls count */
-__u64 created, freed, get_errors, bad_flags_got, unused_got, unused_delete_not_enoent;
+__u64 created, freeing, freed, get_errors, bad_flags_got, unused_got, unused_delete_not_enoent;
 
 static bool ours(__u64 id)
 {
@@ -94,13 +94,24 @@ int BPF_PROG(cgs_on_getpgid)
 	return 0;
 }
 
-/* what the cgroup still holds as its storage goes (the id its creator wrote) */
+/*
+ * A storage of ours about to be freed (the id its creator wrote), then gone: the
+ * call alone proves nothing, a free that unlinks nothing must not count.
+ */
 SEC("fentry/bpf_cgrp_storage_free")
 int BPF_PROG(cgs_on_free, struct cgroup *cg)
 {
 	struct cgs_value *v = bpf_cgrp_storage_get(&cgs, cg, 0, 0);
 
 	if (v && ours(v->id))
+		__sync_fetch_and_add(&freeing, 1);
+	return 0;
+}
+
+SEC("fexit/bpf_cgrp_storage_free")
+int BPF_PROG(cgs_after_free, struct cgroup *cg)
+{
+	if (ours(cg->kn->id) && !bpf_cgrp_storage_get(&cgs, cg, 0, 0))
 		__sync_fetch_and_add(&freed, 1);
 	return 0;
 }

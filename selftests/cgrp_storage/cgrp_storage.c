@@ -195,9 +195,10 @@ static int check_freed_with_the_cgroup(void)
 	for (waited = 0; waited < FREE_WAIT_S * 10 && skel->bss->freed < ARRAY_SIZE(gone);
 	     waited++)
 		usleep(100000);
-	if (skel->bss->freed != ARRAY_SIZE(gone))
-		return check_fail("%llu storages freed after %d s, want %zu", skel->bss->freed,
-				  waited / 10, ARRAY_SIZE(gone));
+	if (skel->bss->freeing != ARRAY_SIZE(gone) || skel->bss->freed != ARRAY_SIZE(gone))
+		return check_fail("%llu storages went to be freed and %llu were gone after %d s, "
+				  "want %zu", skel->bss->freeing, skel->bss->freed, waited / 10,
+				  ARRAY_SIZE(gone));
 	ksft_print_msg("freed within %.1f s\n", waited / 10.0);
 	return KSFT_PASS;
 }
