@@ -111,6 +111,9 @@ def test_the_perf_kind_claims_tests_that_ask_for_perf_and_only_those() -> None:
     assert ref.manifest.tools == ("perf",) and ref.manifest.files == ("perf_cgroup.py",)
     assert ref.requires == ("CGROUP_PERF", "FHANDLE")
     assert resolve("perf_cgroup@bench").kind == "perf"
+    moved = resolve("perf_cgroup@moved_while_counted")
+    assert moved.kind == "perf" and moved.manifest is not None
+    assert moved.manifest.command[-1] == "--move-late"
     assert resolve("memcg_kfuncs").kind == "own"
 
 
