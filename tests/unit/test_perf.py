@@ -209,3 +209,17 @@ def test_tolerance_edges() -> None:
     missing = {**ok, (f"{REL}/a", "context-switches"): None}
     assert GUEST.compare(missing, REL, {"a": 1000.0}, {"a": 100}, ["a"]) == [
         "a context-switches: None, workload rusage 100"]
+
+
+def test_the_summary_does_not_call_config_options_unchecked_btf() -> None:
+    from harness.results import feature_line
+    kfunc = FeatureReport(feature=Feature(name="cgroup_rstat_flush", kind=FeatureKind.KFUNC),
+                          state=FeatureState.IN_BASE, btf=True)
+    config = features.confirm_with_config(
+        features.from_sources(CONFIG_FEATURES, {"CGROUP_PERF": "init/Kconfig:1",
+                                                "FHANDLE": "fs/Kconfig:1"}, {}),
+        "CONFIG_CGROUP_PERF=y\n")
+    assert feature_line((kfunc, *config)) == (
+        "in base: cgroup_rstat_flush, CGROUP_PERF; absent: FHANDLE (BTF agrees)")
+    unread = FeatureReport(feature=kfunc.feature, state=FeatureState.IN_BASE, btf=None)
+    assert feature_line((unread, *config)).endswith("(sources only, BTF not checked)")
