@@ -6,7 +6,8 @@ after the build the kernel's BTF must agree (a definition behind a config option
 off compiles to nothing, and BTF says so).
 
 Features are the kernel's own (the rstat hook and kfuncs, the cgroup iterator, cgroup
-local storage) plus what each series under patches/ declares in its `provides.toml`:
+local storage, and the config options perf's cgroup counting needs) plus what each series
+under patches/ declares in its `provides.toml`:
 
     # patches/<series>/provides.toml
     kfuncs = ["bpf_get_mem_cgroup", "bpf_mem_cgroup_page_state"]
@@ -14,7 +15,10 @@ local storage) plus what each series under patches/ declares in its `provides.to
     iterators = []
     helpers = ["bpf_cgrp_storage_get"]
     map_types = ["BPF_MAP_TYPE_CGRP_STORAGE"]
+    configs = ["CGROUP_PERF"]
 
+A config option is "in base" when a Kconfig of the base defines it (`config NAME`), and
+the built kernel's .config, not BTF, decides whether it is there (`confirm_with_config`).
 A helper or map type is also checked against mainline's UAPI number where the kernel's
 list below gives it: the BTF's enumerator must carry that value.
 """

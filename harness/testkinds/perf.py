@@ -54,6 +54,14 @@ def build_options(text: str) -> dict[str, bool]:
     return {m.group(1): m.group(2) == "on" for m in _OPTION.finditer(text)}
 
 
+def has_bpf_counters(build_options_text: str, obj: Path) -> bool:
+    """Whether this perf build has the BPF skeletons `perf stat --bpf-counters` needs:
+    `perf version --build-options` says so from 6.2 on (bpf_skeletons); 6.1's does not
+    list them, so the skeleton bperf-cgroup is built from must be there as well."""
+    listed = build_options(build_options_text).get("bpf_skeletons")
+    return listed is not False and (obj / "util/bpf_skel/bperf_cgroup.skel.h").is_file()
+
+
 def _version_line(argv: list[str]) -> str:
     res = proc.run(argv, timeout=30)
     lines = res.output.splitlines()
@@ -95,7 +103,7 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
                             + "\n".join((errors or lines)[-15:]))
     opts = proc.run([str(binary), "version", "--build-options"], timeout=60)
     atomic.write_text(out / "build-options.txt", opts.output)
-    if not build_options(opts.output).get("bpf_skeletons"):
+    if not has_bpf_counters(opts.output, out / "obj"):
         # 6.12: "Makefile.config:NNN: Warning: Disabled BPF skeletons as ..."
         warnings = [ln for ln in blog.read_text(errors="replace").splitlines()
                     if "BPF skeletons" in ln]

@@ -223,3 +223,20 @@ def test_the_summary_does_not_call_config_options_unchecked_btf() -> None:
         "in base: cgroup_rstat_flush, CGROUP_PERF; absent: FHANDLE (BTF agrees)")
     unread = FeatureReport(feature=kfunc.feature, state=FeatureState.IN_BASE, btf=None)
     assert feature_line((unread, *config)).endswith("(sources only, BTF not checked)")
+
+
+def test_bpf_counters_need_the_bperf_cgroup_skeleton_and_no_off_in_build_options(
+        tmp_path: Path) -> None:
+    opts612 = (GOLDEN / "perf" / "build-options-6.12.117.txt").read_text()
+    # 6.1's --build-options has no bpf_skeletons line (tests/golden/perf/README.md)
+    opts61 = (GOLDEN / "perf" / "build-options-6.1.192.txt").read_text()
+    assert "bpf_skeletons" not in perf.build_options(opts61)
+    skel = tmp_path / "util" / "bpf_skel" / "bperf_cgroup.skel.h"
+    assert not perf.has_bpf_counters(opts612, tmp_path)
+    assert not perf.has_bpf_counters(opts61, tmp_path)
+    skel.parent.mkdir(parents=True)
+    skel.write_text("")
+    assert perf.has_bpf_counters(opts612, tmp_path)
+    assert perf.has_bpf_counters(opts61, tmp_path)
+    off = opts612.replace("bpf_skeletons: [ on  ]", "bpf_skeletons: [ OFF ]")
+    assert not perf.has_bpf_counters(off, tmp_path)
