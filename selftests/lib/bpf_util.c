@@ -73,16 +73,17 @@ const char *bu_missing_funcs(const char *const *names)
 	return NULL;
 }
 
-int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size),
-		  const char *skip)
+int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*elf)(size_t *size),
+		  const void *(*css_elf)(size_t *size), const char *skip)
 {
 	bool css = bu_has_func("css_rstat_flush");
 	struct bpf_program *p;
 	int err;
 
-	ksft_print_msg("rstat API: %s\n", css ? "css_rstat_* (6.16+)" : "cgroup_rstat_* (pre-6.16)");
-	if (css)
-		s->data = (void *)css_elf(&s->data_sz);
+	ksft_print_msg("rstat API: %s%s\n", css ? "css_rstat_* (6.16+)" : "cgroup_rstat_* (pre-6.16)",
+		       elf ? ", per-cgroup state in cgroup local storage" : "");
+	if (css || elf)
+		s->data = (void *)(css ? css_elf : elf)(&s->data_sz);
 	err = bpf_object__open_skeleton(s, NULL);
 	if (!err) {
 		bpf_object__for_each_program(p, *s->obj) {

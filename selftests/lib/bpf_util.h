@@ -65,8 +65,19 @@ bool bu_refused(const void *elf, size_t size, const char *prog, const char *need
 #define BU_LOAD_RSTAT(skel, x, skip)						\
 	(((skel) = calloc(1, sizeof(*(skel)))) ?				\
 	 x##_bpf__create_skeleton(skel) ?:					\
-	 bu_load_rstat((skel)->skeleton, x##_css_bpf__elf_bytes, skip) : -ENOMEM)
-int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size),
-		  const char *skip);
+	 bu_load_rstat((skel)->skeleton, NULL, x##_css_bpf__elf_bytes, skip) : -ENOMEM)
+/*
+ * The same, and with @storage true the objects built with RS_CGRP_STORAGE
+ * (X_storage.bpf.c, X_storage_css.bpf.c: per-cgroup state in cgroup local
+ * storage, same programs, maps and globals) instead of X.bpf.c and X_css.bpf.c.
+ */
+#define BU_LOAD_RSTAT_STORE(skel, x, skip, storage)				\
+	(((skel) = calloc(1, sizeof(*(skel)))) ?				\
+	 x##_bpf__create_skeleton(skel) ?:					\
+	 bu_load_rstat((skel)->skeleton, (storage) ? x##_storage_bpf__elf_bytes : NULL, \
+		       (storage) ? x##_storage_css_bpf__elf_bytes : x##_css_bpf__elf_bytes, \
+		       skip) : -ENOMEM)
+int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*elf)(size_t *size),
+		  const void *(*css_elf)(size_t *size), const char *skip);
 
 #endif /* SELFTESTS_LIB_BPF_UTIL_H */
