@@ -125,7 +125,7 @@ static bool rec_ok(const struct config *c, const struct mb_rec *r, int i)
 static bool run_round(struct config *c, int m)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, opts);
-	int i, prog = bpf_program__fd(skel->progs.memcg_bench_syscall);
+	int i, prog = with_syscall ? bpf_program__fd(skel->progs.memcg_bench_syscall) : -1;
 	char buf[64];
 	ssize_t n;
 
