@@ -103,8 +103,8 @@ int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*elf)(size_t *size
 struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 				       enum bpf_cgroup_iter_order order)
 {
-	DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, opts);
-	union bpf_iter_link_info info = {};
+	union bpf_iter_link_info info = { .cgroup.order = order };
+	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof(info));
 	/* the link holds the cgroup: the fd is needed only to name it */
 	int err, fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct bpf_link *link;
@@ -112,9 +112,6 @@ struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 	if (fd < 0)
 		return NULL;
 	info.cgroup.cgroup_fd = fd;
-	info.cgroup.order = order;
-	opts.link_info = &info;
-	opts.link_info_len = sizeof(info);
 	link = bpf_program__attach_iter(prog, &opts);
 	err = errno;
 	close(fd);

@@ -23,11 +23,8 @@
 void bu_log_reset(void);
 void bu_print_log(void);
 
-/*
- * NULL when the vmlinux BTF has every function of the NULL-terminated
- * @names; otherwise a reason naming the first one missing ("... not in
- * the kernel's BTF"), valid until the next call.
- */
+/* NULL when the vmlinux BTF has every function of the NULL-terminated @names;
+ * else a reason naming the first one missing, valid until the next call */
 const char *bu_missing_funcs(const char *const *names);
 bool bu_has_func(const char *name);
 
@@ -35,11 +32,8 @@ bool bu_has_func(const char *name);
 struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 				       enum bpf_cgroup_iter_order order);
 
-/*
- * Everything one iterator instance prints, into @buf (NUL-terminated when
- * there is room); bytes read, or -errno.  The instance is created and
- * closed here: every call is a fresh walk.
- */
+/* everything a fresh iterator instance prints, into @buf (NUL-terminated when
+ * there is room); bytes read, or -errno */
 ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len);
 
 /*
