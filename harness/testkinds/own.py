@@ -42,12 +42,15 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
         build = data.get("build", {})
         run = data["run"]
         name = str(data["name"])
+        requires = list(data.get("requires", ()))
         if variant is not None:
             variants = data.get("variants", {})
             if variant not in variants:
                 raise setup_error(f"{toml_path} has no [variants.{variant}]",
                                    fix=f"use one of: {', '.join(variants) or 'no variants'}")
+            # A variant's keys override [run]'s; its `requires` adds to the test's.
             run = {**run, **variants[variant]}
+            requires += run.pop("requires", ())
             name = f"{name}@{variant}"
         manifest = Manifest(
             name=name,
@@ -62,7 +65,7 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
             needs=tuple(run.get("needs", ())),
             bpf_cflags=tuple(build.get("bpf_cflags", ())),
             include=tuple(_include_dir(toml_path, d) for d in build.get("include", ())),
-            requires=tuple(str(r) for r in data.get("requires", ())),
+            requires=tuple(str(r) for r in requires),
             repeat=int(run.get("repeat", 1)),
             files=tuple(str(f) for f in build.get("files", ())),
             tools=tuple(str(t) for t in build.get("tools", ())),

@@ -1,18 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A sleepable cgroup iterator that flushes rstat on every cgroup it visits
- * and prints one line per cgroup, then one epilogue line (the NULL-cgroup
- * call at the end of the walk):
- *
- *   cgroup seq=<meta->seq_num> id=<kn->id> level=<level> cpu_ns=<bstat sum>
- *   end visited=<n> flushed=<n>
- *
- * cpu_ns is the flushed base CPU time (bstat.cputime.sum_exec_runtime).
- * rstat_flush_in_plain_iter makes the same call from a NON-sleepable
- * iterator: the verifier must refuse it (userspace loads it on its own).
- *
- * Built twice: as is for the cgroup_rstat_* kfuncs (before 6.16), and with
- * RSTAT_API_CSS (cgroup_iter_rstat_css.bpf.c) for css_rstat_* (6.16+).
+ * A sleepable cgroup iterator that flushes rstat on every cgroup it visits and
+ * prints a line per cgroup (cpu_ns: the flushed base CPU time), then an
+ * epilogue (the NULL-cgroup call at the walk's end).  The verifier must refuse
+ * rstat_flush_in_plain_iter, the same call from a non-sleepable iterator.
+ * Built twice: for cgroup_rstat_* (before 6.16), and with RSTAT_API_CSS
+ * (cgroup_iter_rstat_css.bpf.c) for css_rstat_* (6.16+).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -22,9 +15,7 @@ char _license[] SEC("license") = "GPL";
 
 #include "bpf_rstat.h"
 
-/* reset by userspace before every walk */
-__u32 visited = 0;
-__u32 flushed = 0;
+__u32 visited, flushed;	/* reset by userspace before every walk */
 
 SEC("iter.s/cgroup")
 int cgroup_rstat_dump(struct bpf_iter__cgroup *ctx)

@@ -137,9 +137,7 @@ static int check_load_sleepable_iter(void)
 
 static int check_cgroup_tree_setup(void)
 {
-	int err = cg_find_root(&mnt, NULL);
-
-	return err ?: cg_tree_create(mnt, "cgroup_iter_rstat", nodes, NUM_NODES);
+	return cg_find_root(&mnt, NULL) ?: cg_tree_create(mnt, "cgroup_iter_rstat", nodes, NUM_NODES);
 }
 
 /* the walk up from the test root: its length gives the root's level */

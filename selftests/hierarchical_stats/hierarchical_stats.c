@@ -5,7 +5,9 @@
  * each leaf of <cgroup2>/hierarchical_stats.<pid>/{a/{a1,a2},b/{b1,b2}} puts
  * page cache and anon memory in its leaf and writes its memory.reclaim; the
  * long story is test.toml's description.  --broken: the BPF flush does not
- * push to the parent, so parent_{a,b}_equals_sum must FAIL.
+ * push to the parent, so parent_{a,b}_equals_sum must FAIL.  --storage: the
+ * per-cgroup state in cgroup local storage instead of maps keyed by cgroup
+ * id (hierarchical_stats_storage.bpf.c), every check the same.
  */
 #include "selftest.h"
 #include <sys/statfs.h>
@@ -13,6 +15,8 @@
 #include "reclaim_stats.h"
 #include "hierarchical_stats.skel.h"
 #include "hierarchical_stats_css.skel.h"
+#include "hierarchical_stats_storage.skel.h"
+#include "hierarchical_stats_storage_css.skel.h"
 
 #define NUM_LEAVES 4
 #define NCHUNKS 2		/* memory.reclaim writes per worker */
@@ -51,7 +55,7 @@ struct wreport {
 };
 
 static struct hierarchical_stats_bpf *skel;
-static bool broken, reclaim_counts_slab;
+static bool broken, storage, reclaim_counts_slab;
 static const char *mnt;
 static char leaf_file[NUM_LEAVES][CG_PATH_MAX + 64];
 static long page_size, scratch_bsize = 4096;
@@ -203,7 +207,7 @@ static int check_bpf_load_attach(void)
 	bool css = bu_has_func("css_rstat_flush");
 	const char *funcs[] = { "bpf_rstat_flush", css ? "css_rstat_updated" : "cgroup_rstat_updated",
 				css ? "css_rstat_flush" : "cgroup_rstat_flush", "bpf_iter_cgroup", NULL };
-	int err = BU_LOAD_RSTAT(skel, hierarchical_stats, NULL);
+	int err = BU_LOAD_RSTAT_STORE(skel, hierarchical_stats, NULL, storage);
 
 	if (!err) {
 		skel->bss->rs_broken = broken;
@@ -478,6 +482,7 @@ int main(int argc, char **argv)
 	int rc, i;
 
 	broken = argc > 1 && !strcmp(argv[1], "--broken");
+	storage = argc > 1 && !strcmp(argv[1], "--storage");
 	page_size = sysconf(_SC_PAGESIZE);
 	wrep = mmap(NULL, sizeof(*wrep) * NUM_LEAVES, PROT_READ | PROT_WRITE,
 		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);

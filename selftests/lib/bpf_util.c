@@ -73,16 +73,17 @@ const char *bu_missing_funcs(const char *const *names)
 	return NULL;
 }
 
-int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size),
-		  const char *skip)
+int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*elf)(size_t *size),
+		  const void *(*css_elf)(size_t *size), const char *skip)
 {
 	bool css = bu_has_func("css_rstat_flush");
 	struct bpf_program *p;
 	int err;
 
-	ksft_print_msg("rstat API: %s\n", css ? "css_rstat_* (6.16+)" : "cgroup_rstat_* (pre-6.16)");
-	if (css)
-		s->data = (void *)css_elf(&s->data_sz);
+	ksft_print_msg("rstat API: %s%s\n", css ? "css_rstat_* (6.16+)" : "cgroup_rstat_* (pre-6.16)",
+		       elf ? ", per-cgroup state in cgroup local storage" : "");
+	if (css || elf)
+		s->data = (void *)(css ? css_elf : elf)(&s->data_sz);
 	err = bpf_object__open_skeleton(s, NULL);
 	if (!err) {
 		bpf_object__for_each_program(p, *s->obj) {
@@ -102,8 +103,8 @@ int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *
 struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 				       enum bpf_cgroup_iter_order order)
 {
-	DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, opts);
-	union bpf_iter_link_info info = {};
+	union bpf_iter_link_info info = { .cgroup.order = order };
+	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof(info));
 	/* the link holds the cgroup: the fd is needed only to name it */
 	int err, fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct bpf_link *link;
@@ -111,9 +112,6 @@ struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 	if (fd < 0)
 		return NULL;
 	info.cgroup.cgroup_fd = fd;
-	info.cgroup.order = order;
-	opts.link_info = &info;
-	opts.link_info_len = sizeof(info);
 	link = bpf_program__attach_iter(prog, &opts);
 	err = errno;
 	close(fd);

@@ -23,11 +23,8 @@
 void bu_log_reset(void);
 void bu_print_log(void);
 
-/*
- * NULL when the vmlinux BTF has every function of the NULL-terminated
- * @names; otherwise a reason naming the first one missing ("... not in
- * the kernel's BTF"), valid until the next call.
- */
+/* NULL when the vmlinux BTF has every function of the NULL-terminated @names;
+ * else a reason naming the first one missing, valid until the next call */
 const char *bu_missing_funcs(const char *const *names);
 bool bu_has_func(const char *name);
 
@@ -35,11 +32,8 @@ bool bu_has_func(const char *name);
 struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 				       enum bpf_cgroup_iter_order order);
 
-/*
- * Everything one iterator instance prints, into @buf (NUL-terminated when
- * there is room); bytes read, or -errno.  The instance is created and
- * closed here: every call is a fresh walk.
- */
+/* everything a fresh iterator instance prints, into @buf (NUL-terminated when
+ * there is room); bytes read, or -errno */
 ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len);
 
 /*
@@ -65,8 +59,19 @@ bool bu_refused(const void *elf, size_t size, const char *prog, const char *need
 #define BU_LOAD_RSTAT(skel, x, skip)						\
 	(((skel) = calloc(1, sizeof(*(skel)))) ?				\
 	 x##_bpf__create_skeleton(skel) ?:					\
-	 bu_load_rstat((skel)->skeleton, x##_css_bpf__elf_bytes, skip) : -ENOMEM)
-int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*css_elf)(size_t *size),
-		  const char *skip);
+	 bu_load_rstat((skel)->skeleton, NULL, x##_css_bpf__elf_bytes, skip) : -ENOMEM)
+/*
+ * The same, and with @storage true the objects built with RS_CGRP_STORAGE
+ * (X_storage.bpf.c, X_storage_css.bpf.c: per-cgroup state in cgroup local
+ * storage, same programs, maps and globals) instead of X.bpf.c and X_css.bpf.c.
+ */
+#define BU_LOAD_RSTAT_STORE(skel, x, skip, storage)				\
+	(((skel) = calloc(1, sizeof(*(skel)))) ?				\
+	 x##_bpf__create_skeleton(skel) ?:					\
+	 bu_load_rstat((skel)->skeleton, (storage) ? x##_storage_bpf__elf_bytes : NULL, \
+		       (storage) ? x##_storage_css_bpf__elf_bytes : x##_css_bpf__elf_bytes, \
+		       skip) : -ENOMEM)
+int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*elf)(size_t *size),
+		  const void *(*css_elf)(size_t *size), const char *skip);
 
 #endif /* SELFTESTS_LIB_BPF_UTIL_H */

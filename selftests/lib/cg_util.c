@@ -10,7 +10,7 @@ static char root[CG_PATH_MAX];
 static char own_mount[CG_PATH_MAX];	/* set when we mounted cgroup2 */
 static char root_enabled[64];		/* "-memory" when we enabled +memory there */
 static char **made;			/* cg_create()d, in creation order */
-static int n_made, cap_made;
+static int n_made;
 static void (*signal_fn)(void);
 
 static void on_signal(int sig)
@@ -64,11 +64,7 @@ static int mount_own(void)
 	return KSFT_PASS;
 }
 
-/* "+memory" etc. into @cg's cgroup.subtree_control */
-static int cg_enable(const char *cg, const char *controllers)
-{
-	return cg_write(cg, "cgroup.subtree_control", controllers);
-}
+#define SUBTREE "cgroup.subtree_control"	/* "+memory" enables, "-memory" disables */
 
 /* is @word one of the space-separated words of @file (cgroup.controllers) */
 static bool cg_has_word(const char *cg, const char *file, const char *word)
@@ -97,9 +93,9 @@ int cg_find_root(const char **out, const char *controller)
 	sigaction(SIGHUP, &sa, NULL);
 	if (controller && !cg_has_word(root, "cgroup.controllers", controller))
 		return check_skip("no %s controller in %s", controller, root);
-	if (controller && !cg_has_word(root, "cgroup.subtree_control", controller)) {
+	if (controller && !cg_has_word(root, SUBTREE, controller)) {
 		snprintf(change, sizeof(change), "+%s", controller);
-		err = cg_enable(root, change);
+		err = cg_write(root, SUBTREE, change);
 		if (err)
 			return check_fail("enabling %s in %s: %s", change, root, strerror(-err));
 		snprintf(root_enabled, sizeof(root_enabled), "-%s", controller);
@@ -113,7 +109,7 @@ int cg_cleanup(void)
 	int failed = cg_destroy_all();
 
 	if (root_enabled[0] && !failed)	/* best effort: as cg_find_root() found it */
-		cg_enable(root, root_enabled);
+		cg_write(root, SUBTREE, root_enabled);
 	if (own_mount[0] && !failed && !umount2(own_mount, MNT_DETACH))
 		own_mount[0] = root[0] = '\0';
 	return failed;
@@ -122,22 +118,15 @@ int cg_cleanup(void)
 /* mkdir, remembered for cg_destroy_all(); 0 or -errno */
 static int cg_create(const char *cg)
 {
-	if (n_made == cap_made) {
-		int cap = cap_made ? 2 * cap_made : 64;
-		char **m = realloc(made, cap * sizeof(*made));
+	char **m = realloc(made, (n_made + 1) * sizeof(*made));
 
-		if (!m)
-			return -ENOMEM;
-		made = m;
-		cap_made = cap;
-	}
+	if (!m)
+		return -ENOMEM;
+	made = m;
 	if (mkdir(cg, 0755))
 		return -errno;
 	made[n_made] = strdup(cg);
-	if (!made[n_made])
-		return -ENOMEM;
-	n_made++;
-	return 0;
+	return made[n_made++] ? 0 : -ENOMEM;
 }
 
 int cg_destroy(const char *cg)
@@ -146,15 +135,11 @@ int cg_destroy(const char *cg)
 
 	cg_write(cg, "cgroup.kill", "1");
 	/* 10 s: a killed task leaves its cgroup only once it is reaped */
-	for (tries = 0; tries < 500; tries++) {
-		if (!rmdir(cg) || errno == ENOENT)
-			break;
-		if (errno != EBUSY)
+	for (tries = 0; rmdir(cg) && errno != ENOENT; tries++) {
+		if (errno != EBUSY || tries == 500)
 			return -errno;
 		usleep(20000);
 	}
-	if (tries == 500)
-		return -EBUSY;
 	for (i = 0; i < n_made; i++) {
 		if (made[i] && !strcmp(made[i], cg)) {
 			free(made[i]);
@@ -259,7 +244,7 @@ int cg_tree_create(const char *root, const char *name, struct cg_node *nodes, in
 		err = cg_create(nodes[i].path);
 		nodes[i].id = err ? 0 : cg_id(nodes[i].path);
 		if (!err && nodes[i].enable)
-			err = cg_enable(nodes[i].path, nodes[i].enable);
+			err = cg_write(nodes[i].path, SUBTREE, nodes[i].enable);
 		if (err || !nodes[i].id)
 			return check_fail("creating %s: %s", nodes[i].path,
 					  strerror(err ? -err : errno));

@@ -1,14 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * cgroup v2 helpers for the selftests, in the spirit of the kernel's
- * tools/testing/selftests/cgroup/cgroup_util.h: find (or mount) cgroup2,
- * create and destroy cgroups, read and write their files, run a function
- * inside one.
- *
- * Every cgroup made with cg_tree_create() is remembered; cg_destroy_all() removes
- * them leaves first (killing what runs in them), and cg_cleanup() (what a
- * SIGINT, SIGTERM or SIGHUP does before the test exits, once cg_find_root()
- * ran) also undoes what cg_find_root() changed: a test stopped by the
+ * tools/testing/selftests/cgroup/cgroup_util.h.  Every cgroup made with
+ * cg_tree_create() is remembered and removed by cg_cleanup(), which a SIGINT,
+ * SIGTERM or SIGHUP also runs (once cg_find_root() ran): a test stopped by the
  * harness's timeout leaves no cgroup behind.
  */
 #ifndef SELFTESTS_LIB_CG_UTIL_H
@@ -33,21 +28,15 @@ int cg_find_root(const char **root, const char *controller);
  * cgroups that could not be removed */
 int cg_cleanup(void);
 
-/*
- * Kill what runs in @cg (cgroup.kill) and rmdir it, retrying while it is
- * busy (a task just killed leaves late); 0 or -errno.
- */
+/* kill what runs in @cg (cgroup.kill) and rmdir it, retrying while it is busy
+ * (a task just killed leaves late); 0 or -errno */
 int cg_destroy(const char *cg);
-
 /* cg_destroy() of every cgroup cg_tree_create() made, leaves first; the number
- * that could not be removed (the first reported with ksft_print_msg). */
+ * that could not be removed (the first reported) */
 int cg_destroy_all(void);
-
-/* Also call @fn (async-signal-safe) on SIGINT/SIGTERM/SIGHUP, before the
- * cgroups go. */
+/* also call @fn (async-signal-safe) on SIGINT/SIGTERM/SIGHUP, before the cgroups go */
 void cg_on_signal(void (*fn)(void));
 
-/* open(2) of the cgroup's @file */
 int cg_open(const char *cg, const char *file, int flags);
 /* 0 or -errno; a short write is -EIO */
 int cg_write(const char *cg, const char *file, const char *val);
@@ -76,8 +65,7 @@ struct cg_node {
 	unsigned long long id;	/* cg_id(path); 0 while it is not made */
 };
 
-/* mkdir every node (remembered for cg_destroy_all()), and enable its controllers;
- * path and id set; a check's verdict */
+/* mkdir every node and enable its controllers, setting path and id; a check's verdict */
 int cg_tree_create(const char *root, const char *name, struct cg_node *nodes, int n);
 /* the node of the cgroup with id @id, or -1 */
 int cg_tree_find(const struct cg_node *nodes, int n, unsigned long long id);
@@ -88,10 +76,9 @@ bool cg_tree_under(const struct cg_node *nodes, int i, int anc);
 int cg_enter(const char *cg, pid_t pid);
 
 /*
- * fork a child that enters @cg and returns fn(arg) as its exit status (@fn
- * NULL: sleeps until killed); the child's pid, or -errno.  cg_run() also
- * waits and returns the status (or -errno).  cg_wait() gives a child's exit
- * status, -1 if it did not exit.
+ * fork a child that enters @cg and returns fn(arg) as its exit status (@fn NULL:
+ * sleeps until killed); the child's pid, or -errno.  cg_wait(): a child's exit
+ * status, -1 if it did not exit; cg_run(): both.
  */
 pid_t cg_spawn(const char *cg, int (*fn)(void *), void *arg);
 int cg_wait(pid_t pid);

@@ -74,29 +74,22 @@ int checks_run(const struct check *checks, size_t n, const char *skip_all)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	table = checks;
 	table_len = n;
-	verdicts = calloc(n, sizeof(*verdicts));
+	verdicts = malloc(n * sizeof(*verdicts));
 	if (!verdicts)
 		ksft_exit_fail_msg("out of memory\n");
-	for (i = 0; i < n; i++)
-		verdicts[i] = -1;
+	memset(verdicts, 0xff, n * sizeof(*verdicts));	/* -1: not run yet */
 	ksft_print_header();
 	ksft_set_plan(n);
 	for (i = 0; i < n; i++) {
 		const struct check *c = &checks[i];
 
 		skip_why[0] = '\0';
-		if (skip_all) {
-			verdicts[i] = KSFT_SKIP;
-			result(c, KSFT_SKIP, skip_all);
-			continue;
-		}
-		if (c->needs && *c->needs && !check_passed(c->needs)) {
-			snprintf(skip_why, sizeof(skip_why), "needs %s, which did not pass",
-				 c->needs);
-			verdicts[i] = KSFT_SKIP;
-		} else {
+		if (skip_all)
+			verdicts[i] = check_skip("%s", skip_all);
+		else if (c->needs && *c->needs && !check_passed(c->needs))
+			verdicts[i] = check_skip("needs %s, which did not pass", c->needs);
+		else
 			verdicts[i] = c->run();
-		}
 		result(c, verdicts[i], skip_why);
 	}
 	ksft_print_cnts();

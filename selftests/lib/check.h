@@ -39,7 +39,7 @@ struct check {
 };
 
 /* the check "name" run by check_<name>() (or @fn), needing the check named by the
- * optional last argument: its KTAP name and its function cannot drift apart */
+ * optional last argument */
 #define CHECK(name, ...)	CHECK_BY(name, check_##name, __VA_ARGS__)
 #define CHECK_BY(name, fn, ...)	{ #name, fn, #__VA_ARGS__ }
 
@@ -56,8 +56,7 @@ int check_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 int checks_run(const struct check *checks, size_t n, const char *skip_all);
 
-/* Did the named check (run earlier) pass? */
-bool check_passed(const char *name);
+bool check_passed(const char *name);	/* of a check run earlier */
 
 /*
  * @cond, or (when false) print "# <message>" and clear *@ok (if not NULL): for
@@ -65,21 +64,17 @@ bool check_passed(const char *name);
  */
 bool expect(bool *ok, bool cond, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* ksft_print_msg() of every line of @text, each prefixed with @prefix. */
+/* ksft_print_msg() of every line of @text, each prefixed with @prefix */
 void print_block(const char *prefix, const char *text);
 
 /* read(2) @fd until EOF or @len bytes, then close it; bytes read, or -errno (also
  * for @fd < 0: the open that gave it failed) */
 ssize_t read_close(int fd, void *buf, size_t len);
 
-/* CLOCK_MONOTONIC in ns */
-unsigned long long now_ns(void);
-
+unsigned long long now_ns(void);	/* CLOCK_MONOTONIC */
 /* the running kernel's version as major * 100 + minor (611 for 6.11), 0 if unknown */
 int kernel_version(void);
-
-/* run on CPU @n modulo the CPUs online (best effort) */
-void pin_cpu(int n);
+void pin_cpu(int n);	/* run on CPU @n modulo the CPUs online (best effort) */
 
 /* of @n samples (all 0 when n <= 0); q1 and q3 are the quartiles (the spread) */
 struct stats {

@@ -17,6 +17,15 @@ struct rs_pcpu {
 	__u64 prev[RS_NR];	/* state at the last flush of (cgroup, CPU) */
 };
 
+/*
+ * With RS_CGRP_STORAGE one cgroup local storage value holds every CPU's
+ * struct rs_pcpu, cpu[] indexed by CPU number (only that CPU writes its slot).
+ */
+#define RS_MAX_CPUS 64
+struct rs_pcpu_all {
+	struct rs_pcpu cpu[RS_MAX_CPUS];
+};
+
 /* per cgroup: written only by the flusher, under the rstat lock */
 struct rs_total {
 	__u64 total[RS_NR];	/* own + all descendants, as flushed */

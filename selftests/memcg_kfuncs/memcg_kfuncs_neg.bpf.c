@@ -1,20 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Programs the verifier must refuse, for what the kfuncs' flags forbid;
- * userspace loads each alone (bu_refused()) and expects its message:
- *
- *   memcg_flush_in_plain_iter  the flush (KF_SLEEPABLE) from a non-sleepable
- *                              program: "... sleep..."
- *   get_untrusted              a css walked through a field the verifier
- *                              knows nothing about (KF_RCU): "must be a rcu
- *                              pointer"
- *   *_untrusted                a memcg walked from the referenced one
- *                              (memcg->orig_objcg->memcg) to a reader or the
- *                              flush (KF_TRUSTED_ARGS), and put_unreferenced,
- *                              a put of it (KF_RELEASE): "must be referenced
- *                              or trusted"
- *   leak                       a reference never put (KF_ACQUIRE):
- *                              "Unreleased reference"
+ * Programs the verifier must refuse for what the kfuncs' flags forbid, each
+ * loaded alone by memcg_kfuncs.c (its table names the message expected): the
+ * flush from a non-sleepable program (KF_SLEEPABLE), a css the verifier knows
+ * nothing about (KF_RCU), a memcg walked from the referenced one to a reader
+ * or the flush (KF_TRUSTED_ARGS) or to a put (KF_RELEASE), a reference never
+ * put (KF_ACQUIRE).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

@@ -1,22 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The BPF side of memcg_kfuncs_bench: for each cgroup, the same work a read
- * of memory.stat does for the fields an agent wants -- get its memcg,
- * bpf_mem_cgroup_flush_stats() (the flush memory.stat does), one read per
- * field, put -- and the values in binary.
- *
- *   MB_MODE_SEQ   (one SELF_ONLY link per cgroup): one struct mb_rec to the
- *                 seq_file, read() by userspace.
- *   MB_MODE_TREE  (one DESCENDANTS_PRE link over the parent): a record per
- *                 descendant into recs[] (global data, mmapped by
- *                 userspace); the walk's root, skip_id, is skipped without
- *                 flushing or fetching.  Not the seq_file: a cgroup
- *                 iterator cannot continue a walk in a second read() (it
- *                 returns -EOPNOTSUPP), so one walk's output must fit in
- *                 its 32 KiB buffer, which 1000 records of 80 bytes do not.
- *   memcg_bench_syscall  (BPF_PROG_TYPE_SYSCALL, one BPF_PROG_RUN per sample):
- *                 the cgroup sys_id, found with bpf_cgroup_from_id(), into
- *                 sysrec (global data, mmapped by userspace).
+ * The BPF side of memcg_kfuncs_bench: for each cgroup, the work a read of
+ * memory.stat does for the fields an agent wants (get its memcg, flush, one
+ * read per field, put), the values in binary.  MB_MODE_SEQ: one struct mb_rec
+ * to the seq_file.  MB_MODE_TREE: a record per descendant into recs[] (the
+ * walk's root, skip_id, skipped), not to the seq_file: a cgroup iterator
+ * cannot continue a walk in a second read() (-EOPNOTSUPP), and 1000 records
+ * of 80 bytes do not fit its 32 KiB buffer.  memcg_bench_syscall: the cgroup
+ * sys_id into sysrec, one BPF_PROG_RUN per sample.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -30,14 +21,9 @@ char _license[] SEC("license") = "GPL";
 extern struct cgroup *bpf_cgroup_from_id(u64 cgid) __ksym __weak;
 extern void bpf_cgroup_release(struct cgroup *cgrp) __ksym __weak;
 
-__u32 mode = 0;
-__u64 skip_id = 0;
-__u32 nrec = 0;
-__u32 overflow = 0;
-struct mb_rec recs[MB_MAX_TREE] = {};
-/* the syscall program: the cgroup to read, and its record */
-__u64 sys_id = 0;
-struct mb_rec sysrec = {};
+__u32 mode, nrec, overflow;
+__u64 skip_id, sys_id;
+struct mb_rec recs[MB_MAX_TREE] = {}, sysrec = {};
 
 /* (unsigned long)-1 ("no such counter") becomes -1, no memcg -ENOENT (-2) */
 static __always_inline void fill(struct mb_rec *r, struct cgroup *cgrp, __u64 id)
@@ -86,7 +72,6 @@ int memcg_bench(struct bpf_iter__cgroup *ctx)
 	if (!cgrp)
 		return 0;
 	id = cgrp->kn->id;
-
 	if (mode == MB_MODE_TREE) {
 		if (id == skip_id)
 			return 0;
@@ -99,7 +84,6 @@ int memcg_bench(struct bpf_iter__cgroup *ctx)
 		nrec = i + 1;
 		return 0;
 	}
-
 	fill(&rec, cgrp, id);
 	bpf_seq_write(ctx->meta->seq, &rec, sizeof(rec));
 	return 0;

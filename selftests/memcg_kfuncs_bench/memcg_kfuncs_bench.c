@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * memcg_kfuncs_bench: the cost of reading 8 memory.stat fields of 1, 100,
- * 1000 cgroups through memory.stat (opened once, pread per read, with and
- * without parsing) against the memcg kfuncs, called from a sleepable cgroup
- * iterator (a SELF_ONLY link per cgroup; one DESCENDANTS_PRE walk) and from
- * a syscall program (one BPF_PROG_RUN per read, 6.2+), side by side in one
- * run.  Every cgroup carries known memory; before measuring, every method
- * must agree with memory.stat for every cgroup and field (within what one
- * flush may fold in) and show the charged shmem exactly; every timed read
- * must deliver its record.  Measurements go to $HARNESS_METRICS.
+ * memcg_kfuncs_bench: the cost of reading 8 memory.stat fields of 1, 100, 1000
+ * cgroups through memory.stat (opened once, pread per read, with and without
+ * parsing) against the memcg kfuncs from a sleepable cgroup iterator and a
+ * syscall program (6.2+), side by side in one run.  Before measuring, every
+ * method must agree with memory.stat for every cgroup and field (within what
+ * one flush may fold in) and show the charged shmem exactly.
  */
 #include "selftest.h"
 #include <math.h>
@@ -128,12 +125,12 @@ static bool rec_ok(const struct config *c, const struct mb_rec *r, int i)
 static bool run_round(struct config *c, int m)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, opts);
+	int i, prog = with_syscall ? bpf_program__fd(skel->progs.memcg_bench_syscall) : -1;
 	char buf[64];
-	int i, fd;
 	ssize_t n;
 
+	skel->bss->mode = m == M_ITER_TREE ? MB_MODE_TREE : MB_MODE_SEQ;
 	if (m == M_ITER_TREE) {
-		skel->bss->mode = MB_MODE_TREE;
 		skel->bss->skip_id = c->tree[0].id;
 		skel->bss->nrec = skel->bss->overflow = 0;
 		if (bu_read_iter(c->tree_link, buf, sizeof(buf)) < 0 ||
@@ -141,12 +138,7 @@ static bool run_round(struct config *c, int m)
 			return !check_fail("tree walk: %u records, expected %d",
 					   skel->bss->nrec, c->n);
 		memcpy(c->recs, skel->bss->recs, c->n * sizeof(*c->recs));
-		for (i = 0; i < c->n; i++)
-			if (!rec_ok(c, &c->recs[i], cg_tree_find(c->cg, c->n, c->recs[i].id)))
-				return false;
-		return true;
 	}
-	skel->bss->mode = MB_MODE_SEQ;
 	for (i = 0; i < c->n; i++) {
 		if (m == M_READ || m == M_PARSE) {
 			n = pread(c->msfd[i], membuf, sizeof(membuf) - 1, 0);
@@ -159,15 +151,16 @@ static bool run_round(struct config *c, int m)
 		}
 		if (m == M_SYSCALL) {
 			skel->bss->sys_id = c->cg[i].id;
-			fd = bpf_program__fd(skel->progs.memcg_bench_syscall);
-			if (bpf_prog_test_run_opts(fd, &opts))
+			if (bpf_prog_test_run_opts(prog, &opts))
 				return !check_fail("BPF_PROG_RUN: %s", strerror(errno));
 			c->recs[i] = skel->bss->sysrec;
-		} else if (bu_read_iter(c->link[i], &c->recs[i], sizeof(c->recs[i])) !=
-			   sizeof(c->recs[i])) {
+		} else if (m == M_ITER_SELF && bu_read_iter(c->link[i], &c->recs[i],
+							   sizeof(c->recs[i])) != sizeof(c->recs[i])) {
 			return !check_fail("iterator on %s: no record", c->cg[i].path);
 		}
-		if (!rec_ok(c, &c->recs[i], i))
+		/* tree records: in walk order */
+		if (!rec_ok(c, &c->recs[i], m == M_ITER_TREE ?
+			    cg_tree_find(c->cg, c->n, c->recs[i].id) : i))
 			return false;
 	}
 	return true;
@@ -210,22 +203,6 @@ static void teardown(struct config *c)
 	cg_destroy_all();	/* the config's cgroups */
 }
 
-static bool open_config(struct config *c)
-{
-	int i;
-
-	c->tree_link = bu_attach_cgroup_iter(skel->progs.memcg_bench, c->tree[0].path,
-					     BPF_CGROUP_ITER_DESCENDANTS_PRE);
-	for (i = 0; c->tree_link && i < c->n; i++) {
-		c->msfd[i] = cg_open(c->cg[i].path, "memory.stat", O_RDONLY);
-		c->link[i] = bu_attach_cgroup_iter(skel->progs.memcg_bench, c->cg[i].path,
-						   BPF_CGROUP_ITER_SELF_ONLY);
-		if (c->msfd[i] < 0 || !c->link[i])
-			return false;
-	}
-	return c->tree_link;
-}
-
 static int check_setup(void)
 {
 	struct config *c;
@@ -244,7 +221,17 @@ static int check_setup(void)
 		if ((err = cg_run(c->cg[i].path, charge, (void *)(long)i)))
 			return check_fail("charging %s: status %d", c->cg[i].path, err);
 	holder = cg_spawn(c->cg[0].path, charge, (void *)0L);
-	if (holder < 0 || !open_config(c))
+	/* what an agent keeps open: memory.stat, a link per cgroup, one for the walk */
+	c->tree_link = bu_attach_cgroup_iter(skel->progs.memcg_bench, c->tree[0].path,
+					     BPF_CGROUP_ITER_DESCENDANTS_PRE);
+	for (i = 0; holder > 0 && c->tree_link && i < c->n; i++) {
+		c->msfd[i] = cg_open(c->cg[i].path, "memory.stat", O_RDONLY);
+		c->link[i] = bu_attach_cgroup_iter(skel->progs.memcg_bench, c->cg[i].path,
+						   BPF_CGROUP_ITER_SELF_ONLY);
+		if (c->msfd[i] < 0 || !c->link[i])
+			break;
+	}
+	if (i < c->n)
 		return check_fail("holder or iterator links for %s: %s", c->tree[0].path,
 				  strerror(errno));
 	return KSFT_PASS;

@@ -92,10 +92,8 @@ static int move(int i, int n)
 	int err = 0;
 
 	for (; n > 0; n--) {
-		/*
-		 * The move is counted on the mover's CPU: take turns, so that a
-		 * flush given the wrong CPU misses some of them.
-		 */
+		/* counted on the mover's CPU: take turns, so that a flush given
+		 * the wrong CPU misses some of the moves */
 		pin_cpu(next_cpu++);
 		if (cg_enter(nodes[i].path, child) || cg_enter(park.path, child))
 			err++;

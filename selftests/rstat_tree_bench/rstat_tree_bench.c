@@ -5,7 +5,11 @@
  * iterator read), rstat_walk (flush + DESCENDANTS_PRE read), user_walk
  * (cgroupfs walk summing the per-CPU map).  Before each timed read, real
  * reclaim in one leaf ("few") or every leaf ("all"); the count must grow by
- * that, and then the three agree.  Usage: --sizes 10,100 --rounds 5
+ * that, and then the three agree.  With --stores maps,storage all of it
+ * twice, the per-cgroup state first in maps keyed by cgroup id, then in
+ * cgroup local storage (rstat_tree_bench_storage.bpf.c), and the ratios of
+ * the medians, storage over maps.  Usage: --sizes 10,100 --rounds 5
+ * [--stores maps,storage]
  */
 #include "selftest.h"
 #include <dirent.h>
@@ -13,6 +17,8 @@
 #include "reclaim_stats.h"
 #include "rstat_tree_bench.skel.h"
 #include "rstat_tree_bench_css.skel.h"
+#include "rstat_tree_bench_storage.skel.h"
+#include "rstat_tree_bench_storage_css.skel.h"
 
 #define MAX_SIZES 8
 #define MAX_ROUNDS 64
@@ -20,21 +26,25 @@
 
 enum method { M_ROOT, M_WALK, M_USER, NUM_METHODS };
 enum mode { U_FEW, U_ALL, NUM_MODES };
+enum store { S_MAPS, S_STORAGE, NUM_STORES };
 static const char *const method_name[] = { "rstat_root", "rstat_walk", "user_walk" };
 static const char *const mode_name[] = { "few", "all" };
+static const char *const store_name[] = { "maps", "storage" };
 
 /* the tree: [0] the bench root, [1..inner] inner cgroups, then the leaves */
 static struct cg_node *nodes;
 static int num_nodes, inner, next_size, ncpus, file_fd = -1;
+static bool measured;	/* a tree was measured */
 static struct rstat_tree_bench_bpf *skel;
 static struct rs_pcpu *vals;	/* one per CPU */
 struct counts { unsigned long long v[RS_NR]; };	/* count, time_ns, pages */
 static char file_path[CG_PATH_MAX], buf[1 << 20];
 static const char *mnt;
-static int sizes[MAX_SIZES], num_sizes, rounds;
-static bool size_ok[MAX_SIZES], walk_unsupported[MAX_SIZES];
-/* ms per read: [size][mode][method][round]; < 0: not measured */
-static double ms[MAX_SIZES][NUM_MODES][NUM_METHODS][MAX_ROUNDS];
+static int sizes[MAX_SIZES], num_sizes, rounds, store = -1;
+static bool stores[NUM_STORES] = { [S_MAPS] = true };	/* which to measure */
+static bool size_ok[NUM_STORES][MAX_SIZES], walk_unsupported[NUM_STORES][MAX_SIZES];
+/* ms per read: [store][size][mode][method][round]; < 0: not measured */
+static double ms[NUM_STORES][MAX_SIZES][NUM_MODES][NUM_METHODS][MAX_ROUNDS];
 
 /* size/10 (at least 1) inner cgroups, the leaves spread over them; the leaves, or -1 */
 static int make_tree(int size)
@@ -90,6 +100,8 @@ static int user_walk_dir(int parent_fd, const char *name, struct counts *sum)
 	struct dirent *de;
 	struct stat st;
 	__u64 id;
+	/* cgroup local storage is looked up by a cgroup fd, the map by the id */
+	void *key = store == S_STORAGE ? (void *)&fd : (void *)&id;
 	DIR *d;
 
 	if (fd < 0 || fstat(fd, &st) || !(d = fdopendir(fd))) {
@@ -99,7 +111,7 @@ static int user_walk_dir(int parent_fd, const char *name, struct counts *sum)
 		return err;
 	}
 	id = st.st_ino;
-	if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.rs_pcpu), &id, vals))
+	if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.rs_pcpu), key, vals))
 		for (cpu = 0; cpu < ncpus; cpu++)
 			for (i = 0; i < RS_NR; i++)
 				sum->v[i] += vals[cpu].state[i];
@@ -138,26 +150,27 @@ static int run_round(int si, int mode, int r, struct bpf_link **links, int leave
 
 	for (m = 0; m < NUM_METHODS; m++) {
 		done = update_leaves(mode == U_FEW ? 1 : leaves);
-		ms[si][mode][m][r] = -1;
+		ms[store][si][mode][m][r] = -1;
 		if (done < 0)
 			return KSFT_FAIL;
-		if (m == M_WALK && walk_unsupported[si])
+		if (m == M_WALK && walk_unsupported[store][si])
 			continue;
-		err = read_totals(m, links[m], &t[m], &ms[si][mode][m][r]);
+		err = read_totals(m, links[m], &t[m], &ms[store][si][mode][m][r]);
 		/* a cgroup iterator cannot resume a walk in a second read(): -1 in the metrics */
-		walk_unsupported[si] |= m == M_WALK && err == -EOPNOTSUPP;
-		if (m == M_WALK && walk_unsupported[si])
+		walk_unsupported[store][si] |= m == M_WALK && err == -EOPNOTSUPP;
+		if (m == M_WALK && walk_unsupported[store][si])
 			continue;
 		if (err)
 			return check_fail("%s: %s", method_name[m], err == -ENOENT ?
 					  "the first line is not the subtree root's" : strerror(-err));
 		if (t[m].v[RC_COUNT] < prev->v[RC_COUNT] + done)
-			return check_fail("%s: count %llu after %d updated leaves, was %llu",
-					  method_name[m], t[m].v[RC_COUNT], done, prev->v[RC_COUNT]);
+			return check_fail("%s: count %llu after %d updated leaves, was %llu (BPF: %llu map or storage errors)",
+					  method_name[m], t[m].v[RC_COUNT], done, prev->v[RC_COUNT],
+					  (unsigned long long)skel->bss->rs_map_errors);
 		*prev = t[m];
 	}
 	for (m = 0; m < NUM_METHODS; m++) {	/* nothing new: all equal rstat_root */
-		if (m == M_WALK && walk_unsupported[si])
+		if (m == M_WALK && walk_unsupported[store][si])
 			continue;
 		err = read_totals(m, links[m], &t[m], NULL);
 		if (err || memcmp(&t[m], &t[M_ROOT], sizeof(*t)))
@@ -170,14 +183,27 @@ static int run_round(int si, int mode, int r, struct bpf_link **links, int leave
 }
 
 /* the rounds measured of a size that passed, into @v; how many */
-static int samples(int si, int mode, int m, double *v)
+static int samples(int s, int si, int mode, int m, double *v)
 {
 	int r, n = 0;
 
-	for (r = 0; size_ok[si] && r < rounds; r++)
-		if (ms[si][mode][m][r] >= 0)
-			v[n++] = ms[si][mode][m][r];
+	for (r = 0; size_ok[s][si] && r < rounds; r++)
+		if (ms[s][si][mode][m][r] >= 0)
+			v[n++] = ms[s][si][mode][m][r];
 	return n;
+}
+
+/* the median of the reads of (store, size, mode, method); -1 when none */
+static double median(int s, int si, int mode, int m)
+{
+	double v[MAX_ROUNDS];
+	int n = samples(s, si, mode, m, v);
+	struct stats st;
+
+	if (!n)
+		return -1;
+	stats_of(v, n, &st);
+	return st.median;
 }
 
 /* one size (sizes[] in check order): build, measure, check, remove */
@@ -198,7 +224,8 @@ static int check_tree(void)
 	for (mode = 0; ret == KSFT_PASS && mode < NUM_MODES; mode++)
 		for (r = 0; ret == KSFT_PASS && r < rounds; r++)
 			ret = run_round(si, mode, r, links, leaves, &prev);
-	size_ok[si] = ret == KSFT_PASS;	/* the medians: in $HARNESS_METRICS */
+	size_ok[store][si] = ret == KSFT_PASS;	/* the medians: in $HARNESS_METRICS */
+	measured = true;
 	bpf_link__destroy(links[M_ROOT]);
 	bpf_link__destroy(links[M_WALK]);
 	free(nodes);
@@ -207,47 +234,74 @@ static int check_tree(void)
 	return ret;
 }
 
-/* the median of the last size's reads over the first's; -1 when one is missing */
-static double growth(int mode, int m)
+/* @a over @b, medians; -1 when one is missing */
+static double ratio(double a, double b)
 {
-	double a[MAX_ROUNDS], b[MAX_ROUNDS];
-	int na = samples(0, mode, m, a), nb = samples(num_sizes - 1, mode, m, b);
-	struct stats sa, sb;
-
-	stats_of(a, na, &sa);
-	stats_of(b, nb, &sb);
-	return na && nb && sa.median > 0 ? sb.median / sa.median : -1;
+	return a >= 0 && b > 0 ? a / b : -1;
 }
 
-/* sizes; reads."<mode>/<method>@<size>": a measurement in ms; the summary */
-static void write_metrics(void)
+/* the median of the last size's reads over the first's */
+static double growth(int s, int mode, int m)
 {
-	char key[64], summary[256];
-	double v[MAX_ROUNDS];
-	int mode, m, si, n;
+	return ratio(median(s, num_sizes - 1, mode, m), median(s, 0, mode, m));
+}
 
-	metrics_open();
-	metrics_arr("sizes");
-	for (si = 0; si < num_sizes; si++)
-		metrics_int(NULL, sizes[si]);
-	metrics_end();
-	metrics_obj("reads");
+/*
+ * Object @obj: "<mode>/<method>@<size>" -> the reads of store @s (a measurement
+ * in ms; none: walk unsupported, or the size failed) or, for s == NUM_STORES,
+ * the ratio of the medians, storage over maps (< 1: storage is faster)
+ */
+static void write_reads(const char *obj, int s)
+{
+	double v[MAX_ROUNDS];
+	int si, mode, m;
+	char key[64];
+
+	metrics_obj(obj);
 	for (si = 0; si < num_sizes; si++) {
 		for (mode = 0; mode < NUM_MODES; mode++) {
 			for (m = 0; m < NUM_METHODS; m++) {
-				/* none: walk unsupported, or the size failed */
-				n = samples(si, mode, m, v);
 				snprintf(key, sizeof(key), "%s/%s@%d", mode_name[mode],
 					 method_name[m], sizes[si]);
-				metrics_measure(key, v, n, "ms", "lower");
+				if (s == NUM_STORES)
+					metrics_num(key, ratio(median(S_STORAGE, si, mode, m),
+							       median(S_MAPS, si, mode, m)));
+				else
+					metrics_measure(key, v, samples(s, si, mode, m, v), "ms",
+							"lower");
 			}
 		}
 	}
 	metrics_end();
-	snprintf(summary, sizeof(summary),
-		 "%d->%d cgroups, growth of one read: few updated: rstat_root x%.1f, user_walk x%.1f; all updated: rstat_root x%.1f, user_walk x%.1f",
-		 sizes[0], sizes[num_sizes - 1], growth(U_FEW, M_ROOT), growth(U_FEW, M_USER),
-		 growth(U_ALL, M_ROOT), growth(U_ALL, M_USER));
+}
+
+/* sizes; reads (maps), reads_storage, storage_vs_maps (write_reads()); the summary */
+static void write_metrics(void)
+{
+	int s = stores[S_MAPS] ? S_MAPS : S_STORAGE, last = num_sizes - 1, len;
+	bool both = stores[S_MAPS] && stores[S_STORAGE];
+	char summary[384];
+
+	metrics_open();
+	metrics_arr("sizes");
+	for (len = 0; len < num_sizes; len++)
+		metrics_int(NULL, sizes[len]);
+	metrics_end();
+	if (stores[S_MAPS])
+		write_reads("reads", S_MAPS);
+	if (stores[S_STORAGE])
+		write_reads("reads_storage", S_STORAGE);
+	if (both)
+		write_reads("storage_vs_maps", NUM_STORES);
+	len = snprintf(summary, sizeof(summary),
+		       "%d->%d cgroups, growth of one read: few updated: rstat_root x%.1f, user_walk x%.1f; all updated: rstat_root x%.1f, user_walk x%.1f",
+		       sizes[0], sizes[last], growth(s, U_FEW, M_ROOT), growth(s, U_FEW, M_USER),
+		       growth(s, U_ALL, M_ROOT), growth(s, U_ALL, M_USER));
+	if (both)
+		snprintf(summary + len, sizeof(summary) - len,
+			 "; storage/maps at %d: rstat_root few x%.2f, all x%.2f", sizes[last],
+			 ratio(median(S_STORAGE, last, U_FEW, M_ROOT), median(S_MAPS, last, U_FEW, M_ROOT)),
+			 ratio(median(S_STORAGE, last, U_ALL, M_ROOT), median(S_MAPS, last, U_ALL, M_ROOT)));
 	metrics_str("summary", summary);
 	metrics_close();
 }
@@ -265,11 +319,14 @@ static int check_environment(void)
 	int i = cg_find_root(&mnt, "memory"), blocks = 0;
 
 	ncpus = libbpf_num_possible_cpus();
-	vals = ncpus > 0 ? calloc(ncpus, sizeof(*vals)) : NULL;
+	/* a per-CPU map value has ncpus slots, a storage value RS_MAX_CPUS */
+	vals = ncpus > 0 ? calloc(ncpus > RS_MAX_CPUS ? ncpus : RS_MAX_CPUS, sizeof(*vals)) : NULL;
 	if (i != KSFT_PASS)
 		return i;
 	if (!scratch || !vals)
 		return check_fail("needs $HARNESS_SCRATCH (a disk file system)");
+	if (stores[S_STORAGE] && ncpus > RS_MAX_CPUS)
+		return check_fail("%d CPUs: the storage value has slots for %d", ncpus, RS_MAX_CPUS);
 	for (i = 0; i < num_sizes; i++)	/* a block per node: a leaf's offset is its index */
 		blocks = sizes[i] + 1 > blocks ? sizes[i] + 1 : blocks;
 	snprintf(file_path, sizeof(file_path), "%s/rstat_tree_bench.%d", scratch, getpid());
@@ -285,20 +342,47 @@ static int check_environment(void)
 	return KSFT_PASS;
 }
 
+/* the next store's objects, the previous store's gone: its sizes follow */
 static int check_load_attach(void)
 {
-	int err = BU_LOAD_RSTAT(skel, rstat_tree_bench, NULL);
+	int err;
 
+	rstat_tree_bench_bpf__destroy(skel);
+	while (!stores[++store])
+		;
+	next_size = 0;
+	err = BU_LOAD_RSTAT_STORE(skel, rstat_tree_bench, NULL, store == S_STORAGE);
 	return err ? check_fail("open/load/attach: %s", strerror(-err)) : KSFT_PASS;
 }
 
-/* test.toml's "--sizes N,N,... --rounds R" (N in 2..4000, R in 1..MAX_ROUNDS) */
+/* --stores maps,storage: which, in that order; false on an unknown name */
+static bool parse_stores(char *list)
+{
+	char *tok;
+	int s;
+
+	stores[S_MAPS] = false;
+	for (tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+		for (s = 0; s < NUM_STORES && strcmp(tok, store_name[s]); s++)
+			;
+		if (s == NUM_STORES)
+			return false;
+		stores[s] = true;
+	}
+	return stores[S_MAPS] || stores[S_STORAGE];
+}
+
+/*
+ * test.toml's "--sizes N,N,... --rounds R [--stores maps,storage]" (N in
+ * 2..4000, R in 1..MAX_ROUNDS)
+ */
 static bool parse_args(int argc, char **argv)
 {
 	char *tok;
 	int n;
 
-	if (argc != 5 || strcmp(argv[1], "--sizes") || strcmp(argv[3], "--rounds"))
+	if ((argc != 5 && argc != 7) || strcmp(argv[1], "--sizes") || strcmp(argv[3], "--rounds") ||
+	    (argc == 7 && (strcmp(argv[5], "--stores") || !parse_stores(argv[6]))))
 		return false;
 	rounds = atoi(argv[4]);
 	for (tok = strtok(argv[2], ","); tok && num_sizes < MAX_SIZES; tok = strtok(NULL, ","))
@@ -311,23 +395,32 @@ static bool parse_args(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	static char names[MAX_SIZES][32];
-	struct check checks[2 + MAX_SIZES] = {
+	/* per store: its load, then its sizes; the storage's names prefixed storage_ */
+	static char names[NUM_STORES][1 + MAX_SIZES][48];
+	struct check checks[1 + NUM_STORES * (1 + MAX_SIZES)] = {
 		{ "environment", check_environment, NULL },
-		{ "bpf_load_attach", check_load_attach, "environment" },
 	};
-	int si, ret;
+	int s, si, n = 1, ret;
 
 	if (!parse_args(argc, argv)) {
-		fprintf(stderr, "usage: %s --sizes N,N,... --rounds R\n", argv[0]);
+		fprintf(stderr, "usage: %s --sizes N,N,... --rounds R [--stores maps,storage]\n",
+			argv[0]);
 		return KSFT_FAIL;
 	}
-	for (si = 0; si < num_sizes; si++) {
-		snprintf(names[si], sizeof(names[si]), "tree_%d_methods_agree", sizes[si]);
-		checks[2 + si] = (struct check){ names[si], check_tree, "bpf_load_attach" };
+	for (s = 0; s < NUM_STORES; s++) {
+		if (!stores[s])
+			continue;
+		snprintf(names[s][0], sizeof(names[s][0]), "%sbpf_load_attach",
+			 s == S_STORAGE ? "storage_" : "");
+		checks[n++] = (struct check){ names[s][0], check_load_attach, "environment" };
+		for (si = 0; si < num_sizes; si++) {
+			snprintf(names[s][1 + si], sizeof(names[s][1 + si]), "%stree_%d_methods_agree",
+				 s == S_STORAGE ? "storage_" : "", sizes[si]);
+			checks[n++] = (struct check){ names[s][1 + si], check_tree, names[s][0] };
+		}
 	}
-	ret = checks_run(checks, 2 + num_sizes, NULL);
-	if (next_size)	/* a tree was measured */
+	ret = checks_run(checks, n, NULL);
+	if (measured)
 		write_metrics();
 	rstat_tree_bench_bpf__destroy(skel);
 	on_signal();

@@ -7,6 +7,7 @@ from pathlib import Path
 from harness.model import Feature, FeatureKind, FeatureReport, FeatureState
 from harness.pipeline import missing_features
 from harness.testkinds.base import Manifest, TestRef
+from harness.testkinds.own import load_manifest
 
 
 def _ref(*requires: str) -> TestRef:
@@ -45,3 +46,14 @@ def test_a_plain_requirement_is_unchanged() -> None:
     assert missing_features(_ref("cgroup_rstat_flush"), NEW_API) == [
         "cgroup_rstat_flush (kfunc: not in the tree)"]
     assert missing_features(_ref("css_rstat_flush"), NEW_API) == []
+
+
+def test_a_variants_requires_adds_to_the_tests(tmp_path: Path) -> None:
+    (tmp_path / "test.toml").write_text(
+        'name = "t"\nrequires = ["cgroup_rstat_flush"]\n[run]\ncommand = ["./t"]\n'
+        '[variants.storage]\ncommand = ["./t", "--storage"]\n'
+        'requires = ["BPF_MAP_TYPE_CGRP_STORAGE"]\n')
+    assert load_manifest(tmp_path).requires == ("cgroup_rstat_flush",)
+    variant = load_manifest(tmp_path, "storage")
+    assert variant.requires == ("cgroup_rstat_flush", "BPF_MAP_TYPE_CGRP_STORAGE")
+    assert variant.command == ("./t", "--storage")
