@@ -6,7 +6,8 @@ after the build the kernel's BTF must agree (a definition behind a config option
 off compiles to nothing, and BTF says so).
 
 Features are the kernel's own (the rstat hook and kfuncs, the cgroup iterator, cgroup
-local storage) plus what each series under patches/ declares in its `provides.toml`:
+local storage, and the config options perf's cgroup counting needs) plus what each series
+under patches/ declares in its `provides.toml`:
 
     # patches/<series>/provides.toml
     kfuncs = ["bpf_get_mem_cgroup", "bpf_mem_cgroup_page_state"]
@@ -14,7 +15,10 @@ local storage) plus what each series under patches/ declares in its `provides.to
     iterators = []
     helpers = ["bpf_cgrp_storage_get"]
     map_types = ["BPF_MAP_TYPE_CGRP_STORAGE"]
+    configs = ["CGROUP_PERF"]
 
+A config option is "in base" when a Kconfig of the base defines it (`config NAME`), and
+the built kernel's .config, not BTF, decides whether it is there (`confirm_with_config`).
 A helper or map type is also checked against mainline's UAPI number where the kernel's
 list below gives it: the BTF's enumerator must carry that value.
 """
@@ -56,14 +60,20 @@ KERNEL_FEATURES = (
     Feature(name="BPF_MAP_TYPE_CGRP_STORAGE", kind=FeatureKind.MAP_TYPE, uapi_value=32),
     Feature(name="bpf_cgrp_storage_get", kind=FeatureKind.HELPER, uapi_value=210),
     Feature(name="bpf_cgrp_storage_delete", kind=FeatureKind.HELPER, uapi_value=211),
+    # perf's cgroup counting (`perf stat --for-each-cgroup`, with or without BPF counters):
+    # cgroup perf events and the cgroup-switch event, and name_to_handle_at() for perf to
+    # read a cgroup's id
+    Feature(name="CGROUP_PERF", kind=FeatureKind.CONFIG),
+    Feature(name="FHANDLE", kind=FeatureKind.CONFIG),
 )
 
 _KEYS = {"hooks": FeatureKind.HOOK, "kfuncs": FeatureKind.KFUNC,
          "iterators": FeatureKind.ITERATOR, "helpers": FeatureKind.HELPER,
-         "map_types": FeatureKind.MAP_TYPE}
-# Where definitions are looked for: the C files, and the header that registers map types.
+         "map_types": FeatureKind.MAP_TYPE, "configs": FeatureKind.CONFIG}
+# Where definitions are looked for: the C files, the header that registers map types, and
+# the Kconfig files (config options).
 _BPF_TYPES_H = "include/linux/bpf_types.h"
-_SOURCES = ("*.c", _BPF_TYPES_H)
+_SOURCES = ("*.c", _BPF_TYPES_H, "*Kconfig")
 
 
 def declared_by_series(series_dir: Path) -> tuple[Feature, ...]:
@@ -112,6 +122,8 @@ def _pattern(f: Feature) -> str:
         return rf"^BPF_CALL_\d\({name},"
     if f.kind is FeatureKind.MAP_TYPE:
         return rf"^BPF_MAP_TYPE\({name},"
+    if f.kind is FeatureKind.CONFIG:
+        return rf"^(?:menu)?config {name}\s*$"
     # A definition starts in column 0 (kernel style); a call or prototype does not
     # match: calls are indented, prototypes end with ';' (filtered below).
     return rf"^[a-zA-Z_].*[ *]{name}\("
@@ -246,6 +258,9 @@ def confirm_with_btf(reports: tuple[FeatureReport, ...],
     """Check each source verdict against the built kernel's BTF; BTF wins."""
     out = []
     for r in reports:
+        if r.feature.kind is FeatureKind.CONFIG:
+            out.append(r)  # not in BTF: the .config says (confirm_with_config)
+            continue
         in_btf = btf.has(r.feature)
         wrong_number = _wrong_uapi_number(r.feature, btf)
         if r.state is FeatureState.ABSENT and in_btf and r.feature.kind is FeatureKind.KFUNC:
@@ -275,6 +290,11 @@ def from_btf_only(features: tuple[Feature, ...],
                      for f in features)
     out = []
     for f in features:
+        if f.kind is FeatureKind.CONFIG:
+            out.append(FeatureReport(feature=f, state=FeatureState.ABSENT, btf=None,
+                                     note="a prebuilt image: its .config decides "
+                                          "(confirm_with_config), none known yet"))
+            continue
         present, wrong_number = btf.has(f), _wrong_uapi_number(f, btf)
         note = wrong_number or ("from BTF only (a prebuilt image has no sources)"
                                 + ("; a kfunc's registration is not visible in BTF"
@@ -282,6 +302,37 @@ def from_btf_only(features: tuple[Feature, ...],
         out.append(FeatureReport(
             feature=f, btf=present, note=note,
             state=FeatureState.PRESENT if present and not wrong_number else FeatureState.ABSENT))
+    return tuple(out)
+
+
+_CONFIG_LINE = re.compile(r"^CONFIG_([A-Za-z0-9_]+)=(.*)$", re.MULTILINE)
+
+
+def config_values(config_text: str) -> dict[str, str]:
+    """A .config's set options: NAME (without CONFIG_) -> value ("y", "m", "0x10", ...)."""
+    return {m.group(1): m.group(2) for m in _CONFIG_LINE.finditer(config_text)}
+
+
+def confirm_with_config(reports: tuple[FeatureReport, ...],
+                        config_text: str) -> tuple[FeatureReport, ...]:
+    """Config-option features against the built kernel's .config: an option the sources
+    define (or a prebuilt image's config sets) is there only when it is y or m."""
+    values = config_values(config_text)
+    out = []
+    for r in reports:
+        if r.feature.kind is not FeatureKind.CONFIG:
+            out.append(r)
+            continue
+        value = values.get(r.feature.name)
+        if value in ("y", "m"):
+            state = r.state
+            if state is FeatureState.ABSENT:  # an image: no sources to say where from
+                state = FeatureState.PRESENT
+            out.append(replace(r, state=state, note=f"CONFIG_{r.feature.name}={value}"))
+        else:
+            out.append(replace(r, state=FeatureState.ABSENT,
+                               note=f"CONFIG_{r.feature.name} is not set in the kernel's "
+                                    ".config"))
     return tuple(out)
 
 

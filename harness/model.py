@@ -293,6 +293,8 @@ class FeatureKind(enum.Enum):
     ITERATOR = "iterator"  # DEFINE_BPF_ITER_FUNC(NAME, ...): the bpf_iter_NAME target
     HELPER = "helper"  # BPF_CALL_n(NAME, ...): a helper, BPF_FUNC_<NAME without bpf_> in UAPI
     MAP_TYPE = "map type"  # BPF_MAP_TYPE(NAME, ops) in include/linux/bpf_types.h
+    # `config NAME` in a Kconfig file; built in when the kernel's .config has CONFIG_NAME=y
+    CONFIG = "config option"
 
 
 class FeatureState(enum.Enum):

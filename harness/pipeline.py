@@ -313,8 +313,8 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
         facts.source = f"prebuilt image {plan.spec.value}"
         with stages.stage("features", Status.SETUP_ERROR):
             btf, note = _kernel_btf(cell, image)
-            facts.features = _noted(features.from_btf_only(features.known_features(), btf),
-                                    note)
+            facts.features = _with_config(_noted(
+                features.from_btf_only(features.known_features(), btf), note), image)
             if wants_kselftest_h:
                 header = own.stored_kselftest_h(image.version)
                 facts.kselftest_h = header.origin
@@ -339,6 +339,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             with stages.stage("features", Status.BUILD_ERROR):
                 facts.features = features.confirm_with_btf(prepared.features, btf)
                 _check_declared(plan, prepared, facts.features, logs)
+        facts.features = _with_config(facts.features, image)
         used_for = describe(cell)
         for entry in (image.bzimage.parent, tree.path, tree.source.repo):
             cache.note_use(entry, used_for)
@@ -406,6 +407,14 @@ def _kernel_btf(cell: Cell, image: KernelImage) -> tuple[features.KernelBtf | No
         # Not a reason to stop the cell: the selftests will say what BTF lacks.
         log.warning("[%s] cannot read the kernel's BTF: %s", cell.name, exc)
         return None, f"BTF unreadable, source verdict only: {exc}"
+
+
+def _with_config(reports: tuple[FeatureReport, ...],
+                 image: KernelImage) -> tuple[FeatureReport, ...]:
+    """Config-option features decided by the kernel's .config, when it has one."""
+    if image.config is None or not image.config.is_file():
+        return reports
+    return features.confirm_with_config(reports, image.config.read_text(errors="replace"))
 
 
 def _noted(reports: tuple[FeatureReport, ...], note: str) -> tuple[FeatureReport, ...]:

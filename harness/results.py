@@ -380,9 +380,11 @@ def feature_line(reports: tuple[FeatureReport, ...]) -> str:
             else r.feature.name
         groups.setdefault(r.state, []).append(name)
     line = "; ".join(f"{state.value}: {', '.join(names)}" for state, names in groups.items())
-    if any(r.btf is None for r in reports):
+    # config options are not in BTF: the kernel's .config decided them
+    in_btf = [r for r in reports if r.feature.kind is not FeatureKind.CONFIG]
+    if any(r.btf is None for r in in_btf):
         return line + " (sources only, BTF not checked)"
-    notes = [f"{r.feature.name}: {r.note}" for r in reports if r.note]
+    notes = [f"{r.feature.name}: {r.note}" for r in in_btf if r.note]
     return line + (f" (notes: {'; '.join(notes)})" if notes else " (BTF agrees)")
 
 

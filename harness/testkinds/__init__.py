@@ -6,6 +6,7 @@ tree, build, plan. A `--test` string goes to the first kind that claims it; our 
 - `kselftest:TARGET[:TEST,...]`: the tree's tools/testing/selftests/TARGET
 - `test_progs:TEST`: one test of the tree's BPF selftests
 - `command`: `harness run ... -- CMD ARGS` (never named by a `--test` string)
+- `perf`: an own test whose test.toml asks for the tree's perf (`[build] tools = ["perf"]`)
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from .command import KIND as COMMAND
 from .command import ref as command_ref
 from .kselftest import KIND as KSELFTEST
 from .own import KIND as OWN
+from .perf import KIND as PERF
 from .test_progs import KIND as TEST_PROGS
 
-KINDS: tuple[TestKind, ...] = (KSELFTEST, TEST_PROGS, COMMAND, OWN)
+KINDS: tuple[TestKind, ...] = (KSELFTEST, TEST_PROGS, COMMAND, PERF, OWN)
 BY_NAME: dict[str, TestKind] = {k.name: k for k in KINDS}
 
 __all__ = [

@@ -51,6 +51,11 @@ class Manifest:
     requires: tuple[str, ...] = ()
     # attempts in one boot, each a fresh process (`repeat` in test.toml; --repeat overrides)
     repeat: int = 1
+    # files of the test directory copied as they are next to what is built (scripts)
+    files: tuple[str, ...] = ()
+    # programs built from the kernel tree under test that the test runs ("perf": the
+    # tree's tools/perf, as $PERF; see testkinds/perf.py)
+    tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,6 +25,7 @@ CLANG = "clang-19"
 BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-D__TARGET_ARCH_x86", "-Wall", "-Werror")
 _FORMATS = ("ktap", "test_progs", "exit")
 _NEEDS = ("swap", "scratch")
+_TOOLS = ("perf",)
 
 
 def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
@@ -66,6 +67,8 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
             include=tuple(_include_dir(toml_path, d) for d in build.get("include", ())),
             requires=tuple(str(r) for r in requires),
             repeat=int(run.get("repeat", 1)),
+            files=tuple(str(f) for f in build.get("files", ())),
+            tools=tuple(str(t) for t in build.get("tools", ())),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise setup_error(f"{toml_path}: missing or invalid field {exc}",
@@ -79,6 +82,10 @@ def load_manifest(directory: Path, variant: str | None = None) -> Manifest:
         problems.append(f"format {manifest.fmt!r}: one of {', '.join(_FORMATS)}")
     if bad := [n for n in manifest.needs if n not in _NEEDS]:
         problems.append(f"needs {bad}: only {', '.join(_NEEDS)}")
+    if bad := [t for t in manifest.tools if t not in _TOOLS]:
+        problems.append(f"tools {bad}: only {', '.join(_TOOLS)}")
+    if bad := [f for f in manifest.files if "/" in f or not (manifest.directory / f).is_file()]:
+        problems.append(f"files {bad}: files of the test directory")
     if manifest.timeout_s <= 0:
         problems.append(f"timeout {manifest.timeout_s}: seconds, > 0")
     if not 1 <= manifest.repeat <= 1000:
@@ -192,6 +199,8 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
                         "-o", str(scratch / manifest.name.partition("@")[0]),
                         "-lbpf", "-lelf", "-lz", "-lm"],
                        what=f"building {manifest.name}", timeout=300, log_path=blog)
+        for name in manifest.files:
+            shutil.copy2(manifest.directory / name, scratch / name)
         (scratch / ".built").write_text("ok\n")
     return out
 

@@ -22,7 +22,7 @@ import pytest
 
 from harness import pipeline, results
 from harness.matrix import Cell, Tier
-from harness.model import Accel, CellResult, Status
+from harness.model import Accel, CellResult, FeatureKind, FeatureState, Status
 from harness.testkinds import SelftestError
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -99,7 +99,12 @@ def test_a_clean_cell_passes_every_stage_and_its_tests(world: Path,
     assert stage_statuses(r) == [(s, "PASS") for s in (
         "plan", "source", "series", "kconfig", "build", "kselftests-build",
         "selftests-build", "accel", "boot+tests")]
-    assert r.features and all("BTF unreadable" in f.note for f in r.features)
+    # (config options are not in BTF: the kernel's .config decides them)
+    assert r.features and all("BTF unreadable" in f.note for f in r.features
+                              if f.feature.kind is not FeatureKind.CONFIG)
+    assert {f.feature.name: f.state for f in r.features
+            if f.feature.kind is FeatureKind.CONFIG} == {
+        "CGROUP_PERF": FeatureState.ABSENT, "FHANDLE": FeatureState.ABSENT}
     by = {t.name: t for t in r.tests}
     assert [by[n].status for n in ("boot", "fake_pass", "setup", "shutdown")] == [
         Status.PASS] * 4

@@ -1,0 +1,168 @@
+"""Own tests that run the kernel tree's own `perf` (tools/perf), built from the tree
+under test: a `test.toml` with `[build] tools = ["perf"]`.
+
+perf is built once per (tools/ and scripts/ of the tree, build options, compilers) into
+the cache, with BPF skeletons (what `perf stat --bpf-counters` needs): a perf whose
+build silently dropped them (6.12's Makefile.config turns BUILD_BPF_SKEL off with only a
+warning when clang, libbpf or libelf is missing) is a build error here, not a test that
+then fails for the wrong reason. The test runs with `$PERF` set to that binary; the
+guest sees the host's cache read-only at the same path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .. import atomic, gitcmd, paths, proc
+from ..guest.protocol import GuestTest
+from ..model import KernelImage
+from . import own
+from .base import BuildContext, SelftestError, TestRef, setup_error
+
+log = logging.getLogger(__name__)
+
+KIND_NAME = "perf"
+PERF_BUILD_TIMEOUT_S = 3600
+# What `perf stat --bpf-counters` needs and nothing else: every optional library off, so
+# the build is the same on every machine and needs only what bootstrap.sh installs
+# (gcc, make, flex, bison, libelf, zlib, clang-19, llvm-19). NO_LIBLLVM (6.12) keeps
+# perf from linking all of LLVM for its disassembler; unknown NO_* names are ignored.
+PERF_MAKE_VARS = (
+    "BUILD_BPF_SKEL=1", f"CLANG={own.CLANG}", "LLVM_STRIP=llvm-strip-19",
+    "NO_LIBTRACEEVENT=1", "NO_JEVENTS=1", "NO_CAPSTONE=1", "NO_SHELLCHECK=1",
+    "NO_LIBPYTHON=1", "NO_LIBPERL=1", "NO_DWARF=1", "NO_LIBUNWIND=1",
+    "NO_LIBDW_DWARF_UNWIND=1", "NO_SLANG=1", "NO_LIBNUMA=1", "NO_LIBAUDIT=1",
+    "NO_LIBCRYPTO=1", "NO_LIBCAP=1", "NO_LIBBABELTRACE=1", "NO_LZMA=1", "NO_LIBZSTD=1",
+    "NO_SDT=1", "NO_JVMTI=1", "NO_LIBPFM4=1", "NO_LIBDEBUGINFOD=1", "NO_DEMANGLE=1",
+    "NO_LIBLLVM=1",
+)
+# 6.12 ships a minimal vmlinux.h for the skeletons; older trees (6.1) generate it from a
+# kernel's BTF, which must then be this kernel's (its perf_event_cgrp_id, ...).
+_MINIMAL_VMLINUX_H = "tools/perf/util/bpf_skel/vmlinux/vmlinux.h"
+_OPTION = re.compile(r"^\s*([\w-]+): \[\s*(on|OFF)\s*\]", re.MULTILINE)
+
+
+def build_options(text: str) -> dict[str, bool]:
+    """`perf version --build-options` -> feature name -> built in."""
+    return {m.group(1): m.group(2) == "on" for m in _OPTION.finditer(text)}
+
+
+def has_bpf_counters(build_options_text: str, obj: Path) -> bool:
+    """Whether this perf build has the BPF skeletons `perf stat --bpf-counters` needs:
+    `perf version --build-options` says so from 6.2 on (bpf_skeletons); 6.1's does not
+    list them, so the skeleton bperf-cgroup is built from must be there as well."""
+    listed = build_options(build_options_text).get("bpf_skeletons")
+    return listed is not False and (obj / "util/bpf_skel/bperf_cgroup.skel.h").is_file()
+
+
+def _version_line(argv: list[str]) -> str:
+    res = proc.run(argv, timeout=30)
+    lines = res.output.splitlines()
+    return lines[0] if res.ok and lines else "missing"
+
+
+def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
+    """tools/perf of the tree, built with BPF skeletons; the binary's path. Cached."""
+    for tool in ("make", "gcc", "flex", "bison", own.CLANG, "llvm-strip-19"):
+        proc.require(tool)
+    ids = [gitcmd.git(tree, "rev-parse", f"HEAD:{d}", what="git rev-parse").strip()
+           for d in ("tools", "scripts")]
+    extra: list[str] = []
+    key_parts = [*ids, *PERF_MAKE_VARS, _version_line(["gcc", "--version"]),
+                 _version_line([own.CLANG, "--version"])]
+    if not (tree / _MINIMAL_VMLINUX_H).is_file():
+        if kernel.vmlinux is None:
+            raise SelftestError("this tree's perf generates its BPF skeletons' vmlinux.h "
+                                "from a kernel's BTF, and the kernel has no vmlinux")
+        extra.append(f"VMLINUX_BTF={kernel.vmlinux}")
+        key_parts.append(kernel.bzimage.parent.name)
+    key = hashlib.sha256("\n".join(key_parts).encode()).hexdigest()[:16]
+    out = paths.sub("perf") / key
+    binary = out / "obj" / "perf"
+    if (out / ".built").exists():
+        log.info("perf already built from this tree (%s)", out)
+        return binary
+    (out / "obj").mkdir(parents=True, exist_ok=True)
+    blog = log_dir / "build-perf.log"
+    argv = ["make", "-C", str(tree / "tools/perf"), f"O={out / 'obj'}",
+            f"-j{os.cpu_count() or 1}", *PERF_MAKE_VARS, *extra]
+    log.info("building perf from %s (log: %s)", tree, blog)
+    res = proc.run(argv, timeout=PERF_BUILD_TIMEOUT_S, log_path=blog, keep_output=False)
+    if not res.ok:
+        lines = blog.read_text(errors="replace").splitlines()
+        errors = [ln for ln in lines if re.search(r"error:|Error \d|undefined reference", ln)]
+        how = "timed out" if res.timed_out else f"failed (exit {res.returncode})"
+        raise SelftestError(f"building perf {how} after {res.duration_s:.0f}s; log: {blog}\n"
+                            + "\n".join((errors or lines)[-15:]))
+    opts = proc.run([str(binary), "version", "--build-options"], timeout=60)
+    atomic.write_text(out / "build-options.txt", opts.output)
+    if not has_bpf_counters(opts.output, out / "obj"):
+        # 6.12: "Makefile.config:NNN: Warning: Disabled BPF skeletons as ..."
+        warnings = [ln for ln in blog.read_text(errors="replace").splitlines()
+                    if "BPF skeletons" in ln]
+        raise SelftestError(
+            "perf was built without BPF skeletons (perf stat --bpf-counters needs them); "
+            f"log: {blog}\n" + "\n".join(warnings[-5:] or opts.output.splitlines()[-5:]),
+            fix=f"install clang ({own.CLANG}), libelf-dev and zlib1g-dev (./bootstrap.sh)")
+    log.info("perf built in %.0fs with BPF skeletons (%s)", res.duration_s, binary)
+    (out / ".built").write_text(f"{res.duration_s:.0f}\n")
+    return binary
+
+
+class PerfTests:
+    """Claims our own tests whose manifest asks for the tree's perf; built under the tree
+    lock (perf is built from the tree) and run like any own test, with $PERF."""
+
+    name = KIND_NAME
+    from_tree = True
+
+    def resolve(self, text: str) -> TestRef | None:
+        ref = own.resolve(text)
+        if ref.manifest is None or "perf" not in ref.manifest.tools:
+            return None
+        return TestRef(kind=KIND_NAME, name=ref.name, manifest=ref.manifest)
+
+    def check_in_tree(self, ref: TestRef, tree: Path) -> None:
+        if not (tree / "tools/perf/Makefile.perf").is_file():
+            raise setup_error(f"{ref.name} runs the tree's perf, and this tree has no "
+                                  "tools/perf", fix="use a kernel tree with tools/perf")
+
+    def build(self, refs: Sequence[TestRef], ctx: BuildContext) -> Mapping[str, Path]:
+        assert ctx.tree is not None
+        binary = build_perf(ctx.tree, ctx.kernel, log_dir=ctx.log_dir)
+        out = {}
+        for ref in refs:
+            assert ref.manifest is not None
+            built = own.build_own(ref.manifest, ctx.kernel, log_dir=ctx.log_dir,
+                                  kselftest=ctx.kselftest)
+            out[ref.name] = _with_perf(built, binary)
+        return out
+
+    def plan(self, ref: TestRef, built: Path) -> list[GuestTest]:
+        assert ref.manifest is not None
+        test = own.plan_own(ref.manifest, built)
+        return [GuestTest(name=test.name, timeout_s=test.timeout_s, cwd=test.cwd,
+                          command=f"PERF={shlex.quote(str(built / 'perf'))} {test.command}",
+                          fmt=test.fmt, needs=test.needs)]
+
+
+def _with_perf(built: Path, binary: Path) -> Path:
+    """The test's build output and this perf (as ./perf), in a directory of their own:
+    the same test runs with another tree's perf from another directory."""
+    run_dir = binary.parent.parent / "tests" / built.name
+    if not (run_dir / ".built").exists():
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        with atomic.directory(run_dir, prefix=f".{built.name}-") as scratch:
+            shutil.copytree(built, scratch, dirs_exist_ok=True, symlinks=True)
+            (scratch / "perf").symlink_to(binary)
+    return run_dir
+
+
+KIND = PerfTests()
