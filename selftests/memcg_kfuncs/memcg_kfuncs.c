@@ -182,6 +182,8 @@ static int check_untrusted_cgroup_rejected(void)
 		{ "get_untrusted", "must be a rcu pointer" }, { "leak", "Unreleased reference" },
 		{ "read_untrusted" }, { "vm_events_untrusted" }, { "memory_events_untrusted" },
 		{ "usage_untrusted" }, { "flush_untrusted" }, { "put_unreferenced" },
+		{ "get_unchecked", "Possibly NULL pointer" },
+		{ "get_root_unchecked", "Possibly NULL pointer" },
 	};
 	bool ok = true;
 	size_t c;

@@ -5,7 +5,7 @@
  * flush from a non-sleepable program (KF_SLEEPABLE), a css the verifier knows
  * nothing about (KF_RCU), a memcg walked from the referenced one to a reader
  * or the flush (KF_TRUSTED_ARGS) or to a put (KF_RELEASE), a reference never
- * put (KF_ACQUIRE).
+ * put (KF_ACQUIRE), a reference used before its NULL check (KF_RET_NULL).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -71,5 +71,30 @@ int leak(struct bpf_iter__cgroup *ctx)
 
 	if (memcg)
 		sink = bpf_mem_cgroup_page_state(memcg, NR_ANON_MAPPED);
+	return 0;
+}
+
+/* bpf_get_mem_cgroup() and bpf_get_root_mem_cgroup() may return NULL: used unchecked */
+SEC("iter/cgroup")
+int get_unchecked(struct bpf_iter__cgroup *ctx)
+{
+	struct cgroup *cgrp = ctx->cgroup;
+	struct mem_cgroup *memcg;
+
+	if (!cgrp)
+		return 0;
+	memcg = bpf_get_mem_cgroup(&cgrp->self);
+	sink = bpf_mem_cgroup_usage(memcg);
+	bpf_put_mem_cgroup(memcg);
+	return 0;
+}
+
+SEC("iter/cgroup")
+int get_root_unchecked(struct bpf_iter__cgroup *ctx)
+{
+	struct mem_cgroup *memcg = bpf_get_root_mem_cgroup();
+
+	sink = bpf_mem_cgroup_usage(memcg);
+	bpf_put_mem_cgroup(memcg);
 	return 0;
 }
