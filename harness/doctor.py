@@ -25,19 +25,9 @@ TOOLS = ("git", "make", "gcc", "ccache", "clang-19", "bpftool", "pahole",
 TEST_PROGS_TOOLS = ("llvm-strip-19", "ld.lld-19", "rsync", "openssl")
 
 
-def _version(program: str) -> str:
-    path = proc.which(program)
-    if path is None:
-        return ""
-    flag = "version" if program == "bpftool" else "--version"
-    res = proc.run([path, flag], timeout=30)
-    first = res.output.strip().splitlines()
-    return first[0] if first else "?"
-
-
 def tool_versions() -> dict[str, str]:
     """Versions recorded in results.json."""
-    return {t: (_version(t) or "missing") for t in
+    return {t: (proc.version_line(t) or "missing") for t in
             ("gcc", "clang-19", "pahole", "qemu-system-x86_64", "vng", "bpftool", "git",
              "make", "ccache")}
 
@@ -45,7 +35,7 @@ def tool_versions() -> dict[str, str]:
 def checks(*, probe_kvm: bool = True) -> list[Check]:
     out = []
     for tool in TOOLS:
-        version = _version(tool)
+        version = proc.version_line(tool)
         out.append(Check(name=tool, ok=bool(version), detail=version or "not found",
                          fix="" if version else proc.INSTALL_HINTS.get(tool, f"install {tool}")))
     for tool in TEST_PROGS_TOOLS:

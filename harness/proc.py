@@ -127,6 +127,16 @@ def require(program: str) -> str:
     return path
 
 
+def version_line(program: str) -> str:
+    """The first line of the program's version output ("" when it is not installed)."""
+    path = which(program)
+    if path is None:
+        return ""
+    flag = "version" if program == "bpftool" else "--version"
+    first = run([path, flag], timeout=30).output.strip().splitlines()
+    return first[0] if first else "?"
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """The kill path: SIGTERM the group, wait a grace period, SIGKILL, reap."""
     if proc.poll() is not None:

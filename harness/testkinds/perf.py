@@ -62,12 +62,6 @@ def has_bpf_counters(build_options_text: str, obj: Path) -> bool:
     return listed is not False and (obj / "util/bpf_skel/bperf_cgroup.skel.h").is_file()
 
 
-def _version_line(argv: list[str]) -> str:
-    res = proc.run(argv, timeout=30)
-    lines = res.output.splitlines()
-    return lines[0] if res.ok and lines else "missing"
-
-
 def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
     """tools/perf of the tree, built with BPF skeletons; the binary's path. Cached."""
     for tool in ("make", "gcc", "flex", "bison", own.CLANG, "llvm-strip-19"):
@@ -75,8 +69,7 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
     ids = [gitcmd.git(tree, "rev-parse", f"HEAD:{d}", what="git rev-parse").strip()
            for d in ("tools", "scripts")]
     extra: list[str] = []
-    key_parts = [*ids, *PERF_MAKE_VARS, _version_line(["gcc", "--version"]),
-                 _version_line([own.CLANG, "--version"])]
+    key_parts = [*ids, *PERF_MAKE_VARS, proc.version_line("gcc"), proc.version_line(own.CLANG)]
     if not (tree / _MINIMAL_VMLINUX_H).is_file():
         if kernel.vmlinux is None:
             raise SelftestError("this tree's perf generates its BPF skeletons' vmlinux.h "

@@ -355,7 +355,7 @@ static int check_load_attach(void)
 	return err ? check_fail("open/load/attach: %s", strerror(-err)) : KSFT_PASS;
 }
 
-/* --stores maps,storage: which, in that order; false on an unknown name */
+/* --stores maps,storage: which to measure (maps always first); false on an unknown name */
 static bool parse_stores(char *list)
 {
 	char *tok;
