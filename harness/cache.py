@@ -6,9 +6,14 @@ Entries, the units that are evicted whole:
   in caches made before), the tree a (source, config) is checked out and built in (checked
   out again, and rebuilt from ccache, when needed);
 - `source`: src/<name>, a Debian import or a clone of a user's tree, evicted only once no
-  worktree of it is left.
+  worktree of it is left;
+- `tests`: a test build made for a kernel or tree (selftests/, test_progs/, perf/,
+  vmlinux-h/, kselftests/ with its kselftest-build/ twin), built again when needed. These
+  are not small (a test_progs build is ~0.5G, one per kernel and tree) and were once left
+  out, which let a cache grow past its limit by their sum.
 Each use of an entry touches its `.harness-use.json` (the time, and what it was for); an
-entry never noted (made before this existed) counts as used when it was last modified.
+entry never noted (made before this existed, or a test build: `paths.touch()` sets its
+modification time on each use) counts as used when it was last modified.
 
 Eviction goes least recently used first until the cache fits its limit
 ($HARNESS_CACHE_MAX, default 40G), and only while no other harness command that uses the
@@ -51,6 +56,14 @@ class Kind(enum.Enum):
     KERNEL = "kernel"
     WORKTREE = "worktree"
     SOURCE = "source"
+    TESTS = "tests"
+
+
+# Test builds: the directory under the cache root -> what an entry in it is (for the
+# listing); kselftests/<name> goes with kselftest-build/<name>, its O= directory.
+TEST_BUILDS = {"selftests": "own selftest build", "test_progs": "test_progs build",
+               "perf": "perf build", "vmlinux-h": "vmlinux.h of a kernel",
+               "kselftests": "kselftest install"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +164,15 @@ def entries() -> list[Entry]:
         when, used_for = _use(d)
         found.append(Entry(kind=Kind.SOURCE, name=d.name, paths=(d,), size=_size(d),
                            last_used=when, used_for=used_for))
+    for sub, what in TEST_BUILDS.items():
+        for d in sorted((root / sub).glob("[!.]*")):
+            if not d.is_dir():
+                continue
+            twin = root / "kselftest-build" / d.name
+            both = (d, twin) if sub == "kselftests" and twin.exists() else (d,)
+            found.append(Entry(kind=Kind.TESTS, name=f"{sub}/{d.name}", paths=both,
+                               size=sum(_size(p) for p in both),
+                               last_used=max(_use(p)[0] for p in both), used_for=what))
     return found
 
 
@@ -254,7 +276,7 @@ def render(found: list[Entry], limit: int, now: float | None = None) -> str:
     total = sum(e.size for e in found)
     root = paths.cache_root()
     rest = [d for d in sorted(root.iterdir()) if d.is_dir() and d.name not in (
-        "kernels", "work", "build", "src", "locks")]
+        "kernels", "work", "build", "src", "locks", "kselftest-build", *TEST_BUILDS)]
     lines.append("\nnot evicted: " + ", ".join(
         f"{d.name} {human(_size(d))}" for d in rest)
         + " (ccache keeps itself under CCACHE_MAXSIZE, 20G by default)")

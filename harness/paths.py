@@ -5,7 +5,8 @@
       work/<source>-<cfg>/   persistent worktree per (source, config), moved with checkout/am
         .harness-build/      its O= directory (see build_dir())
       kernels/<key>/         finished images by (tree id, .config hash, toolchain)
-      selftests/<key>/       built selftests by (kernel key, test sources)
+      selftests/<key>/       built selftests by (kernel's BTF types, test sources)
+      test_progs/, perf/, vmlinux-h/, kselftests/, kselftest-build/: other test builds
       ccache/                CCACHE_DIR
       kvm-verdict.json       accel probe verdict per (host kernel, qemu version)
       locks/                 one lock file per build directory
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -28,6 +30,14 @@ def sub(name: str) -> Path:
     path = cache_root() / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def touch(entry: Path) -> None:
+    """A test build in the cache was just used: its modification time, which the cache's
+    least-recently-used eviction reads (harness/cache.py)."""
+    # gone or read-only: eviction then judges it by the time it was built
+    with contextlib.suppress(OSError):
+        os.utime(entry)
 
 
 def build_dir(worktree: Path) -> Path:

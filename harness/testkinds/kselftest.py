@@ -63,6 +63,7 @@ def build_kselftest(target: str, tree: Path, build_dir: Path, *, log_dir: Path) 
     tree_id = gitcmd.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
     out = paths.sub("kselftests") / f"{target}-{tree_id[:16]}"
     if (out / "run_kselftest.sh").exists():
+        paths.touch(out)
         return out
     klog = log_dir / f"build-kselftest-{target}.log"
     proc.check(["make", "-C", str(tree), f"O={build_dir}", "-s", "headers"],

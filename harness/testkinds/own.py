@@ -153,6 +153,7 @@ def vmlinux_h(kernel: KernelImage) -> Path:
     key = hashlib.sha256(str(kernel.vmlinux).encode() + str(kernel.vmlinux.stat().st_mtime_ns)
                          .encode()).hexdigest()[:16]
     out = paths.sub("vmlinux-h") / key / "vmlinux.h"
+    paths.touch(out.parent)
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         res = proc.check([proc.require("bpftool"), "btf", "dump", "file", str(kernel.vmlinux),
@@ -175,6 +176,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
     key = hashlib.sha256(f"{btf_types}|{trees}".encode())
     out = paths.sub("selftests") / f"{manifest.directory.name}-{key.hexdigest()[:16]}"
     if (out / ".built").exists():
+        paths.touch(out)
         return out
     blog = log_dir / f"build-{manifest.name}.log"
     clang, bpftool = (proc.require(CLANG), proc.require("bpftool")) if manifest.bpf else ("", "")

@@ -81,6 +81,7 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
     binary = out / "obj" / "perf"
     if (out / ".built").exists():
         log.info("perf already built from this tree (%s)", out)
+        paths.touch(out)
         return binary
     (out / "obj").mkdir(parents=True, exist_ok=True)
     blog = log_dir / "build-perf.log"

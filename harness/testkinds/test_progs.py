@@ -73,6 +73,7 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
     out = paths.sub("test_progs") / key
     if (out / ".built").exists():
         log.info("test_progs already built for this kernel (%s)", out)
+        paths.touch(out)
         return out
     out.mkdir(parents=True, exist_ok=True)
     blog = log_dir / "build-test_progs.log"

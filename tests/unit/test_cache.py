@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cache, cli
+from harness import cache, cli, paths
 
 
 @pytest.fixture
@@ -78,6 +78,41 @@ def test_prune_evicts_least_recently_used_and_a_source_only_after_its_worktrees(
     assert [e.name for e in done.evicted] == ["old", "git-linux-1-base", "git-linux-1"]
     assert [e.name for e in cache.entries()] == ["new"]
     assert not (root / "build/git-linux-1-base").exists()
+
+
+def test_test_builds_count_toward_the_limit_and_go_least_recently_used_first(
+        root: Path) -> None:
+    # Once left out: ~1.5G of selftests/, test_progs/, perf/ builds over the 40G limit.
+    _world(root)
+    now = time.time()
+    _entry(root, "test_progs/aaaa", 4096 * 60, now - 9500)
+    _entry(root, "selftests/memcg_kfuncs-bbbb", 4096 * 5, now - 5)
+    _entry(root, "kselftests/cgroup-cccc", 4096 * 5, now - 9600)
+    _entry(root, "kselftest-build/cgroup-cccc", 4096 * 20, now - 20)
+    (root / "test_progs/.steps").write_text("2500\n")  # a file, not an entry
+    by = {e.name: e for e in cache.entries()}
+    assert {n: e.kind.value for n, e in by.items() if e.kind is cache.Kind.TESTS} == {
+        "test_progs/aaaa": "tests", "selftests/memcg_kfuncs-bbbb": "tests",
+        "kselftests/cgroup-cccc": "tests"}
+    ks = by["kselftests/cgroup-cccc"]
+    # the install and its O= directory: one entry, as recent as the more recent of the two
+    assert ks.paths == (root / "kselftests/cgroup-cccc", root / "kselftest-build/cgroup-cccc")
+    assert ks.size >= 4096 * 25 and ks.last_used >= now - 21
+    total = sum(e.size for e in by.values())
+    assert [e.name for e in cache.plan_eviction(list(by.values()), total - 1)] == [
+        "test_progs/aaaa"]
+    screen = cache.render(list(by.values()), total)
+    listed, rest = screen.split("\nnot evicted: ")
+    assert "test_progs/aaaa" in listed and "test_progs build" in listed
+    assert not any(d in rest.split(" (ccache")[0] for d in (
+        "test_progs", "selftests", "kselftest-build", "kselftests"))
+    # a use (paths.touch) makes it the most recent
+    paths.touch(root / "test_progs/aaaa")
+    again = {e.name: e for e in cache.entries()}
+    assert again["test_progs/aaaa"].last_used >= now - 1
+    assert cli.main(["cache", "drop", "kselftests/*"]) == 0
+    assert not (root / "kselftest-build/cgroup-cccc").exists()
+    assert (root / "test_progs/.steps").exists()
 
 
 def test_nothing_is_evicted_while_another_harness_uses_the_cache(root: Path) -> None:
