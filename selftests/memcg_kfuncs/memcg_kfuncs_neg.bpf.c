@@ -50,19 +50,23 @@ NEG(usage_untrusted, "iter/cgroup", sink = bpf_mem_cgroup_usage(WALKED(memcg)))
 NEG(flush_untrusted, "iter.s/cgroup", bpf_mem_cgroup_flush_stats(WALKED(memcg)))
 NEG(put_unreferenced, "iter/cgroup", bpf_put_mem_cgroup(WALKED(memcg)))
 
-SEC("iter/cgroup")
-int get_untrusted(struct bpf_iter__cgroup *ctx)
-{
-	struct cgroup *cgrp = ctx->cgroup;
-	struct mem_cgroup *memcg;
-
-	if (!cgrp)
-		return 0;
-	memcg = bpf_get_mem_cgroup(cgrp->self.parent);
-	if (memcg)
-		bpf_put_mem_cgroup(memcg);
-	return 0;
+/* a program that gets the memcg of @css (of the iterator's cgroup), then does @use */
+#define NEG_GET(name, css, use)						\
+SEC("iter/cgroup")							\
+int name(struct bpf_iter__cgroup *ctx)					\
+{									\
+	struct cgroup *cgrp = ctx->cgroup;				\
+	struct mem_cgroup *memcg;					\
+									\
+	if (!cgrp)							\
+		return 0;						\
+	memcg = bpf_get_mem_cgroup(css);				\
+	use;								\
+	return 0;							\
 }
+
+/* the parent's css: a plain pointer walk, not RCU-protected */
+NEG_GET(get_untrusted, cgrp->self.parent, if (memcg) bpf_put_mem_cgroup(memcg))
 
 SEC("iter/cgroup")
 int leak(struct bpf_iter__cgroup *ctx)
@@ -75,19 +79,8 @@ int leak(struct bpf_iter__cgroup *ctx)
 }
 
 /* bpf_get_mem_cgroup() and bpf_get_root_mem_cgroup() may return NULL: used unchecked */
-SEC("iter/cgroup")
-int get_unchecked(struct bpf_iter__cgroup *ctx)
-{
-	struct cgroup *cgrp = ctx->cgroup;
-	struct mem_cgroup *memcg;
-
-	if (!cgrp)
-		return 0;
-	memcg = bpf_get_mem_cgroup(&cgrp->self);
-	sink = bpf_mem_cgroup_usage(memcg);
-	bpf_put_mem_cgroup(memcg);
-	return 0;
-}
+NEG_GET(get_unchecked, &cgrp->self,
+	sink = bpf_mem_cgroup_usage(memcg); bpf_put_mem_cgroup(memcg))
 
 SEC("iter/cgroup")
 int get_root_unchecked(struct bpf_iter__cgroup *ctx)
