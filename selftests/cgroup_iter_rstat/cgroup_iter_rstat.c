@@ -2,8 +2,9 @@
 /*
  * cgroup_iter_rstat: an iter.s/cgroup program flushing rstat on every cgroup of
  * <cgroup2>/cgroup_iter_rstat.<pid>/{a/{a1,a2},b/{b1}} reports what was created
- * (ids, levels, pre-order, one flush each, a1's CPU time up to the root); from a
- * non-sleepable iterator the same call must be refused.  See test.toml.
+ * (ids, levels, pre- and post-order, one flush each, a1's CPU time up to the
+ * root); from a non-sleepable iterator the same call must be refused.  See
+ * test.toml.
  */
 #include "selftest.h"
 #include <time.h>
@@ -55,6 +56,51 @@ static int depth(int n)
 	while ((n = nodes[n].parent) >= 0)
 		d++;
 	return d;
+}
+
+/* where in @w each node is first (@at, -1: absent) and which node each line is (@node) */
+static void locate(const struct walk *w, int *at, int *node)
+{
+	int i;
+
+	memset(at, -1, NUM_NODES * sizeof(*at));
+	for (i = 0; i < w->n && i < MAX_RECS; i++) {
+		node[i] = cg_tree_find(nodes, NUM_NODES, w->recs[i].id);
+		if (node[i] >= 0 && at[node[i]] < 0)
+			at[node[i]] = i;
+	}
+}
+
+/*
+ * Every node in @w; the root first (@post: last), each parent before (@post: after)
+ * its children, every subtree in one run starting (@post: ending) at its root.
+ */
+static bool order_ok(const struct walk *w, const int *at, const int *node, bool post)
+{
+	int n = w->n < MAX_RECS ? w->n : MAX_RECS, i, j, par, size, first;
+	bool ok = true;
+
+	for (i = 0; i < NUM_NODES; i++)
+		expect(&ok, at[i] >= 0, "%s missing; cannot fully check order\n", node_name(i));
+	if (ok)
+		expect(&ok, at[N_ROOT] == (post ? n - 1 : 0), "test root: expected at position %d, got %d\n",
+		       post ? n - 1 : 0, at[N_ROOT]);
+	for (i = 0; ok && i < NUM_NODES; i++) {
+		par = nodes[i].parent;
+		expect(&ok, par < 0 || (post ? at[par] > at[i] : at[par] < at[i]),
+		       "%s at position %d, %s its parent %s at %d\n", node_name(i), at[i],
+		       post ? "after" : "before", node_name(par), par < 0 ? -1 : at[par]);
+		for (size = 0, j = 0; j < NUM_NODES; j++)
+			size += cg_tree_under(nodes, j, i);
+		first = post ? at[i] - size + 1 : at[i];
+		for (j = first > 0 ? first : 0; j < first + size && j < n; j++)
+			expect(&ok, node[j] >= 0 && cg_tree_under(nodes, node[j], i),
+			       "position %d: %s, expected a member of %s's subtree (%s %d)\n",
+			       j, node_name(node[j]), node_name(i), post ? "up to" : "from", at[i]);
+	}
+	for (i = 0; !ok && i < n; i++)
+		ksft_print_msg("  position %d: %s\n", i, node_name(node[i]));
+	return ok;
 }
 
 /* one walk of @order from the cgroup @n, parsed; false (diagnosed) if it did not run */
@@ -184,14 +230,10 @@ static int check_pre_order_read(void)
 	if (!pre_ran)
 		return KSFT_FAIL;
 	expect_wellformed(&ok, &pre, -1);
-	memset(pos, -1, sizeof(pos));
-	for (i = 0; i < NRECS; i++) {
+	locate(&pre, pos, rec_node);
+	for (i = 0; i < NRECS; i++)
 		expect(&ok, pre.recs[i].seq == (unsigned long long)i,
 		       "line %d: expected seq=%d, got seq=%llu\n", i, i, pre.recs[i].seq);
-		rec_node[i] = cg_tree_find(nodes, NUM_NODES, pre.recs[i].id);
-		if (rec_node[i] >= 0 && pos[rec_node[i]] < 0)
-			pos[rec_node[i]] = i;
-	}
 	print_walk("DESCENDANTS_PRE", &pre);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
@@ -237,32 +279,29 @@ static int check_pre_order_levels(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-/* root first, parent before child, every subtree right after its root */
 static int check_pre_order_parent_before_child(void)
 {
-	int i, j, par, size;
-	bool ok = true;
-
 	if (!pre_ran)
 		return check_skip("pre-order iteration failed");
-	for (i = 0; i < NUM_NODES; i++)
-		expect(&ok, pos[i] >= 0, "%s missing; cannot fully check order\n", node_name(i));
-	if (ok)
-		expect(&ok, !pos[N_ROOT], "test root: expected at position 0, got %d\n", pos[N_ROOT]);
-	for (i = 0; ok && i < NUM_NODES; i++) {
-		par = nodes[i].parent;
-		expect(&ok, par < 0 || pos[par] < pos[i], "%s at position %d, before its parent %s at %d\n",
-		       node_name(i), pos[i], node_name(par), par < 0 ? -1 : pos[par]);
-		for (size = 0, j = 0; j < NUM_NODES; j++)
-			size += cg_tree_under(nodes, j, i);
-		for (j = pos[i]; j < pos[i] + size && j < NRECS; j++)
-			expect(&ok, rec_node[j] >= 0 && cg_tree_under(nodes, rec_node[j], i),
-			       "position %d: %s, expected a member of %s's subtree (from %d)\n",
-			       j, node_name(rec_node[j]), node_name(i), pos[i]);
-	}
-	for (i = 0; !ok && i < NRECS; i++)
-		ksft_print_msg("  position %d: %s\n", i, node_name(rec_node[i]));
-	return ok ? KSFT_PASS : KSFT_FAIL;
+	return order_ok(&pre, pos, rec_node, false) ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* DESCENDANTS_POST: every node once, flushed once, children before their parent */
+static int check_post_order(void)
+{
+	static struct walk w;
+	int at[NUM_NODES], node[MAX_RECS];
+	bool ok = true;
+
+	if (!run_walk(N_ROOT, BPF_CGROUP_ITER_DESCENDANTS_POST, &w))
+		return KSFT_FAIL;
+	expect_wellformed(&ok, &w, NUM_NODES);
+	expect(&ok, w.end_flushed == NUM_NODES && w.end_visited == NUM_NODES,
+	       "epilogue: flushed=%u visited=%u, expected %d each\n", w.end_flushed,
+	       w.end_visited, NUM_NODES);
+	locate(&w, at, node);
+	ok = order_ok(&w, at, node, true) && ok;
+	return ok ? KSFT_PASS : print_walk("DESCENDANTS_POST", &w);
 }
 
 /* the program got past the kfunc call for every cgroup (the walk is the last one run) */
@@ -355,6 +394,7 @@ int main(void)
 		CHECK(pre_order_parent_before_child, cgroup_tree_setup),
 		CHECK(rstat_flush_called_per_cgroup, cgroup_tree_setup),
 		CHECK(rstat_flush_propagates_cputime, cgroup_tree_setup),
+		CHECK(post_order, cgroup_tree_setup),
 		CHECK(self_only_leaf, cgroup_tree_setup),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(cgroup_tree_cleanup),
