@@ -165,12 +165,13 @@ def entries() -> list[Entry]:
         found.append(Entry(kind=Kind.SOURCE, name=d.name, paths=(d,), size=_size(d),
                            last_used=when, used_for=used_for))
     for sub, what in TEST_BUILDS.items():
-        for d in sorted((root / sub).glob("[!.]*")):
-            if not d.is_dir():
-                continue
-            twin = root / "kselftest-build" / d.name
-            both = (d, twin) if sub == "kselftests" and twin.exists() else (d,)
-            found.append(Entry(kind=Kind.TESTS, name=f"{sub}/{d.name}", paths=both,
+        names = {d.name for d in (root / sub).glob("[!.]*") if d.is_dir()}
+        if sub == "kselftests":  # an O= directory whose install failed is an entry too
+            names |= {d.name for d in (root / "kselftest-build").glob("[!.]*") if d.is_dir()}
+        for name in sorted(names):
+            both = tuple(p for p in (root / sub / name, root / "kselftest-build" / name)
+                         if p.is_dir() and (sub == "kselftests" or p.parent.name == sub))
+            found.append(Entry(kind=Kind.TESTS, name=f"{sub}/{name}", paths=both,
                                size=sum(_size(p) for p in both),
                                last_used=max(_use(p)[0] for p in both), used_for=what))
     return found

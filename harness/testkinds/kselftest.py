@@ -61,15 +61,19 @@ def check_in_tree(ref: TestRef, tree: Path) -> None:
 def build_kselftest(target: str, tree: Path, build_dir: Path, *, log_dir: Path) -> Path:
     """Build and install tools/testing/selftests/<target> from the tree, with its runner."""
     tree_id = gitcmd.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
-    out = paths.sub("kselftests") / f"{target}-{tree_id[:16]}"
+    # One directory level per build, whatever the target ("net/forwarding"): the cache
+    # evicts kselftests/<name> with kselftest-build/<name>, and the scratch and log names
+    # below must not name directories that do not exist.
+    name = f"{target.replace('/', '_')}-{tree_id[:16]}"
+    out = paths.sub("kselftests") / name
     if (out / "run_kselftest.sh").exists():
         paths.touch(out)
         return out
-    klog = log_dir / f"build-kselftest-{target}.log"
+    klog = log_dir / f"build-kselftest-{target.replace('/', '_')}.log"
     proc.check(["make", "-C", str(tree), f"O={build_dir}", "-s", "headers"],
                what="make headers", timeout=900, log_path=klog)
-    kbuild = paths.sub("kselftest-build") / f"{target}-{tree_id[:16]}"
-    with atomic.directory(out, prefix=f".{target}-") as scratch:
+    kbuild = paths.sub("kselftest-build") / name
+    with atomic.directory(out, prefix=f".{name}-") as scratch:
         proc.check(["make", "-C", str(tree / "tools/testing/selftests"), f"TARGETS={target}",
                     f"O={kbuild}", f"KHDR_INCLUDES=-isystem {build_dir}/usr/include",
                     f"INSTALL_PATH={scratch}", "install"],

@@ -89,29 +89,38 @@ def test_test_builds_count_toward_the_limit_and_go_least_recently_used_first(
     _entry(root, "selftests/memcg_kfuncs-bbbb", 4096 * 5, now - 5)
     _entry(root, "kselftests/cgroup-cccc", 4096 * 5, now - 9600)
     _entry(root, "kselftest-build/cgroup-cccc", 4096 * 20, now - 20)
+    _entry(root, "kselftests/net-dddd", 4096 * 5, now - 30)
+    _entry(root, "kselftest-build/net-dddd", 4096 * 20, now - 9700)
+    _entry(root, "kselftest-build/bpf-eeee", 4096 * 20, now - 9800)  # its install failed
+    _entry(root, "perf/ffff", 4096 * 5, now - 40)
+    _entry(root, "vmlinux-h/abcd", 4096 * 5, now - 50)
     (root / "test_progs/.steps").write_text("2500\n")  # a file, not an entry
     by = {e.name: e for e in cache.entries()}
-    assert {n: e.kind.value for n, e in by.items() if e.kind is cache.Kind.TESTS} == {
-        "test_progs/aaaa": "tests", "selftests/memcg_kfuncs-bbbb": "tests",
-        "kselftests/cgroup-cccc": "tests"}
+    assert {n for n, e in by.items() if e.kind is cache.Kind.TESTS} == {
+        "test_progs/aaaa", "selftests/memcg_kfuncs-bbbb", "kselftests/cgroup-cccc",
+        "kselftests/net-dddd", "kselftests/bpf-eeee", "perf/ffff", "vmlinux-h/abcd"}
     ks = by["kselftests/cgroup-cccc"]
     # the install and its O= directory: one entry, as recent as the more recent of the two
     assert ks.paths == (root / "kselftests/cgroup-cccc", root / "kselftest-build/cgroup-cccc")
-    assert ks.size >= 4096 * 25 and ks.last_used >= now - 21
+    assert ks.size >= 4096 * 25 and now - 21 <= ks.last_used <= now - 19
+    assert now - 31 <= by["kselftests/net-dddd"].last_used <= now - 29
+    assert by["kselftests/bpf-eeee"].paths == (root / "kselftest-build/bpf-eeee",)
     total = sum(e.size for e in by.values())
     assert [e.name for e in cache.plan_eviction(list(by.values()), total - 1)] == [
-        "test_progs/aaaa"]
+        "kselftests/bpf-eeee"]
+    assert [e.name for e in cache.plan_eviction(list(by.values()), total - 4096 * 21)][
+        :2] == ["kselftests/bpf-eeee", "test_progs/aaaa"]
     screen = cache.render(list(by.values()), total)
     listed, rest = screen.split("\nnot evicted: ")
     assert "test_progs/aaaa" in listed and "test_progs build" in listed
     assert not any(d in rest.split(" (ccache")[0] for d in (
-        "test_progs", "selftests", "kselftest-build", "kselftests"))
+        "test_progs", "selftests", "kselftest-build", "kselftests", "perf", "vmlinux-h"))
     # a use (paths.touch) makes it the most recent
     paths.touch(root / "test_progs/aaaa")
     again = {e.name: e for e in cache.entries()}
     assert again["test_progs/aaaa"].last_used >= now - 1
     assert cli.main(["cache", "drop", "kselftests/*"]) == 0
-    assert not (root / "kselftest-build/cgroup-cccc").exists()
+    assert [list((root / d).iterdir()) for d in ("kselftests", "kselftest-build")] == [[], []]
     assert (root / "test_progs/.steps").exists()
 
 
@@ -153,3 +162,28 @@ def test_the_cache_command_lists_prunes_dry_and_refuses_unknown_names(
                                         ("1.5T", int(1.5 * (1 << 40))), ("2GiB", 2 << 30)])
 def test_sizes(text: str, size: int) -> None:
     assert cache.parse_size(text) == size
+
+
+def test_a_kselftest_build_found_again_is_touched_under_one_flat_name(
+        root: Path, tmp_path: Path) -> None:
+    # A reuse must refresh the entry's last use (else the build in use goes first), and a
+    # nested target ("net/forwarding") must be one entry, not a kselftests/net directory.
+    from harness.testkinds import kselftest
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    (tree / "Makefile").write_text("all:\n")
+    subprocess.run(["git", "-C", str(tree), "add", "Makefile"], check=True)
+    subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "t"], check=True)
+    tree_id = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD^{tree}"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    old = time.time() - 9999
+    built = _entry(root, f"kselftests/net_forwarding-{tree_id[:16]}", 10, old)
+    (built / "run_kselftest.sh").write_text("#!/bin/sh\n")
+    os.utime(built, (old, old))
+    got = kselftest.build_kselftest("net/forwarding", tree, tmp_path / "o",
+                                    log_dir=tmp_path)
+    assert got == built
+    entry = {e.name: e for e in cache.entries()}[f"kselftests/{built.name}"]
+    assert entry.last_used >= time.time() - 60
