@@ -169,11 +169,11 @@ def entries() -> list[Entry]:
         if sub == "kselftests":  # an O= directory whose install failed is an entry too
             names |= {d.name for d in (root / "kselftest-build").glob("[!.]*") if d.is_dir()}
         for name in sorted(names):
-            both = tuple(p for p in (root / sub / name, root / "kselftest-build" / name)
-                         if p.is_dir() and (sub == "kselftests" or p.parent.name == sub))
-            found.append(Entry(kind=Kind.TESTS, name=f"{sub}/{name}", paths=both,
-                               size=sum(_size(p) for p in both),
-                               last_used=max(_use(p)[0] for p in both), used_for=what))
+            parts = tuple(p for p in (root / sub / name, root / "kselftest-build" / name)
+                          if p.is_dir() and (sub == "kselftests" or p.parent.name == sub))
+            found.append(Entry(kind=Kind.TESTS, name=f"{sub}/{name}", paths=parts,
+                               size=sum(_size(p) for p in parts),
+                               last_used=max(_use(p)[0] for p in parts), used_for=what))
     return found
 
 
