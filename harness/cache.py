@@ -165,12 +165,10 @@ def entries() -> list[Entry]:
         found.append(Entry(kind=Kind.SOURCE, name=d.name, paths=(d,), size=_size(d),
                            last_used=when, used_for=used_for))
     for sub, what in TEST_BUILDS.items():
-        names = {d.name for d in (root / sub).glob("[!.]*") if d.is_dir()}
-        if sub == "kselftests":  # an O= directory whose install failed is an entry too
-            names |= {d.name for d in (root / "kselftest-build").glob("[!.]*") if d.is_dir()}
-        for name in sorted(names):
-            parts = tuple(p for p in (root / sub / name, root / "kselftest-build" / name)
-                          if p.is_dir() and (sub == "kselftests" or p.parent.name == sub))
+        # an O= directory whose install failed is an entry too
+        tops = (root / sub, root / "kselftest-build") if sub == "kselftests" else (root / sub,)
+        for name in sorted({d.name for top in tops for d in top.glob("[!.]*") if d.is_dir()}):
+            parts = tuple(top / name for top in tops if (top / name).is_dir())
             found.append(Entry(kind=Kind.TESTS, name=f"{sub}/{name}", paths=parts,
                                size=sum(_size(p) for p in parts),
                                last_used=max(_use(p)[0] for p in parts), used_for=what))

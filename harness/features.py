@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import atomic, paths, proc
+from . import atomic, kconfig, paths, proc
 from .errors import HarnessError
 from .gitcmd import git, git_run
 from .model import Feature, FeatureKind, FeatureReport, FeatureState, Status
@@ -305,25 +305,17 @@ def from_btf_only(features: tuple[Feature, ...],
     return tuple(out)
 
 
-_CONFIG_LINE = re.compile(r"^CONFIG_([A-Za-z0-9_]+)=(.*)$", re.MULTILINE)
-
-
-def config_values(config_text: str) -> dict[str, str]:
-    """A .config's set options: NAME (without CONFIG_) -> value ("y", "m", "0x10", ...)."""
-    return {m.group(1): m.group(2) for m in _CONFIG_LINE.finditer(config_text)}
-
-
 def confirm_with_config(reports: tuple[FeatureReport, ...],
                         config_text: str) -> tuple[FeatureReport, ...]:
     """Config-option features against the built kernel's .config: an option the sources
     define (or a prebuilt image's config sets) is there only when it is y or m."""
-    values = config_values(config_text)
+    values = kconfig.parse_config(config_text)
     out = []
     for r in reports:
         if r.feature.kind is not FeatureKind.CONFIG:
             out.append(r)
             continue
-        value = values.get(r.feature.name)
+        value = values.get(f"CONFIG_{r.feature.name}")
         if value in ("y", "m"):
             state = r.state
             if state is FeatureState.ABSENT:  # an image: no sources to say where from

@@ -64,12 +64,13 @@ def build_kselftest(target: str, tree: Path, build_dir: Path, *, log_dir: Path) 
     # One directory level per build, whatever the target ("net/forwarding"): the cache
     # evicts kselftests/<name> with kselftest-build/<name>, and the scratch and log names
     # below must not name directories that do not exist.
-    name = f"{target.replace('/', '_')}-{tree_id[:16]}"
+    slug = target.replace("/", "_")
+    name = f"{slug}-{tree_id[:16]}"
     out = paths.sub("kselftests") / name
     if (out / "run_kselftest.sh").exists():
         paths.touch(out)
         return out
-    klog = log_dir / f"build-kselftest-{target.replace('/', '_')}.log"
+    klog = log_dir / f"build-kselftest-{slug}.log"
     proc.check(["make", "-C", str(tree), f"O={build_dir}", "-s", "headers"],
                what="make headers", timeout=900, log_path=klog)
     kbuild = paths.sub("kselftest-build") / name

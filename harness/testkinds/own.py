@@ -153,8 +153,9 @@ def vmlinux_h(kernel: KernelImage) -> Path:
     key = hashlib.sha256(str(kernel.vmlinux).encode() + str(kernel.vmlinux.stat().st_mtime_ns)
                          .encode()).hexdigest()[:16]
     out = paths.sub("vmlinux-h") / key / "vmlinux.h"
-    paths.touch(out.parent)
-    if not out.exists():
+    if out.exists():
+        paths.touch(out.parent)
+    else:
         out.parent.mkdir(parents=True, exist_ok=True)
         res = proc.check([proc.require("bpftool"), "btf", "dump", "file", str(kernel.vmlinux),
                           "format", "c"], what="bpftool btf dump", timeout=300,
