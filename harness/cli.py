@@ -214,6 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
     mu.add_argument("--seed", type=int, default=0, metavar="S")
     mu.add_argument("--mutant", action="append", default=[], metavar="ID",
                     help="run only these mutants (ids from mutants.json; repeatable)")
+    mu.add_argument("--fresh", action="store_true",
+                    help="judge every mutant anew: ignore cached verdicts")
+    mu.add_argument("--baseline-runs", type=int, default=2, metavar="N",
+                    help="run the unmutated kernel N times; a result not PASS in each "
+                         "cannot judge a mutant (default 2)")
     mu.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
     mu.add_argument("--out", type=Path, metavar="DIR",
                     help="results directory (default results/mutate-<timestamp>)")
@@ -572,7 +577,8 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     request = mutate.Request(series=args.series, targets=tuple(args.target),
                              tests=tuple(args.test), cell=args.cell, max=args.max,
                              seed=args.seed, accel=Accel(args.accel),
-                             only=tuple(args.mutant))
+                             only=tuple(args.mutant), fresh=args.fresh,
+                             baseline_runs=args.baseline_runs)
     state = mutate.State(request=request, out=out, cell=mutate.choose_cell(request,
                                                                             matrix.load()))
     try:

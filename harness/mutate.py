@@ -1,15 +1,22 @@
 """`harness mutate`: which wrong kernels would the tests pass? A driver over `run`'s pipeline.
 
 A mutant is one extra patch on a matrix cell (a one-line bug from mutants.py). The
-unmutated kernel runs first with the same tests (the baseline); then each mutant:
+unmutated kernel runs first with the same tests, twice (the baseline): a test that is not
+PASS in every baseline run is left out of the verdicts, and the summary says so. Then each
+mutant:
 - its object file is compiled first: a compile error makes it stillborn, an object equal
   to the baseline's (debug info aside) makes it equivalent, without a boot;
-- otherwise the cell runs with the mutant patch (incremental build, boot, tests), and it is
-  killed when any result (boot and shutdown included) differs from the baseline's, or when
-  the harness's own feature check stops it; a kill only by declared-flaky tests is
-  confirmed by a second run. Survived otherwise.
+- otherwise the cell runs with the mutant patch (incremental build, boot, tests, with the
+  baseline's boot retry), and it is killed only by what its kernel did: a counted result
+  (boot and shutdown included) that differs from the green baseline's, a boot that failed
+  with the kernel's own complaint (a splat, a panic), or the harness's feature check (a
+  declared kfunc gone). A stage error of the environment or the harness (set-up, patch,
+  config, the test builds, a boot that never started without a word from the kernel) is
+  an "error": run once more, never cached, never a kill. A kill only by declared-flaky
+  tests is confirmed by a second run. Survived otherwise.
 Verdicts are cached by (the series tree, the mutant, the config, the tests' sources, the
-harness revision); mutant kernels are removed from the store after their run.
+harness revision); `--fresh` ignores the cache. Mutant kernels are removed from the store
+after their run.
 """
 
 from __future__ import annotations
@@ -65,6 +72,8 @@ class Request:
     seed: int = 0
     accel: Accel = Accel.AUTO
     only: tuple[str, ...] = ()  # mutant ids: run just these (a survivor again, say)
+    fresh: bool = False  # ignore cached verdicts (they are still written)
+    baseline_runs: int = 2  # a test must be PASS in each to count
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +88,7 @@ class Verdict:
     seconds: float = 0.0
 
 
-OUTCOMES = ("killed", "survived", "equivalent", "stillborn")
+OUTCOMES = ("killed", "survived", "equivalent", "stillborn", "error")
 
 
 # ---- the verdict of one run against the baseline (pure) ----
@@ -89,24 +98,63 @@ def statuses(cell: CellResult) -> dict[str, str]:
     return {t.name: t.status.value for t in cell.tests}
 
 
-def failed_stage(cell: CellResult) -> str:
-    return next((s.stage for s in cell.stages if s.status is not Status.PASS), "")
+@dataclass(frozen=True, kw_only=True)
+class RunFacts:
+    """What a verdict needs of one run, read from its results.json cell."""
+
+    statuses: Mapping[str, str]
+    stage: str = ""  # the first stage that did not pass
+    stage_status: str = ""  # its status, when a stage error
+    kernel_fault: bool = False  # the kernel complained: a counted splat in any result
+
+
+def run_facts(cell: Mapping[str, Any]) -> RunFacts:
+    """The facts of a results.json cell (`results.cell_json`)."""
+    failed = next((s for s in cell.get("stages", []) if s.get("status") != "PASS"), None)
+    status = str(cell.get("status", ""))
+    return RunFacts(
+        statuses={str(t["name"]): str(t["status"]) for t in cell.get("tests", [])},
+        stage=str(failed["stage"]) if failed else "",
+        stage_status=status if Status(status).is_stage_error else "",
+        kernel_fault=any(not s.get("expected") for t in cell.get("tests", [])
+                         for s in t.get("splats", [])))
+
+
+def excluded_tests(runs: list[Mapping[str, str]]) -> dict[str, str]:
+    """The results that cannot judge a mutant, with why: not PASS in every baseline run,
+    or not present in every one."""
+    names = sorted({n for r in runs for n in r})
+    out = {}
+    for n in names:
+        seen = [r.get(n, "missing") for r in runs]
+        if any(v != Status.PASS.value for v in seen):
+            out[n] = f"baseline {' / '.join(seen)} over {len(runs)} runs: not green"
+    return out
 
 
 def compare(baseline: Mapping[str, str], mutant: Mapping[str, str], *, stage: str,
-            stage_status: str = "") -> tuple[str, tuple[str, ...]]:
-    """("killed" | "survived" | "stillborn", what differed) of one mutant run.
+            stage_status: str = "", excluded: frozenset[str] = frozenset(),
+            kernel_fault: bool = False) -> tuple[str, tuple[str, ...]]:
+    """("killed" | "survived" | "stillborn" | "error", what differed) of one mutant run.
 
-    A build that failed is stillborn; a stop by the harness's own checks after the build
-    (the feature check: a declared kfunc is gone) or a boot error is a kill; otherwise
-    every result is compared with the baseline's, boot and shutdown included.
+    A build that failed is stillborn. The harness's own feature check after the build (a
+    declared kfunc is gone) is a kill, and so is a boot that failed while the kernel
+    complained (`kernel_fault`: a splat, a panic). Any other stage error is the
+    environment's or the harness's: "error". Otherwise each result that is not excluded
+    (see `excluded_tests`) is compared with the green baseline's, boot and shutdown
+    included.
     """
     if stage == "build" or (stage_status == Status.BUILD_ERROR.value and stage != "features"):
         return "stillborn", ()
-    if stage:
+    if stage == "features":
         return "killed", (f"stage {stage}: {stage_status}",)
+    if stage.startswith("boot+tests") and stage_status == Status.BOOT_ERROR.value \
+            and kernel_fault:
+        return "killed", (f"stage {stage}: {stage_status} (the kernel complained)",)
+    if stage:
+        return "error", (f"stage {stage}: {stage_status}",)
     differ = tuple(sorted(n for n in set(baseline) | set(mutant)
-                          if baseline.get(n) != mutant.get(n)))
+                          if n not in excluded and baseline.get(n) != mutant.get(n)))
     return ("killed", differ) if differ else ("survived", ())
 
 
@@ -169,6 +217,7 @@ class State:
     cell: Cell
     verdicts: list[Verdict] = field(default_factory=list)
     baseline: CellResult | None = None
+    excluded: dict[str, str] = field(default_factory=dict)  # result -> why it cannot judge
     generated: int = 0
     sources_count: dict[str, int] = field(default_factory=dict)
 
@@ -200,11 +249,23 @@ def run(request: Request, out: Path) -> State:
     out.mkdir(parents=True, exist_ok=True)
     log.info("mutating series %s in cell %s (tests: %s)", request.series, cell.kernel,
              ", ".join(cell.tests))
-    baseline = _run(cell, out / "baseline", request.accel)
+    runs = []
+    for k in range(max(1, request.baseline_runs)):
+        run_dir = out / ("baseline" if k == 0 else f"baseline-{k + 1}")
+        runs.append(_run(cell, run_dir, request.accel))
+        if runs[-1].status.is_stage_error:
+            raise MutateError(f"the baseline (no mutant) did not run: "
+                              f"{runs[-1].status.value}: {runs[-1].error}",
+                              fix="run the cell with `harness run` first")
+    baseline = runs[0]
     state.baseline = baseline
-    if baseline.status.is_stage_error:
-        raise MutateError(f"the baseline (no mutant) did not run: {baseline.status.value}: "
-                          f"{baseline.error}", fix="run the cell with `harness run` first")
+    state.excluded = excluded_tests([statuses(r) for r in runs])
+    for name, why in state.excluded.items():
+        log.warning("%s cannot judge a mutant: %s", name, why)
+    if not set(statuses(baseline)) - set(state.excluded):
+        raise MutateError("no result of the baseline is green in every run: nothing could "
+                          "tell a mutant from it",
+                          fix="make the cell pass with `harness run` first")
     spec = sources.parse_spec(cell.kernel)
     tree = KernelTree.open(spec, cell.configs, log_dir=out)
     tools = build.toolchain()
@@ -339,7 +400,7 @@ def _one(state: State, m: mutants.Mutant, *, tree: KernelTree, head: str,
         tree.reset_to(head)
         original = source.read_text(errors="replace")
         atomic.write_text(patch, m.patch(original))
-        if cache.exists():
+        if cache.exists() and not state.request.fresh:
             data = json.loads(cache.read_text())
             # The run it came from belongs to an earlier results directory: not linked.
             return Verdict(mutant=m, outcome=data["outcome"], why=data["why"],
@@ -369,38 +430,49 @@ def _one(state: State, m: mutants.Mutant, *, tree: KernelTree, head: str,
                                                         "this config (debug info aside)")
     else:
         v = _run_mutant(state, m, patch, flaky)
-    atomic.write_text(cache, json.dumps({"outcome": v.outcome, "why": v.why,
-                                         "killed_by": list(v.killed_by),
-                                         "passed": list(v.passed), "run": v.run}))
+    if v.outcome != "error":  # an error says nothing about the mutant: judged anew next time
+        atomic.write_text(cache, json.dumps({"outcome": v.outcome, "why": v.why,
+                                             "killed_by": list(v.killed_by),
+                                             "passed": list(v.passed), "run": v.run}))
     return v
 
 
 def _run_mutant(state: State, m: mutants.Mutant, patch: Path,
                 flaky: frozenset[str]) -> Verdict:
+    """Runs the mutant once, twice when the first run was an error or a kill only by
+    declared-flaky tests."""
     assert state.baseline is not None
     base = statuses(state.baseline)
+    excluded = frozenset(state.excluded)
     cell = replace(state.cell, patches=(str(patch),))
     for attempt in (1, 2):
         run_dir = state.out / "runs" / (m.id if attempt == 1 else f"{m.id}-again")
         result = _run(cell, run_dir, state.request.accel, mutant_timeouts(state.baseline))
         _forget_kernel(result, state.baseline)
-        outcome, differ = compare(base, statuses(result), stage=failed_stage(result),
-                                  stage_status=result.status.value
-                                  if result.status.is_stage_error else "")
+        facts = run_facts(results.cell_json(result))
+        got = facts.statuses
+        outcome, differ = compare(base, got, stage=facts.stage, stage_status=facts.stage_status,
+                                  excluded=excluded, kernel_fault=facts.kernel_fault)
+        if attempt == 1 and outcome == "error":
+            log.info("not judged (%s): running it again", ", ".join(differ))
+            continue
         if attempt == 1 and to_confirm(outcome, differ, flaky):
             log.info("killed only by declared-flaky tests (%s): running it again",
                      ", ".join(differ))
             continue
         rel = str(run_dir.relative_to(state.out))
+        if outcome == "error":
+            return Verdict(mutant=m, outcome="error", run=rel,
+                           why=f"twice not judged: {'; '.join(differ)}: {result.error}"[:400])
         if outcome == "killed":
-            why = "; ".join(f"{d}: {base.get(d, '-')} -> {statuses(result).get(d, '-')}"
+            why = "; ".join(f"{d}: {base.get(d, '-')} -> {got.get(d, '-')}"
                             for d in differ if not d.startswith("stage "))
             why = why or "; ".join(differ)
             return Verdict(mutant=m, outcome="killed", why=why, killed_by=differ, run=rel)
         if outcome == "stillborn":
             return Verdict(mutant=m, outcome="stillborn", why=result.error.splitlines()[0]
                            if result.error else "build failed", run=rel)
-        passed = tuple(t.name for t in result.tests)
+        passed = tuple(t.name for t in result.tests if t.name not in excluded)
         return Verdict(mutant=m, outcome="survived", passed=passed, run=rel,
                        why="a flaky kill not confirmed" if attempt == 2 else "")
     raise AssertionError("unreachable")
@@ -418,8 +490,10 @@ def _run(cell: Cell, run_dir: Path, accel: Accel,
          timeouts: Mapping[str, int] | None = None) -> CellResult:
     """One run of the cell, with its results.json as `harness run` writes it. Mutant runs
     stop after a test that killed the kernel, and have the baseline's timeouts."""
+    # The same boot retry as the baseline's: a boot that fails once for the environment
+    # must not be a kill.
     options = pipeline.RunOptions() if timeouts is None else pipeline.RunOptions(
-        fail_fast=True, timeouts=timeouts, retry_boot=False)
+        fail_fast=True, timeouts=timeouts)
     result = pipeline.run_cell(cell, run_dir, accel=accel, options=options)
     results.write_json(run_dir / "results.json", [result],
                        meta={"command": ["harness", "mutate"], "cell": cell.name})
@@ -464,7 +538,9 @@ def to_json(state: State) -> dict[str, Any]:
         "seed": state.request.seed, "max": state.request.max,
         "generated": state.generated, "by_source": state.sources_count,
         "baseline": {"status": state.baseline.status.value if state.baseline else None,
-                     "results": statuses(state.baseline) if state.baseline else {}},
+                     "results": statuses(state.baseline) if state.baseline else {},
+                     "runs": state.request.baseline_runs, "excluded": state.excluded},
+        "fresh": state.request.fresh,
         "table": table(state),
         "mutants": [{"id": v.mutant.id, "operator": v.mutant.operator,
                      "source": v.mutant.source, "file": v.mutant.file,
@@ -480,7 +556,9 @@ def summary(state: State) -> str:
     rows = table(state)
     lines = [f"mutants of {state.request.series} in {state.cell.kernel}: "
              f"{state.generated} generated, {len(state.verdicts)} run "
-             f"(tests: {', '.join(state.cell.tests)})", ""]
+             f"(tests: {', '.join(state.cell.tests)})"]
+    lines += [f"  not judging by {name}: {why}" for name, why in sorted(state.excluded.items())]
+    lines.append("")
     head = f"{'operator':<22}" + "".join(f"{o:>11}" for o in OUTCOMES)
     lines.append(head)
     totals = dict.fromkeys(OUTCOMES, 0)
@@ -489,6 +567,9 @@ def summary(state: State) -> str:
         for o in OUTCOMES:
             totals[o] += row[o]
     lines.append(f"{'total':<22}" + "".join(f"{totals[o]:>11}" for o in OUTCOMES))
+    for v in state.verdicts:
+        if v.outcome == "error":
+            lines += ["", f"ERROR {v.mutant.id}: {v.mutant.summary}", f"  {v.why}"]
     survivors = [v for v in state.verdicts if v.outcome == "survived"]
     for v in survivors:
         lines += ["", f"SURVIVED {v.mutant.id}: {v.mutant.summary}",
@@ -499,5 +580,8 @@ def summary(state: State) -> str:
 
 
 def exit_code(state: State) -> int:
-    return 1 if any(v.outcome == "survived" for v in state.verdicts) else 0
+    """1 when a mutant survived, else 2 when one could not be judged, else 0."""
+    if any(v.outcome == "survived" for v in state.verdicts):
+        return 1
+    return 2 if any(v.outcome == "error" for v in state.verdicts) else 0
 

@@ -2,7 +2,8 @@
 /*
  * A sleepable cgroup iterator that flushes rstat on every cgroup it visits and
  * prints a line per cgroup (cpu_ns: the flushed base CPU time), then an
- * epilogue (the NULL-cgroup call at the walk's end).  The verifier must refuse
+ * epilogue (the NULL-cgroup call at the walk's end); it ends the walk early after
+ * the cgroup userspace names.  The verifier must refuse
  * rstat_flush_in_plain_iter, the same call from a non-sleepable iterator.
  * Built twice: for cgroup_rstat_* (before 6.16), and with RSTAT_API_CSS
  * (cgroup_iter_rstat_css.bpf.c) for css_rstat_* (6.16+).
@@ -16,6 +17,7 @@ char _license[] SEC("license") = "GPL";
 #include "bpf_rstat.h"
 
 __u32 visited, flushed;	/* reset by userspace before every walk */
+__u64 stop_after_id;	/* set by userspace: return 1 (stop the walk) after this cgroup */
 
 SEC("iter.s/cgroup")
 int cgroup_rstat_dump(struct bpf_iter__cgroup *ctx)
@@ -33,7 +35,7 @@ int cgroup_rstat_dump(struct bpf_iter__cgroup *ctx)
 	BPF_SEQ_PRINTF(seq, "cgroup seq=%llu id=%llu level=%d cpu_ns=%llu\n", seq_num,
 		       cgrp->kn->id, cgrp->level, cgrp->bstat.cputime.sum_exec_runtime);
 	visited++;
-	return 0;
+	return stop_after_id && cgrp->kn->id == stop_after_id;
 }
 
 SEC("iter/cgroup")

@@ -15,12 +15,15 @@
 #define SPIN_NS (20ULL * 1000 * 1000)	/* CPU time burnt in a1 */
 #define MAX_RECS 64
 
-enum { N_ROOT, N_A, N_B, N_A1, N_A2, N_B1, NUM_NODES };
+enum { N_ROOT, N_A, N_B, N_A1, N_A2, N_B1, NUM_NODES, N_DEAD = NUM_NODES };
 
-static struct cg_node nodes[NUM_NODES] = {
-	[N_ROOT] = { "<root>", -1 }, [N_A] = { "a", N_ROOT }, [N_B] = { "b", N_ROOT },
+/* the test root enables memory for its children: N_DEAD's page cache keeps its memcg */
+static struct cg_node nodes[NUM_NODES + 1] = {
+	[N_ROOT] = { "<root>", -1, "+memory" }, [N_A] = { "a", N_ROOT }, [N_B] = { "b", N_ROOT },
 	[N_A1] = { "a/a1", N_A }, [N_A2] = { "a/a2", N_A }, [N_B1] = { "b/b1", N_B },
+	[N_DEAD] = { "dead", N_ROOT },
 };
+#define DEAD_FILE_BYTES (4 * MiB)	/* page cache that keeps the dead cgroup's memcg */
 
 /* one walk of the iterator, parsed */
 struct walk {
@@ -103,26 +106,23 @@ static bool order_ok(const struct walk *w, const int *at, const int *node, bool 
 	return ok;
 }
 
-/* one walk of @order from the cgroup @n, parsed; false (diagnosed) if it did not run */
-static bool run_walk(int n, enum bpf_cgroup_iter_order order, struct walk *w)
+/* one walk of @link (destroyed after it), parsed; false (diagnosed) if it did not run */
+static bool read_walk(struct bpf_link *link, const char *what, struct walk *w)
 {
 	int used;
 	char copy[sizeof(w->raw)], *line, *save;
-	struct bpf_link *link;
 	struct rec *r;
 	ssize_t len;
 
 	memset(w, 0, sizeof(*w));
 	skel->bss->visited = skel->bss->flushed = 0;
-	bu_log_reset();
-	link = bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump, nodes[n].path, order);
 	len = link ? bu_read_iter(link, w->raw, sizeof(w->raw) - 1) : -errno;
 	if (!link)
 		bu_print_log();
 	bpf_link__destroy(link);
 	if (len < 0 || len == sizeof(w->raw) - 1) {
-		ksft_print_msg("%s the iterator (order %d) on %s: %s\n", link ? "reading" : "attaching",
-			       order, nodes[n].path, len < 0 ? strerror(-len) : "output too long");
+		ksft_print_msg("%s the iterator (%s): %s\n", link ? "reading" : "attaching", what,
+			       len < 0 ? strerror(-len) : "output too long");
 		return false;
 	}
 	memcpy(copy, w->raw, sizeof(copy));
@@ -141,6 +141,17 @@ static bool run_walk(int n, enum bpf_cgroup_iter_order order, struct walk *w)
 		}
 	}
 	return true;
+}
+
+/* one walk of @order from the cgroup @n, parsed; false (diagnosed) if it did not run */
+static bool run_walk(int n, enum bpf_cgroup_iter_order order, struct walk *w)
+{
+	char what[CG_PATH_MAX + 32];
+
+	bu_log_reset();
+	snprintf(what, sizeof(what), "order %d on %s", order, nodes[n].path);
+	return read_walk(bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump, nodes[n].path, order),
+			 what, w);
 }
 
 /* every line parsed, the epilogue last; @lines: the cgroup lines expected (-1: any) */
@@ -183,7 +194,8 @@ static int check_load_sleepable_iter(void)
 
 static int check_cgroup_tree_setup(void)
 {
-	return cg_find_root(&mnt, NULL) ?: cg_tree_create(mnt, "cgroup_iter_rstat", nodes, NUM_NODES);
+	return cg_find_root(&mnt, "memory") ?:
+	       cg_tree_create(mnt, "cgroup_iter_rstat", nodes, NUM_NODES);
 }
 
 /* the walk up from the test root: its length gives the root's level */
@@ -319,10 +331,16 @@ static int check_rstat_flush_called_per_cgroup(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-/* the CPU time burnt in a1 (before the walk) is in a1, a and the root */
+/*
+ * The CPU time burnt in a1 (before the walk) is in a1, and exactly so in a and the
+ * root: no task ever ran in another cgroup of the tree, so a2, b and b1 read 0 and
+ * every parent the exact sum of its children (a parent credited twice, a sibling or
+ * a grandparent credited, or a flush that misses a CPU cannot add up).
+ */
 static int check_rstat_flush_propagates_cputime(void)
 {
 	unsigned long long c[NUM_NODES];
+	bool ok = true;
 	int i;
 
 	if (!pre_ran)
@@ -334,11 +352,179 @@ static int check_rstat_flush_propagates_cputime(void)
 			return check_fail("%s missing from output", node_name(i));
 		c[i] = pre.recs[pos[i]].cpu_ns;
 	}
-	if (c[N_A1] >= SPIN_NS && c[N_A] >= c[N_A1] + c[N_A2] && c[N_B] >= c[N_B1] &&
-	    c[N_ROOT] >= c[N_A] + c[N_B])
-		return KSFT_PASS;
-	return check_fail("flushed cpu_ns root=%llu a=%llu a1=%llu a2=%llu b=%llu b1=%llu; expected a1 >= %llu (burnt there), a >= a1 + a2, b >= b1, root >= a + b",
-			  c[N_ROOT], c[N_A], c[N_A1], c[N_A2], c[N_B], c[N_B1], SPIN_NS);
+	expect(&ok, c[N_A1] >= SPIN_NS, "a1: %llu ns, expected >= %llu (burnt there)", c[N_A1],
+	       SPIN_NS);
+	expect(&ok, !c[N_A2] && !c[N_B1] && !c[N_B], "a2 %llu, b %llu, b1 %llu: expected 0 (nothing ran there)",
+	       c[N_A2], c[N_B], c[N_B1]);
+	expect(&ok, c[N_A] == c[N_A1] + c[N_A2], "a: %llu, expected a1 + a2 = %llu exactly",
+	       c[N_A], c[N_A1] + c[N_A2]);
+	expect(&ok, c[N_ROOT] == c[N_A] + c[N_B], "root: %llu, expected a + b = %llu exactly",
+	       c[N_ROOT], c[N_A] + c[N_B]);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* the ids of @w's cgroup lines are those of @want (-1 ends it) in that order */
+static bool walk_is(const struct walk *w, const int *want, const char *what)
+{
+	bool ok = true;
+	int n, i;
+
+	for (n = 0; want[n] >= 0; n++)
+		;
+	expect_wellformed(&ok, w, n);
+	for (i = 0; ok && i < n; i++)
+		expect(&ok, w->recs[i].id == nodes[want[i]].id, "%s, line %d: id %llu (%s), expected %s",
+		       what, i, w->recs[i].id, node_name(cg_tree_find(nodes, NUM_NODES + 1,
+								       w->recs[i].id)),
+		       node_name(want[i]));
+	if (!ok)
+		print_walk(what, w);
+	return ok;
+}
+
+/* every order value but the four is refused with EINVAL at attach time: 0
+ * (BPF_CGROUP_ITER_ORDER_UNSPEC), past the last, negative */
+static int check_attach_orders(void)
+{
+	static const unsigned int bad[] = { 0, BPF_CGROUP_ITER_ANCESTORS_UP + 1, 100, 0x80000000u,
+					    0xffffffffu };
+	int fd = open(nodes[N_ROOT].path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct bpf_link *link;
+	bool ok = true;
+	size_t i;
+
+	if (fd < 0)
+		return check_fail("open %s: %s", nodes[N_ROOT].path, strerror(errno));
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		errno = 0;
+		link = bu_attach_cgroup_iter_raw(skel->progs.cgroup_rstat_dump, fd, 0, bad[i]);
+		expect(&ok, !link && errno == EINVAL, "order %u: attach %s (%s), expected EINVAL",
+		       bad[i], link ? "succeeded" : "failed", strerror(errno));
+		bpf_link__destroy(link);
+	}
+	close(fd);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/*
+ * The cgroup named by fd or by id (the same walk), by neither (the cgroup2 root), by
+ * both (EINVAL), by a file that is no cgroup, a closed fd or an id no cgroup has
+ * (refused).
+ */
+static int check_attach_cgroup_spec(void)
+{
+	static const int b_walk[] = { N_B, N_B1, -1 };
+	int fd = open(nodes[N_B].path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int file = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	struct bpf_program *prog = skel->progs.cgroup_rstat_dump;
+	unsigned long long root_id = cg_id(mnt);
+	const struct {
+		const char *what;
+		int fd;
+		unsigned long long id;
+	} refused[] = {
+		{ "fd and id both", fd, nodes[N_B].id }, { "a file that is no cgroup", file, 0 },
+		{ "a closed fd", 1000, 0 }, { "an id no cgroup has", 0, (1ULL << 40) + 7 },
+	};
+	struct bpf_link *link;
+	static struct walk w;
+	bool ok = fd >= 0 && file >= 0 && root_id;
+	size_t i;
+
+	if (!ok)
+		return check_fail("open %s or /proc/self/stat, or the id of %s: %s",
+				  nodes[N_B].path, mnt, strerror(errno));
+	link = bu_attach_cgroup_iter_raw(prog, 0, nodes[N_B].id, BPF_CGROUP_ITER_DESCENDANTS_PRE);
+	ok &= read_walk(link, "b by id", &w) && walk_is(&w, b_walk, "b by id");
+	link = bu_attach_cgroup_iter_raw(prog, fd, 0, BPF_CGROUP_ITER_DESCENDANTS_PRE);
+	ok &= read_walk(link, "b by fd", &w) && walk_is(&w, b_walk, "b by fd");
+	link = bu_attach_cgroup_iter_raw(prog, 0, 0, BPF_CGROUP_ITER_SELF_ONLY);
+	if (read_walk(link, "no cgroup named", &w)) {
+		expect_wellformed(&ok, &w, 1);
+		expect(&ok, w.recs[0].id == root_id, "no cgroup named: id %llu, expected %llu (%s)",
+		       w.recs[0].id, root_id, mnt);
+	} else {
+		ok = false;
+	}
+	for (i = 0; i < ARRAY_SIZE(refused); i++) {
+		link = bu_attach_cgroup_iter_raw(prog, refused[i].fd, refused[i].id,
+						 BPF_CGROUP_ITER_SELF_ONLY);
+		expect(&ok, !link, "%s (fd %d, id %llu): attach succeeded, expected an error",
+		       refused[i].what, refused[i].fd, refused[i].id);
+		bpf_link__destroy(link);
+	}
+	close(fd);
+	close(file);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* the program returning 1 after a ends the walk there: root, a, then the epilogue */
+static int check_early_termination(void)
+{
+	static const int until_a[] = { N_ROOT, N_A, -1 };
+	static struct walk w;
+	bool ok;
+
+	skel->bss->stop_after_id = nodes[N_A].id;
+	ok = run_walk(N_ROOT, BPF_CGROUP_ITER_DESCENDANTS_PRE, &w);
+	skel->bss->stop_after_id = 0;
+	return ok && walk_is(&w, until_a, "stopped after a") ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* in the dead cgroup: DEAD_FILE_BYTES of page cache, kept after the exit */
+static int write_page_cache(void *path)
+{
+	static char chunk[64 * 1024];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	long long done;
+
+	memset(chunk, 0x5a, sizeof(chunk));
+	for (done = 0; fd >= 0 && done < DEAD_FILE_BYTES; done += sizeof(chunk))
+		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk))
+			return 1;
+	return fd < 0 ? 2 : close(fd) ? 3 : 0;
+}
+
+/*
+ * A removed cgroup whose memcg its page cache keeps: it stays in its parent's list of
+ * children (dying, cgroup.stat counts it) until that memory goes, and the iterator
+ * must skip it, in a walk and from a link made before the removal.
+ */
+static int check_dead_cgroup_skipped(void)
+{
+	static const int pre_order[] = { N_ROOT, N_A, N_A1, N_A2, N_B, N_B1, -1 };
+	const char *dir = getenv("HARNESS_SCRATCH") ?: "/tmp";
+	struct cg_node *d = &nodes[N_DEAD];
+	char path[PATH_MAX];
+	struct bpf_link *self;
+	static struct walk w;
+	long long dying;
+	int st, err;
+	bool ok = true;
+
+	snprintf(path, sizeof(path), "%s/cgroup_iter_rstat.%d", dir, (int)getpid());
+	if (cg_tree_create(nodes[N_ROOT].path, "dead", d, 1) != KSFT_PASS)
+		return KSFT_FAIL;
+	self = bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump, d->path,
+				     BPF_CGROUP_ITER_SELF_ONLY);
+	st = cg_run(d->path, write_page_cache, path);
+	err = cg_destroy(d->path);
+	dying = cg_read_key(nodes[N_ROOT].path, "cgroup.stat", "nr_dying_descendants");
+	if (!self || st || err || dying < 1) {
+		unlink(path);
+		bpf_link__destroy(self);
+		return check_fail("dead cgroup %s: link %s, page cache writer %d, rmdir %s, nr_dying_descendants %lld (expected >= 1)",
+				  d->path, self ? "made" : strerror(errno), st, strerror(-err), dying);
+	}
+	if (read_walk(self, "SELF_ONLY on the dead cgroup", &w)) {
+		expect_wellformed(&ok, &w, 0);
+	} else {
+		ok = false;
+	}
+	ok = run_walk(N_ROOT, BPF_CGROUP_ITER_DESCENDANTS_PRE, &w) &&
+	     walk_is(&w, pre_order, "pre-order with a dead child") && ok;
+	unlink(path);	/* its memcg, then the cgroup, can go */
+	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
 static int check_self_only_leaf(void)
@@ -396,6 +582,10 @@ int main(void)
 		CHECK(rstat_flush_propagates_cputime, cgroup_tree_setup),
 		CHECK(post_order, cgroup_tree_setup),
 		CHECK(self_only_leaf, cgroup_tree_setup),
+		CHECK(attach_orders, cgroup_tree_setup),
+		CHECK(attach_cgroup_spec, cgroup_tree_setup),
+		CHECK(early_termination, cgroup_tree_setup),
+		CHECK(dead_cgroup_skipped, cgroup_tree_setup),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(cgroup_tree_cleanup),
 	};

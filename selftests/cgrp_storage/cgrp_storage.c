@@ -3,23 +3,29 @@
  * cgrp_storage: the semantics of cgroup local storage (BPF_MAP_TYPE_CGRP_STORAGE,
  * bpf_cgrp_storage_get/delete), mainline's since 6.2 and patches/cgrp-storage's on 6.1.
  *
- * A child parked outside the tree root/{a,b,c,d} is moved into a and b; two
- * children inside d call getpgid() at once; cgrp_storage.bpf.c counts both
- * in each cgroup's storage. Storage must appear on the first event and not
- * before, hold each cgroup's own counts, lose no concurrent update, answer
- * the syscall side by cgroup fd, refuse what it must, and be freed with its
- * cgroup.
+ * A child parked outside the tree root/{a,b,c,d,f,s,r} is moved into a and b; two
+ * children inside d call getpgid() at once; cgrp_storage.bpf.c counts both in
+ * each cgroup's storage. Storage must appear on the first event and not before,
+ * hold each cgroup's own counts, lose no concurrent update, take the initial
+ * value given on create (f), be creatable from a sleepable program (s), answer
+ * the syscall side by cgroup fd with every update flag's meaning, refuse what it
+ * must (the verifier included), and live exactly as long as mainline says: past
+ * rmdir and the release (no new storage on a dying cgroup), freed just before
+ * the last rstat flush (r), and freed with its cgroup (a, b, d).
  */
 #include "selftest.h"
 #include <sys/syscall.h>
 #include <linux/types.h>
 #include "cgrp_storage.h"
 #include "cgrp_storage.skel.h"
+#include "cgrp_storage_lock.skel.h"
+#include "cgrp_storage_neg.skel.h"
 
-enum { ROOT, A, B, C, D, NR };
+enum { ROOT, A, B, C, D, F, S, R, NR };
 static struct cg_node nodes[NR] = {
 	[ROOT] = { "root", -1 }, [A] = { "a", ROOT }, [B] = { "b", ROOT },
-	[C] = { "c", ROOT }, [D] = { "d", ROOT },
+	[C] = { "c", ROOT }, [D] = { "d", ROOT }, [F] = { "f", ROOT },
+	[S] = { "s", ROOT }, [R] = { "r", ROOT },
 };
 static const int moves[NR] = { [A] = 3, [B] = 5 };	/* distinct: no mix-up adds up */
 #define CALLS		20000	/* getpgid() calls by each of two children in d */
@@ -28,7 +34,7 @@ static const int moves[NR] = { [A] = 3, [B] = 5 };	/* distinct: no mix-up adds u
 static struct cgrp_storage_bpf *skel;
 static struct cg_node park = { .rel = "park", .parent = -1 };
 static pid_t child = -1;
-static int map_fd, fds[NR] = { -1, -1, -1, -1, -1 };
+static int map_fd, fds[NR];
 
 /* the storage of node @i through the syscall side: 0, or -errno (-ENOENT: none) */
 static int lookup(int i, struct cgs_value *v)
@@ -61,6 +67,9 @@ static int expect_none(int i)
 static int check_load_attach(void)
 {
 	skel = cgrp_storage_bpf__open_and_load();
+	/* the sleepable iterator is attached to its cgroup by check_create_from_sleepable() */
+	if (skel)
+		bpf_program__set_autoattach(skel->progs.cgs_create_sleepable, false);
 	if (!skel || cgrp_storage_bpf__attach(skel)) {
 		bu_print_log();
 		return check_fail("open/load/attach failed: %s", strerror(errno));
@@ -83,7 +92,7 @@ static int check_tree_setup(void)
 		fds[i] = cg_open(nodes[i].path, ".", O_RDONLY | O_DIRECTORY);
 		if (fds[i] < 0)
 			return check_fail("open %s: %s", nodes[i].path, strerror(errno));
-		if (i > ROOT)	/* the test root itself is not counted */
+		if (i > ROOT && i - 1 < CGS_NR_IDS)	/* a b c d; not the test root */
 			skel->bss->ids[i - 1] = nodes[i].id;
 	}
 	child = cg_spawn(park.path, NULL, NULL);	/* sleeps */
@@ -156,6 +165,162 @@ static int check_syscall_update_lookup_delete(void)
 	return expect_none(C);
 }
 
+/* every flag of the syscall update, on c (its storage deleted just before) */
+static int check_syscall_update_flags(void)
+{
+	struct cgs_value v[3] = { { .moves = 1 }, { .moves = 2 }, { .moves = 3 } };
+	const struct {
+		const char *what;
+		__u64 flags;
+		int err;	/* expected errno, 0: success */
+		int now;	/* the value after it: v[now], -1 none */
+	} steps[] = {
+		{ "BPF_EXIST, none yet", BPF_EXIST, ENOENT, -1 },
+		{ "BPF_ANY, none yet", BPF_ANY, 0, 0 },
+		{ "BPF_ANY over it", BPF_ANY, 0, 1 },
+		{ "BPF_NOEXIST over it", BPF_NOEXIST, EEXIST, 1 },
+		{ "BPF_EXIST over it", BPF_EXIST, 0, 2 },
+		{ "BPF_F_LOCK, no lock in the value", BPF_F_LOCK, EINVAL, 2 },
+		{ "an unknown flag", 1ULL << 20, EINVAL, 2 },
+	};
+	struct cgs_value got;
+	bool ok = true;
+	size_t i;
+	int err;
+
+	for (i = 0; i < ARRAY_SIZE(v); i++)
+		v[i].id = nodes[C].id;
+	for (i = 0; i < ARRAY_SIZE(steps); i++) {
+		err = bpf_map_update_elem(map_fd, &fds[C], &v[steps[i].now < 0 ? 0 : steps[i].now],
+					  steps[i].flags) ? errno : 0;
+		expect(&ok, err == steps[i].err, "%s: %s, expected %s", steps[i].what,
+		       strerror(err), strerror(steps[i].err));
+		err = lookup(C, &got);
+		if (steps[i].now < 0)
+			expect(&ok, err == -ENOENT, "%s: then lookup %s, expected ENOENT",
+			       steps[i].what, strerror(-err));
+		else
+			expect(&ok, !err && got.moves == v[steps[i].now].moves,
+			       "%s: then lookup %s, moves %llu, expected %llu", steps[i].what,
+			       strerror(-err), err ? 0 : got.moves, v[steps[i].now].moves);
+	}
+	expect(&ok, !bpf_map_delete_elem(map_fd, &fds[C]), "delete c: %s", strerror(errno));
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* BPF_F_LOCK on a value with a bpf_spin_lock: update and lookup under the lock */
+static int check_syscall_f_lock(void)
+{
+	struct cgrp_storage_lock_bpf *lk = cgrp_storage_lock_bpf__open_and_load();
+	struct cgs_locked set = { .v = 5 }, got = {};
+	int fd, err = 0;
+
+	if (!lk) {
+		bu_print_log();
+		return check_fail("a cgroup storage with a bpf_spin_lock: %s", strerror(errno));
+	}
+	fd = bpf_map__fd(lk->maps.cgs_locked);
+	if (bpf_map_update_elem(fd, &fds[C], &set, BPF_NOEXIST) ||
+	    bpf_map_update_elem(fd, &fds[C], &(struct cgs_locked){ .v = 6 }, BPF_F_LOCK) ||
+	    bpf_map_lookup_elem_flags(fd, &fds[C], &got, BPF_F_LOCK))
+		err = errno;
+	cgrp_storage_lock_bpf__destroy(lk);
+	if (err || got.v != 6)
+		return check_fail("BPF_F_LOCK: %s, value %llu, expected 6", strerror(err),
+				  (unsigned long long)got.v);
+	return KSFT_PASS;
+}
+
+/* a move into f creates its storage in cgs_init from the value the program passes */
+static int check_initial_value_on_create(void)
+{
+	struct cgs_value want = { .moves = 0x1111, .calls = 0x2222, .id = 0x3333 }, got = {};
+	int err;
+
+	skel->bss->init_value = want;
+	skel->bss->init_id = nodes[F].id;
+	err = move(F, 1);
+	skel->bss->init_id = 0;
+	if (err)
+		return err;
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.cgs_init), &fds[F], &got))
+		return check_fail("f: no storage after the move: %s", strerror(errno));
+	if (memcmp(&got, &want, sizeof(got)))
+		return check_fail("f: created with moves %#llx calls %#llx id %#llx, expected the initial value %#llx %#llx %#llx",
+				  got.moves, got.calls, got.id, want.moves, want.calls, want.id);
+	return KSFT_PASS;
+}
+
+/* an iter.s/cgroup program creates s's storage (the verifier gives it GFP_KERNEL) */
+static int check_create_from_sleepable(void)
+{
+	struct bpf_link *link = bu_attach_cgroup_iter(skel->progs.cgs_create_sleepable,
+						      nodes[S].path, BPF_CGROUP_ITER_SELF_ONLY);
+	char buf[64];
+	ssize_t n = link ? bu_read_iter(link, buf, sizeof(buf)) : -errno;
+
+	bpf_link__destroy(link);
+	if (n < 0)
+		return check_fail("the sleepable iterator on s: %s", strerror(-n));
+	if (skel->bss->sleepable_created != 1)
+		return check_fail("created %llu times from the sleepable program, expected 1",
+				  skel->bss->sleepable_created);
+	return expect_value(S, 0, 1);
+}
+
+/* the verifier refuses the helpers on other map types, and this map in other helpers */
+static int check_verifier_refusals(void)
+{
+	static const char *const progs[] = { "get_on_hash", "delete_on_task_storage",
+					     "lookup_on_cgrp_storage", "task_get_on_cgrp_storage" };
+	size_t i, sz;
+	const void *elf = cgrp_storage_neg_bpf__elf_bytes(&sz);
+	bool ok = true;
+
+	for (i = 0; i < ARRAY_SIZE(progs); i++)
+		ok &= bu_refused(elf, sz, progs[i], "cannot pass map_type");
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/*
+ * r's storage through its removal: still there at rmdir (a dead cgroup, no new
+ * storage on it), still at the release, freed in the free path just before the
+ * last rstat flush (cgroup_rstat_exit()), which finds none and can create none.
+ */
+static int check_storage_life(void)
+{
+	struct cgs_value set = { .moves = 13, .id = nodes[R].id };
+	struct cgs_life l;
+	int waited, err;
+	bool ok = true;
+
+	if (bpf_map_update_elem(map_fd, &fds[R], &set, BPF_NOEXIST))
+		return check_fail("update r: %s", strerror(errno));
+	close(fds[R]);	/* an open directory pins its cgroup */
+	fds[R] = -1;
+	skel->bss->watch_id = nodes[R].id;
+	err = cg_destroy(nodes[R].path);
+	if (err)
+		return check_fail("rmdir r: %s", strerror(-err));
+	for (waited = 0; waited < FREE_WAIT_S * 10 && !skel->bss->life.flush_after_free; waited++)
+		usleep(100000);
+	l = skel->bss->life;
+	expect(&ok, l.rmdir_seq && l.rmdir_has && l.rmdir_moves == 13,
+	       "at rmdir: %s, moves %llu (expected its storage, 13)",
+	       !l.rmdir_seq ? "not seen" : l.rmdir_has ? "storage" : "no storage", l.rmdir_moves);
+	expect(&ok, !l.rmdir_created, "a create on the removed cgroup gave storage");
+	expect(&ok, l.release_seq > l.rmdir_seq && l.release_has,
+	       "at the release (event %llu, rmdir %llu): %s", l.release_seq, l.rmdir_seq,
+	       l.release_has ? "storage" : "no storage (freed before the release)");
+	expect(&ok, l.free_seq > l.release_seq && l.freed,
+	       "the free (event %llu, release %llu): %s", l.free_seq, l.release_seq,
+	       l.freed ? "storage gone" : "storage still there at its exit");
+	expect(&ok, l.flush_after_free && !l.storage_after_free,
+	       "the rstat flush after the free: %llu flushes (expected >= 1 within %d s), %llu found or made storage (expected 0)",
+	       l.flush_after_free, FREE_WAIT_S, l.storage_after_free);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 static int check_refusals(void)
 {
 	int key = fds[C], next, fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
@@ -221,12 +386,20 @@ static const struct check checks[] = {
 	CHECK(each_cgroup_its_own, created_on_first_event),
 	CHECK(concurrent_updates_exact, tree_setup),
 	CHECK(syscall_update_lookup_delete, tree_setup),
+	CHECK(syscall_update_flags, syscall_update_lookup_delete),
+	CHECK(syscall_f_lock, tree_setup),
+	CHECK(initial_value_on_create, tree_setup),
+	CHECK(create_from_sleepable, tree_setup),
 	CHECK(refusals, tree_setup),
+	CHECK(verifier_refusals),
+	CHECK(storage_life, tree_setup),
 	CHECK(freed_with_the_cgroup, each_cgroup_its_own),
 	CHECK(tree_cleanup),
 };
 
 int main(void)
 {
+	for (int i = 0; i < NR; i++)
+		fds[i] = -1;
 	return checks_run(checks, ARRAY_SIZE(checks), NULL);
 }

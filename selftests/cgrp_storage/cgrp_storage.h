@@ -11,4 +11,21 @@ struct cgs_value {
 	__u64 id;	/* the cgroup's id, written by whoever created the storage */
 };
 
+/* a storage with a bpf_spin_lock, for BPF_F_LOCK (cgrp_storage_lock.bpf.c) */
+struct cgs_locked {
+	struct bpf_spin_lock lock;
+	__u64 v;
+};
+
+/* what the programs saw of the watched cgroup's life (cgrp_storage.bpf.c) */
+struct cgs_life {
+	__u64 seq;			/* events seen, numbering the ones below */
+	__u64 rmdir_seq, release_seq, free_seq;
+	__u64 rmdir_has, rmdir_moves;	/* its storage at rmdir, and its value */
+	__u64 rmdir_created;		/* a create on it at rmdir gave storage */
+	__u64 release_has;		/* its storage at the release */
+	__u64 freed;			/* its storage gone at bpf_cgrp_storage_free()'s exit */
+	__u64 flush_before_free, flush_after_free, storage_after_free;
+};
+
 #endif /* CGRP_STORAGE_H */

@@ -119,6 +119,18 @@ struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 	return link;
 }
 
+struct bpf_link *bu_attach_cgroup_iter_raw(struct bpf_program *prog, int fd,
+					   unsigned long long id, unsigned int order)
+{
+	union bpf_iter_link_info info = {};
+	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof(info));
+
+	info.cgroup.order = order;
+	info.cgroup.cgroup_fd = fd;
+	info.cgroup.cgroup_id = id;
+	return bpf_program__attach_iter(prog, &opts);
+}
+
 ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len)
 {
 	ssize_t n = read_close(bpf_iter_create(bpf_link__fd(link)), buf, len);
@@ -147,12 +159,12 @@ static int print_matching(const char *log, const char *needle, bool print)
 	return matches;
 }
 
-bool bu_refused(const void *elf, size_t size, const char *prog, const char *needle)
+struct bpf_object *bu_load_one(const void *elf, size_t size, const char *prog, char *vlog,
+			       size_t vlog_size)
 {
-	static char vlog[65536];
 	LIBBPF_OPTS(bpf_object_open_opts, opts,
 		.kernel_log_buf = vlog,
-		.kernel_log_size = sizeof(vlog),
+		.kernel_log_size = vlog_size,
 	);
 	struct bpf_program *p;
 	struct bpf_object *obj;
@@ -164,20 +176,33 @@ bool bu_refused(const void *elf, size_t size, const char *prog, const char *need
 	if (!obj) {
 		ksft_print_msg("%s: opening its object failed: %s\n", prog, strerror(errno));
 		bu_print_log();
-		return false;
+		return NULL;
 	}
 	bpf_object__for_each_program(p, obj)
 		bpf_program__set_autoload(p, !strcmp(bpf_program__name(p), prog));
 	err = bpf_object__load(obj);
+	if (!err)
+		return obj;
 	bpf_object__close(obj);
-	if (!err) {
+	errno = -err;
+	return NULL;
+}
+
+bool bu_refused(const void *elf, size_t size, const char *prog, const char *needle)
+{
+	static char vlog[65536];
+	struct bpf_object *obj = bu_load_one(elf, size, prog, vlog, sizeof(vlog));
+	int err = errno;
+
+	if (obj) {
+		bpf_object__close(obj);
 		ksft_print_msg("%s loaded; the verifier should have refused it (\"%s\")\n",
 			       prog, needle);
 		return false;
 	}
 	if (!print_matching(vlog, needle, false)) {
 		ksft_print_msg("%s refused (%s), but no verifier line says \"%s\":\n", prog,
-			       strerror(-err), needle);
+			       strerror(err), needle);
 		print_block("verifier: ", vlog[0] ? vlog : log_buf);
 		return false;
 	}

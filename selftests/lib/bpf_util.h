@@ -32,9 +32,22 @@ bool bu_has_func(const char *name);
 struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
 				       enum bpf_cgroup_iter_order order);
 
+/* the same with the link info as given: cgroup @fd (0: none), cgroup @id (0: none),
+ * @order as a raw number (invalid ones included) */
+struct bpf_link *bu_attach_cgroup_iter_raw(struct bpf_program *prog, int fd,
+					   unsigned long long id, unsigned int order);
+
 /* everything a fresh iterator instance prints, into @buf (NUL-terminated when
  * there is room); bytes read, or -errno */
 ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len);
+
+/*
+ * The object in @elf (a skeleton's X__elf_bytes()) with only its program @prog
+ * loaded: the object (bpf_object__close() it), or NULL with errno set and the
+ * verifier's log in @vlog.
+ */
+struct bpf_object *bu_load_one(const void *elf, size_t size, const char *prog, char *vlog,
+			       size_t vlog_size);
 
 /*
  * The program @prog of the object in @elf (a skeleton's X__elf_bytes()),

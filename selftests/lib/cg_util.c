@@ -66,8 +66,7 @@ static int mount_own(void)
 
 #define SUBTREE "cgroup.subtree_control"	/* "+memory" enables, "-memory" disables */
 
-/* is @word one of the space-separated words of @file (cgroup.controllers) */
-static bool cg_has_word(const char *cg, const char *file, const char *word)
+bool cg_has_word(const char *cg, const char *file, const char *word)
 {
 	char buf[1024], *tok, *save;
 

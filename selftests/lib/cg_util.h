@@ -49,6 +49,10 @@ long long key_value(const char *text, const char *key);
 /* a single number (memory.current), or -1 */
 long long cg_read_long(const char *cg, const char *file);
 
+/* is @word one of the space-separated words of @cg's @file (cgroup.controllers,
+ * cgroup.subtree_control) */
+bool cg_has_word(const char *cg, const char *file, const char *word);
+
 /* the cgroup's id as BPF sees it (its inode number), 0 on error */
 unsigned long long cg_id(const char *cg);
 

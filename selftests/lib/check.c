@@ -2,6 +2,7 @@
 /* The table-of-checks runner and small shared utilities (see check.h). */
 #include "selftest.h"
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -164,6 +165,57 @@ void pin_cpu(int n)
 	CPU_ZERO(&set);
 	CPU_SET(n % sysconf(_SC_NPROCESSORS_ONLN), &set);
 	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static volatile sig_atomic_t offlined[64];	/* by cpu_set_online(), not yet back */
+
+/* /sys/devices/system/cpu/cpu@cpu/online into @buf (48 bytes); async-signal-safe */
+static void cpu_online_path(char *buf, int cpu)
+{
+	static const char pre[] = "/sys/devices/system/cpu/cpu", post[] = "/online";
+	char *p = buf + sizeof(pre) - 1;
+
+	memcpy(buf, pre, sizeof(pre) - 1);
+	if (cpu >= 10)
+		*p++ = '0' + cpu / 10;
+	*p++ = '0' + cpu % 10;
+	memcpy(p, post, sizeof(post));
+}
+
+/* write "1" or "0" to @cpu's online file; 0 or -errno; async-signal-safe */
+static int cpu_write_online(int cpu, bool online)
+{
+	char path[48];
+	int fd, err = 0;
+
+	cpu_online_path(path, cpu);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, online ? "1" : "0", 1) != 1)
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+int cpu_set_online(int cpu, bool online)
+{
+	int err;
+
+	if (cpu < 0 || cpu >= (int)ARRAY_SIZE(offlined))
+		return -EINVAL;
+	err = cpu_write_online(cpu, online);
+	if (!err)
+		offlined[cpu] = !online;
+	return err;
+}
+
+void cpu_restore_online(void)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(offlined); i++)
+		if (offlined[i] && !cpu_write_online(i, true))
+			offlined[i] = 0;
 }
 
 static int cmp_double(const void *a, const void *b)

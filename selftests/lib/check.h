@@ -76,6 +76,15 @@ unsigned long long now_ns(void);	/* CLOCK_MONOTONIC */
 int kernel_version(void);
 void pin_cpu(int n);	/* run on CPU @n modulo the CPUs online (best effort) */
 
+/*
+ * CPU hotplug through /sys/devices/system/cpu/cpu@cpu/online: 0 or -errno (-ENOENT:
+ * this CPU cannot be taken offline here, e.g. no CONFIG_HOTPLUG_CPU).  Every CPU taken
+ * offline with it is put back online by cpu_restore_online(), which is
+ * async-signal-safe (call it from a cg_on_signal() function too).
+ */
+int cpu_set_online(int cpu, bool online);
+void cpu_restore_online(void);
+
 /* of @n samples (all 0 when n <= 0); q1 and q3 are the quartiles (the spread) */
 struct stats {
 	double median, mean, min, q1, q3, max;

@@ -4,8 +4,9 @@
  * kernel's own rstat users do it, with BPF maps keyed by cgroup id or, built
  * with RS_CGRP_STORAGE, in cgroup local storage (the same programs and maps):
  *
- * rs_count(cgrp, add)  adds RS_NR counters for @cgrp on this CPU and tells
- *	rstat (RSTAT_UPDATED) that (cgroup, CPU) has something to flush.
+ * rs_count(cgrp, add)  adds RS_NR counters for @cgrp on this CPU (or on the CPU
+ *	userspace put in rs_update_cpu) and tells rstat (RSTAT_UPDATED) that
+ *	(cgroup, that CPU) has something to flush.
  * rs_flush (fentry/bpf_rstat_flush)  rstat calls it for every (cgroup, CPU)
  *	with updates, children before parents, under the rstat lock: the CPU's
  *	delta since the last flush plus what the children pushed up (pending)
@@ -74,6 +75,9 @@ struct {
 #endif
 
 bool rs_broken;			/* set by userspace: the flush forgets the parent */
+/* set by userspace: count in this CPU's slot and tell rstat this CPU, not the current
+ * one (-1), as a program updating another CPU's per-CPU state does */
+__s32 rs_update_cpu = -1;
 __u64 rs_flushes;		/* bpf_rstat_flush() calls */
 __u64 rs_folded;		/* ... that found a per-CPU delta */
 __u64 rs_map_errors;		/* a map update failed: counts were lost */
@@ -141,14 +145,15 @@ static __always_inline void *rs_elem(void *map, __u64 *id, void *zero)
 	return v;
 }
 
-/* @cgrp's counters of @cpu; @create (made if absent) only for this CPU's */
+/* @cgrp's counters of @cpu; with @create made (every CPU's, zeroed) if absent */
 static __always_inline struct rs_pcpu *rs_pcpu_of(struct cgroup *cgrp, __u32 cpu, bool create)
 {
 	struct rs_pcpu zero = {};
 	__u64 id = cgrp->kn->id;
 
-	return create ? rs_elem(&rs_pcpu, &id, &zero) :
-			bpf_map_lookup_percpu_elem(&rs_pcpu, &id, cpu);
+	if (create && !rs_elem(&rs_pcpu, &id, &zero))
+		return NULL;
+	return bpf_map_lookup_percpu_elem(&rs_pcpu, &id, cpu);
 }
 
 static __always_inline struct rs_total *rs_total_of(struct cgroup *cgrp, bool create)
@@ -167,7 +172,7 @@ static __always_inline void rs_prepare(struct cgroup *cgrp)
 
 static __always_inline void rs_count(struct cgroup *cgrp, const __u64 *add)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 cpu = rs_update_cpu >= 0 ? (__u32)rs_update_cpu : bpf_get_smp_processor_id();
 	struct rs_pcpu *pc = rs_pcpu_of(cgrp, cpu, true);
 	int i;
 

@@ -3,15 +3,20 @@
  * Sleepable cgroup iterator calling the memcg kfuncs (mm/bpf_memcontrol.c),
  * one struct mk_rec per cgroup; userspace sets the global "mode" per run (see
  * memcg_kfuncs.h): MK_MODE_READ gets the memcg, flushes, reads every
- * MK_FIELDS item and puts it; MK_MODE_PROBE makes every MK_PROBES call the
- * index validation must refuse or accept.  Item numbers are the enum
- * constants of the vmlinux.h this is compiled against, none from userspace.
+ * MK_FIELDS item and puts it (MK_MODE_ROOT the same on the root memcg from
+ * bpf_get_root_mem_cgroup()); MK_MODE_PROBE makes every MK_PROBES call the
+ * index validation must refuse or accept.  With rstat_first set, the walked
+ * cgroup's subtree is flushed by the rstat flush kfunc first, which unlike
+ * bpf_mem_cgroup_flush_stats() skips no flush below a threshold: the values
+ * are then exact.  Item numbers are the enum constants of the vmlinux.h this
+ * is compiled against, none from userspace.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "memcg_kfuncs.h"
 #include "bpf_memcontrol.h"
+#include "bpf_rstat.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -21,6 +26,7 @@ char _license[] SEC("license") = "GPL";
 __u32 mode;		/* set by userspace before each iteration */
 __u32 records;		/* records written since userspace reset it */
 __u64 target_cgid;	/* MK_MODE_TARGET: the one cgroup of the walk to read */
+bool rstat_first;	/* flush the walked cgroup's subtree unconditionally first */
 
 struct mk_rec rec = {};	/* too big for the 512-byte BPF stack */
 
@@ -76,8 +82,10 @@ int memcg_read(struct bpf_iter__cgroup *ctx)
 		rec.item[i] = probe ? pitem[i] : fitem[i];
 		rec.val[i] = -MK_ENOENT;	/* without a memcg nothing is read */
 	}
+	if (rstat_first && !probe)
+		RSTAT_FLUSH(cgrp);	/* may sleep */
 	/* one NULL check, one put: the 6.1 verifier forgets a tested pointer */
-	memcg = bpf_get_mem_cgroup(&cgrp->self);
+	memcg = mode == MK_MODE_ROOT ? bpf_get_root_mem_cgroup() : bpf_get_mem_cgroup(&cgrp->self);
 	if (memcg) {
 		if (!probe)
 			bpf_mem_cgroup_flush_stats(memcg);

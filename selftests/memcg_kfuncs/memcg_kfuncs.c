@@ -2,14 +2,30 @@
 /*
  * memcg_kfuncs: the memcg kfuncs called from a sleepable cgroup iterator, one
  * SELF_ONLY link per cgroup.  P = <cgroup2>/memcg_kfuncs.<pid> (+memory) holds
- * C (the worker's memory), N (no +memory) with leaf L (no memcg), E (read via
- * P's descendants walk) and H (memory.high).  The kfuncs and memory.stat share
- * a rate-limited flush that may leave TOL = 2 * 64 (MEMCG_CHARGE_BATCH) * CPUs
- * updates unfolded: TOL pages (twice for byte/KiB items), TOL counts, events
- * exact; agreement gets 3 attempts, freshness 1 (3 before 6.8: 6.1's flush).
+ * C (the worker's memory: anon, shmem, mapped, and kernel memory of every
+ * memcg-level kind), N (no +memory) with leaf L (no memcg), E (read via P's
+ * descendants walk), H (memory.high), S (swapped out) and Z (removed, its
+ * memcg kept by its page cache); R is the cgroup2 root.
+ *
+ * Oracles are the test's own: the charges it made, memory.current (a page
+ * counter), memory.events, memory.swap.current, cgroup.threads, /proc/vmstat,
+ * zswap's debugfs count.  memory.stat is filled by the function the page_state
+ * kfunc calls: it is compared too, as a consistency check, not as the oracle.
+ * Reads flush the subtree with the rstat flush kfunc first, which unlike
+ * bpf_mem_cgroup_flush_stats() skips no flush below a threshold: the values are
+ * exact then, and tolerances are a few pages where a per-CPU stock can hold
+ * bytes back, far below the smallest charge the test makes (512 KiB).  Only
+ * flush_makes_new_memory_visible relies on the kfunc flush alone, with its
+ * threshold TP = 2 * 64 (MEMCG_CHARGE_BATCH) * CPUs pages.
  */
 #include "selftest.h"
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
@@ -18,6 +34,7 @@
 #include "memcg_kfuncs.h"
 #include "memcg_kfuncs.skel.h"
 #include "memcg_kfuncs_neg.skel.h"
+#include "memcg_kfuncs_extra.skel.h"
 
 #define ANON_BYTES	(64 * MiB)	/* anonymous, touched page by page */
 #define SHMEM_BYTES	(16 * MiB)	/* a memfd, touched, unmapped */
@@ -26,12 +43,27 @@
 #define SLACK_BYTES	(4 * MiB)	/* the worker's own pages in C: < 1 MiB */
 #define HIGH_BYTES	(4 * MiB)	/* H's memory.high */
 #define WRITE_BYTES	(32 * MiB)	/* page cache written in H */
+/* kernel memory charged to C by its worker (lower bounds; the charges are larger) */
+#define VMALLOC_BYTES	(8 * MiB)	/* a BPF array map's area: vmalloc'ed */
+#define PCPU_VALUE	4096		/* per CPU, per element of a per-CPU hash map */
+#define PCPU_ELEMS	256
+#define DGRAMS	64		/* UDP datagrams queued, unread, on loopback */
+#define DGRAM_BYTES	(32 * 1024)
+#define THREADS		32		/* sleeping threads: their kernel stacks */
+#define SLAB_FILES	2048		/* empty files: inodes and dentries */
+#define SLAB_MIN	192		/* a dentry at least, per file */
+#define SWAP_ANON	(32 * MiB)	/* S's anon, then reclaimed to swap */
+#define SWAP_RECLAIM	"24M"
+#define ZOMBIE_BYTES	(8 * MiB)	/* Z's page cache, kept after its removal */
+/* what else moves the root's values while the test reads them: the rest of the guest */
+#define ROOT_NOISE	(4 * MiB)
 
 static const struct {
 	const char *key, *call;	/* key in its file; the kfunc and item */
 	bool optional;		/* not in every kernel's file */
+	enum mk_unit unit;
 } fdesc[NR_FIELDS] = {
-#define MK_FDESC(key, kind, item, opt) { #key, #kind "(" #item ")", opt },
+#define MK_FDESC(key, kind, item, opt, unit) { #key, #kind "(" #item ")", opt, unit },
 	MK_FIELDS(MK_FDESC)
 };
 #define MK_PKIND(kind, item) K_##kind,
@@ -39,75 +71,96 @@ static const enum mk_kind pkind[NR_PROBES] = { MK_PROBES(MK_PKIND) };
 #define MK_PCALL(kind, item) #kind "(" #item ")",
 static const char *const pcall[NR_PROBES] = { MK_PROBES(MK_PCALL) };
 
-enum { CG_P, CG_C, CG_N, CG_L, CG_E, CG_H, NUM_CG };
+enum { CG_P, CG_C, CG_N, CG_L, CG_E, CG_H, CG_S, CG_Z, NUM_CG, CG_R = NUM_CG };
+#define CG_NAMES "PCNLEHSZR"
 
-/* memory for P's children (C, N, E, H), not for N's (L) */
-static struct cg_node cgs[NUM_CG] = {
+/* memory for P's children (C, N, E, H, S, Z), not for N's (L); R: the cgroup2 root */
+static struct cg_node cgs[NUM_CG + 1] = {
 	[CG_P] = { "P", -1, "+memory" }, [CG_C] = { "child", CG_P }, [CG_N] = { "nomem", CG_P },
 	[CG_L] = { "nomem/leaf", CG_N }, [CG_E] = { "flushed", CG_P }, [CG_H] = { "high", CG_P },
+	[CG_S] = { "swapped", CG_P }, [CG_Z] = { "zombie", CG_P }, [CG_R] = { "cgroup2 root", -1 },
 };
-static struct bpf_link *links[NUM_CG];	/* SELF_ONLY */
+static struct bpf_link *links[NUM_CG + 1];	/* SELF_ONLY; none for E and Z */
 
 static struct memcg_kfuncs_bpf *skel;
-static const void *neg_elf;		/* memcg_kfuncs_neg.bpf.o: refused programs */
-static size_t neg_sz;
+static const void *neg_elf, *extra_elf;	/* programs loaded alone */
+static size_t neg_sz, extra_sz;
 static struct bpf_link *walk_link;	/* P's DESCENDANTS_PRE walk, for E */
-static long page_size;
-static long long tol_units, tp;	/* TOL; in pages' bytes */
-static int kver;		/* 611 for 6.11 */
-static volatile pid_t worker_pid;
+static long page_size, ncpus;
+static long long tol_units, tp;		/* TP in pages; in bytes */
+static int kver;			/* 611 for 6.11 */
+static volatile pid_t worker_pid, swap_pid;
 static char scratch_file[PATH_MAX];	/* H's page cache */
-static int sv[2] = { -1, -1 };	/* the worker's socket: commands, acks */
+static char zombie_file[PATH_MAX];	/* Z's page cache */
+static char slab_dir[PATH_MAX];		/* C's files */
+static char zswap_was[8];		/* zswap's "enabled" before the test set it */
+static int sv[2] = { -1, -1 };		/* the worker's socket: commands, acks */
+static int swap_sock = -1;		/* S's worker's: "ready" */
+static struct mk_rec c_rec;		/* C after its charges, exact */
+
+#define ZSWAP_ENABLED "/sys/module/zswap/parameters/enabled"
 
 /* the file a field is compared with */
 static const char *file_of(int f)
 {
 	return f < F_low ? "memory.stat" : f < F_swap_high ? "memory.events" :
-	       f < F_usage ? "memory.swap.events" : "memory.current";
+	       f < F_usage ? "memory.swap.events" : f == F_usage ? "memory.current" :
+	       "memory.swap.current";
 }
 
-/* MK_FIELDS' units: pages, bytes or KiB, counts, events; usage in pages */
-static long long tol_of(int f)
+/* the key of field @f in its file */
+static const char *key_of(int f)
 {
-	/*
-	 * usage() and memory.current read the same page counter, which no flush
-	 * stands between: exact (agree() retries only a charge landing between
-	 * the two reads), so a usage off by a page cannot pass.
-	 */
-	if (f == F_usage)
-		return 0;
-	if (f < F_kernel_stack)
-		return tp;
-	return f < F_workingset_refault_anon ? 2 * tp : f < F_low ? tol_units : 0;
+	return fdesc[f].key + (f >= F_swap_high && f < F_usage ? 5 : 0);
 }
 
 /*
- * One walk of @cgi's link, MK_MODE_PROBE or READ (E: MK_MODE_TARGET on P's
- * walk, no link pins it): exactly one record about @cgi, every read >= 0.
+ * How far two exact reads of an idle cgroup may be apart: bytes a per-CPU stock
+ * holds back (a page per CPU) for the byte-kept items, nothing otherwise.
  */
-static int read_rec(int cgi, struct mk_rec *r, bool probe)
+static long long exact_tol(int f)
+{
+	return fdesc[f].unit == U_BYTES ? ncpus * page_size : 0;
+}
+
+/*
+ * One walk of @cgi's link, mode @mode (READ on E: MK_MODE_TARGET on P's walk, no
+ * link pins it), exactly flushed first when @exact: exactly one record about @cgi,
+ * every read >= 0 (probes aside).
+ */
+static int read_mode(int cgi, struct mk_rec *r, int mode, bool exact)
 {
 	static struct mk_rec buf[2];
-	int f, mode = probe ? MK_MODE_PROBE : cgi == CG_E ? MK_MODE_TARGET : MK_MODE_READ;
+	bool probe = mode == MK_MODE_PROBE;
 	ssize_t n;
+	int f;
 
+	if (cgi == CG_E && mode == MK_MODE_READ)
+		mode = MK_MODE_TARGET;
 	skel->bss->mode = mode;
 	skel->bss->records = 0;
+	skel->bss->rstat_first = exact;
 	skel->bss->target_cgid = cgs[cgi].id;
 	n = bu_read_iter(cgi == CG_E ? walk_link : links[cgi], buf, sizeof(buf));
 	if (n != (ssize_t)sizeof(*r) || skel->bss->records != 1 || buf[0].magic != MK_MAGIC + mode ||
 	    buf[0].cgid != cgs[cgi].id)
 		return check_fail("iterator on %c: %zd bytes (expected %zu), %u records (1), magic 0x%llx (0x%llx), cgroup id %llu (%llu)",
-				  "PCNLEH"[cgi], n, sizeof(*r), skel->bss->records,
+				  CG_NAMES[cgi], n, sizeof(*r), skel->bss->records,
 				  (unsigned long long)buf[0].magic, MK_MAGIC + mode,
 				  (unsigned long long)buf[0].cgid, cgs[cgi].id);
 	*r = buf[0];
 	for (f = 0; f < NR_FIELDS && !probe; f++)
 		if (r->val[f] < 0)
 			return check_fail("%c: %s (item %lld) gave %lld, expected >= 0 (-2: no memcg)",
-					  "PCNLEH"[cgi], fdesc[f].call,
+					  CG_NAMES[cgi], fdesc[f].call,
 					  (long long)r->item[f], (long long)r->val[f]);
 	return 0;
+}
+
+/* an exact read of @cgi (see the top) */
+static int read_rec(int cgi, struct mk_rec *r)
+{
+	return read_mode(cgi, r, MK_MODE_READ, true);
 }
 
 static int check_load_sleepable_iter(void)
@@ -126,15 +179,17 @@ static int check_cgroup_setup(void)
 
 	if (i != KSFT_PASS)
 		return i;
+	snprintf(cgs[CG_R].path, sizeof(cgs[CG_R].path), "%s", mnt);
+	cgs[CG_R].id = cg_id(mnt);
 	walk_link = bu_attach_cgroup_iter(prog, cgs[CG_P].path, BPF_CGROUP_ITER_DESCENDANTS_PRE);
-	for (i = 0; i < NUM_CG; i++) {
-		if ((cg_read_key(cgs[i].path, "memory.stat", "anon") >= 0) != (i != CG_L))
+	for (i = 0; i <= CG_R; i++) {
+		if (i != CG_R && (cg_read_key(cgs[i].path, "memory.stat", "anon") >= 0) != (i != CG_L))
 			return check_fail("%s: memory.stat %s", cgs[i].path,
 					  i == CG_L ? "exists without +memory" : "missing");
-		/* E has no link of its own (see check_flush_keeps_no_reference()) */
-		if (i != CG_E)
+		/* E has no link of its own (see check_flush_keeps_no_reference()), Z goes */
+		if (i != CG_E && i != CG_Z)
 			links[i] = bu_attach_cgroup_iter(prog, cgs[i].path, BPF_CGROUP_ITER_SELF_ONLY);
-		if (!walk_link || (i != CG_E && !links[i])) {
+		if (!walk_link || (i != CG_E && i != CG_Z && !links[i])) {
 			bu_print_log();
 			return check_fail("attaching iterators to %s: %s", cgs[i].path, strerror(errno));
 		}
@@ -152,7 +207,7 @@ static int check_probes(void)
 
 	if (calls++)
 		return verdict[calls - 1];
-	if (read_rec(CG_P, &p, true) || read_rec(CG_L, &l, true))
+	if (read_mode(CG_P, &p, MK_MODE_PROBE, false) || read_mode(CG_L, &l, MK_MODE_PROBE, false))
 		return verdict[1] = verdict[2] = KSFT_FAIL;
 	for (i = 0; i < NR_PROBES; i++) {
 		long long v = p.val[i];
@@ -196,6 +251,47 @@ static int check_untrusted_cgroup_rejected(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+/* the line program @prog of memcg_kfuncs_extra.bpf.c prints on @cgi's cgroup */
+static int run_extra(const char *prog, int cgi, char *out, size_t len)
+{
+	static char vlog[65536];
+	struct bpf_object *obj = bu_load_one(extra_elf, extra_sz, prog, vlog, sizeof(vlog));
+	struct bpf_link *link;
+	ssize_t n;
+
+	if (!obj)
+		return -errno;
+	link = bu_attach_cgroup_iter(bpf_object__find_program_by_name(obj, prog), cgs[cgi].path,
+				     BPF_CGROUP_ITER_SELF_ONLY);
+	n = link ? bu_read_iter(link, out, len) : -errno;
+	bpf_link__destroy(link);
+	bpf_object__close(obj);
+	return n < 0 ? (int)n : 0;
+}
+
+/*
+ * bpf_get_mem_cgroup() given cgrp->subsys[memory_cgrp_id]: NULL for L (none), C's
+ * memcg for C; 6.2+ may refuse the pointer (gcc builds: no BTF type tags, so the
+ * verifier cannot see it is RCU-protected).  A kernel that dereferences the NULL
+ * css oopses here: the harness sees the splat.
+ */
+static int check_null_css_is_null(void)
+{
+	char l[64] = "", c[64] = "";
+	int err = run_extra("null_css_get", CG_L, l, sizeof(l));
+
+	if (err && kver >= 602)
+		return check_skip("the verifier refused a css read from cgrp->subsys[] (%s): no RCU-trusted pointer on this build",
+				  strerror(-err));
+	err = err ?: run_extra("null_css_get", CG_C, c, sizeof(c));
+	if (err)
+		return check_fail("null_css_get: %s", strerror(-err));
+	if (strcmp(l, "memcg=0\n") || strcmp(c, "memcg=1\n"))
+		return check_fail("bpf_get_mem_cgroup(cgrp->subsys[memory_cgrp_id]): L '%.20s' (expected memcg=0: no memcg, NULL css), C '%.20s' (expected memcg=1)",
+				  l, c);
+	return KSFT_PASS;
+}
+
 /* @bytes touched page by page: anonymous (@fd < 0) or of memfd @fd, mapped or not */
 static int alloc(long long bytes, int fd, bool keep_mapped)
 {
@@ -216,6 +312,103 @@ static int alloc(long long bytes, int fd, bool keep_mapped)
 	return 0;
 }
 
+static int park_fd[2] = { -1, -1 };	/* the threads block reading it */
+
+static void *park(void *arg)
+{
+	char c;
+
+	(void)arg;
+	return read(park_fd[0], &c, 1) < 0 ? NULL : arg;
+}
+
+/* "lo" up, for the UDP datagrams: 0 or errno */
+static int loopback_up(void)
+{
+	struct ifreq ifr = {};
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), err = 0;
+
+	if (fd < 0)
+		return errno;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr))
+		err = errno;
+	ifr.ifr_flags |= IFF_UP;
+	if (!err && ioctl(fd, SIOCSIFFLAGS, &ifr))
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/* errno, said with what failed (by the worker, before its result line) */
+static int item_failed(const char *what)
+{
+	int err = errno;
+
+	ksft_print_msg("worker: %s: %s\n", what, strerror(err));
+	return err;
+}
+
+/*
+ * Kernel memory of every memcg-level kind, charged to the caller's memcg: a BPF
+ * array map (its area is vmalloc'ed), a per-CPU hash map filled (per-CPU memory),
+ * unread UDP datagrams (socket memory), sleeping threads (kernel stacks), empty
+ * files (slab); kept until the process exits.  0 or an errno.
+ */
+static int kernel_items(void)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, nopre, .map_flags = BPF_F_NO_PREALLOC);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(a);
+	int rcv = 8 * MiB, vm, pc, r, s, i, fd, tries;
+	static char value[PCPU_VALUE * 64], dgram[DGRAM_BYTES];
+	pthread_t t;
+
+	vm = bpf_map_create(BPF_MAP_TYPE_ARRAY, "mk_vmalloc", 4, 4096, VMALLOC_BYTES / 4096, NULL);
+	pc = bpf_map_create(BPF_MAP_TYPE_PERCPU_HASH, "mk_percpu", 4, PCPU_VALUE, PCPU_ELEMS, &nopre);
+	if (vm < 0 || pc < 0)
+		return item_failed("BPF maps");
+	/* the elements come from per-CPU caches refilled asynchronously: ENOMEM, retried */
+	for (i = 0, tries = 0; i < PCPU_ELEMS && tries < 10000; tries++) {
+		if (!bpf_map_update_elem(pc, &i, value, BPF_NOEXIST))
+			i++;
+		else if (errno == ENOMEM)
+			usleep(1000);
+		else
+			break;
+	}
+	if (i < PCPU_ELEMS)
+		return item_failed("per-CPU hash map elements");
+	if ((errno = loopback_up()))
+		return item_failed("lo up");
+	r = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (r < 0 || s < 0 || setsockopt(r, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)) ||
+	    bind(r, (struct sockaddr *)&a, sizeof(a)) || getsockname(r, (struct sockaddr *)&a, &alen))
+		return item_failed("UDP sockets");
+	for (i = 0; i < DGRAMS; i++)
+		if (sendto(s, dgram, sizeof(dgram), 0, (struct sockaddr *)&a, alen) != sizeof(dgram))
+			return item_failed("UDP datagrams");
+	if (pipe2(park_fd, O_CLOEXEC))
+		return item_failed("pipe");
+	for (i = 0; i < THREADS; i++)
+		if ((errno = pthread_create(&t, NULL, park, NULL)))
+			return item_failed("threads");
+	if (mkdir(slab_dir, 0700))
+		return item_failed(slab_dir);
+	for (i = 0; i < SLAB_FILES; i++) {
+		char name[PATH_MAX + 16];
+
+		snprintf(name, sizeof(name), "%s/%d", slab_dir, i);
+		fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return item_failed("files");
+		close(fd);
+	}
+	return 0;
+}
+
 /* in C: the memory, an ack (0 or errno); +MORE_ANON_BYTES per command byte */
 static int worker(void *arg)
 {
@@ -229,6 +422,7 @@ static int worker(void *arg)
 	fd[1] = memfd_create("mapped", MFD_CLOEXEC);
 	err = err ?: fd[0] < 0 || fd[1] < 0 ? errno : alloc(SHMEM_BYTES, fd[0], false);
 	err = err ?: alloc(MAPPED_BYTES, fd[1], true);
+	err = err ?: kernel_items();
 	while (write(sv[1], &err, sizeof(err)) == sizeof(err) && !err && read(sv[1], &c, 1) == 1)
 		err = alloc(MORE_ANON_BYTES, -1, true);
 	return 0;
@@ -244,24 +438,40 @@ static int worker_ack(const char *cmd)
 	return read(sv[0], &err, sizeof(err)) == sizeof(err) ? err : EPIPE;
 }
 
-/* the worker and H's file go; async-signal-safe (also run on SIGTERM) */
+/* workers, files and zswap's setting go; async-signal-safe (also run on SIGTERM) */
 static void stop_worker(void)
 {
+	int fd;
+
 	cg_reap(&worker_pid);
+	cg_reap(&swap_pid);
 	if (scratch_file[0])
 		unlink(scratch_file);
+	if (zombie_file[0])
+		unlink(zombie_file);
+	if (zswap_was[0]) {
+		fd = open(ZSWAP_ENABLED, O_WRONLY | O_CLOEXEC);
+		if (fd >= 0 && write(fd, zswap_was, 1) == 1)
+			zswap_was[0] = '\0';
+		if (fd >= 0)
+			close(fd);
+	}
 }
 
 static int check_charge_memory_in_child(void)
 {
+	const char *dir = getenv("HARNESS_SCRATCH") ?: "/tmp";
 	int err;
 
+	snprintf(slab_dir, sizeof(slab_dir), "%s/memcg_kfuncs.%d.files", dir, (int)getpid());
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return check_fail("socketpair: %s", strerror(errno));
 	worker_pid = cg_spawn(cgs[CG_C].path, worker, NULL);
 	close(sv[1]);	/* the worker's death: EOF */
 	err = worker_pid < 0 ? -worker_pid : worker_ack(NULL);
-	return err ? check_fail("worker in %s: %s", cgs[CG_C].path, strerror(err)) : KSFT_PASS;
+	if (err)
+		return check_fail("worker in %s: %s", cgs[CG_C].path, strerror(err));
+	return read_rec(CG_C, &c_rec) ? KSFT_FAIL : KSFT_PASS;
 }
 
 /* *@ok &= lo <= @v <= hi, said when not and @print */
@@ -275,57 +485,107 @@ static void in_range(bool *ok, bool print, const char *what, long long v, long l
 		ksft_print_msg("%s %lld, expected [%lld, %lld]\n", what, v, lo, hi);
 }
 
+/* C's user memory against what its worker made (exact read: no flush tolerance) */
 static int check_child_values_match_created(void)
 {
 	long long all = SHMEM_BYTES + MAPPED_BYTES;
-	struct mk_rec r;
+	const struct mk_rec *r = &c_rec;
 	bool ok = true;
 
-	if (read_rec(CG_C, &r, false))
-		return KSFT_FAIL;
-	in_range(&ok, 1, "anon", r.val[F_anon], ANON_BYTES - tp, ANON_BYTES + SLACK_BYTES + tp);
-	in_range(&ok, 1, "shmem (both memfds)", r.val[F_shmem], all - tp, all + tp);
-	in_range(&ok, 1, "file", r.val[F_file], all - tp, all + SLACK_BYTES + tp);
-	in_range(&ok, 1, "file_mapped", r.val[F_file_mapped], MAPPED_BYTES - tp,
-		 MAPPED_BYTES + SLACK_BYTES + tp);
-	in_range(&ok, 1, "pgfault (>= pages touched)", r.val[F_pgfault],
-		 (ANON_BYTES + MAPPED_BYTES) / page_size - tol_units, LLONG_MAX);
+	in_range(&ok, 1, "anon", r->val[F_anon], ANON_BYTES, ANON_BYTES + SLACK_BYTES);
+	in_range(&ok, 1, "shmem (both memfds)", r->val[F_shmem], all, all + SLACK_BYTES);
+	in_range(&ok, 1, "file", r->val[F_file], all, all + SLACK_BYTES);
+	in_range(&ok, 1, "file_mapped", r->val[F_file_mapped], MAPPED_BYTES,
+		 MAPPED_BYTES + SLACK_BYTES);
+	in_range(&ok, 1, "pgfault (>= pages touched)", r->val[F_pgfault],
+		 (ANON_BYTES + MAPPED_BYTES) / page_size, LLONG_MAX);
 	/* shmem pages are swap-backed: on the anon LRUs with the anon pages */
 	in_range(&ok, 1, "inactive_anon + active_anon",
-		 r.val[F_inactive_anon] + r.val[F_active_anon], ANON_BYTES + all - 2 * tp,
-		 LLONG_MAX);
+		 r->val[F_inactive_anon] + r->val[F_active_anon], ANON_BYTES + all, LLONG_MAX);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-/* @r against @file of @cgi; the number of fields off (said if @print) */
-static int compare(const struct mk_rec *r, int cgi, const char *file, bool print)
+/* the lines of @cg's @file */
+static long long count_lines(const char *cg, const char *file)
+{
+	static char buf[65536];
+	long long n = 0;
+	int len = cg_read(cg, file, buf, sizeof(buf));
+	int i;
+
+	for (i = 0; i < len; i++)
+		n += buf[i] == '\n';
+	return len < 0 ? -1 : n;
+}
+
+/*
+ * The memcg-level items exist in C, each at least what its worker charged: the
+ * vmalloc'ed map area, the per-CPU values (CPUs possible), the queued datagrams'
+ * payload; kernel stacks exactly one THREAD_SIZE (16 KiB, 32 with KASAN) per thread
+ * made in C (cgroup.threads counts them); kernel memory covering all of them.
+ */
+static int check_child_kernel_items_charged(void)
+{
+	const struct mk_rec *r = &c_rec;
+	long long threads = count_lines(cgs[CG_C].path, "cgroup.threads");
+	long long stack = r->val[F_kernel_stack], kernel_min;
+	long possible = libbpf_num_possible_cpus();
+	bool ok = true;
+
+	in_range(&ok, 1, "vmalloc", r->val[F_vmalloc], VMALLOC_BYTES, VMALLOC_BYTES + SLACK_BYTES);
+	in_range(&ok, 1, "percpu", r->val[F_percpu], (long long)PCPU_ELEMS * PCPU_VALUE * possible,
+		 (long long)PCPU_ELEMS * PCPU_VALUE * possible + SLACK_BYTES);
+	in_range(&ok, 1, "sock", r->val[F_sock], DGRAMS * DGRAM_BYTES,
+		 2LL * DGRAMS * DGRAM_BYTES + SLACK_BYTES);
+	in_range(&ok, 1, "slab_reclaimable + slab_unreclaimable",
+		 r->val[F_slab_reclaimable] + r->val[F_slab_unreclaimable],
+		 (long long)SLAB_FILES * SLAB_MIN, LLONG_MAX);
+	/* the worker forked outside C (then moved in): its own stack is charged there */
+	expect(&ok, threads == THREADS + 1 && (stack == THREADS * 16384LL || stack == THREADS * 32768LL),
+	       "kernel_stack %lld B, %lld threads in C (cgroup.threads): expected %d threads made in C, 16 or 32 KiB each, and the worker",
+	       stack, threads, THREADS);
+	ksft_print_msg("C: vmalloc %lld, percpu %lld, sock %lld, kernel_stack %lld (%lld threads), slab %lld + %lld, kernel %lld B\n",
+		       (long long)r->val[F_vmalloc], (long long)r->val[F_percpu],
+		       (long long)r->val[F_sock], stack, threads,
+		       (long long)r->val[F_slab_reclaimable], (long long)r->val[F_slab_unreclaimable],
+		       (long long)r->val[F_kernel]);
+	kernel_min = r->val[F_vmalloc] + r->val[F_percpu] + stack +
+		     r->val[F_slab_reclaimable] + r->val[F_slab_unreclaimable] - ncpus * page_size;
+	in_range(&ok, 1, "kernel (>= vmalloc + percpu + stacks + slab)", r->val[F_kernel],
+		 kernel_min, LLONG_MAX);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* @r against @file of @cgi; the number of fields off by more than @tol(f) */
+static int compare(const struct mk_rec *r, int cgi, const char *file, bool print,
+		   long long (*tol)(int f))
 {
 	static char buf[16384];
 	bool have = cg_read(cgs[cgi].path, file, buf, sizeof(buf)) > 0;
 	int f, bad = 0;
 
 	for (f = 0; f < NR_FIELDS; f++) {
-		const char *key = fdesc[f].key + (f >= F_swap_high && f < F_usage ? 5 : 0);
-		long long v, d, tol = tol_of(f);
+		const char *key = key_of(f);
+		long long v, d, t = tol(f);
 
 		if (strcmp(file_of(f), file))
 			continue;
-		v = !have ? -1 : f == F_usage ? strtoll(buf, NULL, 10) : key_value(buf, key);
+		v = !have ? -1 : f >= F_usage ? strtoll(buf, NULL, 10) : key_value(buf, key);
 		if (v < 0 && fdesc[f].optional)
 			continue;	/* not in this kernel's file */
 		d = r->val[f] - v;
-		if (v >= 0 && d <= tol && d >= -tol)
+		if (v >= 0 && d <= t && d >= -t)
 			continue;
 		bad++;
 		if (print)
 			ksft_print_msg("%c %s %s: kfunc %lld, file %lld, diff %lld, tolerance %lld\n",
-				       "PCNLEH"[cgi], file, key, (long long)r->val[f], v,
-				       d, tol);
+				       CG_NAMES[cgi], file, key, (long long)r->val[f], v, d, t);
 	}
 	return bad;
 }
 
-/* a fresh kfunc read of @cgi agrees with its @file; up to 3 attempts */
+/* an exact kfunc read of @cgi agrees with its @file; up to 3 attempts (a charge or
+ * an event may land between the two reads) */
 static bool agree(int cgi, const char *file, struct mk_rec *out)
 {
 	struct mk_rec tmp, *r = out ?: &tmp;
@@ -334,14 +594,14 @@ static bool agree(int cgi, const char *file, struct mk_rec *out)
 	for (attempt = 1; bad && attempt <= 3; attempt++) {
 		if (attempt > 1)
 			usleep(200000);
-		if (read_rec(cgi, r, false))
+		if (read_rec(cgi, r))
 			return false;
-		bad = compare(r, cgi, file, attempt == 3);
+		bad = compare(r, cgi, file, attempt == 3, exact_tol);
 	}
 	return !bad;
 }
 
-/* child_matches_memory_stat, then parent_matches_memory_stat */
+/* child_matches_memory_stat, then parent_matches_memory_stat: consistency, not an oracle */
 static int check_matches_memory_stat(void)
 {
 	static int calls;
@@ -349,36 +609,162 @@ static int check_matches_memory_stat(void)
 	return agree(calls++ ? CG_P : CG_C, "memory.stat", NULL) ? KSFT_PASS : KSFT_FAIL;
 }
 
-/* every field of P >= C - tolerance; anon/file/shmem/file_mapped/pgfault ~= C */
+/*
+ * What P may hold beyond C, per field, while C is the only child with tasks: P's
+ * own kernel memory (its children's memcgs are charged to it, a few hundred KiB:
+ * kernel, slab, percpu); nothing for the rest.  Every C value of such a kind is
+ * MiBs, so a parent read locally (its own only) or credited twice fails.
+ */
+static long long parent_own_max(int f)
+{
+	return f == F_kernel || f == F_percpu || f == F_slab_reclaimable ||
+	       f == F_slab_unreclaimable ? 1 * MiB : 0;
+}
+
 static int check_parent_includes_child(void)
 {
 	struct mk_rec p, c;
 	bool ok = true;
 	int f;
 
-	if (read_rec(CG_C, &c, false) || read_rec(CG_P, &p, false))
+	if (read_rec(CG_C, &c) || read_rec(CG_P, &p))
 		return KSFT_FAIL;
 	for (f = 0; f < NR_FIELDS; f++) {
-		long long d = p.val[f] - c.val[f], tol = tol_of(f);
-		bool close_req = f <= F_file_mapped || f == F_pgfault;	/* only C has tasks */
+		long long d = p.val[f] - c.val[f], tol = exact_tol(f) + 16 * page_size;
 
-		expect(&ok, d >= -tol && (!close_req || d <= tol),
-		       "%s: P %lld, C %lld, P - C %lld, tolerance %lld%s", fdesc[f].call,
-		       (long long)p.val[f], (long long)c.val[f], d, tol,
-		       close_req ? " (P ~= C)" : " (P >= C: a local-only fetch?)");
+		if (fdesc[f].unit == U_COUNT)
+			tol = 0;
+		/* 16 pages: reads of P and C a moment apart in an idle tree */
+		expect(&ok, d >= -tol && d <= parent_own_max(f) + tol,
+		       "%s: P %lld, C %lld, P - C %lld, expected [%lld, %lld] (P's own)",
+		       fdesc[f].call, (long long)p.val[f], (long long)c.val[f], d, -tol,
+		       parent_own_max(f) + tol);
 	}
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+/*
+ * The root memcg read two ways on R's link: bpf_get_root_mem_cgroup() and
+ * bpf_get_mem_cgroup() of R's own css must be the same memcg; every value >= 0.
+ * ROOT_NOISE: the rest of the guest runs between the two reads.
+ */
+static long long root_tol(int f)
+{
+	return fdesc[f].unit == U_COUNT ? 4096 : ROOT_NOISE;
+}
+
+static int check_root_matches_css_read(void)
+{
+	struct mk_rec a, b;
+	int f, bad = 0;
+
+	if (read_mode(CG_R, &a, MK_MODE_ROOT, true) || read_mode(CG_R, &b, MK_MODE_READ, true))
+		return KSFT_FAIL;
+	for (f = 0; f < NR_FIELDS; f++) {
+		long long d = a.val[f] - b.val[f];
+
+		if (d > root_tol(f) || d < -root_tol(f))
+			bad += !!check_fail("root %s: bpf_get_root_mem_cgroup() %lld, root css %lld",
+					    fdesc[f].call, (long long)a.val[f], (long long)b.val[f]);
+	}
+	return bad ? KSFT_FAIL : KSFT_PASS;
+}
+
+/* the sum of memory.current of R's children; -1 if unreadable */
+static long long top_level_current(void)
+{
+	DIR *d = opendir(cgs[CG_R].path);
+	struct dirent *e;
+	char path[CG_PATH_MAX + 256];
+	long long sum = 0, v;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", cgs[CG_R].path, e->d_name);
+		v = cg_read_long(path, "memory.current");
+		sum += v > 0 ? v : 0;
+	}
+	closedir(d);
+	return sum;
+}
+
+/*
+ * The root's usage is its page counter, to which every charge of a top-level cgroup
+ * propagates: the sum of their memory.current, exactly, when nothing is charged in
+ * between (3 attempts).
+ */
+static int check_root_usage_is_children_sum(void)
+{
+	long long s0 = -1, s1 = -1, u = -1;
+	struct mk_rec r;
+	int attempt;
+
+	for (attempt = 1; attempt <= 3; attempt++) {
+		s0 = top_level_current();
+		if (read_mode(CG_R, &r, MK_MODE_ROOT, false))
+			return KSFT_FAIL;
+		u = r.val[F_usage];
+		s1 = top_level_current();
+		if (s0 == s1 && u == s0 && s0 > 0) {
+			ksft_print_msg("root usage %lld B = the top-level cgroups' memory.current\n", u);
+			return KSFT_PASS;
+		}
+	}
+	return check_fail("root usage %lld B, the top-level cgroups' memory.current %lld then %lld B: expected equal",
+			  u, s0, s1);
+}
+
+/*
+ * The root memcg counts every charged anon page: its anon is /proc/vmstat's
+ * nr_anon_pages (per-CPU differences folded by vm.stat_refresh first), within what
+ * the guest changes in between; C's 64 MiB are in both.
+ */
+static int check_root_anon_matches_vmstat(void)
+{
+	long long vm = -1, anon = -1;
+	struct mk_rec r;
+	int attempt, fd;
+
+	for (attempt = 1; attempt <= 3; attempt++) {
+		fd = open("/proc/sys/vm/stat_refresh", O_WRONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			if (write(fd, "1", 1) != 1)
+				ksft_print_msg("vm.stat_refresh: %s\n", strerror(errno));
+			close(fd);
+		}
+		if (read_mode(CG_R, &r, MK_MODE_ROOT, true))
+			return KSFT_FAIL;
+		anon = r.val[F_anon];
+		vm = cg_read_key("/proc", "vmstat", "nr_anon_pages") * page_size;
+		if (vm > 0 && anon - vm <= ROOT_NOISE && vm - anon <= ROOT_NOISE &&
+		    anon >= c_rec.val[F_anon]) {
+			ksft_print_msg("root anon %lld B, nr_anon_pages %lld B\n", anon, vm);
+			return KSFT_PASS;
+		}
+	}
+	return check_fail("root anon %lld B, /proc/vmstat nr_anon_pages %lld B, C's anon %lld B: expected root = vmstat (+- %lld) and >= C",
+			  anon, vm, (long long)c_rec.val[F_anon], ROOT_NOISE);
+}
+
+/*
+ * +32 MiB in C made visible by bpf_mem_cgroup_flush_stats() alone (no rstat flush:
+ * its threshold, TP, is the tolerance); C's, P's and the root's anon and faults grow
+ * by the step (the root's within ROOT_NOISE).
+ */
 static int check_flush_makes_new_memory_visible(void)
 {
+	static const int who[3] = { CG_C, CG_P, CG_R };
 	int k, err, attempt, last = kver < 608 ? 3 : 1;
-	long long want = MORE_ANON_BYTES;
-	struct mk_rec r0[2], r1[2];
+	long long want = MORE_ANON_BYTES, grew;
+	struct mk_rec r0[3], r1[3];
 	bool ok = false;
 
-	if (read_rec(CG_C, &r0[0], false) || read_rec(CG_P, &r0[1], false))
-		return KSFT_FAIL;
+	for (k = 0; k < 3; k++)
+		if (read_mode(who[k], &r0[k], k == 2 ? MK_MODE_ROOT : MK_MODE_READ, false))
+			return KSFT_FAIL;
 	err = worker_ack("+");
 	if (err)
 		return check_fail("worker: +%lld MiB anon: %s", want / MiB, strerror(err));
@@ -386,20 +772,24 @@ static int check_flush_makes_new_memory_visible(void)
 	for (attempt = 1; !ok && attempt <= last; attempt++) {
 		if (attempt > 1)
 			usleep(200000);
-		if (read_rec(CG_C, &r1[0], false) || read_rec(CG_P, &r1[1], false))
-			return KSFT_FAIL;
-		/* C's and P's anon grew by the step, their faults by its pages */
-		for (k = 0, ok = true; k < 2; k++) {
-			in_range(&ok, attempt == last, k ? "P anon growth" : "C anon growth",
-				 r1[k].val[F_anon] - r0[k].val[F_anon], want - tp,
-				 want + SLACK_BYTES + tp);
-			in_range(&ok, attempt == last, k ? "P pgfault growth" : "C pgfault growth",
-				 r1[k].val[F_pgfault] - r0[k].val[F_pgfault],
-				 want / page_size - tol_units, LLONG_MAX);
+		for (k = 0; k < 3; k++)
+			if (read_mode(who[k], &r1[k], k == 2 ? MK_MODE_ROOT : MK_MODE_READ, false))
+				return KSFT_FAIL;
+		for (k = 0, ok = true; k < 3; k++) {
+			char what[32];
+			long long noise = k == 2 ? ROOT_NOISE : SLACK_BYTES;
+
+			grew = r1[k].val[F_anon] - r0[k].val[F_anon];
+			snprintf(what, sizeof(what), "%c anon growth", CG_NAMES[who[k]]);
+			in_range(&ok, attempt == last, what, grew, want - tp, want + noise + tp);
+			grew = r1[k].val[F_pgfault] - r0[k].val[F_pgfault];
+			snprintf(what, sizeof(what), "%c pgfault growth", CG_NAMES[who[k]]);
+			in_range(&ok, attempt == last, what, grew, want / page_size - tol_units,
+				 LLONG_MAX);
 		}
 	}
-	ok &= !compare(&r1[0], CG_C, "memory.stat", true);
-	ok &= !compare(&r1[1], CG_P, "memory.stat", true);
+	if (read_rec(CG_C, &c_rec))
+		return KSFT_FAIL;
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
@@ -409,9 +799,9 @@ static int check_usage_matches_memory_current(void)
 	bool ok = agree(CG_C, "memory.current", &c);
 
 	ok &= agree(CG_P, "memory.current", &p);
-	expect(&ok, c.val[F_usage] > 0 && p.val[F_usage] >= c.val[F_usage] - tp,
-	       "usage(): C %lld B (> 0), P %lld B (>= C - %lld)", (long long)c.val[F_usage],
-	       (long long)p.val[F_usage], tp);
+	expect(&ok, c.val[F_usage] > 0 && p.val[F_usage] >= c.val[F_usage],
+	       "usage(): C %lld B (> 0), P %lld B (>= C)", (long long)c.val[F_usage],
+	       (long long)p.val[F_usage]);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
@@ -429,17 +819,25 @@ static int write_over_high(void *arg)
 	return fd < 0 ? 2 : 0;
 }
 
-static int check_memory_events_match_memory_events(void)
+/* the scratch directory (a disk file system: reclaimable page cache), or NULL */
+static const char *scratch_dir(void)
 {
 	const char *dir = getenv("HARNESS_SCRATCH") ?: "/tmp";
+	struct statfs sfs;
+
+	return statfs(dir, &sfs) || sfs.f_type == TMPFS_MAGIC ? NULL : dir;
+}
+
+static int check_memory_events_match_memory_events(void)
+{
+	const char *dir = scratch_dir();
 	char *path = scratch_file, high[32];
 	struct mk_rec h = {}, p = {};
-	struct statfs sfs;
 	bool ok = true;
 	int k, st;
 
-	if (statfs(dir, &sfs) || sfs.f_type == TMPFS_MAGIC)
-		return check_skip("%s is no disk file system: no reclaimable page cache", dir);
+	if (!dir)
+		return check_skip("no disk file system for scratch: no reclaimable page cache");
 	snprintf(path, PATH_MAX, "%s/memcg_kfuncs.%d", dir, (int)getpid());
 	snprintf(high, sizeof(high), "%lld", HIGH_BYTES);
 	st = cg_write(cgs[CG_H].path, "memory.high", high);
@@ -456,6 +854,213 @@ static int check_memory_events_match_memory_events(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+/* in S: SWAP_ANON of anon memory, compressible (for zswap) but not one value per
+ * page (zswap stores such pages without memory), then sleep */
+static int swap_worker(void *arg)
+{
+	char *p = mmap(NULL, SWAP_ANON, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	long long off;
+
+	(void)arg;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (p == MAP_FAILED)
+		return 1;
+	madvise(p, SWAP_ANON, MADV_NOHUGEPAGE);
+	for (off = 0; off < SWAP_ANON; off += 64)
+		snprintf(p + off, 64, "page %lld, line %lld ", off / page_size, off % page_size);
+	if (write(swap_sock, "k", 1) != 1)
+		return 2;
+	for (;;)
+		pause();
+}
+
+/* zswap's stored pages (debugfs), -1 if not readable */
+static long long zswap_stored(void)
+{
+	char buf[32];
+	int n = read_close(open("/sys/kernel/debug/zswap/stored_pages", O_RDONLY | O_CLOEXEC),
+			   buf, sizeof(buf) - 1);
+
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return strtoll(buf, NULL, 10);
+}
+
+/*
+ * S's anon, partly swapped out (zram, through zswap where the kernel has it): the
+ * kfuncs' swap equals memory.swap.current (the swap page counter), usage still
+ * equals memory.current (swap is not usage), anon + swap cover what was made; with
+ * zswap, S's zswapped pages are what zswap stored meanwhile, and P has S's.
+ */
+static int check_swapped_out_child(void)
+{
+	long long swap_cur, cur, z0 = -1, z1, lo, hi;
+	int err = 0, attempt, fds[2], st;
+	struct mk_rec s, p;
+	bool ok = true, zswap;
+	char c;
+
+	fds[0] = open(ZSWAP_ENABLED, O_RDWR | O_CLOEXEC);
+	zswap = fds[0] >= 0 && read(fds[0], zswap_was, 1) == 1 && pwrite(fds[0], "Y", 1, 0) == 1;
+	if (fds[0] >= 0)
+		close(fds[0]);
+	if (zswap)
+		z0 = zswap_stored();
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds))
+		return check_fail("socketpair: %s", strerror(errno));
+	swap_sock = fds[1];
+	swap_pid = cg_spawn(cgs[CG_S].path, swap_worker, NULL);
+	close(fds[1]);
+	if (swap_pid < 0 || read(fds[0], &c, 1) != 1) {
+		st = swap_pid < 0 ? swap_pid : cg_wait(swap_pid);
+		close(fds[0]);
+		return check_fail("the worker in S: %d", st);
+	}
+	close(fds[0]);
+	for (attempt = 0; attempt < 3; attempt++) {
+		err = -cg_write(cgs[CG_S].path, "memory.reclaim", SWAP_RECLAIM);
+		if (err != EAGAIN)
+			break;
+	}
+	swap_cur = cg_read_long(cgs[CG_S].path, "memory.swap.current");
+	if (err || swap_cur < 8 * MiB)
+		return check_fail("memory.reclaim %s of S: %s; memory.swap.current %lld (expected >= 8 MiB: is there swap?)",
+				  SWAP_RECLAIM, strerror(err), swap_cur);
+	ok &= agree(CG_S, "memory.swap.current", &s);
+	ok &= agree(CG_S, "memory.current", &s);
+	cur = cg_read_long(cgs[CG_S].path, "memory.current");
+	lo = SWAP_ANON;
+	hi = SWAP_ANON + SLACK_BYTES + s.val[F_swapcached];
+	in_range(&ok, 1, "S anon + swap", s.val[F_anon] + s.val[F_swap], lo, hi);
+	expect(&ok, s.val[F_usage] == cur, "S usage %lld, memory.current %lld: expected equal (swap is not usage)",
+	       (long long)s.val[F_usage], cur);
+	if (read_rec(CG_P, &p))
+		return KSFT_FAIL;
+	expect(&ok, p.val[F_swap] >= s.val[F_swap], "P swap %lld < S swap %lld",
+	       (long long)p.val[F_swap], (long long)s.val[F_swap]);
+	ksft_print_msg("S: anon %lld, swap %lld (memory.swap.current %lld), swapcached %lld, usage %lld, zswapped %lld, zswap %lld B\n",
+		       (long long)s.val[F_anon], (long long)s.val[F_swap], swap_cur,
+		       (long long)s.val[F_swapcached], (long long)s.val[F_usage],
+		       (long long)s.val[F_zswapped], (long long)s.val[F_zswap]);
+	if (zswap) {
+		z1 = zswap_stored();
+		ksft_print_msg("zswap stored_pages %lld -> %lld\n", z0, z1);
+		expect(&ok, s.val[F_zswapped] > 0 && s.val[F_zswap] > 0,
+		       "zswap on: S zswapped %lld B, zswap %lld B: expected > 0",
+		       (long long)s.val[F_zswapped], (long long)s.val[F_zswap]);
+		expect(&ok, z0 < 0 || z1 < 0 || s.val[F_zswapped] == (z1 - z0) * page_size,
+		       "S zswapped %lld B, zswap stored_pages %lld -> %lld: expected the growth",
+		       (long long)s.val[F_zswapped], z0, z1);
+		expect(&ok, p.val[F_zswapped] >= s.val[F_zswapped] &&
+		       p.val[F_zswap] >= s.val[F_zswap] - ncpus * page_size,
+		       "P zswapped %lld zswap %lld, S %lld %lld: expected P >= S",
+		       (long long)p.val[F_zswapped], (long long)p.val[F_zswap],
+		       (long long)s.val[F_zswapped], (long long)s.val[F_zswap]);
+	} else {
+		ksft_print_msg("no zswap in this kernel (%s): swap only\n", ZSWAP_ENABLED);
+	}
+	cg_reap(&swap_pid);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* in Z: ZOMBIE_BYTES of page cache to @arg, kept after the exit */
+static int write_kept(void *arg)
+{
+	static char chunk[256 * 1024];
+	int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	long long done;
+
+	memset(chunk, 0x33, sizeof(chunk));
+	for (done = 0; fd >= 0 && done < ZOMBIE_BYTES; done += sizeof(chunk))
+		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk))
+			return 1;
+	return fd < 0 ? 2 : close(fd) ? 3 : 0;
+}
+
+/* pages of @path in the page cache (mincore), -1 on error */
+static long long resident(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	long long n = 0, pages = ZOMBIE_BYTES / page_size, i;
+	unsigned char *vec = malloc(pages);
+	void *p = fd < 0 ? MAP_FAILED : mmap(NULL, ZOMBIE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+
+	if (p != MAP_FAILED && vec && !mincore(p, ZOMBIE_BYTES, vec))
+		for (i = 0; i < pages; i++)
+			n += vec[i] & 1;
+	else
+		n = -1;
+	if (p != MAP_FAILED)
+		munmap(p, ZOMBIE_BYTES);
+	if (fd >= 0)
+		close(fd);
+	free(vec);
+	return n;
+}
+
+/*
+ * Z removed while its page cache keeps its memcg: offline, not freed.  Reached by
+ * P's css walk (the cgroup iterator skips dead cgroups, and a removed cgroup no
+ * longer points to its memcg), bpf_get_mem_cgroup() hands it out as mainline does
+ * (css_tryget() succeeds until the last reference goes), with its page cache in
+ * its values and in P's.
+ */
+static int check_offline_memcg_handed_out(void)
+{
+	const char *dir = scratch_dir() ?: "/tmp";
+	unsigned long found = 0, online = 0, got = 0, file = 0, usage = 0;
+	static char walk[4096];
+	char *line, *save;
+	long long dying, pages;
+	struct mk_rec p;
+	int st, err;
+	bool ok = true;
+
+	if (!bu_has_func("bpf_iter_css_new"))
+		return check_skip("no css iterator (6.7+), and no cgroup kptr before 6.2: no route from BPF to an offline memcg here");
+	snprintf(zombie_file, sizeof(zombie_file), "%s/memcg_kfuncs.%d.zombie", dir, (int)getpid());
+	st = cg_run(cgs[CG_Z].path, write_kept, zombie_file);
+	err = cg_destroy(cgs[CG_Z].path);
+	dying = cg_read_key(cgs[CG_P].path, "cgroup.stat", "nr_dying_descendants");
+	pages = resident(zombie_file);
+	if (st || err || dying < 1 || pages * page_size < ZOMBIE_BYTES - tp)
+		return check_fail("Z: writer %d, rmdir %s, P's nr_dying_descendants %lld (>= 1), resident %lld pages (~%lld)",
+				  st, strerror(-err), dying, pages, ZOMBIE_BYTES / page_size);
+	if (read_rec(CG_P, &p))	/* flushes P's subtree, Z's memcg included */
+		return KSFT_FAIL;
+	err = run_extra("zombie_walk", CG_P, walk, sizeof(walk));
+	for (line = err ? NULL : strtok_r(walk, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long id;
+		unsigned long o, g, fl, u;
+
+		if (sscanf(line, "id=%llu online=%lu got=%lu file=%lu usage=%lu", &id, &o, &g, &fl,
+			   &u) == 5 && id == cgs[CG_Z].id) {
+			found++;
+			online = o;
+			got = g;
+			file = fl;
+			usage = u;
+		}
+	}
+	if (err)
+		return check_fail("the css walk of P: %s", strerror(-err));
+	ksft_print_msg("Z (removed; %lld of its pages resident): found %lu, online %lu, got %lu, file %lu, usage %lu; P's file %lld\n",
+		       pages, found, online, got, file, usage, (long long)p.val[F_file]);
+	expect(&ok, found == 1 && !online, "Z's memcg in P's css walk: found %lu times, online %lu: expected once, offline",
+	       found, online);
+	expect(&ok, got == 1, "bpf_get_mem_cgroup() of Z's offline memcg: %s, expected the memcg (css_tryget() holds)",
+	       got ? "the memcg" : "NULL");
+	if (got) {
+		in_range(&ok, 1, "Z's file", file, ZOMBIE_BYTES - tp, ZOMBIE_BYTES + SLACK_BYTES);
+		in_range(&ok, 1, "Z's usage", usage, file, LLONG_MAX);
+		in_range(&ok, 1, "P's file (includes Z's)", p.val[F_file], file, LLONG_MAX);
+	}
+	unlink(zombie_file);
+	zombie_file[0] = '\0';
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 /* E, got + flushed + put 8 times and removed, must stop dying within 10 s; read
  * through P's walk: a link would pin it until an RCU tasks-trace grace period */
 static int check_flush_keeps_no_reference(void)
@@ -464,9 +1069,13 @@ static int check_flush_keeps_no_reference(void)
 	struct mk_rec r;
 	int k, tries, err;
 
-	before = cg_read_key(cgs[CG_P].path, "cgroup.stat", "nr_dying_descendants");
+	for (tries = 0; tries < 100; tries++, usleep(100000)) {
+		before = cg_read_key(cgs[CG_P].path, "cgroup.stat", "nr_dying_descendants");
+		if (!before)
+			break;	/* Z's memcg is gone with its page cache */
+	}
 	for (k = 0; k < 8; k++)
-		if (read_rec(CG_E, &r, false))
+		if (read_mode(CG_E, &r, MK_MODE_READ, false))
 			return KSFT_FAIL;
 	err = cg_destroy(cgs[CG_E].path);
 	if (before < 0 || err)
@@ -481,13 +1090,29 @@ static int check_flush_keeps_no_reference(void)
 			  now, before);
 }
 
+/* C's files, one by one (a shell's rm -r is not async-signal-safe either) */
+static void remove_slab_dir(void)
+{
+	char name[PATH_MAX + 16];
+	int i;
+
+	if (!slab_dir[0])
+		return;
+	for (i = 0; i < SLAB_FILES; i++) {
+		snprintf(name, sizeof(name), "%s/%d", slab_dir, i);
+		unlink(name);
+	}
+	rmdir(slab_dir);
+}
+
 static int check_cgroup_cleanup(void)
 {
 	int i;
 
 	stop_worker();
+	remove_slab_dir();
 	bpf_link__destroy(walk_link);
-	for (i = 0; i < NUM_CG; i++)
+	for (i = 0; i <= CG_R; i++)
 		bpf_link__destroy(links[i]);
 	memcg_kfuncs_bpf__destroy(skel);
 	if (!cgs[CG_P].path[0])
@@ -500,7 +1125,7 @@ int main(void)
 	static const char *const need[] = { "bpf_iter_cgroup", "bpf_get_mem_cgroup",
 		"bpf_get_root_mem_cgroup", "bpf_put_mem_cgroup", "bpf_mem_cgroup_flush_stats",
 		"bpf_mem_cgroup_page_state", "bpf_mem_cgroup_vm_events",
-		"bpf_mem_cgroup_memory_events", "bpf_mem_cgroup_usage", NULL };
+		"bpf_mem_cgroup_memory_events", "bpf_mem_cgroup_usage", "cgroup_rstat_flush", NULL };
 	static const struct check checks[] = {
 		CHECK(load_sleepable_iter),
 		CHECK(cgroup_setup, load_sleepable_iter),
@@ -510,21 +1135,30 @@ int main(void)
 		CHECK_BY(no_memcg_enoent, check_probes, cgroup_setup),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(untrusted_cgroup_rejected),
+		CHECK(null_css_is_null, cgroup_setup),
 		CHECK(charge_memory_in_child, cgroup_setup),
 		CHECK(child_values_match_created, charge_memory_in_child),
+		CHECK(child_kernel_items_charged, charge_memory_in_child),
 		CHECK_BY(child_matches_memory_stat, check_matches_memory_stat, charge_memory_in_child),
 		CHECK_BY(parent_matches_memory_stat, check_matches_memory_stat, charge_memory_in_child),
 		CHECK(parent_includes_child, charge_memory_in_child),
+		CHECK(root_matches_css_read, charge_memory_in_child),
+		CHECK(root_usage_is_children_sum, charge_memory_in_child),
+		CHECK(root_anon_matches_vmstat, charge_memory_in_child),
 		CHECK(flush_makes_new_memory_visible, charge_memory_in_child),
 		CHECK(usage_matches_memory_current, charge_memory_in_child),
 		CHECK(memory_events_match_memory_events, cgroup_setup),
+		CHECK(swapped_out_child, cgroup_setup),
+		CHECK(offline_memcg_handed_out, cgroup_setup),
 		CHECK(flush_keeps_no_reference, cgroup_setup),
 		CHECK(cgroup_cleanup),
 	};
 	neg_elf = memcg_kfuncs_neg_bpf__elf_bytes(&neg_sz);
+	extra_elf = memcg_kfuncs_extra_bpf__elf_bytes(&extra_sz);
 	cg_on_signal(stop_worker);
 	page_size = sysconf(_SC_PAGESIZE);
-	tol_units = 2LL * 64 /* MEMCG_CHARGE_BATCH */ * sysconf(_SC_NPROCESSORS_ONLN);
+	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	tol_units = 2LL * 64 /* MEMCG_CHARGE_BATCH */ * ncpus;
 	tp = tol_units * page_size;
 	kver = kernel_version();
 	return checks_run(checks, ARRAY_SIZE(checks), bu_missing_funcs(need));

@@ -13,36 +13,64 @@ enum mk_mode {
 	MK_MODE_READ = 1,	/* bpf_mem_cgroup_flush_stats(), then MK_FIELDS */
 	MK_MODE_PROBE = 2,	/* MK_PROBES */
 	MK_MODE_TARGET = 3,	/* MK_MODE_READ of target_cgid only, on a walk */
+	MK_MODE_ROOT = 4,	/* MK_MODE_READ of bpf_get_root_mem_cgroup() */
 };
 
 /* the kfunc called: bpf_mem_cgroup_{page_state,vm_events,memory_events,usage,...} */
 enum mk_kind { K_state, K_events, K_memev, K_usage, K_flush, K_root };
 
 /*
- * MK_MODE_READ, X(key in the file, kind, item, optional: not in every kernel's
- * file), by unit: pages, bytes or KiB (up to 2 pages an update), counts of
- * memory.stat; memory.events, memory.swap.events ("swap_" dropped), usage.
+ * The units of MK_FIELDS' values, which decide how close two reads must be:
+ * U_PAGES bytes kept in pages, U_BYTES bytes kept in bytes (slab, percpu,
+ * zswap: a per-CPU stock may hold back up to a page each), U_KB kernel stacks
+ * (whole stacks), U_COUNT counts.
+ */
+enum mk_unit { U_PAGES, U_BYTES, U_KB, U_COUNT };
+
+/*
+ * MK_MODE_READ, X(key in its file, kind, item, optional: not in every kernel's
+ * file, unit), grouped by file: memory.stat; memory.events, memory.swap.events
+ * ("swap_" dropped from the key); memory.current; memory.swap.current.
  */
 #define MK_FIELDS(X)								\
-	X(anon, state, NR_ANON_MAPPED, 0) X(file, state, NR_FILE_PAGES, 0)	\
-	X(shmem, state, NR_SHMEM, 0) X(file_mapped, state, NR_FILE_MAPPED, 0)	\
-	X(file_dirty, state, NR_FILE_DIRTY, 0) X(unevictable, state, NR_UNEVICTABLE, 0) \
-	X(inactive_anon, state, NR_INACTIVE_ANON, 0) X(active_anon, state, NR_ACTIVE_ANON, 0) \
-	X(inactive_file, state, NR_INACTIVE_FILE, 0) X(active_file, state, NR_ACTIVE_FILE, 0) \
-	X(pagetables, state, NR_PAGETABLE, 0) X(kernel, state, MEMCG_KMEM, 1)	\
-	X(sock, state, MEMCG_SOCK, 0) X(vmalloc, state, MEMCG_VMALLOC, 1)	\
-	X(kernel_stack, state, NR_KERNEL_STACK_KB, 0) X(percpu, state, MEMCG_PERCPU_B, 0) \
-	X(slab_reclaimable, state, NR_SLAB_RECLAIMABLE_B, 0)			\
-	X(slab_unreclaimable, state, NR_SLAB_UNRECLAIMABLE_B, 0)		\
-	X(workingset_refault_anon, state, WORKINGSET_REFAULT_ANON, 0)		\
-	X(workingset_refault_file, state, WORKINGSET_REFAULT_FILE, 0)		\
-	X(pgfault, events, PGFAULT, 0) X(pgmajfault, events, PGMAJFAULT, 0)	\
-	X(pgactivate, events, PGACTIVATE, 0) X(pgdeactivate, events, PGDEACTIVATE, 0) \
-	X(low, memev, MEMCG_LOW, 0) X(high, memev, MEMCG_HIGH, 0) X(max, memev, MEMCG_MAX, 0) \
-	X(oom, memev, MEMCG_OOM, 0) X(oom_kill, memev, MEMCG_OOM_KILL, 0)	\
-	X(oom_group_kill, memev, MEMCG_OOM_GROUP_KILL, 1)			\
-	X(swap_high, memev, MEMCG_SWAP_HIGH, 1) X(swap_max, memev, MEMCG_SWAP_MAX, 1) \
-	X(swap_fail, memev, MEMCG_SWAP_FAIL, 1) X(usage, usage, 0, 0)
+	X(anon, state, NR_ANON_MAPPED, 0, U_PAGES)				\
+	X(file, state, NR_FILE_PAGES, 0, U_PAGES)				\
+	X(shmem, state, NR_SHMEM, 0, U_PAGES)					\
+	X(file_mapped, state, NR_FILE_MAPPED, 0, U_PAGES)			\
+	X(file_dirty, state, NR_FILE_DIRTY, 0, U_PAGES)				\
+	X(unevictable, state, NR_UNEVICTABLE, 0, U_PAGES)			\
+	X(inactive_anon, state, NR_INACTIVE_ANON, 0, U_PAGES)			\
+	X(active_anon, state, NR_ACTIVE_ANON, 0, U_PAGES)			\
+	X(inactive_file, state, NR_INACTIVE_FILE, 0, U_PAGES)			\
+	X(active_file, state, NR_ACTIVE_FILE, 0, U_PAGES)			\
+	X(pagetables, state, NR_PAGETABLE, 0, U_PAGES)				\
+	X(swapcached, state, NR_SWAPCACHE, 1, U_PAGES)				\
+	X(kernel, state, MEMCG_KMEM, 1, U_PAGES)				\
+	X(sock, state, MEMCG_SOCK, 0, U_PAGES)					\
+	X(vmalloc, state, MEMCG_VMALLOC, 1, U_PAGES)				\
+	X(kernel_stack, state, NR_KERNEL_STACK_KB, 0, U_KB)			\
+	X(percpu, state, MEMCG_PERCPU_B, 0, U_BYTES)				\
+	X(slab_reclaimable, state, NR_SLAB_RECLAIMABLE_B, 0, U_BYTES)		\
+	X(slab_unreclaimable, state, NR_SLAB_UNRECLAIMABLE_B, 0, U_BYTES)	\
+	X(zswap, state, MEMCG_ZSWAP_B, 1, U_BYTES)				\
+	X(zswapped, state, MEMCG_ZSWAPPED, 1, U_PAGES)				\
+	X(workingset_refault_anon, state, WORKINGSET_REFAULT_ANON, 0, U_COUNT)	\
+	X(workingset_refault_file, state, WORKINGSET_REFAULT_FILE, 0, U_COUNT)	\
+	X(pgfault, events, PGFAULT, 0, U_COUNT)					\
+	X(pgmajfault, events, PGMAJFAULT, 0, U_COUNT)				\
+	X(pgactivate, events, PGACTIVATE, 0, U_COUNT)				\
+	X(pgdeactivate, events, PGDEACTIVATE, 0, U_COUNT)			\
+	X(low, memev, MEMCG_LOW, 0, U_COUNT)					\
+	X(high, memev, MEMCG_HIGH, 0, U_COUNT)					\
+	X(max, memev, MEMCG_MAX, 0, U_COUNT)					\
+	X(oom, memev, MEMCG_OOM, 0, U_COUNT)					\
+	X(oom_kill, memev, MEMCG_OOM_KILL, 0, U_COUNT)				\
+	X(oom_group_kill, memev, MEMCG_OOM_GROUP_KILL, 1, U_COUNT)		\
+	X(swap_high, memev, MEMCG_SWAP_HIGH, 1, U_COUNT)			\
+	X(swap_max, memev, MEMCG_SWAP_MAX, 1, U_COUNT)				\
+	X(swap_fail, memev, MEMCG_SWAP_FAIL, 1, U_COUNT)			\
+	X(usage, usage, 0, 0, U_PAGES)						\
+	X(swap, state, MEMCG_SWAP, 0, U_PAGES)
 
 #define MK_SLOT(key, ...) F_##key,
 enum mk_field { MK_FIELDS(MK_SLOT) NR_FIELDS };

@@ -2,14 +2,19 @@
 /*
  * rstat_propagation: the rstat BPF hook's claims with exact numbers.
  *
- * A child parked outside the tree root/{a,b}/{a1,a2,b1,b2} is moved into each
- * cgroup a distinct number of times; rstat_propagation.bpf.c counts the moves
+ * A child parked outside the tree root/{a/{a1,a2},b/{b1,b2}} is moved into
+ * cgroups a distinct number of times; rstat_propagation.bpf.c counts the moves
  * per cgroup through rstat and a cgroup iterator on the root flushes and
  * prints total/own/pending.  Each cgroup must read exactly its own moves plus
- * its descendants'; 6 more moves into a2 must grow exactly a2 and its
- * ancestors by 6.  "--broken": the flush does not propagate (must FAIL).
+ * its descendants'.  More moves must grow exactly the cgroup and its
+ * ancestors: on the CPUs in turn, counted for another CPU than the one
+ * updating (the CPU argument of the updated kfunc), and on a CPU that goes
+ * offline before the flush (hotplug).  The tree mixes cgroups with the memory
+ * controller (a, b, b1, b2) and without (a1, a2): the hook is rstat's, not a
+ * controller's.  "--broken": the flush does not propagate (must FAIL).
  */
 #include "selftest.h"
+#include <sched.h>
 #define RS_NR 1
 #include "rstat_counters.h"
 #include "rstat_propagation.skel.h"
@@ -17,16 +22,27 @@
 
 enum { ROOT, A, A1, A2, B, B1, B2, NR };	/* pre-order */
 
+/*
+ * root enables memory for a and b, b for b1 and b2; a for none: a1 and a2 have no
+ * memory css.  A cgroup that enables a controller for its children cannot hold
+ * tasks (cgroup v2), so root and b get no moves of their own.
+ */
 static struct cg_node nodes[NR] = {
-	[ROOT] = { "root", -1 }, [A] = { "a", ROOT }, [A1] = { "a/a1", A }, [A2] = { "a/a2", A },
-	[B] = { "b", ROOT }, [B1] = { "b/b1", B }, [B2] = { "b/b2", B },
+	[ROOT] = { "root", -1, "+memory" }, [A] = { "a", ROOT }, [A1] = { "a/a1", A },
+	[A2] = { "a/a2", A }, [B] = { "b", ROOT, "+memory" }, [B1] = { "b/b1", B },
+	[B2] = { "b/b2", B },
 };
 /* the moves into each: distinct counts, so that a mix-up cannot add up right */
 static const int moves[NR] = {
-	[ROOT] = 1, [A] = 2, [A1] = 3, [A2] = 5, [B] = 4, [B1] = 7, [B2] = 0,
+	[ROOT] = 0, [A] = 2, [A1] = 3, [A2] = 5, [B] = 0, [B1] = 7, [B2] = 0,
 };
-#define EXTRA_NODE	A2
+#define EXTRA_NODE	A2	/* without a memory css */
 #define EXTRA_MOVES	6
+#define CROSS_NODE	B1	/* with a memory css */
+#define CROSS_MOVES	4
+#define HOTPLUG_NODE	A1
+#define HOTPLUG_MOVES	9
+#define HOTPLUG_CPU	1
 #define VERDICT(ok)	((ok) ? KSFT_PASS : KSFT_FAIL)
 
 struct row {
@@ -61,13 +77,22 @@ static int check_tree_setup(void)
 {
 	struct rs_total zero = {};
 	const char *cgroot;
-	int i = cg_find_root(&cgroot, NULL);
+	int i = cg_find_root(&cgroot, "memory");
 
 	if (i != KSFT_PASS)
 		return i;
 	if (cg_tree_create(cgroot, "rstat_prop_park", &park, 1) ||
 	    cg_tree_create(cgroot, "rstat_prop", nodes, NR))
 		goto fail;
+	/* the premise of the mix: memory.stat exactly where a memory css is */
+	for (i = 0; i < NR; i++) {
+		bool want = i != A1 && i != A2, have = cg_read_key(nodes[i].path, "memory.stat",
+								     "anon") >= 0;
+
+		if (have != want)
+			return check_fail("%s: memory controller %s, expected %s", nodes[i].rel,
+					  have ? "enabled" : "absent", want ? "enabled" : "absent");
+	}
 	for (i = 0; i < NR; i++)
 		if (bpf_map__update_elem(skel->maps.rs_totals, &nodes[i].id, sizeof(nodes[i].id),
 					 &zero, sizeof(zero), BPF_NOEXIST))
@@ -191,27 +216,97 @@ static int check_reread_stable(void)
 	return KSFT_FAIL;
 }
 
+/* a fresh read after moves into @node: exactly it and its ancestors grew, by @n */
+static bool grew_exactly(const struct row *before, int node, int n)
+{
+	bool ok = read_tree(text[1], sizeof(text[1]));
+	int i;
+
+	for (i = 0; ok && i < NR; i++) {
+		unsigned long long grew = now[i].total - before[i].total;
+		int want = cg_tree_under(nodes, node, i) ? n : 0;
+
+		expect(&ok, grew == (unsigned long long)want, "%s grew by %llu, expected %d",
+		       nodes[i].rel, grew, want);
+	}
+	for (i = 0; ok && i < NR; i++)
+		ok &= node_ok(i);
+	return ok;
+}
+
 static int check_increment_propagates_to_ancestors_only(void)
 {
 	struct row before[NR];
-	bool ok = true;
-	int i;
 
 	memcpy(before, now, sizeof(now));
-	if (move(EXTRA_NODE, EXTRA_MOVES) || !read_tree(text[1], sizeof(text[1])))
+	if (move(EXTRA_NODE, EXTRA_MOVES))
 		return KSFT_FAIL;
-	for (i = 0; i < NR; i++) {
-		unsigned long long grew = now[i].total - before[i].total;
+	return VERDICT(grew_exactly(before, EXTRA_NODE, EXTRA_MOVES));
+}
 
-		expect(&ok, grew == (cg_tree_under(nodes, EXTRA_NODE, i) ? EXTRA_MOVES : 0),
-		       "%s grew by %llu", nodes[i].rel, grew);
-		ok &= node_ok(i);
+/*
+ * The moves counted for CPU 1 while this process runs on CPU 0: the BPF program
+ * writes CPU 1's slot and passes 1 to the updated kfunc (bpf_map_lookup_percpu_elem()
+ * style).  A kernel that marks the current CPU instead never flushes (b1, CPU 1).
+ */
+static int check_update_for_another_cpu_flushed(void)
+{
+	struct row before[NR];
+	int n, err = 0;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return check_skip("one CPU online: no other CPU to update for");
+	memcpy(before, now, sizeof(now));
+	skel->data->rs_update_cpu = 1;
+	for (n = 0; n < CROSS_MOVES && !err; n++) {
+		pin_cpu(0);
+		err = cg_enter(nodes[CROSS_NODE].path, child) || cg_enter(park.path, child);
+		moved[CROSS_NODE] += !err;
 	}
+	skel->data->rs_update_cpu = -1;
+	if (err)
+		return check_fail("moving into %s: %s", nodes[CROSS_NODE].rel, strerror(errno));
+	return VERDICT(grew_exactly(before, CROSS_NODE, CROSS_MOVES));
+}
+
+/*
+ * Moves counted on CPU 1, which is then taken offline before the flush: rstat keeps
+ * what an offline CPU updated and flushes it (it walks every possible CPU).  CPU 1
+ * comes back online afterwards (and on a signal).
+ */
+static int check_update_on_offlined_cpu_flushed(void)
+{
+	struct row before[NR];
+	int n, err = 0;
+	bool ok;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return check_skip("one CPU online: none to take offline");
+	memcpy(before, now, sizeof(now));
+	for (n = 0; n < HOTPLUG_MOVES && !err; n++) {
+		pin_cpu(HOTPLUG_CPU);
+		if (sched_getcpu() != HOTPLUG_CPU)
+			return check_fail("could not run on CPU %d", HOTPLUG_CPU);
+		err = cg_enter(nodes[HOTPLUG_NODE].path, child) || cg_enter(park.path, child);
+		moved[HOTPLUG_NODE] += !err;
+	}
+	pin_cpu(0);	/* off the CPU before it goes */
+	if (err)
+		return check_fail("moving into %s: %s", nodes[HOTPLUG_NODE].rel, strerror(errno));
+	err = cpu_set_online(HOTPLUG_CPU, false);
+	if (err == -ENOENT)
+		return check_skip("CPU %d cannot be taken offline (no CPU hotplug)", HOTPLUG_CPU);
+	if (err)
+		return check_fail("taking CPU %d offline: %s", HOTPLUG_CPU, strerror(-err));
+	ok = grew_exactly(before, HOTPLUG_NODE, HOTPLUG_MOVES);
+	err = cpu_set_online(HOTPLUG_CPU, true);
+	expect(&ok, !err, "bringing CPU %d back online: %s", HOTPLUG_CPU, strerror(-err));
 	return VERDICT(ok);
 }
 
 static int check_tree_cleanup(void)
 {
+	cpu_restore_online();
 	cg_reap(&child);
 	bpf_link__destroy(iter);
 	rstat_propagation_bpf__destroy(skel);
@@ -230,11 +325,14 @@ static const struct check checks[] = {
 	CHECK(test_root_equals_total, iter_read),
 	CHECK(reread_stable, iter_read),
 	CHECK(increment_propagates_to_ancestors_only, iter_read),
+	CHECK(update_for_another_cpu_flushed, iter_read),
+	CHECK(update_on_offlined_cpu_flushed, iter_read),
 	CHECK(tree_cleanup),
 };
 
 int main(int argc, char **argv)
 {
 	broken = argc > 1 && !strcmp(argv[1], "--broken");
+	cg_on_signal(cpu_restore_online);
 	return checks_run(checks, ARRAY_SIZE(checks), NULL);
 }

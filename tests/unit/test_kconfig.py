@@ -16,7 +16,8 @@ def real_config() -> dict[str, str]:
 def test_parse_config_reads_set_unset_and_values() -> None:
     cfg = real_config()
     assert cfg["CONFIG_BUG"] == "y"
-    assert cfg["CONFIG_INET"] == "n"  # "# CONFIG_INET is not set"
+    assert cfg["CONFIG_INET"] == "y"
+    assert cfg["CONFIG_IPV6"] == "n"  # "# CONFIG_IPV6 is not set"
     assert cfg["CONFIG_NR_CPUS"] == "8"
     assert cfg["CONFIG_DEBUG_INFO_BTF"] == "y"
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness import mutants
-from harness.mutate import compare, verdict_key
+from harness.mutate import compare, excluded_tests, run_facts, verdict_key
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "mutants"
 OPS = mutants.load_operators()
@@ -142,7 +143,56 @@ def test_verdicts_against_a_real_baseline() -> None:
     # the harness's own feature check (a declared kfunc gone) stops it: that is a kill
     assert compare(base, {}, stage="features", stage_status="BUILD_ERROR") == (
         "killed", ("stage features: BUILD_ERROR",))
-    assert compare(base, {}, stage="boot+tests", stage_status="BOOT_ERROR")[0] == "killed"
+    # a boot that failed: a kill only when the kernel complained, else not judged
+    assert compare(base, {}, stage="boot+tests", stage_status="BOOT_ERROR",
+                   kernel_fault=True)[0] == "killed"
+    assert compare(base, {}, stage="boot+tests", stage_status="BOOT_ERROR")[0] == "error"
+
+
+def _cell(name: str) -> dict[str, Any]:
+    cell: dict[str, Any] = json.loads((GOLDEN / name).read_text())["cells"][0]
+    return cell
+
+
+def test_a_test_red_in_the_baseline_cannot_kill() -> None:
+    """Two real runs of the same kernel (2026-11-27): memcg_kfuncs and cgroup_iter_rstat
+    failed in the first, passed in the second. Neither may judge a mutant: a mutant run
+    like the second (both passing) is not killed by them, nor one like the first."""
+    red, green = run_facts(_cell("results-red-baseline.json")), run_facts(
+        _cell("results-green-baseline.json"))
+    excluded = excluded_tests([dict(red.statuses), dict(green.statuses)])
+    assert set(excluded) == {"memcg_kfuncs", "cgroup_iter_rstat", "rstat_propagation",
+                             "cgrp_storage"}  # the last two: missing from the second run
+    assert "FAIL / PASS" in excluded["memcg_kfuncs"]
+    for base, mutant in ((red, green), (green, red)):
+        assert compare(base.statuses, mutant.statuses, stage="",
+                       excluded=frozenset(excluded)) == ("survived", ())
+    # without the exclusion the chance failure would have "killed" it
+    assert compare(red.statuses, green.statuses, stage="")[0] == "killed"
+    # a run-to-run identical green result still judges
+    assert excluded_tests([dict(green.statuses), dict(green.statuses)]) == {}
+    assert compare(green.statuses, red.statuses, stage="")[1] == (
+        "cgroup_iter_rstat", "cgrp_storage", "memcg_kfuncs", "rstat_propagation")
+
+
+def test_an_environment_error_is_not_a_kill() -> None:
+    """A real run that asked for KVM on this host (QEMU aborts): the accel stage failed
+    with BOOT_ERROR and no kernel ever ran. Not a kill, and never cached."""
+    facts = run_facts(_cell("results-accel-error.json"))
+    assert (facts.stage, facts.stage_status, facts.kernel_fault) == ("accel", "BOOT_ERROR",
+                                                                     False)
+    base = run_facts(_cell("results-green-baseline.json")).statuses
+    assert compare(base, facts.statuses, stage=facts.stage,
+                   stage_status=facts.stage_status)[0] == "error"
+    for stage, status in (("series", "PATCH_CONFLICT"), ("selftests-build", "SETUP_ERROR"),
+                          ("kconfig", "CONFIG_ERROR"), ("plan", "SETUP_ERROR")):
+        assert compare(base, {}, stage=stage, stage_status=status)[0] == "error"
+
+
+def test_a_kernel_that_complained_is_told_by_its_splats() -> None:
+    """The warn-boot-shutdown kernel's real run: a WARN at boot and at shutdown."""
+    assert run_facts(_cell("results-warn-boot-shutdown.json")).kernel_fault
+    assert not run_facts(_cell("results-green-baseline.json")).kernel_fault
 
 
 def test_a_new_compiler_warning_is_told_from_the_old_ones() -> None:

@@ -109,12 +109,12 @@ def test_conflict_names_patch_file_line_hunk_fix_and_log() -> None:
 
 def test_dropped_option_names_option_line_dependency_and_fix() -> None:
     text = flat(dropped_example())
-    assert "CONFIG_IPV6: asked y, got n (requested at tests/golden/terminal/net.config:2)" \
-        in text
-    # IPV6 has no `depends on` of its own: net/Kconfig sources it inside `if INET`
-    assert "IPV6 (net/ipv6/Kconfig): unmet depends on INET (INET=n)" in text
+    assert ("CONFIG_IPV6_MULTIPLE_TABLES: asked y, got n (requested at "
+            "tests/golden/terminal/net.config:2)") in text
+    # no `depends on` of its own: it sits inside `if IPV6` of net/ipv6/Kconfig
+    assert "IPV6_MULTIPLE_TABLES (net/ipv6/Kconfig): unmet depends on IPV6 (IPV6=n)" in text
     assert "did you mean CGROUP_BPF?" in text
-    assert "fix: add CONFIG_INET=y to the fragment" in text
+    assert "fix: add CONFIG_IPV6=y to the fragment" in text
     assert "log: 20261123-161623-4242/adhoc/kconfig.log" in text
 
 

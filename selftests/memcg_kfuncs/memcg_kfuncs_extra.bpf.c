@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Programs memcg_kfuncs.c loads one at a time, where the kernel can run them:
+ *
+ * zombie_walk (6.7+: the css iterator kfuncs): on a cgroup with a memcg, walk
+ *	its memcg's descendant csses (offline ones included, as long as they are
+ *	not released: a removed cgroup whose page cache keeps its memcg) and get,
+ *	read and put the memcg of each, a line per css.
+ * null_css_get: bpf_get_mem_cgroup() given cgrp->subsys[memory_cgrp_id], NULL
+ *	for a cgroup without the memory controller.  6.1 has no KF_RCU and takes
+ *	that pointer; 6.2+ refuses it unless the kernel's BTF marks it RCU (clang
+ *	builds).  The kfunc must return NULL for it, not dereference it.
+ *
+ * Both print lines for userspace.  The css iterator's state is a 3-word
+ * stack slot whose type only the kernel's BTF needs to know: this object also
+ * compiles against a vmlinux.h without struct bpf_iter_css (6.1).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "bpf_memcontrol.h"
+
+char _license[] SEC("license") = "GPL";
+
+struct bpf_iter_css;
+extern int bpf_iter_css_new(struct bpf_iter_css *it, struct cgroup_subsys_state *start,
+			    unsigned int flags) __weak __ksym;
+extern struct cgroup_subsys_state *bpf_iter_css_next(struct bpf_iter_css *it) __weak __ksym;
+extern void bpf_iter_css_destroy(struct bpf_iter_css *it) __weak __ksym;
+
+SEC("iter/cgroup")
+int zombie_walk(struct bpf_iter__cgroup *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct cgroup *cgrp = ctx->cgroup;
+	struct cgroup_subsys_state *pos;
+	struct mem_cgroup *memcg, *m;
+	__u64 it[3] = {};
+
+	if (!cgrp)
+		return 0;
+	memcg = bpf_get_mem_cgroup(&cgrp->self);
+	if (!memcg)
+		return 0;
+	bpf_iter_css_new((struct bpf_iter_css *)it, &memcg->css, BPF_CGROUP_ITER_DESCENDANTS_PRE);
+	while ((pos = bpf_iter_css_next((struct bpf_iter_css *)it))) {
+		unsigned long file = 0, usage = 0;
+
+		m = bpf_get_mem_cgroup(pos);
+		if (m) {
+			file = bpf_mem_cgroup_page_state(m, NR_FILE_PAGES);
+			usage = bpf_mem_cgroup_usage(m);
+			bpf_put_mem_cgroup(m);
+		}
+		BPF_SEQ_PRINTF(seq, "id=%llu online=%d got=%d file=%lu usage=%lu\n",
+			       pos->cgroup->kn->id, pos->flags & CSS_ONLINE ? 1 : 0, m ? 1 : 0,
+			       file, usage);
+	}
+	bpf_iter_css_destroy((struct bpf_iter_css *)it);
+	bpf_put_mem_cgroup(memcg);
+	return 0;
+}
+
+SEC("iter/cgroup")
+int null_css_get(struct bpf_iter__cgroup *ctx)
+{
+	struct cgroup *cgrp = ctx->cgroup;
+	struct mem_cgroup *memcg;
+
+	if (!cgrp)
+		return 0;
+	memcg = bpf_get_mem_cgroup(cgrp->subsys[memory_cgrp_id]);
+	BPF_SEQ_PRINTF(ctx->meta->seq, "memcg=%d\n", memcg ? 1 : 0);
+	if (memcg)
+		bpf_put_mem_cgroup(memcg);
+	return 0;
+}
