@@ -202,6 +202,7 @@ class Splat:
     function: str = ""  # the faulting function (RIP, "at ... func+0x", first frame)
     where: str = ""  # the part of the log it was in, when not the result's own: "first boot"
     expected: str = ""  # declared noise: the reason it does not count (expectations.toml)
+    message: str = ""  # what the code said as it went: WARN()'s text, a pr_err() before BUG()
 
     @property
     def fingerprint(self) -> str:

@@ -54,6 +54,8 @@ def _case_json(case: TestCase) -> dict[str, Any]:
 def splat_json(s: Splat) -> dict[str, Any]:
     out = {"kind": s.kind, "function": s.function, "fingerprint": s.fingerprint,
            "title": s.title, "text": s.text, "decoded": s.decoded}
+    if s.message:
+        out["message"] = s.message
     if s.where:
         out["where"] = s.where
     if s.expected:
@@ -365,6 +367,9 @@ def splat_lines(s: Splat, indent: str) -> list[str]:
     where = f" ({s.where})" if s.where else ""
     func = f" in {s.function}()" if s.function else ""
     lines = _wrap(f"{label}{where}: {s.kind}{func}: {s.title}", indent)
+    said = s.message.splitlines()
+    lines += [ln for n, m in enumerate(said) for ln in
+              _wrap(f"{'message: ' if n == 0 else '         '}{m}", indent + "  ")]
     frames = splat.first_frames(s, 3)
     lines += [ln for f in frames for ln in _wrap(f, indent + "  ")]
     if s.expected:

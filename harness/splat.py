@@ -66,6 +66,11 @@ _STARTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 _END_TRACE = re.compile(r"^---\[ end trace(?: [0-9a-f]+)? \]---")
+# lib/bug.c and kernel/panic.c print it before a WARN's message and before "kernel BUG at"
+_CUT_HERE = re.compile(r"^-+\[ cut here \]-+$")
+_TIMESTAMP = re.compile(r"^(?:<\d+>)?\[\s*(\d+\.\d+)\]")
+_MESSAGE_LINES = 8  # a message longer than this is cut
+_SAME_MOMENT_S = 0.01  # a line this close before the cut is the code speaking before BUG()
 _END_PANIC = re.compile(r"^---\[ end Kernel panic - not syncing: .*\]---")
 _KASAN_RULE = re.compile(r"^={20,}\s*$")
 _CALL_TRACE = re.compile(r"^(?:Call [Tt]race:|Backtrace:)\s*$")
@@ -145,6 +150,29 @@ def _block_end(texts: list[str], start: int, kind: str) -> int:
     return len(texts) - 1 if trace_end is None else trace_end
 
 
+def _timestamp(line: str) -> float | None:
+    m = _TIMESTAMP.match(line)
+    return float(m.group(1)) if m else None
+
+
+def _message(lines: list[str], texts: list[str], start: int, kind: str, floor: int) -> str:
+    """What the code printed for the splat starting at `start`, no earlier than `floor`:
+    the lines between the "cut here" line and the title (WARN(cond, fmt, ...)'s message);
+    for a BUG with nothing there, the line just before the cut if printed at the same
+    moment (a pr_err() before BUG())."""
+    cut = next((j for j in range(start - 1, max(floor, start - _MESSAGE_LINES - 1) - 1, -1)
+                if _CUT_HERE.match(texts[j])), None)
+    if cut is None:
+        return ""
+    said = [t for t in texts[cut + 1:start] if t.strip()]
+    if not said and kind == "BUG" and cut - 1 >= floor and texts[cut - 1].strip() \
+            and _classify(texts[cut - 1]) is None:
+        before, at = _timestamp(lines[cut - 1]), _timestamp(lines[cut])
+        if before is not None and at is not None and 0 <= at - before <= _SAME_MOMENT_S:
+            said = [texts[cut - 1]]
+    return "\n".join(said[:_MESSAGE_LINES])
+
+
 def find_splats(dmesg: str) -> list[Splat]:
     """The kernel splats in `dmesg` (console or `dmesg` output), in order.
 
@@ -155,10 +183,13 @@ def find_splats(dmesg: str) -> list[Splat]:
     text has console prefixes stripped. An oops announced by a "BUG:" line (NULL
     pointer dereference, page fault) or "kernel BUG at" is one BUG splat including
     its "Oops:" header; a panic that follows an oops is a separate PANIC splat.
+    What the code printed for it (`message`) is kept apart: see `_message`.
     """
-    texts = [_strip_prefix(line) for line in dmesg.split("\n")]
+    lines = dmesg.split("\n")
+    texts = [_strip_prefix(line) for line in lines]
     splats: list[Splat] = []
     i = 0
+    floor = 0  # the end of the last splat: a message is never taken from before it
     while i < len(texts):
         kind = _classify(texts[i])
         if kind is None:
@@ -169,8 +200,9 @@ def find_splats(dmesg: str) -> list[Splat]:
         while block and not block[-1].strip():
             block.pop()
         splats.append(Splat(kind=kind, title=texts[i], text="\n".join(block),
-                            function=faulting_function(block)))
-        i = end + 1
+                            function=faulting_function(block),
+                            message=_message(lines, texts, i, kind, floor)))
+        i = floor = end + 1
     return splats
 
 

@@ -172,6 +172,11 @@ class CellRules:
             return self.expect_status
         return Status.PASS
 
+    @property
+    def checks(self) -> dict[str, Status]:
+        """The checks (TEST:CHECK, a KTAP subtest) declared with a status of their own."""
+        return {k: v for k, v in self.expect.items() if ":" in k}
+
 
 @dataclass(frozen=True, kw_only=True)
 class CellVerdict:
@@ -378,7 +383,8 @@ def _judge_declared(results: tuple[TestResult, ...], rules: CellRules,
              for r in results if r.expected_status is not None and r.status is not
              r.expected_status]
     wrong += [f"{name}: declared {want.value} in expect, but no result has that name"
-              for name, want in rules.expect.items() if name not in names]
+              for name, want in rules.expect.items() if name not in names and ":" not in name]
+    wrong += _wrong_checks(results, rules.checks)
     if not any(r.phase is Phase.TEST for r in results):
         wrong.append("no test ran")
     if wrong:
@@ -389,6 +395,24 @@ def _judge_declared(results: tuple[TestResult, ...], rules: CellRules,
     return CellVerdict(results=results, status=Status.PASS,
                        notes=(*notes, f"every result as declared (tests: {got}; boot and "
                                       "shutdown as expected)"))
+
+
+def _wrong_checks(results: tuple[TestResult, ...], checks: Mapping[str, Status]) -> list[str]:
+    """TEST:CHECK declarations not met: the check (a KTAP subtest, nested ones by
+    their leaf name) must have the declared status."""
+    by_name = {r.name: r for r in results}
+    out = []
+    for key, want in sorted(checks.items()):
+        test, _, check = key.partition(":")
+        res = by_name.get(test)
+        found = [c for c in _leaves(res.ktap.cases)] if res and res.ktap else []
+        got = next((c.status for c in found if c.name == check), None)
+        if got is None:
+            out.append(f"{key}: declared {want.value} in expect, but "
+                       f"{'no result has that name' if res is None else 'no such check ran'}")
+        elif got is not want:
+            out.append(f"{key}: {got.value}, expected {want.value}")
+    return out
 
 
 def _notes(results: list[TestResult], rules: CellRules) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ def build_thread(patches: list[Path], out: Path, *, cover: str = "memcg kfuncs")
     for version in (1, 2):
         tag = "PATCH" if version == 1 else "PATCH v2"
         c = EmailMessage()
-        c["From"] = "Claude <claude@harness.example.org>"
+        c["From"] = "Seed 605c62d7 maintainers <maintainers@users.noreply.a-seed-605c62d7.example>"
         c["Subject"] = f"[{tag} 0/{total}] {cover}"
         c["Date"] = f"Mon, {22 + version} Nov 2026 10:00:00 +0000"
         c["Message-Id"] = _msgid(version, 0)

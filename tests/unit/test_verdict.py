@@ -378,3 +378,26 @@ def test_each_declared_failure_explains_its_own_evidence() -> None:
         assert out.status is Status.XFAIL, (entry.evidence, out.status, out.reason)
         judged += 1
     assert judged >= 3
+
+
+def test_a_cell_declares_which_check_must_fail() -> None:
+    """A wrong kernel's cell names the check aimed at its bug: the real output of
+    memcg_kfuncs on a kernel whose usage counts swap (swapped_out_child failed)."""
+    from harness import ktap
+
+    out = (Path(__file__).parent.parent / "golden" / "guest" / "wrong-kernels" /
+           "usage-with-swap.memcg_kfuncs.out").read_text()
+    mk = res("memcg_kfuncs", Status.FAIL, ktap=ktap.parse(out))
+    aimed = CellRules(expect={"memcg_kfuncs": Status.FAIL,
+                              "memcg_kfuncs:swapped_out_child": Status.FAIL})
+    assert judge([*kernel(), mk], aimed).status is Status.PASS
+    # another check declared: the cell fails and says which, and how it came out
+    other = CellRules(expect={"memcg_kfuncs": Status.FAIL,
+                              "memcg_kfuncs:parent_includes_child": Status.FAIL})
+    v = judge([*kernel(), mk], other)
+    assert v.status is Status.FAIL
+    assert "memcg_kfuncs:parent_includes_child: PASS, expected FAIL" in v.error
+    typo = CellRules(expect={"memcg_kfuncs": Status.FAIL,
+                             "memcg_kfuncs:swapped_out": Status.FAIL})
+    assert "memcg_kfuncs:swapped_out: declared FAIL in expect, but no such check ran" in \
+        judge([*kernel(), mk], typo).error
