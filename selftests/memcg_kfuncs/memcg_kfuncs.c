@@ -251,16 +251,23 @@ static int check_untrusted_cgroup_rejected(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-/* the line program @prog of memcg_kfuncs_extra.bpf.c prints on @cgi's cgroup */
+/* the lines program @prog of memcg_kfuncs_extra.bpf.c prints on @cgi's cgroup; a
+ * refusal with the verifier's last lines */
 static int run_extra(const char *prog, int cgi, char *out, size_t len)
 {
 	static char vlog[65536];
 	struct bpf_object *obj = bu_load_one(extra_elf, extra_sz, prog, vlog, sizeof(vlog));
 	struct bpf_link *link;
+	size_t at;
 	ssize_t n;
 
-	if (!obj)
-		return -errno;
+	if (!obj) {
+		n = -errno;
+		at = strlen(vlog) > 600 ? strlen(vlog) - 600 : 0;
+		ksft_print_msg("%s refused (%s); the verifier's log ends:\n", prog, strerror(-n));
+		print_block("  ", vlog + at);
+		return (int)n;
+	}
 	link = bu_attach_cgroup_iter(bpf_object__find_program_by_name(obj, prog), cgs[cgi].path,
 				     BPF_CGROUP_ITER_SELF_ONLY);
 	n = link ? bu_read_iter(link, out, len) : -errno;

@@ -66,12 +66,16 @@ int null_css_get(struct bpf_iter__cgroup *ctx)
 {
 	struct cgroup *cgrp = ctx->cgroup;
 	struct mem_cgroup *memcg;
+	int got = 0;
 
 	if (!cgrp)
 		return 0;
 	memcg = bpf_get_mem_cgroup(cgrp->subsys[memory_cgrp_id]);
-	BPF_SEQ_PRINTF(ctx->meta->seq, "memcg=%d\n", memcg ? 1 : 0);
-	if (memcg)
+	/* one NULL check, one put: the 6.1 verifier forgets a tested pointer */
+	if (memcg) {
 		bpf_put_mem_cgroup(memcg);
+		got = 1;
+	}
+	BPF_SEQ_PRINTF(ctx->meta->seq, "memcg=%d\n", got);
 	return 0;
 }

@@ -240,3 +240,15 @@ def test_mutant_timeouts_follow_the_baseline() -> None:
                       patches=(), config=None, stages=(),
                       tests=(r("boot", 4.0, Phase.BOOT), r("quick", 1.7), r("slow", 12.4)))
     assert mutant_timeouts(base) == {"quick": 30, "slow": 124}
+
+
+def test_every_declared_equivalent_is_listed_for_a_reviewer() -> None:
+    """docs/mutate.md names every mutant declared equivalent, beside its argument."""
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[2]
+    doc = (repo / "docs" / "mutate.md").read_text()
+    declared = [e["mutant"] for f in sorted((repo / "patches").glob("*/equivalent-mutants.toml"))
+                for e in tomllib.loads(f.read_text())["equivalent"]]
+    assert declared
+    assert [m for m in declared if f"| `{m}` |" not in doc] == []
