@@ -130,7 +130,9 @@ def _block_end(texts: list[str], start: int, kind: str) -> int:
             if other == "OOPS" and kind == "BUG" and not absorbed_oops:
                 absorbed_oops = True
             else:
-                return j - 1
+                # after its call trace, the lines before the next splat are not this one's
+                # (a might_sleep() BUG has no end marker to wait for)
+                return j - 1 if trace_end is None else trace_end
         if trace_end is None:
             if _CALL_TRACE.match(text):
                 in_trace = True

@@ -89,6 +89,9 @@ def test_lkdtm_warning_is_crashed_with_decoded_splat(ci_run: Run) -> None:
     assert "lkdtm" in splat["title"]
     # decode_stacktrace.sh turned the frames into file:line.
     assert re.search(r"drivers/misc/lkdtm/\w+\.c:\d+", splat["decoded"]), splat["decoded"][:2000]
+    # what WARN() printed, in results.json and on the terminal
+    assert re.fullmatch(r"Warning message trigger count: \d+", splat["message"]), splat
+    assert "message: Warning message trigger count:" in ci_run.output
 
 
 def test_lkdtm_bug_is_crashed(ci_run: Run) -> None:
@@ -380,8 +383,10 @@ def test_broken_kernels_fail_both_rstat_tests(ci_run: Run, cell: str) -> None:
 
 CGRP_STORAGE_CHECKS = {"load_attach", "tree_setup", "none_before_first_event",
                        "created_on_first_event", "each_cgroup_its_own",
-                       "concurrent_updates_exact", "syscall_update_lookup_delete", "refusals",
-                       "freed_with_the_cgroup", "tree_cleanup"}
+                       "concurrent_updates_exact", "syscall_update_lookup_delete",
+                       "syscall_update_flags", "syscall_f_lock", "initial_value_on_create",
+                       "create_from_sleepable", "refusals", "verifier_refusals",
+                       "storage_life", "freed_with_the_cgroup", "tree_cleanup"}
 
 
 def test_cgroup_local_storage_semantics_on_6_12(ci_run: Run) -> None:

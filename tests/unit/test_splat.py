@@ -13,162 +13,149 @@ def golden(name: str) -> str:
     return (GOLDEN / name).read_text()
 
 
+LKDTM = [
+    ("WARNING", "WARNING: CPU: 1 PID: 62 at drivers/misc/lkdtm/bugs.c:112 lkdtm_WARNING+0x11/0x14"),
+    ("WARNING", "WARNING: CPU: 1 PID: 84 at drivers/misc/lkdtm/bugs.c:117 "
+                "lkdtm_WARNING_MESSAGE+0x24/0x27"),
+    ("BUG", "kernel BUG at drivers/misc/lkdtm/bugs.c:105!"),
+    ("BUG", "BUG: kernel NULL pointer dereference, address: 0000000000000000"),
+]
+SOFT = "watchdog: BUG: soft lockup - CPU#0 stuck for {}s! [sh:{}]"
+STALL = "rcu: INFO: rcu_sched self-detected stall on CPU"
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        (
-            "warning.dmesg",
-            [
-                (
-                    "WARNING",
-                    "WARNING: CPU: 1 PID: 412 at lib/test_firmware.c:1123"
-                    " trigger_batched_requests_store+0x4e/0x60 [test_firmware]",
-                )
-            ],
-        ),
-        (
-            "null_deref_oops_panic.dmesg",
-            [
-                ("BUG", "BUG: kernel NULL pointer dereference, address: 0000000000000008"),
-                ("PANIC", "Kernel panic - not syncing: Fatal exception"),
-            ],
-        ),
-        ("kernel_bug_at.dmesg", [("BUG", "kernel BUG at mm/slub.c:553!")]),
-        (
-            "gpf_kasan_oops.dmesg",
-            [
-                (
-                    "OOPS",
-                    "Oops: general protection fault, probably for non-canonical address"
-                    " 0xdffffc0000000002: 0000 [#1] PREEMPT SMP KASAN NOPTI",
-                )
-            ],
-        ),
-        (
-            "kasan_slab_oob.dmesg",
-            [
-                (
-                    "KASAN",
-                    "BUG: KASAN: slab-out-of-bounds in kmalloc_oob_right+0x1c2/0x3f0 [kasan_test]",
-                )
-            ],
-        ),
-        (
-            "ubsan_array_index.dmesg",
-            [("UBSAN", "UBSAN: array-index-out-of-bounds in lib/test_ubsan.c:114:15")],
-        ),
-        (
-            "lockdep_circular.dmesg",
-            [("LOCKDEP", "WARNING: possible circular locking dependency detected")],
-        ),
-        ("lockdep_recursive.dmesg", [("LOCKDEP", "WARNING: possible recursive locking detected")]),
-        ("rcu_stall.dmesg", [("RCU_STALL", "rcu: INFO: rcu_preempt self-detected stall on CPU")]),
-        (
-            "hung_task.dmesg",
-            [
-                ("HUNG_TASK", "INFO: task kworker/0:2:88 blocked for more than 30 seconds."),
-                ("HUNG_TASK", "INFO: task cat:512 blocked for more than 30 seconds."),
-            ],
-        ),
-        (
-            "soft_lockup.dmesg",
-            [("SOFT_LOCKUP", "watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [spin_test:455]")],
-        ),
-        (
-            "panic_on_warn.dmesg",
-            [
-                (
-                    "WARNING",
-                    "WARNING: CPU: 0 PID: 1 at drivers/base/core.c:2511 device_release+0x8a/0xa0",
-                ),
-                ("PANIC", "Kernel panic - not syncing: kernel: panic_on_warn set ..."),
-            ],
-        ),
-        ("clean_boot.dmesg", []),
+        ("recorded_lkdtm.dmesg", LKDTM),
+        ("recorded_warn_boot_shutdown.console", [
+            ("WARNING", "WARNING: CPU: 0 PID: 1 at kernel/reboot.c:1404 warn_at_boot_init+0x15/0x23"),
+            ("WARNING", "WARNING: CPU: 0 PID: 1 at kernel/reboot.c:1394 warn_on_power_off+0x15/0x1a"),
+        ]),
+        ("recorded_panic_on_warn.console", [
+            ("WARNING", "WARNING: CPU: 0 PID: 1 at kernel/reboot.c:1404 warn_at_boot_init+0x15/0x23"),
+            ("PANIC", "Kernel panic - not syncing: kernel: panic_on_warn set ..."),
+        ]),
+        ("recorded_soft_lockup.console", [
+            ("RCU_STALL", STALL), ("SOFT_LOCKUP", SOFT.format(48, 65)),
+            ("SOFT_LOCKUP", SOFT.format(74, 65)), ("RCU_STALL", STALL),
+            ("SOFT_LOCKUP", SOFT.format(104, 65)), ("SOFT_LOCKUP", SOFT.format(130, 65)),
+            ("RCU_STALL", STALL), ("SOFT_LOCKUP", SOFT.format(164, 65)),
+        ]),
+        ("recorded_hung_task.console", [
+            ("HUNG_TASK", f"INFO: task sh:65 blocked for more than {n} seconds.")
+            for n in (30, 61, 92, 122, 153)
+        ]),
+        ("recorded_debug_lkdtm.dmesg", [
+            ("UBSAN", "UBSAN: array-index-out-of-bounds in ../drivers/misc/lkdtm/bugs.c:426:16"),
+            ("KASAN", "BUG: KASAN: slab-out-of-bounds in lkdtm_SLAB_LINEAR_OVERFLOW+0x4c/0x61"),
+            ("BUG", "BUG: kernel NULL pointer dereference, address: 0000000000000000"),
+        ]),
+        ("recorded_lockdep_held_lock.console", [
+            ("LOCKDEP", "WARNING: lock held when returning to user space!"),
+            ("BUG", "BUG: sleeping function called from invalid context at fs/file_table.c:452"),
+            ("SOFT_LOCKUP", SOFT.format(26, 68)), ("RCU_STALL", STALL),
+            ("SOFT_LOCKUP", SOFT.format(52, 68)), ("SOFT_LOCKUP", SOFT.format(78, 68)),
+            ("RCU_STALL", STALL), ("SOFT_LOCKUP", SOFT.format(123, 68)),
+        ]),
+        ("recorded_clean_boot.dmesg", []),
     ],
 )
-def test_golden_kinds_and_titles(name: str, expected: list[tuple[str, str]]) -> None:
+def test_recorded_kinds_and_titles(name: str, expected: list[tuple[str, str]]) -> None:
     assert [(s.kind, s.title) for s in find_splats(golden(name))] == expected
 
 
 @pytest.mark.parametrize(
-    ("name", "last_line"),
+    ("name", "index", "last_line"),
     [
-        ("warning.dmesg", "---[ end trace 0000000000000000 ]---"),
-        ("kernel_bug_at.dmesg", "---[ end trace 0000000000000000 ]---"),
-        ("gpf_kasan_oops.dmesg", "---[ end trace 0000000000000000 ]---"),
-        ("ubsan_array_index.dmesg", "---[ end trace ]---"),
-        ("kasan_slab_oob.dmesg", "=" * 66),
-        ("lockdep_circular.dmesg", " </TASK>"),
-        ("rcu_stall.dmesg", " </TASK>"),
-        ("soft_lockup.dmesg", " </TASK>"),
+        ("recorded_lkdtm.dmesg", 0, "---[ end trace 0000000000000000 ]---"),
+        ("recorded_lkdtm.dmesg", 2, "---[ end trace 0000000000000000 ]---"),
+        ("recorded_debug_lkdtm.dmesg", 0, "---[ end trace ]---"),
+        ("recorded_debug_lkdtm.dmesg", 1, "=" * 66),
+        ("recorded_soft_lockup.console", 0, " </TASK>"),
+        ("recorded_soft_lockup.console", 1, " </TASK>"),
+        ("recorded_hung_task.console", 0, " </TASK>"),
+        ("recorded_panic_on_warn.console", 0, " </TASK>"),
     ],
 )
-def test_golden_text_runs_from_title_to_end(name: str, last_line: str) -> None:
-    (splat,) = find_splats(golden(name))
+def test_recorded_text_runs_from_title_to_end(name: str, index: int, last_line: str) -> None:
+    splat = find_splats(golden(name))[index]
     lines = splat.text.split("\n")
     assert lines[0] == splat.title
     assert lines[-1] == last_line
     assert not any(line.startswith("[") and "] " in line[:16] for line in lines)  # no timestamps
 
 
-def test_null_deref_and_its_oops_are_one_bug_splat() -> None:
-    bug, panic = find_splats(golden("null_deref_oops_panic.dmesg"))
-    assert bug.kind == "BUG"
-    assert "Oops: Oops: 0000 [#1] PREEMPT SMP NOPTI" in bug.text
-    assert "#PF: error_code(0x0000) - not-present page" in bug.text
+def test_a_null_deref_and_its_oops_are_one_bug_splat() -> None:
+    bug = find_splats(golden("recorded_lkdtm.dmesg"))[3]
+    assert "Oops: Oops: 0002 [#2] SMP" in bug.text
+    assert "#PF: error_code(0x0002) - not-present page" in bug.text
     assert bug.text.endswith("---[ end trace 0000000000000000 ]---")
-    assert "Kernel panic" not in bug.text
-    assert panic.text.split("\n")[-1] == "---[ end Kernel panic - not syncing: Fatal exception ]---"
 
 
-def test_kernel_bug_at_with_invalid_opcode_oops_is_one_splat() -> None:
-    (splat,) = find_splats(golden("kernel_bug_at.dmesg"))
-    assert splat.kind == "BUG"
-    assert "Oops: invalid opcode: 0000 [#1] PREEMPT SMP NOPTI" in splat.text
-    assert "note: kworker/1:1[77] exited" not in splat.text
+def test_kernel_bug_at_with_its_invalid_opcode_oops_is_one_splat() -> None:
+    bug = find_splats(golden("recorded_lkdtm.dmesg"))[2]
+    assert "Oops: invalid opcode: 0000 [#1] SMP" in bug.text
+    assert "harness: test-end" not in bug.text
+
+
+def test_the_message_the_code_printed_is_kept() -> None:
+    """WARN(1, fmt, ...)'s text sits between "cut here" and the WARNING line; the line
+    printed at the same moment before a BUG's "cut here" is the code speaking too."""
+    warn, warn_msg, bug, null = find_splats(golden("recorded_lkdtm.dmesg"))
+    assert warn.message == ""  # WARN_ON(): nothing said
+    assert warn_msg.message == "Warning message trigger count: 2"
+    assert bug.message == "lkdtm: Performing direct entry BUG"
+    assert null.message == ""  # a page fault prints no "cut here"
+    boot, shutdown = find_splats(golden("recorded_warn_boot_shutdown.console"))
+    assert boot.message == "reboot: deliberate warning at boot"
+    assert shutdown.message == "reboot: deliberate warning at shutdown (action 3)"
+    assert "reboot: deliberate" not in boot.text
+
+
+def test_a_message_is_never_taken_from_the_splat_before() -> None:
+    text = ("[ 1.0] ------------[ cut here ]------------\n"
+            "[ 1.0] WARNING: CPU: 0 PID: 1 at a.c:1 f+0x1/0x2\n"
+            "[ 1.0] ---[ end trace 0000000000000000 ]---\n"
+            "[ 1.0] kernel BUG at b.c:2!\n")
+    first, second = find_splats(text)
+    assert (first.message, second.message) == ("", "")
 
 
 def test_kasan_report_is_whole_and_not_a_bug() -> None:
-    (splat,) = find_splats(golden("kasan_slab_oob.dmesg"))
-    assert splat.kind == "KASAN"
-    assert "Allocated by task 152:" in splat.text
-    assert "Memory state around the buggy address:" in splat.text
-    assert "ok 1 kmalloc_oob_right" not in splat.text
+    kasan = find_splats(golden("recorded_debug_lkdtm.dmesg"))[1]
+    assert kasan.kind == "KASAN"
+    assert "Allocated by task 85:" in kasan.text
+    assert "Memory state around the buggy address:" in kasan.text
+    assert "harness: test-end" not in kasan.text
 
 
-def test_gpf_kasan_hint_line_does_not_start_a_kasan_splat() -> None:
-    (splat,) = find_splats(golden("gpf_kasan_oops.dmesg"))
-    assert "KASAN: null-ptr-deref in range [0x0000000000000010-0x0000000000000017]" in splat.text
-
-
-def test_panic_interrupting_a_warning_ends_it() -> None:
-    warning, panic = find_splats(golden("panic_on_warn.dmesg"))
-    assert warning.text.split("\n") == [warning.title, "Modules linked in:"]
+def test_panic_after_a_warning_is_its_own_splat() -> None:
+    warning, panic = find_splats(golden("recorded_panic_on_warn.console"))
+    assert "Kernel panic" not in warning.text
     assert panic.text.startswith("Kernel panic - not syncing: kernel: panic_on_warn set ...")
-    assert "check_panic_on_warn+0x4f/0x60" in panic.text
+    assert panic.function == "warn_at_boot_init"
 
 
-def test_lockdep_report_ends_after_its_backtrace() -> None:
-    (splat,) = find_splats(golden("lockdep_circular.dmesg"))
-    assert " *** DEADLOCK ***" in splat.text
-    assert "-> #1 (lock_a){+.+.}-{3:3}:" in splat.text
-    assert "lockdep_test: thread b done" not in splat.text
+def test_a_bug_without_end_marker_ends_with_its_trace() -> None:
+    """might_sleep()'s BUG prints no end marker: the line after its trace (the next test's
+    LKDTM line) is not part of it."""
+    bug = find_splats(golden("recorded_lockdep_held_lock.console"))[1]
+    assert bug.text.split("\n")[-1] == " </TASK>"
+    assert "Performing direct entry" not in bug.text
 
 
-def test_hung_task_does_not_swallow_the_lock_dump() -> None:
-    first, second = find_splats(golden("hung_task.dmesg"))
+def test_hung_task_reports_stay_apart() -> None:
+    first, second, *_ = find_splats(golden("recorded_hung_task.console"))
     assert first.text.split("\n")[-1] == " </TASK>"
-    assert "INFO: task cat:512" not in first.text
-    assert "Showing all locks held in the system:" not in second.text
-    assert "RIP: 0033:0x7f8b1e2e21d2" in second.text  # user regs inside the trace
+    assert "blocked for more than 61 seconds" not in first.text
+    assert second.function == "lkdtm_HUNG_TASK"
 
 
 def test_unrelated_lines_after_a_warning_are_not_included() -> None:
-    (splat,) = find_splats(golden("warning.dmesg"))
-    assert "eth0: renamed from eth1" not in splat.text
-    assert "kselftest: Running tests" not in splat.text
-    assert "Tainted: [E]=UNSIGNED_MODULE" in splat.text
+    warn = find_splats(golden("recorded_lkdtm.dmesg"))[0]
+    assert "harness: test-end" not in warn.text
+    assert "lkdtm: Performing direct entry" not in warn.text
 
 
 def test_heuristic_end_caps_a_splat_without_trace_or_marker() -> None:
@@ -269,21 +256,21 @@ def test_console_prefixes_are_stripped(prefix: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("golden", "kind", "function"),
+    ("golden", "index", "kind", "function"),
     [
-        ("warning.dmesg", "WARNING", "trigger_batched_requests_store"),  # "at FILE:LINE f+"
-        ("kasan_slab_oob.dmesg", "KASAN", "kmalloc_oob_right"),  # "in f+"
-        ("rcu_stall.dmesg", "RCU_STALL", "spin_forever"),  # RIP:
-        ("soft_lockup.dmesg", "SOFT_LOCKUP", "spin_forever"),
-        ("kernel_bug_at.dmesg", "BUG", "__slab_free"),
-        ("ubsan_array_index.dmesg", "UBSAN", "test_ubsan_out_of_bounds"),  # past the reporter
-        # past __schedule/__mutex_lock.constprop.0: where it waits, not how
-        ("hung_task.dmesg", "HUNG_TASK", "deadlock_work_fn"),
-        ("lockdep_circular.dmesg", "LOCKDEP", "thread_b_fn"),
+        ("recorded_lkdtm.dmesg", 0, "WARNING", "lkdtm_WARNING"),  # "at FILE:LINE f+"
+        ("recorded_lkdtm.dmesg", 2, "BUG", "lkdtm_BUG"),  # RIP:
+        ("recorded_debug_lkdtm.dmesg", 1, "KASAN", "lkdtm_SLAB_LINEAR_OVERFLOW"),  # "in f+"
+        ("recorded_debug_lkdtm.dmesg", 0, "UBSAN", "lkdtm_ARRAY_BOUNDS"),  # past the reporter
+        ("recorded_soft_lockup.console", 0, "RCU_STALL", "lkdtm_SOFTLOCKUP"),
+        ("recorded_soft_lockup.console", 1, "SOFT_LOCKUP", "lkdtm_SOFTLOCKUP"),
+        # past __schedule: where it waits, not how
+        ("recorded_hung_task.console", 0, "HUNG_TASK", "lkdtm_HUNG_TASK"),
+        ("recorded_lockdep_held_lock.console", 1, "BUG", "__might_resched"),
     ],
 )
-def test_faulting_function(golden: str, kind: str, function: str) -> None:
-    splat = find_splats((GOLDEN / golden).read_text())[0]
+def test_faulting_function(golden: str, index: int, kind: str, function: str) -> None:
+    splat = find_splats((GOLDEN / golden).read_text())[index]
     assert splat.kind == kind
     assert splat.function == function
     assert splat.fingerprint == f"{kind}:{function}"
