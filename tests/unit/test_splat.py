@@ -20,6 +20,7 @@ LKDTM = [
     ("BUG", "kernel BUG at drivers/misc/lkdtm/bugs.c:105!"),
     ("BUG", "BUG: kernel NULL pointer dereference, address: 0000000000000000"),
 ]
+BOOT_WARN = "WARNING: CPU: 0 PID: 1 at kernel/reboot.c:1404 warn_at_boot_init+0x15/0x23"
 SOFT = "watchdog: BUG: soft lockup - CPU#0 stuck for {}s! [sh:{}]"
 STALL = "rcu: INFO: rcu_sched self-detected stall on CPU"
 
@@ -29,11 +30,12 @@ STALL = "rcu: INFO: rcu_sched self-detected stall on CPU"
     [
         ("recorded_lkdtm.dmesg", LKDTM),
         ("recorded_warn_boot_shutdown.console", [
-            ("WARNING", "WARNING: CPU: 0 PID: 1 at kernel/reboot.c:1404 warn_at_boot_init+0x15/0x23"),
-            ("WARNING", "WARNING: CPU: 0 PID: 1 at kernel/reboot.c:1394 warn_on_power_off+0x15/0x1a"),
+            ("WARNING", BOOT_WARN),
+            ("WARNING", "WARNING: CPU: 0 PID: 1 at kernel/reboot.c:1394 "
+                        "warn_on_power_off+0x15/0x1a"),
         ]),
         ("recorded_panic_on_warn.console", [
-            ("WARNING", "WARNING: CPU: 0 PID: 1 at kernel/reboot.c:1404 warn_at_boot_init+0x15/0x23"),
+            ("WARNING", BOOT_WARN),
             ("PANIC", "Kernel panic - not syncing: kernel: panic_on_warn set ..."),
         ]),
         ("recorded_soft_lockup.console", [
