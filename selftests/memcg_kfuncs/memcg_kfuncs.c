@@ -701,27 +701,37 @@ static long long top_level_current(void)
 /*
  * The root's usage is its page counter, to which every charge of a top-level cgroup
  * propagates: the sum of their memory.current, exactly, when nothing is charged in
- * between (3 attempts).
+ * between (3 attempts) and no removed cgroup still holds charges.  A dying cgroup
+ * (cgroup.stat's nr_dying_descendants of R) has no memory.current to read: then the
+ * root may hold up to DYING_SLACK more (seen: 8 pages on 6.1 after the other tests).
+ * A usage read from the statistics instead of the counter misses the kernel memory
+ * (tens of MiB here) and fails either way.
  */
+#define DYING_SLACK	(1 * MiB)
+
 static int check_root_usage_is_children_sum(void)
 {
-	long long s0 = -1, s1 = -1, u = -1;
+	long long s0 = -1, s1 = -1, u = -1, dying = -1, slack = 0;
 	struct mk_rec r;
 	int attempt;
 
 	for (attempt = 1; attempt <= 3; attempt++) {
+		dying = cg_read_key(cgs[CG_R].path, "cgroup.stat", "nr_dying_descendants");
+		slack = dying ? DYING_SLACK : 0;
 		s0 = top_level_current();
 		if (read_mode(CG_R, &r, MK_MODE_ROOT, false))
 			return KSFT_FAIL;
 		u = r.val[F_usage];
 		s1 = top_level_current();
-		if (s0 == s1 && u == s0 && s0 > 0) {
-			ksft_print_msg("root usage %lld B = the top-level cgroups' memory.current\n", u);
+		if (s0 == s1 && s0 > 0 && u >= s0 && u - s0 <= slack) {
+			ksft_print_msg("root usage %lld B, the top-level cgroups' memory.current %lld B (%lld dying cgroups)\n",
+				       u, s0, dying);
 			return KSFT_PASS;
 		}
+		usleep(500000);	/* a removed cgroup's charges go with its release */
 	}
-	return check_fail("root usage %lld B, the top-level cgroups' memory.current %lld then %lld B: expected equal",
-			  u, s0, s1);
+	return check_fail("root usage %lld B, the top-level cgroups' memory.current %lld then %lld B: expected equal (up to %lld B more: %lld dying cgroups)",
+			  u, s0, s1, slack, dying);
 }
 
 /*

@@ -60,6 +60,13 @@ STALL = "rcu: INFO: rcu_sched self-detected stall on CPU"
             ("SOFT_LOCKUP", SOFT.format(52, 68)), ("SOFT_LOCKUP", SOFT.format(78, 68)),
             ("RCU_STALL", STALL), ("SOFT_LOCKUP", SOFT.format(123, 68)),
         ]),
+        ("recorded_lockdep_circular.dmesg", [
+            ("LOCKDEP", "WARNING: possible circular locking dependency detected"),
+        ]),
+        ("recorded_null_deref_panic.console", [
+            ("BUG", "BUG: kernel NULL pointer dereference, address: 0000000000000000"),
+            ("PANIC", "Kernel panic - not syncing: Fatal exception"),
+        ]),
         ("recorded_clean_boot.dmesg", []),
     ],
 )
@@ -93,6 +100,24 @@ def test_a_null_deref_and_its_oops_are_one_bug_splat() -> None:
     assert "Oops: Oops: 0002 [#2] SMP" in bug.text
     assert "#PF: error_code(0x0002) - not-present page" in bug.text
     assert bug.text.endswith("---[ end trace 0000000000000000 ]---")
+
+
+def test_a_panic_after_an_oops_is_its_own_splat() -> None:
+    """oops=panic: the NULL dereference, then the panic it causes (the VM stops before
+    the panic's end marker is printed)."""
+    bug, panic = find_splats(golden("recorded_null_deref_panic.console"))
+    assert "Kernel panic" not in bug.text
+    assert bug.text.endswith("---[ end trace 0000000000000000 ]---")
+    assert panic.text == "Kernel panic - not syncing: Fatal exception\nKernel Offset: disabled"
+
+
+def test_lockdep_report_is_whole() -> None:
+    (splat,) = find_splats(golden("recorded_lockdep_circular.dmesg"))
+    assert "*** DEADLOCK ***" in splat.text
+    assert "-> #1 (lkdtm_abba_b){+.+.}-{3:3}:" in splat.text
+    assert splat.text.split("\n")[-1] == " </TASK>"
+    assert splat.function == "lkdtm_LOCKDEP_ABBA"
+    assert "harness: test-end" not in splat.text
 
 
 def test_kernel_bug_at_with_its_invalid_opcode_oops_is_one_splat() -> None:
