@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeatable; default: the tests of the base's matrix cell)")
     r.add_argument("--boot-only", action="store_true",
                    help="run no test: judge the kernel by its boot and shutdown alone")
+    r.add_argument("--coverage", action="store_true",
+                   help="build with gcov for the series' C files and report, per patch, "
+                        "which of its added lines the tests ran (a kernel of its own)")
     r.add_argument("--append", default="", metavar="ARGS",
                    help="extra kernel command line for the guest (e.g. panic_on_warn=1)")
     r.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
@@ -401,6 +404,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import shard
 
     cells, what = _cells_from_args(args)
+    if args.coverage:
+        cells = [matrix.with_coverage(c) for c in cells]
+        what += "\ncoverage: the series' C files built with gcov (a kernel of their own)"
     if args.costs is not None and args.shard is None:
         raise EnvironmentProblem("--costs balances shards: give --shard K/N with it")
     if args.shard is not None:

@@ -258,7 +258,31 @@ def compare_cells(a: Doc, b: Doc) -> list[Difference]:
     tests_a, tests_b = _by_name(a.get("tests", [])), _by_name(b.get("tests", []))
     for name in dict.fromkeys([*tests_a, *tests_b]):
         out.extend(_compare_test(cell, name, tests_a.get(name), tests_b.get(name)))
+    out.extend(_compare_coverage(cell, a.get("coverage"), b.get("coverage")))
     return out
+
+
+def _compare_coverage(cell: str, a: list[Doc] | None, b: list[Doc] | None
+                      ) -> Iterator[Difference]:
+    """Per patch (by position: a new revision renames its files), the added lines run of
+    those gcov counts. A patch whose lines no test runs any more, or a revision that adds
+    lines no test runs, is a regression of coverage."""
+    if a is None or b is None:
+        return
+    for i, y in enumerate(b):
+        x = a[i] if i < len(a) else None
+        before = f"{x['ran']}/{x['executable']}" if x else "-"
+        after = f"{y['ran']}/{y['executable']}"
+        missed_a = len(x["not_run"]) if x else 0
+        missed_b = len(y["not_run"])
+        if before == after and missed_a == missed_b:
+            continue
+        change = (Change.REGRESSED if missed_b > missed_a else
+                  Change.IMPROVED if missed_b < missed_a else Change.CHANGED)
+        detail = "; ".join(f"{n['file']}:{n['line']}" for n in y["not_run"][:5])
+        yield Difference(cell=cell, kind="coverage", name=str(y["patch"]), before=before,
+                         after=after, change=change,
+                         detail=f"not run: {detail}" if detail else "")
 
 
 def _select(doc: Doc, cell: str | None, label: str) -> list[Doc]:

@@ -11,7 +11,7 @@ import enum
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import paths
@@ -51,6 +51,8 @@ class Cell:
     command: tuple[str, ...] = ()
     command_cwd: str = "/"
     command_timeout: int = 600
+    # gcov for the series' C files; which of their lines the tests ran (with the gcov config)
+    coverage: bool = False
 
     @property
     def expect_map(self) -> Mapping[str, Status]:
@@ -65,7 +67,7 @@ class MatrixError(HarnessError):
     status = Status.SETUP_ERROR
 
 
-_KEYS = frozenset({"name", "tier", "kernel", "series", "configs", "tests", "patches",
+_KEYS = frozenset({"name", "tier", "kernel", "series", "configs", "tests", "patches", "coverage",
                    "expect_status", "expect", "description", "boot_only", "append",
                    "memory", "cpus"})
 MEMORY = re.compile(r"[1-9][0-9]*[MG]")
@@ -86,6 +88,12 @@ def check_guest_size(memory: str, cpus: int) -> None:
 
 def default_path() -> Path:
     return paths.repo_root() / "matrix.toml"
+
+
+def with_coverage(cell: Cell) -> Cell:
+    """The cell with gcov: its series' C files profiled (kconfigs/gcov.config)."""
+    configs = cell.configs if "gcov" in cell.configs else (*cell.configs, "gcov")
+    return replace(cell, coverage=True, configs=configs)
 
 
 def load(path: Path | None = None) -> list[Cell]:
@@ -120,6 +128,8 @@ def load(path: Path | None = None) -> list[Cell]:
                 memory=str(raw.get("memory", "2G")),
                 cpus=int(raw.get("cpus", 2)),
             )
+            if raw.get("coverage", False):
+                cell = with_coverage(cell)
             check_guest_size(cell.memory, cell.cpus)
             for status in [cell.expect_status, *(v for _, v in cell.expect)]:
                 if status is not None:

@@ -342,6 +342,31 @@ class FeatureReport:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FileLine:
+    """A line of the kernel tree (in the series' head), with its text."""
+
+    file: str
+    line: int
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchCoverage:
+    """One patch's added lines that gcov counts (executable), and which of them ran."""
+
+    patch: str  # its file name, as PatchResult.name
+    subject: str
+    executable: tuple[FileLine, ...]
+    ran: tuple[FileLine, ...]
+    by_test: tuple[tuple[str, int], ...] = ()  # (test, lines of this patch it ran)
+
+    @property
+    def not_run(self) -> tuple[FileLine, ...]:
+        ran = set(self.ran)
+        return tuple(x for x in self.executable if x not in ran)
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: str
     kernel: str
@@ -364,3 +389,6 @@ class CellResult:
     # the guest asked for (memory, cpus, append) and what it had (cmdline, cpus_online,
     # memory_kb: read in the guest)
     guest: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
+    # --coverage: per patch of the series, its executable lines and which ran; None: not asked
+    coverage: tuple[PatchCoverage, ...] | None = None
+    coverage_error: str = ""  # why coverage could not be read, when asked for

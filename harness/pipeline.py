@@ -26,7 +26,9 @@ from . import (
     attempts,
     build,
     cache,
+    coverage,
     features,
+    gcov,
     kconfig,
     outcome,
     paths,
@@ -49,6 +51,7 @@ from .model import (
     FeatureState,
     KernelImage,
     KernelSpec,
+    PatchCoverage,
     PatchResult,
     PatchState,
     SourceKind,
@@ -111,6 +114,9 @@ class BuiltKernel:
     tree_tests: Mapping[str, Path] = field(default_factory=dict)
     # the tree's kselftest.h, which our own tests are built with
     kselftest: KselftestHeader | None = None
+    # --coverage: the tree and the commit built (the counters are read against them)
+    tree: KernelTree | None = None
+    head: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,6 +148,7 @@ class CellFacts:
     accel: str = ""
     retries: tuple[str, ...] = ()
     tests: tuple[TestResult, ...] = ()
+    coverage: tuple[PatchCoverage, ...] | None = None
 
     def result(self, cell: Cell, stages: StageLog, verdict: verdicts.CellVerdict) -> CellResult:
         return CellResult(
@@ -151,7 +158,7 @@ class CellFacts:
             package_version=self.package_version, error=verdict.error, accel=self.accel,
             retries=self.retries, features=self.features, notes=verdict.notes,
             boot_only=cell.boot_only, image=self.image, kselftest_h=self.kselftest_h,
-            guest=self.guest(cell),
+            guest=self.guest(cell), coverage=self.coverage,
         )
 
     def guest(self, cell: Cell) -> dict[str, object]:
@@ -193,6 +200,9 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
         timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(
             attempts.base_name(t.name), t.timeout_s))) for t in tests.planned)
         _boot_and_test(cell, kernel.image, timed, out_dir, stages, options, accel, facts)
+        if cell.coverage:
+            with stages.stage("coverage", Status.SETUP_ERROR):
+                facts.coverage = _coverage(kernel, facts, out_dir)
     except HarnessError as exc:
         stage_error = exc.status or Status.SETUP_ERROR
         error = str(exc)
@@ -354,8 +364,9 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             if header is None:
                 raise own.no_kselftest_h(tree.source.describe)
             facts.kselftest_h = header.origin
+        head = tree.rev()
     return BuiltKernel(image=image, features=facts.features, tree_tests=tree_tests,
-                       kselftest=header)
+                       kselftest=header, tree=tree, head=head)
 
 
 def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path, stages: StageLog,
@@ -371,6 +382,10 @@ def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path, stages: St
         except series.PatchConflictError as exc:
             facts.patches = exc.results
             raise
+        if cell.coverage:
+            profiled = gcov.profile(tree.path, tree.base_commit)
+            log.info("[%s] coverage: gcov for %s", cell.name, ", ".join(profiled) or
+                     "no C file (the series adds none)")
         head_defs = features.definitions_after(tree.path, tree.base_commit, base_defs, "HEAD",
                                                known)
         facts.features = features.from_sources(known, base_defs, head_defs)
@@ -395,6 +410,40 @@ def _check_declared(plan: CellPlan, prepared: PreparedTree,
             logs / "config",
             fix="check that the series still defines and registers them, and that the "
                 "config enables the code they are in")
+
+
+def _coverage(kernel: BuiltKernel, facts: CellFacts, logs: Path) -> tuple[PatchCoverage, ...]:
+    """Per patch of the series, its lines gcov counts and which the tests ran: each test's
+    counters (guest/gcov/TEST/) read against the tree as it was built."""
+    tree = kernel.tree
+    if tree is None:
+        raise gcov.CoverageError("--coverage needs a kernel built from source here",
+                                 fix="use a debian: or git: kernel, not image:")
+    with tree.locked():
+        if tree.rev() != kernel.head:
+            raise gcov.CoverageError(
+                "the kernel tree moved on before the counters were read (another run?)",
+                fix="run again, one run per tree at a time")
+        commits = tree.git("log", "--reverse", "--format=%H%x09%s",
+                           f"{tree.base_commit}..{kernel.head}", what="git log").splitlines()
+        applied = [p for p in facts.patches if p.state is PatchState.APPLIED]
+        ours = [c.split("\t", 1) for c in commits if not c.endswith("\t" + gcov.SUBJECT)]
+        patches = [(commit, p.name, p.subject) for (commit, _), p in
+                   zip(ours, applied, strict=False)]
+        files = gcov.series_c_files(tree.path, tree.base_commit, kernel.head)
+        blamed = gcov.blame(tree.path, files, kernel.head)
+        tools = build.toolchain()
+        per_test = {}
+        guest = logs / "guest" / "gcov"
+        for test_dir in sorted(guest.iterdir()) if guest.is_dir() else []:
+            counts = gcov.counts(test_dir, tree.build_dir, tree.path,
+                                 gcov=tools.gcc.replace("gcc", "gcov"),
+                                 log_path=logs / "gcovr.log")
+            per_test[test_dir.name] = {f: c for f, c in counts.items() if f in files}
+    if not per_test:
+        raise gcov.CoverageError(f"no gcov counters in {guest}: the guest wrote none",
+                                 fix="is CONFIG_GCOV_KERNEL in the kernel? see its config")
+    return coverage.patch_coverage(patches, blamed, per_test)
 
 
 def _kernel_btf(cell: Cell, image: KernelImage) -> tuple[features.KernelBtf | None, str]:
@@ -523,7 +572,8 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
     console = guest_dir / "console.log"
     guest = vm.run_guest(kernel, accel, rwdirs=[guest_dir],
                          command=protocol.runner_argv(guest_dir, plan_file,
-                                                      fail_fast=fail_fast),
+                                                      fail_fast=fail_fast,
+                                                      gcov=cell.coverage),
                          timeout=timeout, console_log=console, memory=cell.memory,
                          cpus=cell.cpus, append=cell.append)
 

@@ -122,8 +122,8 @@ def _leaves(cases: Sequence[Doc], prefix: str = "") -> list[tuple[str, str]]:
 def _splat(s: Doc) -> dict[str, str]:
     """A splat of results.json with every field the page shows (empty ones are left out
     of the JSON)."""
-    return {k: str(s.get(k) or "") for k in ("kind", "function", "title", "text", "decoded",
-                                             "where", "expected")}
+    return {k: str(s.get(k) or "") for k in ("kind", "function", "title", "message", "text",
+                                             "decoded", "where", "expected")}
 
 
 def anchor(cell: str, test: str) -> str:
@@ -164,7 +164,7 @@ def view(doc: Doc, logs: Mapping[tuple[str, str], str]) -> dict[str, Any]:
                         "kernel": c.get("kernel", ""), "version": c.get("kernel_version", ""),
                         "notes": c.get("notes", []), "patches": c.get("patches", []),
                         "features": c.get("features", []), "tests": tests,
-                        "accel": c.get("accel", "")})
+                        "accel": c.get("accel", ""), "coverage": c.get("coverage")})
     return {"run": {k: doc.get(k, "") for k in ("run_id", "started", "status", "exit_code",
                                                 "what", "harness_rev", "state")},
             "command": " ".join(map(str, doc.get("command", []))),

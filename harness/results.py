@@ -25,6 +25,8 @@ from .model import (
     FeatureKind,
     FeatureReport,
     FeatureState,
+    FileLine,
+    PatchCoverage,
     PatchResult,
     Phase,
     Splat,
@@ -146,7 +148,36 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "retries": list(c.retries),
         "features": [_feature_json(r) for r in c.features],
         "guest": c.guest,
+        **({"coverage": [_coverage_json(x) for x in c.coverage]}
+           if c.coverage is not None else {}),
     }
+
+
+def _line_json(x: FileLine) -> dict[str, Any]:
+    return {"file": x.file, "line": x.line, "source": x.source}
+
+
+def _coverage_json(x: PatchCoverage) -> dict[str, Any]:
+    ran = set(x.ran)
+    return {"patch": x.patch, "subject": x.subject, "executable": len(x.executable),
+            "ran": len(x.ran), "not_run": [_line_json(n) for n in x.not_run],
+            "by_test": dict(x.by_test),
+            # every executable line, for the report's annotated listing
+            "lines": [{**_line_json(n), "ran": n in ran} for n in x.executable]}
+
+
+def coverage_lines(cov: tuple[PatchCoverage, ...], indent: str) -> list[str]:
+    """Per patch: its added lines that gcov counts, how many ran, and each that did not."""
+    lines = []
+    for x in cov:
+        if not x.executable:
+            lines += _wrap(f"coverage: {x.patch}: no added line gcov counts", indent)
+            continue
+        lines += _wrap(f"coverage: {x.patch}: {len(x.ran)}/{len(x.executable)} added lines "
+                       f"run ({100 * len(x.ran) // len(x.executable)}%)", indent)
+        lines += [ln for n in x.not_run for ln in
+                  _wrap(f"not run: {n.file}:{n.line}: {n.source.strip()}", indent + "  ")]
+    return lines
 
 
 def run_status(cells: list[CellResult]) -> Status:
@@ -285,6 +316,8 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         # A reason the cell's error already gave is not given twice.
         lines += _result_lines(t, name_width, base,
                                said=bool(t.reason and c.error and t.reason in c.error))
+    if c.coverage is not None:
+        lines += coverage_lines(c.coverage, "   ")
     for retry in c.retries:
         lines += _wrap(f"retried: {retry}", "   ")
     if c.boot_only and not tests:

@@ -69,9 +69,9 @@ def write_plan(tests: list[GuestTest], path: Path) -> None:
 
 
 def runner_argv(guest_dir: Path, plan: Path, cap: int = OUTPUT_CAP_BYTES, *,
-                fail_fast: bool = False) -> list[str]:
+                fail_fast: bool = False, gcov: bool = False) -> list[str]:
     return ["/bin/sh", str(RUNNER), str(guest_dir), str(plan), str(cap), "1" if fail_fast
-            else "0"]
+            else "0", "1" if gcov else "0"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,7 +4,7 @@
 # kselftests lose and duplicate lines), and brackets it in the kernel log so splats can
 # be attributed to the test that was running.
 #
-# usage: runner.sh OUTDIR PLANFILE [OUTPUT_CAP_BYTES [FAIL_FAST]]
+# usage: runner.sh OUTDIR PLANFILE [OUTPUT_CAP_BYTES [FAIL_FAST [GCOV]]]
 # PLANFILE lines: NAME<TAB>TIMEOUT_S<TAB>CWD<TAB>NEEDS<TAB>SHELL_COMMAND (NEEDS: swap,scratch or -)
 # The host reads what this writes with harness/guest/protocol.py: keep the two in step.
 set -u
@@ -16,6 +16,9 @@ cap=${3:-8388608}
 # 1: stop after a test that made the kernel die (taint D, an oops): what would run next on
 # that kernel proves nothing and may hang (harness mutate)
 fail_fast=${4:-0}
+# 1: a gcov kernel (harness run --coverage): its counters are reset before each test and
+# copied after it to OUTDIR/gcov/NAME/, so that each line is credited to the tests that ran it
+gcov=${5:-0}
 status=$out/status.tsv
 : > "$status"
 
@@ -82,6 +85,16 @@ echo "memory_kb	$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" >> "$out/guest
 echo "tainted_at_boot	$(cat /proc/sys/kernel/tainted)" >> "$out/guest-info.tsv"
 echo "ready	$(cat /proc/uptime)" >> "$out/guest-info.tsv"
 
+# The counters of /sys/kernel/debug/gcov, copied by reading them: debugfs reports every
+# .gcda file's size as 0, so cp and tar would copy nothing.
+gcov_save() {
+	[ -d /sys/kernel/debug/gcov ] || return 0
+	find /sys/kernel/debug/gcov -name '*.gcda' | while read -r f; do
+		rel=${f#/sys/kernel/debug/gcov/}
+		mkdir -p "$out/gcov/$1/${rel%/*}" && cat "$f" > "$out/gcov/$1/$rel"
+	done
+}
+
 tab=$(printf '\t')
 while IFS="$tab" read -r name tmo dir needs cmd; do
 	[ -n "$name" ] || continue
@@ -90,6 +103,7 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	t0=$(cat /proc/sys/kernel/tainted)
 	s0=$(cut -d' ' -f1 /proc/uptime)
 	printf '%s\tstarted\t%s\n' "$name" "$s0" >> "$status"
+	[ "$gcov" = 1 ] && echo 1 > /sys/kernel/debug/gcov/reset 2>/dev/null
 	kmsg "test-start $name"
 	: > "$out/$name.out"
 	rm -f "$out/$name.json"	# a result file of an earlier run in this directory
@@ -117,6 +131,7 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	s1=$(cut -d' ' -f1 /proc/uptime)
 	t1=$(cat /proc/sys/kernel/tainted)
 	kmsg "test-end $name rc=$rc"
+	[ "$gcov" = 1 ] && gcov_save "$name"
 	printf '%s\tended\t%s\t%s\t%s\t%s\t%s\n' "$name" "$s1" "$rc" "$t0" "$t1" "$s0" >> "$status"
 	if [ "$fail_fast" = 1 ] && [ $((t1 & 128)) -ne 0 ] && [ $((t0 & 128)) -eq 0 ]; then
 		echo "stopped	$name" >> "$out/guest-info.tsv"

@@ -1,0 +1,84 @@
+"""The coverage mapping: git blame of the series' head onto its patches, gcovr's counts
+onto the lines (goldens: tests/golden/coverage/README.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import coverage
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "coverage"
+GET_PUT = "bf2e0c47a2d413887dc2138b51e7c8c6063a28ae"
+READERS = "006de75208de6ba09e5ab8dbd8ee346e2c946871"
+
+
+def blamed() -> list[tuple[str, coverage.FileLine]]:
+    return coverage.blamed_lines((GOLDEN / "bpf_memcontrol.blame").read_text(),
+                                 "mm/bpf_memcontrol.c")
+
+
+def test_blame_gives_every_line_its_commit() -> None:
+    lines = blamed()
+    assert [x.line for _, x in lines] == list(range(1, len(lines) + 1))
+    assert {c for c, _ in lines} == {GET_PUT, READERS}  # a new file: only the series' lines
+    first = lines[0]
+    assert first == (GET_PUT, coverage.FileLine(file="mm/bpf_memcontrol.c", line=1,
+                                                source="// SPDX-License-Identifier: GPL-2.0-only"))
+    usage = next(x for c, x in lines if "page_counter_read(&memcg->memory)" in x.source)
+    assert next(c for c, x in lines if x == usage) == READERS
+
+
+def test_only_lines_gcov_counts_are_executable_and_credited_per_test() -> None:
+    lines = blamed()
+    usage = next(x for _, x in lines if "page_counter_read(&memcg->memory)" in x.source)
+    tryget = next(x for _, x in lines if "css_tryget(css)" in x.source)
+    comment = next(x for _, x in lines if x.source.startswith(" * "))
+    f = "mm/bpf_memcontrol.c"
+    per_test = {"memcg_kfuncs": {f: {usage.line: 3, tryget.line: 0}},
+                "other": {f: {tryget.line: 1}}}
+    got = coverage.patch_coverage([(GET_PUT, "0002.patch", "get/put"),
+                                   (READERS, "0003.patch", "readers")],
+                                  {f: lines}, per_test)
+    get_put, readers = got
+    assert get_put.executable == (tryget,) and get_put.ran == (tryget,)
+    assert readers.executable == (usage,) and readers.ran == (usage,)
+    assert comment not in get_put.executable + readers.executable
+    assert dict(get_put.by_test) == {"memcg_kfuncs": 0, "other": 1}
+    # a line no test ran
+    none = coverage.patch_coverage([(GET_PUT, "0002.patch", "get/put")], {f: lines},
+                                   {"t": {f: {tryget.line: 0}}})[0]
+    assert none.not_run == (tryget,) and none.ran == ()
+
+
+def test_profile_lines_go_into_each_objects_own_makefile() -> None:
+    got = coverage.profile_lines(["mm/bpf_memcontrol.c", "mm/memcontrol.c", "kernel/cgroup/rstat.c",
+                                  "include/linux/x.h", "mm/memcontrol.c"])
+    assert got == {"kernel/cgroup/Makefile": ["GCOV_PROFILE_rstat.o := y"],
+                   "mm/Makefile": ["GCOV_PROFILE_bpf_memcontrol.o := y",
+                                   "GCOV_PROFILE_memcontrol.o := y"]}
+
+
+def test_gcovr_counts_add_up_inlined_copies_and_skip_noncode() -> None:
+    doc = {"files": [{"file": "mm/x.c", "lines": [
+        {"line_number": 3, "count": 2}, {"line_number": 3, "count": 1},
+        {"line_number": 4, "count": 0}, {"line_number": 5, "count": 7, "gcovr/noncode": True}]}]}
+    assert coverage.gcovr_counts(doc) == {"mm/x.c": {3: 3, 4: 0}}
+    assert coverage.merge_counts([{"a": {1: 1}}, {"a": {1: 2, 2: 0}}]) == {"a": {1: 3, 2: 0}}
+
+
+def test_compare_calls_fewer_lines_run_a_regression() -> None:
+    from harness import compare
+
+    def cell(ran: int, not_run: list[int]) -> dict[str, object]:
+        return {"cell": "6.12", "status": "PASS", "tests": [], "coverage": [
+            {"patch": "0002.patch", "subject": "s", "executable": 10, "ran": ran,
+             "not_run": [{"file": "mm/x.c", "line": n, "source": "x"} for n in not_run],
+             "by_test": {}}]}
+
+    got = compare.compare_cells(cell(10, []), cell(8, [12, 14]))
+    assert [(d.kind, d.name, d.before, d.after, d.change) for d in got] == [
+        ("coverage", "0002.patch", "10/10", "8/10", compare.Change.REGRESSED)]
+    assert got[0].detail == "not run: mm/x.c:12; mm/x.c:14"
+    assert compare.compare_cells(cell(8, [12, 14]), cell(10, []))[0].change is \
+        compare.Change.IMPROVED
+    assert compare.compare_cells(cell(10, []), cell(10, [])) == []
