@@ -217,6 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
     mu.add_argument("--seed", type=int, default=0, metavar="S")
     mu.add_argument("--mutant", action="append", default=[], metavar="ID",
                     help="run only these mutants (ids from mutants.json; repeatable)")
+    mu.add_argument("--scope", default="series", metavar="series|callees|FILE[:FUNCTION]",
+                    help="what to mutate: the lines the series adds (default), those and the "
+                         "functions of .c files its changed functions call, or that code")
+    mu.add_argument("--coverage", action="store_true",
+                    help="run the baseline with gcov: a mutant on a series line no test runs "
+                         "is reported 'not covered' without a run")
     mu.add_argument("--fresh", action="store_true",
                     help="judge every mutant anew: ignore cached verdicts")
     mu.add_argument("--baseline-runs", type=int, default=2, metavar="N",
@@ -584,7 +590,8 @@ def cmd_mutate(args: argparse.Namespace) -> int:
                              tests=tuple(args.test), cell=args.cell, max=args.max,
                              seed=args.seed, accel=Accel(args.accel),
                              only=tuple(args.mutant), fresh=args.fresh,
-                             baseline_runs=args.baseline_runs)
+                             baseline_runs=args.baseline_runs, scope=args.scope,
+                             coverage=args.coverage)
     state = mutate.State(request=request, out=out, cell=mutate.choose_cell(request,
                                                                             matrix.load()))
     try:

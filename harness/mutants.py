@@ -245,6 +245,46 @@ def _return_constant(op: Operator, line: str, _next: str | None,
     return [(f"{m.group(1)}return {c};{comment}",) for c in constants if c != m.group(2)]
 
 
+def _substitute(op: Operator, line: str, _next: str | None,
+                _ctx: Context) -> list[tuple[str, ...]]:
+    """Each occurrence of each [pattern, replacement] pair, replaced alone."""
+    code, comment = _code_part(line)
+    pairs = op.params.get("pairs", [])
+    assert isinstance(pairs, list)
+    out: list[tuple[str, ...]] = []
+    for pattern, replacement in pairs:
+        for m in re.finditer(pattern, code):
+            if _in_string(code, m.start()):
+                continue
+            out.append((code[: m.start()] + m.expand(replacement) + code[m.end():] + comment,))
+    return out
+
+
+def _alternatives(op: Operator, line: str, nxt: str | None,
+                  ctx: Context) -> list[tuple[str, ...]]:
+    """Each named flag of a group replaced by each other member of its group."""
+    groups = op.params.get("groups", [])
+    assert isinstance(groups, list)
+    pairs = [[rf"\b{re.escape(a)}\b", b] for group in groups for a in group for b in group
+             if a != b]
+    return _substitute(Operator(name=op.name, engine="substitute",
+                                description=op.description, params={"pairs": pairs}),
+                       line, nxt, ctx)
+
+
+def _drop_condition(op: Operator, line: str, _next: str | None,
+                    _ctx: Context) -> list[tuple[str, ...]]:
+    """`if (COND)` whose condition (on this line, parentheses balanced) mentions the
+    operator's pattern: taken as false."""
+    code, comment = _code_part(line)
+    m = re.match(r"^(\s*(?:}\s*else\s+)?if\s*)\((.*)\)(\s*\{?\s*)$", code)
+    if m is None or _split_args(m.group(2)) is None:
+        return []
+    if not re.search(str(op.params.get("pattern", "")), m.group(2)):
+        return []
+    return [(f"{m.group(1)}(0){m.group(3)}{comment}",)]
+
+
 def _split_args(text: str) -> list[str] | None:
     """The top-level arguments of a call's parenthesised text, or None if unbalanced."""
     args, depth, cur = [], 0, ""
@@ -331,6 +371,9 @@ ENGINES: dict[str, Engine] = {
     "return-constant": _return_constant,
     "swap-arguments": _swap_arguments,
     "move-statement": _move_statement,
+    "substitute": _substitute,
+    "alternatives": _alternatives,
+    "drop-condition": _drop_condition,
 }
 
 
@@ -384,7 +427,9 @@ def added_lines(diff: str) -> dict[str, set[int]]:
 def function_lines(text: str, function: str) -> range | None:
     """The lines of a function's definition (signature to closing brace at column 0)."""
     lines = text.split("\n")
-    rx = re.compile(rf"^[A-Za-z_].*\b{re.escape(function)}\s*\(")
+    # the name after its type on one line, or at the start of the next (kernel style for a
+    # long signature: `__bpf_kfunc struct mem_cgroup *` / `bpf_get_mem_cgroup(...)`)
+    rx = re.compile(rf"^(?:[A-Za-z_].*\b)?{re.escape(function)}\s*\(")
     for i, line in enumerate(lines):
         if rx.match(line) and not line.rstrip().endswith(";"):
             for j in range(i + 1, len(lines)):
@@ -392,6 +437,13 @@ def function_lines(text: str, function: str) -> range | None:
                     return range(i + 1, j + 2)
             return None
     return None
+
+
+def called_functions(text: str) -> frozenset[str]:
+    """The names called in a piece of C (macros and keywords that look like calls
+    included; the caller looks their definitions up)."""
+    return frozenset(m.group(1) for m in _CALLED.finditer(text)
+                     if m.group(1) not in _KEYWORDS)
 
 
 def defined_functions(text: str) -> frozenset[str]:

@@ -74,6 +74,10 @@ class Request:
     only: tuple[str, ...] = ()  # mutant ids: run just these (a survivor again, say)
     fresh: bool = False  # ignore cached verdicts (they are still written)
     baseline_runs: int = 2  # a test must be PASS in each to count
+    # series: the lines the series adds; callees: and the .c functions its functions call;
+    # FILE[:FUNCTION]: that code alone
+    scope: str = "series"
+    coverage: bool = False  # gcov on the baseline: a mutant on a line no test ran is not run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +92,7 @@ class Verdict:
     seconds: float = 0.0
 
 
-OUTCOMES = ("killed", "survived", "equivalent", "stillborn", "error")
+OUTCOMES = ("killed", "survived", "not covered", "equivalent", "stillborn", "error")
 
 
 # ---- the verdict of one run against the baseline (pure) ----
@@ -218,6 +222,7 @@ class State:
     verdicts: list[Verdict] = field(default_factory=list)
     baseline: CellResult | None = None
     excluded: dict[str, str] = field(default_factory=dict)  # result -> why it cannot judge
+    not_run: frozenset[tuple[str, int]] = frozenset()  # --coverage: lines no test ran
     generated: int = 0
     sources_count: dict[str, int] = field(default_factory=dict)
 
@@ -239,8 +244,9 @@ def choose_cell(request: Request, cells: list[Cell]) -> Cell:
                               "without expectations", fix="pass --cell")
         chosen = tiered[0]
     tests = request.tests or chosen.tests
-    return replace(chosen, name=f"mutate-{request.series}", tests=tests, expect_status=None,
+    cell = replace(chosen, name=f"mutate-{request.series}", tests=tests, expect_status=None,
                    expect=(), patches=())
+    return matrix.with_coverage(cell) if request.coverage else cell
 
 
 def run(request: Request, out: Path) -> State:
@@ -260,6 +266,10 @@ def run(request: Request, out: Path) -> State:
     baseline = runs[0]
     state.baseline = baseline
     state.excluded = excluded_tests([statuses(r) for r in runs])
+    if request.coverage:
+        state.not_run = frozenset((x.file, x.line) for r in runs for pc in r.coverage or ()
+                                  for x in pc.not_run)
+        log.info("coverage: %d of the series' lines no test ran", len(state.not_run))
     for name, why in state.excluded.items():
         log.warning("%s cannot judge a mutant: %s", name, why)
     if not set(statuses(baseline)) - set(state.excluded):
@@ -271,7 +281,7 @@ def run(request: Request, out: Path) -> State:
     tools = build.toolchain()
     with tree.locked():
         head, before = _series_commits(tree, cell, request.series, spec, log_dir=out)
-        generated = _generate(tree.path, before, head, request)
+        generated = _generate(tree.path, before, head, request, tree.build_dir)
     state.generated = len(generated)
     for m in generated:
         state.sources_count[m.source] = state.sources_count.get(m.source, 0) + 1
@@ -320,15 +330,25 @@ def _series_commits(tree: KernelTree, cell: Cell, name: str, spec: KernelSpec, *
     return tree.rev(), before
 
 
-def _generate(tree: Path, before: str, head: str, request: Request) -> list[mutants.Mutant]:
+def _generate(tree: Path, before: str, head: str, request: Request,
+              build_dir: Path) -> list[mutants.Mutant]:
     operators = mutants.load_operators()
     diff = gitcmd.git(tree, "diff", "-U0", before, head, "--", "*.c", what="git diff")
     out: list[mutants.Mutant] = []
-    for file, added in sorted(mutants.added_lines(diff).items()):
-        text = (tree / file).read_text(errors="replace")
-        out += mutants.generate(file, text, added, operators, source=f"series {request.series}",
-                                functions=mutants.defined_functions(text))
-    for target in request.targets:
+    added = mutants.added_lines(diff)
+    targets = list(request.targets)
+    if request.scope in ("series", "callees"):
+        for file, new in sorted(added.items()):
+            text = (tree / file).read_text(errors="replace")
+            out += mutants.generate(file, text, new, operators,
+                                    source=f"series {request.series}",
+                                    functions=mutants.defined_functions(text))
+    else:
+        targets.insert(0, request.scope)
+    if request.scope == "callees":
+        targets += [t for t in callees(tree, added, build_dir) if t not in targets]
+    for target in targets:
+        span: range | None
         file, _, function = target.partition(":")
         path = tree / file
         if not path.is_file() or not file.endswith(".c"):
@@ -340,11 +360,38 @@ def _generate(tree: Path, before: str, head: str, request: Request) -> list[muta
             span = mutants.function_lines(text, function)
             if span is None:
                 raise MutateError(f"--target {target}: {file} defines no function {function}")
-            lines = span
         else:
-            lines = range(1, text.count("\n") + 2)
-        out += mutants.generate(file, text, lines, operators, source=f"target {target}",
+            span = range(1, text.count("\n") + 2)
+        out += mutants.generate(file, text, span, operators, source=f"target {target}",
                                 functions=mutants.defined_functions(text))
+    return out
+
+
+def callees(tree: Path, added: Mapping[str, set[int]], build_dir: Path) -> list[str]:
+    """FILE:FUNCTION of each function the series' changed functions call that the tree
+    defines in a .c file built into this kernel (its object is in `build_dir`; not in a
+    header: a mutant there rebuilds most of the kernel)."""
+    changed: list[tuple[str, str]] = []
+    called: set[str] = set()
+    for file, lines in added.items():
+        text = (tree / file).read_text(errors="replace")
+        for name in sorted(mutants.defined_functions(text)):
+            span = mutants.function_lines(text, name)
+            if span is not None and lines & set(span):
+                changed.append((file, name))
+                body = "\n".join(text.split("\n")[span.start - 1:span.stop - 1])
+                called |= mutants.called_functions(body) - {name}
+    mine = {name for _, name in changed}
+    out = []
+    for name in sorted(called - mine):
+        where = gitcmd.git_run(tree, "grep", "-n", "-E", rf"^([A-Za-z_].*[ *])?{name}\(",
+                               "--", "*.c", timeout=120)
+        for file in dict.fromkeys(h.partition(":")[0] for h in where.output.splitlines()):
+            built = (build_dir / file).with_suffix(".o").exists()
+            if built and mutants.function_lines((tree / file).read_text(errors="replace"),
+                                                name) is not None:
+                out.append(f"{file}:{name}")
+                break
     return out
 
 
@@ -408,6 +455,10 @@ def _one(state: State, m: mutants.Mutant, *, tree: KernelTree, head: str,
                            run="", cached=True)
         if m.id in declared:
             return Verdict(mutant=m, outcome="equivalent", why=f"declared: {declared[m.id]}")
+        if (m.file, m.start) in state.not_run:
+            # not cached: the same mutant is judged when a test comes to run its line
+            return Verdict(mutant=m, outcome="not covered",
+                           why=f"no test runs {m.file}:{m.start} (the baseline's gcov)")
         with tree.build_locked("compiling a mutant"):
             if m.file not in objects:
                 objects[m.file] = _object(tree, tools, m.file, logs / "baseline.log")
@@ -559,14 +610,14 @@ def summary(state: State) -> str:
              f"(tests: {', '.join(state.cell.tests)})"]
     lines += [f"  not judging by {name}: {why}" for name, why in sorted(state.excluded.items())]
     lines.append("")
-    head = f"{'operator':<22}" + "".join(f"{o:>11}" for o in OUTCOMES)
+    head = f"{'operator':<22}" + "".join(f"{o:>13}" for o in OUTCOMES)
     lines.append(head)
     totals = dict.fromkeys(OUTCOMES, 0)
     for op, row in sorted(rows.items()):
-        lines.append(f"{op:<22}" + "".join(f"{row[o]:>11}" for o in OUTCOMES))
+        lines.append(f"{op:<22}" + "".join(f"{row[o]:>13}" for o in OUTCOMES))
         for o in OUTCOMES:
             totals[o] += row[o]
-    lines.append(f"{'total':<22}" + "".join(f"{totals[o]:>11}" for o in OUTCOMES))
+    lines.append(f"{'total':<22}" + "".join(f"{totals[o]:>13}" for o in OUTCOMES))
     for v in state.verdicts:
         if v.outcome == "error":
             lines += ["", f"ERROR {v.mutant.id}: {v.mutant.summary}", f"  {v.why}"]

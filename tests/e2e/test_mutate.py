@@ -1,6 +1,6 @@
-"""`harness mutate` for real, judged anew (--fresh): three mutants drawn by seed, at least one
-from the series and one from the rstat flush path (--target), each built, booted and killed
-by the test that must kill it; the baseline runs twice and every test counts."""
+"""`harness mutate` for real, judged anew (--fresh): three mutants named by id, two from the
+series and one from the rstat flush path (--target), each built, booted and killed by the
+test that must kill it; the baseline runs twice and every test counts."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ from harness import paths
 
 from .conftest import harness
 
-SEED = 19
 TARGET = "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked"
-# The three the seed draws from today's series and target, and the one test each must fail:
-# its value read as 0, the BPF hook never called, a reader that takes untrusted pointers.
+# Three mutants of today's series and target, and the one test each must fail: its value
+# read as 0, the BPF hook never called, a reader that takes untrusted pointers.
 KILLERS = {"0f7b00375773": ("memcg_kfuncs",), "f0517af0a948": ("hierarchical_stats",),
            "d4d8eab21600": ("memcg_kfuncs",)}
 
@@ -26,13 +25,15 @@ KILLERS = {"0f7b00375773": ("memcg_kfuncs",), "f0517af0a948": ("hierarchical_sta
 def mutate(out: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     proc = harness("mutate", "--series", "memcg-kfuncs", "--target", TARGET,
                    "--test", "memcg_kfuncs", "--test", "hierarchical_stats",
-                   "--max", "3", "--seed", str(SEED), "--out", str(out), *extra, timeout=3600)
+                   *(a for m in KILLERS for a in ("--mutant", m)), "--out", str(out), *extra,
+                   timeout=3600)
     (out.parent / f"{out.name}-output.log").write_text(proc.stdout + "\n--- stderr ---\n"
                                                        + proc.stderr)
     return proc, json.loads((out / "mutants.json").read_text())
 
 
-def test_three_mutants_by_seed_are_each_killed(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_three_mutants_are_each_killed_by_their_test(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
     out = tmp_path_factory.mktemp("mutate") / "out"
     proc, data = mutate(out, "--fresh")
     assert data["baseline"]["status"] == "PASS", data["baseline"]

@@ -252,3 +252,80 @@ def test_every_declared_equivalent_is_listed_for_a_reviewer() -> None:
                 for e in tomllib.loads(f.read_text())["equivalent"]]
     assert declared
     assert [m for m in declared if f"| `{m}` |" not in doc] == []
+
+
+# ---- semantic operators, on real kernel C (tests/golden/mutants/README.md) ----
+
+
+def _semantic(file: str, name: str, function: str | None = None) -> list[mutants.Mutant]:
+    text = (GOLDEN / file).read_text()
+    op = next(o for o in OPS if o.name == name)
+    lines: range | None = range(1, text.count("\n") + 2)
+    if function is not None:
+        lines = mutants.function_lines(text, function)
+        assert lines is not None
+    return mutants.generate(file, text, lines, [op], source="test")
+
+
+def _changes(ms: list[mutants.Mutant]) -> list[tuple[int, str]]:
+    return [(m.start, m.after[0].strip()) for m in ms]
+
+
+def test_online_cpus_walks_only_the_online_ones() -> None:
+    assert _changes(_semantic("rstat_flush_locked.c", "online-cpus")) == [
+        (24, "for_each_online_cpu(cpu) {")]
+
+
+def test_tryget_online_refuses_an_offline_memcg() -> None:
+    assert _changes(_semantic("bpf_memcontrol.c", "tryget-online", "bpf_get_mem_cgroup")) == [
+        (61, "if (css && css_tryget_online(css))")]
+
+
+def test_current_cpu_replaces_a_cpu_argument() -> None:
+    got = _changes(_semantic("rstat_flush_locked.c", "current-cpu",
+                             "cgroup_rstat_flush_locked"))
+    assert (25, "struct cgroup *pos = cgroup_rstat_updated_list(cgrp, raw_smp_processor_id());"
+            ) in got
+    assert (31, "bpf_rstat_flush(pos, cgroup_parent(pos), raw_smp_processor_id());") in got
+    # a name that only starts with cpu is no CPU argument
+    assert not any("cpu_in_loop" in after and "raw_smp" in after for _, after in got)
+
+
+def test_other_flag_tries_each_alternative() -> None:
+    got = _changes(_semantic("bpf_cgrp_storage.c", "other-flag"))
+    update = [after for _, after in got if after.startswith("value, ")]
+    assert "value, BPF_ANY, gfp_flags);" in update and "value, BPF_EXIST, gfp_flags);" in update
+    assert any("GFP_KERNEL" in after for _, after in got)
+
+
+def test_drop_type_check_takes_the_condition_as_false() -> None:
+    got = _changes(_semantic("verifier_map_func_compat.c", "drop-type-check"))
+    assert (33, "if (0)") in got
+    # a condition over several lines is left alone (its parentheses do not close here)
+    assert not any(line == 5 for line, _ in got)
+
+
+def test_callees_are_the_built_c_functions_the_series_calls(tmp_path: Path) -> None:
+    """--scope callees: what a changed function calls, defined in a .c file of this kernel
+    (its object built); not headers, not tools' own copies."""
+    import subprocess
+
+    from harness.mutate import callees
+
+    files = {
+        "mm/new.c": "int mine(int x)\n{\n\treturn helper(x) + in_header(x) + tool_only(x);\n}\n",
+        "mm/lib.c": "int helper(int x)\n{\n\treturn x + 1;\n}\n",
+        "include/x.h": "static inline int in_header(int x)\n{\n\treturn x;\n}\n",
+        "tools/t.c": "int tool_only(int x)\n{\n\treturn x;\n}\n",
+        "mm/proto.c": "int helper(int x);\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
+    build = tmp_path / ".harness-build"
+    for obj in ("mm/new.o", "mm/lib.o", "mm/proto.o"):
+        (build / obj).parent.mkdir(parents=True, exist_ok=True)
+        (build / obj).write_text("")
+    assert callees(tmp_path, {"mm/new.c": {3}}, build) == ["mm/lib.c:helper"]
