@@ -26,7 +26,8 @@ from harness.model import Accel, CellResult, FeatureKind, FeatureState, Status
 from harness.testkinds import SelftestError
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
-RECORDED = Path(__file__).resolve().parents[1] / "golden" / "results" / "recorded-lkdtm-6.12.json"
+RECORDED = (Path(__file__).resolve().parents[1] / "golden" / "recorded-runs" /
+            "recorded-lkdtm-6.12.json")
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -153,7 +154,7 @@ def test_a_kernel_evicted_from_the_cache_is_built_again(world: Path,
 def test_results_json_has_the_keys_of_a_real_run(world: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Every key path this fake run writes, a real run wrote with the same JSON type
-    (tests/golden/results/README.md: a recorded results.json, not one this test makes)."""
+    (tests/golden/recorded-runs/README.md: a recorded results.json, not one this test makes)."""
     run(world, "schema", monkeypatch=monkeypatch)
     got = schema_of(json.loads((world / "schema" / "results.json").read_text()))
     real = schema_of(json.loads(RECORDED.read_text()))
