@@ -88,9 +88,10 @@ def counts(gcda_dir: Path, build_dir: Path, tree: Path, *, gcov: str, log_path: 
         if not found:
             return {}
         out = scratch / "gcovr.json"
+        # the objects' directory: where gcov resolves the sources' relative paths from
         proc.check([sys.executable, "-m", "gcovr", "--gcov-executable", gcov, "--root",
-                    str(tree), "--json", str(out), "--gcov-ignore-parse-errors=all",
-                    str(scratch)],
+                    str(tree), "--object-directory", str(build_dir), "--json", str(out),
+                    "--gcov-ignore-parse-errors=all", str(scratch)],
                    what="gcovr", timeout=600, log_path=log_path, cwd=scratch)
         return coverage.gcovr_counts(json.loads(out.read_text()))
 

@@ -432,12 +432,10 @@ def _coverage(kernel: BuiltKernel, facts: CellFacts, logs: Path) -> tuple[PatchC
                    zip(ours, applied, strict=False)]
         files = gcov.series_c_files(tree.path, tree.base_commit, kernel.head)
         blamed = gcov.blame(tree.path, files, kernel.head)
-        tools = build.toolchain()
         per_test = {}
         guest = logs / "guest" / "gcov"
         for test_dir in sorted(guest.iterdir()) if guest.is_dir() else []:
-            counts = gcov.counts(test_dir, tree.build_dir, tree.path,
-                                 gcov=tools.gcc.replace("gcc", "gcov"),
+            counts = gcov.counts(test_dir, tree.build_dir, tree.path, gcov="gcov",
                                  log_path=logs / "gcovr.log")
             per_test[test_dir.name] = {f: c for f, c in counts.items() if f in files}
     if not per_test:

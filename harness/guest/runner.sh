@@ -95,6 +95,9 @@ gcov_save() {
 	done
 }
 
+# what ran before the first test (initcalls, the boot): credited to "boot"
+[ "$gcov" = 1 ] && gcov_save boot
+
 tab=$(printf '\t')
 while IFS="$tab" read -r name tmo dir needs cmd; do
 	[ -n "$name" ] || continue

@@ -8,8 +8,8 @@ from pathlib import Path
 from harness import coverage
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "coverage"
-GET_PUT = "bf2e0c47a2d413887dc2138b51e7c8c6063a28ae"
-READERS = "006de75208de6ba09e5ab8dbd8ee346e2c946871"
+GET_PUT = "b13e309ad30cffa482ecbf91dbb09a9e75da785d"
+READERS = "055417223e16088752e60be4d999b2ae88171662"
 
 
 def blamed() -> list[tuple[str, coverage.FileLine]]:
@@ -82,3 +82,20 @@ def test_compare_calls_fewer_lines_run_a_regression() -> None:
     assert compare.compare_cells(cell(8, [12, 14]), cell(10, []))[0].change is \
         compare.Change.IMPROVED
     assert compare.compare_cells(cell(10, []), cell(10, [])) == []
+
+
+def test_a_real_runs_counters_on_the_real_patches() -> None:
+    """memcg_kfuncs' counters of a real gcov kernel (gcovr's JSON), mapped onto the blame of
+    the tree that kernel was built from: every line of the readers ran, the initcall did
+    not (it ran at boot, before the counters were reset for the test)."""
+    import json
+
+    counts = coverage.gcovr_counts(json.loads((GOLDEN / "memcg_kfuncs.gcovr.json").read_text()))
+    assert set(counts) == {"mm/bpf_memcontrol.c"} and len(counts["mm/bpf_memcontrol.c"]) == 36
+    get_put, readers = coverage.patch_coverage(
+        [(GET_PUT, "0002.patch", "get/put"), (READERS, "0003.patch", "readers")],
+        {"mm/bpf_memcontrol.c": blamed()}, {"memcg_kfuncs": counts})
+    assert (len(readers.ran), len(readers.executable)) == (14, 14)
+    assert (len(get_put.ran), len(get_put.executable)) == (16, 22)
+    assert [x.line for x in get_put.not_run] == [173, 175, 178, 180, 181, 183]
+    assert get_put.not_run[0].source == "static int __init bpf_memcontrol_init(void)"
