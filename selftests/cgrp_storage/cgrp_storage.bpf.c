@@ -51,8 +51,9 @@ extern void cgroup_rstat_updated(struct cgroup *cgrp, int cpu) __ksym;
 
 __u64 ids[CGS_NR_IDS];	/* set by the test */
 struct cgs_value init_value;	/* set by the test */
-__u64 init_id, watch_id, sleepable_created;
+__u64 init_id, watch_id, sleepable_created, rec_id;
 struct cgs_life life;
+struct cgs_nested nested = { .null_delete = 1, .busy_delete = 1 };
 __u64 calls_id;		/* the cgroup whose getpgid() calls count */
 __u64 created, freeing, freed, get_errors, bad_flags_got, unused_got, unused_delete_not_enoent;
 
@@ -89,8 +90,12 @@ int BPF_PROG(cgs_on_attach, struct cgroup *dst, const char *path, struct task_st
 {
 	struct cgs_value *v;
 
-	if (init_id && dst->kn->id == init_id)
+	if (init_id && dst->kn->id == init_id) {
 		bpf_cgrp_storage_get(&cgs_init, dst, &init_value, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		/* a NULL cgroup: no storage, -EINVAL */
+		nested.null_found = !!bpf_cgrp_storage_get(&cgs_init, NULL, 0, 0);
+		nested.null_delete = bpf_cgrp_storage_delete(&cgs_init, NULL);
+	}
 	if (!ours(dst->kn->id))
 		return 0;
 	if (bpf_cgrp_storage_get(&cgs, dst, 0, ~BPF_LOCAL_STORAGE_GET_F_CREATE))
@@ -190,6 +195,26 @@ int BPF_PROG(cgs_on_flush, struct cgroup *cg, struct cgroup *parent, int cpu)
 	if (bpf_cgrp_storage_get(&cgs, cg, 0, 0) ||
 	    bpf_cgrp_storage_get(&cgs, cg, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
 		life.storage_after_free++;
+	return 0;
+}
+
+/*
+ * Inside the creation of a storage (bpf_local_storage_update(), called with this CPU's
+ * cgroup storage busy) for rec_id's cgroup: an existing storage is still found, none
+ * is created, a delete is refused with -EBUSY (mainline's bpf_cgrp_storage_get/delete).
+ */
+SEC("fentry/bpf_local_storage_update")
+int BPF_PROG(cgs_nested_ops)
+{
+	struct cgroup *cg = bpf_get_current_task_btf()->cgroups->dfl_cgrp;
+
+	if (!rec_id || cg->kn->id != rec_id || nested.ran)
+		return 0;
+	nested.ran = 1;
+	nested.busy_found = !!bpf_cgrp_storage_get(&cgs_init, cg, 0, 0);
+	nested.busy_created = !!bpf_cgrp_storage_get(&cgs_dying, cg, 0,
+						     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	nested.busy_delete = bpf_cgrp_storage_delete(&cgs_init, cg);
 	return 0;
 }
 

@@ -21,11 +21,11 @@
 #include "cgrp_storage_lock.skel.h"
 #include "cgrp_storage_neg.skel.h"
 
-enum { ROOT, A, B, C, D, F, S, R, NR };
+enum { ROOT, A, B, C, D, F, S, R, T, NR };
 static struct cg_node nodes[NR] = {
 	[ROOT] = { "root", -1 }, [A] = { "a", ROOT }, [B] = { "b", ROOT },
 	[C] = { "c", ROOT }, [D] = { "d", ROOT }, [F] = { "f", ROOT },
-	[S] = { "s", ROOT }, [R] = { "r", ROOT },
+	[S] = { "s", ROOT }, [R] = { "r", ROOT }, [T] = { "t", ROOT },
 };
 static const int moves[NR] = { [A] = 3, [B] = 5 };	/* distinct: no mix-up adds up */
 #define CALLS		20000	/* getpgid() calls by each of two children in d */
@@ -251,6 +251,51 @@ static int check_initial_value_on_create(void)
 	return KSFT_PASS;
 }
 
+/* a NULL cgroup: get gives no storage, delete -EINVAL (the NULL came from the init move) */
+static int check_null_cgroup(void)
+{
+	struct cgs_nested n = skel->data->nested;
+
+	if (n.null_found || n.null_delete != -EINVAL)
+		return check_fail("a NULL cgroup: get gave %s, delete %lld (expected none, -EINVAL)",
+				  n.null_found ? "storage" : "none", (long long)n.null_delete);
+	return KSFT_PASS;
+}
+
+static int call_getpgid_once(void *arg __attribute__((unused)))
+{
+	return syscall(SYS_getpgid, 0) < 0;
+}
+
+/*
+ * Inside the creation of t's storage in cgs (a getpgid() in t, see cgs_on_getpgid),
+ * with this CPU's cgroup storage busy: t's existing storage in cgs_init is found,
+ * none is created in another map, a delete is refused with -EBUSY.
+ */
+static int check_nested_while_busy(void)
+{
+	struct cgs_value v = { .moves = 7, .id = nodes[T].id };
+	struct cgs_nested n;
+	int st;
+
+	if (bpf_map_update_elem(bpf_map__fd(skel->maps.cgs_init), &fds[T], &v, BPF_NOEXIST))
+		return check_fail("t: storage in cgs_init: %s", strerror(errno));
+	skel->bss->rec_id = nodes[T].id;
+	skel->bss->calls_id = nodes[T].id;
+	st = cg_run(nodes[T].path, call_getpgid_once, NULL);
+	skel->bss->calls_id = 0;
+	skel->bss->rec_id = 0;
+	n = skel->data->nested;
+	if (st || !n.ran)
+		return check_fail("getpgid() in t: %d; the nested program %s", st,
+				  n.ran ? "ran" : "never ran (no storage was created?)");
+	if (!n.busy_found || n.busy_created || n.busy_delete != -EBUSY)
+		return check_fail("while busy: get of existing storage %s (expected found), get with F_CREATE %s (expected none), delete %lld (expected -EBUSY)",
+				  n.busy_found ? "found" : "none", n.busy_created ? "made one" : "none",
+				  (long long)n.busy_delete);
+	return KSFT_PASS;
+}
+
 /* an iter.s/cgroup program creates s's storage (the verifier gives it GFP_KERNEL) */
 static int check_create_from_sleepable(void)
 {
@@ -390,6 +435,8 @@ static const struct check checks[] = {
 	CHECK(syscall_f_lock, tree_setup),
 	CHECK(initial_value_on_create, tree_setup),
 	CHECK(create_from_sleepable, tree_setup),
+	CHECK(null_cgroup, initial_value_on_create),
+	CHECK(nested_while_busy, tree_setup),
 	CHECK(refusals, tree_setup),
 	CHECK(verifier_refusals),
 	CHECK(storage_life, tree_setup),

@@ -28,4 +28,15 @@ struct cgs_life {
 	__u64 flush_before_free, flush_after_free, storage_after_free;
 };
 
+/* what the helpers gave inside another storage operation of this CPU (busy), and for a
+ * NULL cgroup (cgrp_storage.bpf.c: cgs_nested, cgs_on_attach) */
+struct cgs_nested {
+	__u64 ran;		/* the nested program ran for rec_id's cgroup */
+	__u64 busy_found;	/* get of existing storage while busy: found it */
+	__u64 busy_created;	/* get with F_CREATE while busy: made storage */
+	__s64 busy_delete;	/* delete while busy: its return */
+	__u64 null_found;	/* get of a NULL cgroup: gave storage */
+	__s64 null_delete;	/* delete of a NULL cgroup: its return */
+};
+
 #endif /* CGRP_STORAGE_H */
