@@ -368,12 +368,21 @@ static int check_storage_life(void)
 
 static int check_refusals(void)
 {
-	int key = fds[C], next, fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	int key = fds[C], next, fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), err;
 	struct cgs_value v;
 	bool ok = true;
 
-	expect(&ok, bpf_map_lookup_elem(map_fd, &fd, &v) != 0,
-	       "a lookup keyed by a file that is no cgroup succeeded");
+	/* keyed by a file that is no cgroup: each operation fails with EBADF */
+	v = (struct cgs_value){ .moves = 1 };
+	err = bpf_map_lookup_elem(map_fd, &fd, &v) ? errno : 0;
+	expect(&ok, err == EBADF, "a lookup keyed by a file that is no cgroup: %s",
+	       err ? strerror(err) : "succeeded");
+	err = bpf_map_update_elem(map_fd, &fd, &v, BPF_ANY) ? errno : 0;
+	expect(&ok, err == EBADF, "an update keyed by a file that is no cgroup: %s",
+	       err ? strerror(err) : "succeeded");
+	err = bpf_map_delete_elem(map_fd, &fd) ? errno : 0;
+	expect(&ok, err == EBADF, "a delete keyed by a file that is no cgroup: %s",
+	       err ? strerror(err) : "succeeded");
 	expect(&ok, bpf_map_get_next_key(map_fd, &key, &next) != 0,
 	       "listing the keys succeeded");
 	close(fd);
