@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import atomic, cache, doctor, ktap, matrix, paths, pipeline, proc, results, sources
 from .errors import EnvironmentProblem, HarnessError, from_os_error
@@ -28,6 +28,9 @@ from .gitcmd import git_run
 from .matrix import Cell, Tier
 from .model import Accel, CellResult, Status, TestResult
 from .testkinds import command
+
+if TYPE_CHECKING:
+    from .shard import Planned
 
 log = logging.getLogger("harness")
 DEFAULT_KERNEL = "debian:6.12"  # outside a kernel tree, when no --kernel is given
@@ -184,10 +187,28 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
     ex.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                     help="write it here (default: stdout)")
+    ex.add_argument("--run-id", default=None, metavar="ID",
+                    help="kcidb: the run's id, unique per run, in every object's id (default: "
+                         "GITHUB_RUN_ID and GITHUB_RUN_ATTEMPT, or CI_PIPELINE_ID, when set; "
+                         "else derived from the run's start time and its results.json)")
+    ex.add_argument("--origin", default=None, metavar="NAME",
+                    help="kcidb: the submitting CI system, [a-z0-9_] (default harness)")
+    ex.add_argument("--include-broken", action="store_true",
+                    help="kcidb: also export broken-variant cells, their declared results "
+                         "marked misc.expected (default: left out, they are no regressions)")
     mg = sub.add_parser("merge", help="join the run directories of shards into one: "
-                        "results.json, summary, exit code")
+                        "results.json, summary, exit code; with the plan (--tier, --cell or "
+                        "--plan), a cell no run holds is MISSING")
     mg.add_argument("runs", nargs="+", type=Path, metavar="DIR")
     mg.add_argument("--out", type=Path, required=True, metavar="DIR")
+    mg.add_argument("--tier", choices=[t.value for t in Tier], default=None,
+                    help="expect the matrix cells of this tier")
+    mg.add_argument("--cell", action="append", default=[], metavar="NAME",
+                    help="expect this matrix cell (repeatable; with --tier: those as well)")
+    mg.add_argument("--matrix", type=Path, default=None, help="matrix file (default matrix.toml)")
+    mg.add_argument("--plan", type=Path, default=None, metavar="FILE",
+                    help="expect the cells this plan file lists (JSON: {\"cells\": [NAME, "
+                         "...]}, as shard.write_plan writes it)")
 
     ps = sub.add_parser("parse", help="parse a saved KTAP log offline, like run does")
     ps.add_argument("file", help="log file, or - for stdin")
@@ -732,8 +753,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     doc, _cell, _file = load_run(args.run)
     if args.format == "kcidb":
-        text = json.dumps(kcidb.export(doc), indent=1) + "\n"
+        run_id = kcidb.resolve_run_id(doc, given=args.run_id, env=os.environ)
+        text = json.dumps(kcidb.export(doc, run_id=run_id, origin=args.origin or kcidb.ORIGIN,
+                                       include_broken=args.include_broken), indent=1) + "\n"
     else:
+        given = [o for o, v in (("--run-id", args.run_id), ("--origin", args.origin),
+                                ("--include-broken", args.include_broken)) if v]
+        if given:
+            raise EnvironmentProblem(f"{', '.join(given)}: options of the kcidb export",
+                                     fix="leave them out of harness export junit")
         text = junit.render(doc)
     return _write_or_print(text, args.output, args.format)
 
@@ -748,14 +776,41 @@ def _write_or_print(text: str, output: Path | None, what: str) -> int:
     return 0
 
 
+def _merge_plan(args: argparse.Namespace) -> tuple[Planned, ...] | None:
+    """The cells `harness merge` expects (shard.Planned), or None: no plan given."""
+    from . import shard
+
+    if args.plan is not None:
+        if args.tier or args.cell:
+            raise EnvironmentProblem("--plan and --tier/--cell both name the cells expected",
+                                     fix="give the plan file, or the matrix cells")
+        return shard.read_plan(args.plan)
+    if not (args.tier or args.cell):
+        return None
+    every = matrix.load(args.matrix)
+    names = {c.name for c in matrix.select(every, Tier.FULL, tuple(args.cell))} \
+        if args.cell else set()
+    if args.tier:
+        names |= {c.name for c in matrix.select(every, Tier(args.tier))}
+    return shard.planned([c for c in every if c.name in names])
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
+    """Exit: the merged run's (shard.merge): 1 also for a MISSING cell, 2 for a conflict,
+    an incomplete run, or an unreadable run when no plan says what it held."""
+    import uuid
+
     from . import shard
 
     out = args.out.resolve()
-    if out in [r.resolve() for r in args.runs]:
+    runs = [r.resolve() for r in args.runs]
+    if out in runs:
         raise EnvironmentProblem("--out is one of the runs merged", fix="give a new directory")
+    expected = _merge_plan(args)
     prepare_out(out)
-    merged = shard.merge([r.resolve() for r in args.runs])
+    merged = shard.merge(runs, expected=expected,
+                         run_id=f"merge-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}",
+                         merged_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     for cell, run in merged.sources.items():
         if (run / cell).is_dir():
             shutil.copytree(run / cell, out / cell, symlinks=True)

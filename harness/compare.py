@@ -7,7 +7,8 @@ their measurements, the features and the patches. Each difference gets a `Change
 comparison has regressed when any difference is REGRESSED:
 
 - a status worse than before: from PASS (or the status the cell declares) to FAIL,
-  TIMEOUT, CRASHED or a stage error, or from one of those to a more severe one;
+  TIMEOUT, CRASHED, MISSING (a merged run without the cell) or a stage error, or from one
+  of those to a more severe one;
 - a splat whose identity the earlier run did not have;
 - a measurement worse beyond its measured spread in its declared direction: the new
   median outside the old spread and the old median outside the new one (the spread: the
@@ -31,7 +32,8 @@ from .model import Splat, Status
 Doc = Mapping[str, Any]
 
 _BAD = [s.value for s in Status if s in (Status.FLAKY, Status.FAIL, Status.TIMEOUT,
-                                         Status.CRASHED) or s.is_stage_error]  # by severity
+                                         Status.CRASHED, Status.MISSING)
+        or s.is_stage_error]  # by severity
 _GOOD = {Status.PASS.value, Status.XFAIL.value}
 _SKIPPED = {Status.SKIP.value, Status.NO_TESTS.value}
 

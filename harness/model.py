@@ -29,6 +29,10 @@ class Status(enum.Enum):
     FAIL = "FAIL"
     TIMEOUT = "TIMEOUT"
     CRASHED = "CRASHED"  # kernel splat, panic or bad taint while it ran
+    # a merged run (`harness merge`): the plan expects the cell, no run holds it (its job
+    # failed before uploading results?); ranked above every test outcome, below the
+    # stage errors that did produce a result
+    MISSING = "MISSING"
     SETUP_ERROR = "SETUP_ERROR"
     PATCH_CONFLICT = "PATCH_CONFLICT"
     CONFIG_ERROR = "CONFIG_ERROR"
@@ -43,13 +47,14 @@ class Status(enum.Enum):
     @property
     def exit_code(self) -> int:
         """What a cell with this status contributes to the exit status of the run:
-        0 passed; 1 a test failed, crashed or timed out, or nothing was tested; 2 a
-        stage error. (A skipped test inside a cell that ran others does not make the
-        cell SKIP: see `verdict.judge`.)"""
+        0 passed; 1 a test failed, crashed or timed out, nothing was tested, or a merged
+        run lacks the cell's results (MISSING: a result is missing, not the environment
+        failing); 2 a stage error. (A skipped test inside a cell that ran others does not
+        make the cell SKIP: see `verdict.judge`.)"""
         if self.is_stage_error:
             return 2
         if self in (Status.FAIL, Status.FLAKY, Status.TIMEOUT, Status.CRASHED, Status.SKIP,
-                    Status.NO_TESTS):
+                    Status.NO_TESTS, Status.MISSING):
             return 1
         return 0
 
@@ -392,3 +397,5 @@ class CellResult:
     # --coverage: per patch of the series, its executable lines and which ran; None: not asked
     coverage: tuple[PatchCoverage, ...] | None = None
     coverage_error: str = ""  # why coverage could not be read, when asked for
+    # the kernel came from the kernel store (no build ran); None: no kernel was built
+    kernel_from_store: bool | None = None

@@ -149,6 +149,7 @@ class CellFacts:
     retries: tuple[str, ...] = ()
     tests: tuple[TestResult, ...] = ()
     coverage: tuple[PatchCoverage, ...] | None = None
+    kernel_from_store: bool | None = None
 
     def result(self, cell: Cell, stages: StageLog, verdict: verdicts.CellVerdict) -> CellResult:
         return CellResult(
@@ -159,6 +160,7 @@ class CellFacts:
             retries=self.retries, features=self.features, notes=verdict.notes,
             boot_only=cell.boot_only, image=self.image, kselftest_h=self.kselftest_h,
             guest=self.guest(cell), coverage=self.coverage,
+            kernel_from_store=self.kernel_from_store,
         )
 
     def guest(self, cell: Cell) -> dict[str, object]:
@@ -340,6 +342,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
         with stages.stage("build", Status.BUILD_ERROR):
             image = tree.build(log_dir=logs)
         facts.kernel_version, facts.image = image.version, str(image.bzimage)
+        facts.kernel_from_store = image.cached
         if image.config is not None:
             (logs / "config").write_bytes(image.config.read_bytes())
         btf, note = _kernel_btf(cell, image)

@@ -148,6 +148,7 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "retries": list(c.retries),
         "features": [_feature_json(r) for r in c.features],
         "guest": c.guest,
+        "kernel_from_store": c.kernel_from_store,
         **({"coverage": [_coverage_json(x) for x in c.coverage]}
            if c.coverage is not None else {}),
     }

@@ -189,7 +189,8 @@ def _ran_to_the_end(cell: Mapping[str, Any]) -> bool:
         status = Status(cell.get("status"))
     except ValueError:
         return False
-    return not status.is_stage_error and status is not Status.INTERRUPTED
+    # MISSING: a merged run's placeholder for a cell no shard holds; nothing was measured
+    return not status.is_stage_error and status not in (Status.INTERRUPTED, Status.MISSING)
 
 
 def job_costs(cells: Sequence[Cell], runs: Sequence[Mapping[str, Any]],

@@ -1,62 +1,106 @@
-"""`harness export junit` on real result trees (tests/golden/compare: a verify run of the
-ci tier, an ad-hoc run of the deliberately broken memcg series, the faults cell): valid
-against our JUnit schema (harness/schemas/junit.xsd), and its counts per status equal
-what results.json says, counted here independently."""
+"""`harness export junit|kcidb` on real result trees: tests/golden/compare (a verify run of
+the ci tier, an ad-hoc run of the deliberately broken memcg series, the faults cell),
+tests/golden/recorded-runs (LKDTM splats), tests/golden/mutants (a run whose accelerator
+failed, a kernel that warns at boot and shutdown) and a ci-tier run merged from shards cut
+from them (tests/shards.py). JUnit is valid against our schema (harness/schemas/junit.xsd)
+and its counts per status equal what results.json says, counted here independently; KCIDB
+is valid against kcidb-io's v5.3 schema, with one test object per result, subtest and
+measurement, counted here independently too."""
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import xmlschema
 
-from harness import cli, junit
+from harness import cli, junit, kcidb, shard, verdict
+from harness.compare import measurements
+from harness.model import Phase, Status
+from harness.model import TestResult as Result
+from tests import shards
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "compare"
 SCHEMA = xmlschema.XMLSchema(str(REPO / "harness" / "schemas" / "junit.xsd"))
-RUNS = sorted(GOLDEN.glob("*.json"))
+ACCEL_ERROR = REPO / "tests" / "golden" / "mutants" / "results-accel-error.json"
+WARN_BOOT = REPO / "tests" / "golden" / "mutants" / "results-warn-boot-shutdown.json"
+RUNS = [*sorted(GOLDEN.glob("*.json")), shards.LKDTM, ACCEL_ERROR, WARN_BOOT]
+BAD_STATUS = ("FAIL", "FLAKY", "TIMEOUT", "CRASHED", "MISSING")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+@pytest.fixture(scope="module")
+def merged_ci(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The ci-tier merge of tests/shards.py: a failing, a MISSING and broken-variant cells."""
+    tmp = tmp_path_factory.mktemp("merged")
+    return shard.merge(shards.ci_shards(tmp), expected=[shard.Planned(name=n)
+                                                        for n in shards.CI_PLAN]).doc
+
+
+def _leaf_statuses(cases: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for c in cases:
+        out += _leaf_statuses(c["subtests"]) if c.get("subtests") else [c["status"]]
+    return out
 
 
 def _expected_counts(doc: dict[str, Any]) -> dict[str, int]:
-    """From results.json alone: every result and every KTAP leaf is a testcase."""
+    """From results.json alone, by the rules junit.py's docstring states: a result without
+    subtests is a testcase; one with subtests is its leaves, and itself only when its bad
+    or known-failure outcome is in no leaf (or it is not what its cell declares); XFAIL
+    is skipped; a cell says its own bad status in `verdict` when no testcase fails."""
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    strict = bool(doc.get("strict"))
 
-    def count(status: str, declared: str) -> None:
-        counts["tests"] += 1
-        if declared:
-            counts["failures"] += declared != status
-        elif status in ("FAIL", "FLAKY", "TIMEOUT", "CRASHED"):
-            counts["failures"] += 1
-        elif status in ("SKIP", "NO_TESTS"):
-            counts["skipped"] += 1
-        elif status not in ("PASS", "XFAIL", "XPASS"):
-            counts["errors"] += 1
-
-    def leaves(cases: list[dict[str, Any]], declared: str) -> None:
-        for c in cases:
-            if c.get("subtests"):
-                leaves(c["subtests"], declared)
-            else:
-                count(c["status"], c["status"] if declared else "")
+    def kind(status: str) -> str:
+        if status in BAD_STATUS or (strict and status == "XPASS"):
+            return "failures"
+        if status in ("SKIP", "NO_TESTS", "XFAIL"):
+            return "skipped"
+        if status in ("PASS", "XPASS"):
+            return "passed"
+        return "errors"
 
     for cell in doc["cells"]:
-        if not cell["tests"]:
-            count(cell["status"], "")
+        seen: list[str] = []  # kinds of this cell's testcases
         for t in cell["tests"]:
-            declared = t.get("expected_status") or ""
-            count(t["status"], declared)
-            leaves((t.get("ktap") or {}).get("subtests", []),
-                   declared if declared == t["status"] else "")
+            status, declared = t["status"], t.get("expected_status")
+            if declared:
+                own = ("passed", status) if declared == status else ("failures", status)
+            else:
+                own = (kind(status), status)
+            leaves = _leaf_statuses((t.get("ktap") or {}).get("subtests", []))
+            if declared == status:
+                shown = [("passed", s) for s in leaves]
+            elif status == "XFAIL":
+                shown = [("skipped", "XFAIL") if s == "XFAIL" or kind(s) in
+                         ("failures", "errors") else (kind(s), s) for s in leaves]
+            else:
+                shown = [("skipped", s) if s == "XFAIL" else (kind(s), s) for s in leaves]
+            if not leaves or (own[0] != "passed" and (
+                    own not in shown or (declared and declared != status))):
+                shown.append(own)
+            seen += [k for k, _ in shown]
+        code = Status(cell["status"]).exit_code
+        if not cell["tests"] or (code and not {"failures", "errors"} & set(seen)):
+            seen.append({0: "passed", 1: "failures", 2: "errors"}[code])
+        counts["tests"] += len(seen)
+        for k in ("failures", "errors", "skipped"):
+            counts[k] += seen.count(k)
     return counts
 
 
-@pytest.mark.parametrize("run", RUNS, ids=[r.stem for r in RUNS])
-def test_junit_is_valid_and_counts_what_results_json_says(run: Path) -> None:
-    doc = json.loads(run.read_text())
+def _check_junit(doc: dict[str, Any]) -> ET.Element:
     text = junit.render(doc)
     SCHEMA.validate(text)
     root = ET.fromstring(text)
@@ -65,26 +109,73 @@ def test_junit_is_valid_and_counts_what_results_json_says(run: Path) -> None:
     assert [s.get("name") for s in root] == [c["cell"] for c in doc["cells"]]
     for suite in root:
         assert int(suite.get("tests", -1)) == len(suite.findall("testcase"))
+        names = [c.get("name") for c in suite.findall("testcase")]
+        assert len(names) == len(set(names))  # each result once
+    return root
 
 
-def test_a_failure_names_its_checks_diagnostics_and_log() -> None:
-    root = ET.fromstring(junit.render(json.loads(
-        (GOLDEN / "adhoc-memcg-kfuncs-broken.json").read_text())))
-    fail = root.find("testsuite/testcase[@name='memcg_kfuncs']/failure")
-    assert fail is not None and fail.get("type") == "FAIL"
-    assert (fail.get("message") or "").startswith("failing checks: parent_matches_memory_stat")
-    assert "log: adhoc/guest/memcg_kfuncs.out" in (fail.text or "")
-    leaf = root.find("testsuite/testcase[@classname='adhoc.memcg_kfuncs']"
-                     "[@name='parent_includes_child']/failure")
-    assert leaf is not None and "P - C" in (leaf.text or "")
+@pytest.mark.parametrize("run", RUNS, ids=[r.stem for r in RUNS])
+def test_junit_is_valid_and_counts_what_results_json_says(run: Path) -> None:
+    _check_junit(_load(run))
+
+
+def test_junit_of_the_merged_run_counts_what_results_json_says(
+        merged_ci: dict[str, Any]) -> None:
+    root = _check_junit(merged_ci)
+    assert int(root.get("failures", 0)) > 0
+
+
+def test_classnames_are_the_cell_without_dots(merged_ci: dict[str, Any]) -> None:
+    root = ET.fromstring(junit.render(merged_ci))
+    for suite in root:
+        cell = suite.get("name") or ""
+        assert {c.get("classname") for c in suite.iter("testcase")} == {
+            "harness." + cell.replace(".", "_")}
+    assert root.find("testsuite[@name='6.12']/testcase[@classname='harness.6_12']") is not None
+
+
+def test_subtests_are_leaves_named_by_their_path_and_a_failure_says_why() -> None:
+    root = ET.fromstring(junit.render(_load(GOLDEN / "adhoc-memcg-kfuncs-broken.json")))
+    names = [c.get("name") for c in root.iter("testcase")]
+    # FAIL with failing leaves: the leaves say it, the test is not counted again
+    assert "memcg_kfuncs" not in names
+    assert "memcg_kfuncs/parent_includes_child" in names
+    leaf = root.find("testsuite/testcase[@name='memcg_kfuncs/parent_includes_child']/failure")
+    assert leaf is not None and leaf.get("type") == "FAIL"
+    assert "P - C" in (leaf.get("message") or "")
+    assert "log: adhoc/guest/memcg_kfuncs.out" in (leaf.text or "")
+
+
+def test_a_test_bad_after_its_subtests_passed_is_a_testcase_too() -> None:
+    root = ET.fromstring(junit.render(_load(shards.LKDTM)))
+    crashed = root.find("testsuite/testcase[@name='lkdtm_splats']/failure")
+    assert crashed is not None and crashed.get("type") == "CRASHED"
+    assert "WARNING" in (crashed.text or "")
+    passed = root.find("testsuite/testcase[@name='lkdtm_splats/provoked']")
+    assert passed is not None and len(passed) == 0
+
+
+def test_a_known_failure_is_skipped_with_its_reason() -> None:
+    root = ET.fromstring(junit.render(_load(GOLDEN / "verify-2026-11-24.json")))
+    name = ("kselftest-cgroup-test_freezer/selftests: cgroup: test_freezer/"
+            "test_cgfreezer_ptrace")
+    skipped = root.find(f"testsuite[@name='6.12']/testcase[@name='{name}']/skipped")
+    assert skipped is not None and skipped.get("type") == "XFAIL"
+    assert (skipped.get("message") or "").startswith("known failure: declared flaky: flaky "
+                                                     "under TCG")
+    assert root.find("testsuite[@name='6.12']/testcase[@name='kselftest-cgroup-test_freezer']"
+                     ) is None  # its leaf says it
 
 
 def test_declared_results_of_a_broken_cell_pass_and_others_fail() -> None:
-    doc = json.loads((GOLDEN / "faults.json").read_text())
+    doc = _load(GOLDEN / "faults.json")
     root = ET.fromstring(junit.render(doc))
-    warn = root.find("testsuite/testcase[@name='lkdtm_warn']")
-    assert warn is not None and warn.find("failure") is None
-    assert "CRASHED as the cell declares" in (warn.findtext("system-out") or "")
+    warn = [c for c in root.iter("testcase") if (c.get("name") or "").startswith("lkdtm_warn")]
+    assert warn and all(c.find("failure") is None for c in warn)
+    assert all("as declared" in (c.findtext("system-out") or "") for c in warn)
+    hang = root.find("testsuite/testcase[@name='hang']")
+    assert hang is not None and "TIMEOUT as the cell declares" in (
+        hang.findtext("system-out") or "")
     # the same result without its declaration is a failure
     for t in doc["cells"][0]["tests"]:
         t.pop("expected_status", None)
@@ -97,14 +188,66 @@ def test_declared_results_of_a_broken_cell_pass_and_others_fail() -> None:
     assert got is not None and (got.text or "").startswith("expected PASS, got CRASHED")
 
 
-def test_a_cell_stopped_before_its_tests_is_one_error(tmp_path: Path) -> None:
-    doc = {"cells": [{"cell": "c", "status": "BUILD_ERROR", "error": "kernel build failed",
-                      "tests": []}]}
+def test_a_cell_stopped_before_its_tests_is_one_verdict_error() -> None:
+    doc = _load(ACCEL_ERROR)
     root = ET.fromstring(junit.render(doc))
-    SCHEMA.validate(junit.render(doc))
-    assert root.get("errors") == "1"
-    err = root.find("testsuite/testcase[@name='cell']/error")
-    assert err is not None and err.get("message") == "kernel build failed"
+    assert root.get("errors") == "1" and root.get("tests") == "1"
+    err = root.find("testsuite/testcase[@name='verdict']/error")
+    assert err is not None and err.get("type") == "BOOT_ERROR"
+    assert (err.get("message") or "").startswith("--accel kvm requested but KVM does not work")
+
+
+def _judged_again(cell: dict[str, Any], rules: verdict.CellRules) -> dict[str, Any]:
+    """The cell's recorded results judged by the real verdict against other declarations
+    (its results have no splats, taint or known failures that judging again would read)."""
+    results = [Result(name=t["name"], status=Status(t["status"]), duration_s=t["duration_s"],
+                      exit_code=t["exit_code"], ktap=None, phase=Phase(t["phase"]))
+               for t in cell["tests"]]
+    judged = verdict.judge(results, kernel_version=cell["kernel_version"],
+                           expectations=verdict.Expectations(), rules=rules)
+    declared = {r.name: r.expected_status for r in judged.results}
+    return {**cell, "status": judged.status.value, "error": judged.error,
+            "tests": [{**t, "expected_status": getattr(declared[t["name"]], "value", None)}
+                      for t in cell["tests"]]}
+
+
+def test_a_cell_bad_for_no_result_of_its_own_says_so_in_a_verdict() -> None:
+    """A broken-variant cell whose every result is as declared but one declared result is
+    missing: FAIL, and only the `verdict` testcase can say so."""
+    doc = _load(GOLDEN / "verify-2026-11-24.json")
+    cell = next(c for c in doc["cells"] if c["cell"] == "6.12-rstat-hook-not-called")
+    cell = _judged_again(cell, verdict.CellRules(expect_status=Status.FAIL,
+                                                 expect={"memcg_kfuncs": Status.FAIL}))
+    assert cell["status"] == "FAIL"
+    doc = {**doc, "cells": [cell]}
+    root = _check_junit(doc)
+    fails = root.findall("testsuite/testcase/failure")
+    assert [f.get("type") for f in fails] == ["FAIL"]
+    verdict_fail = root.find("testsuite/testcase[@name='verdict']/failure")
+    assert verdict_fail is not None and verdict_fail.get("message") == \
+        "not as the cell declares:"
+    assert "memcg_kfuncs: declared FAIL in expect, but no result has that name" in (
+        verdict_fail.text or "")
+
+
+def test_a_missing_cell_is_a_verdict_failure(merged_ci: dict[str, Any]) -> None:
+    root = ET.fromstring(junit.render(merged_ci))
+    suite = root.find(f"testsuite[@name='{shards.MISSING}']")
+    assert suite is not None and suite.get("failures") == "1"
+    fail = suite.find("testcase[@name='verdict']/failure")
+    assert fail is not None and fail.get("type") == "MISSING"
+    assert fail.get("message") == shard.MISSING_REASON
+
+
+def test_benchmarks_are_properties_of_their_suite() -> None:
+    doc = _load(GOLDEN / "verify-2026-11-24.json")
+    root = ET.fromstring(junit.render(doc))
+    props = {p.get("name"): p.get("value") for p in
+             root.findall("testsuite[@name='6.12']/properties/property")}
+    bench = next(t for t in doc["cells"][0]["tests"] if t["name"] == "memcg_kfuncs_bench")
+    median = bench["extra"]["metrics"]["methods"]["memstat_read@1"]["median"]
+    assert props["memcg_kfuncs_bench.methods/memstat_read@1"] == f"{median:g} us_per_read"
+    assert sum(1 for n in props if str(n).startswith("memcg_kfuncs_bench.")) == 10
 
 
 def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -113,6 +256,8 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     SCHEMA.validate(str(out))
     assert cli.main(["export", "junit", str(tmp_path)]) == 2
     assert "no results.json there" in capsys.readouterr().err
+    assert cli.main(["export", "junit", str(GOLDEN / "faults.json"), "--run-id", "1"]) == 2
+    assert "options of the kcidb export" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("broken", [
@@ -132,57 +277,149 @@ def test_the_schema_refuses_what_ci_systems_would_not_read(broken: str) -> None:
 # ---- KCIDB ----
 
 
+def _expected_kcidb_tests(doc: dict[str, Any], include_broken: bool) -> int:
+    """Per exported cell: a test per result, per leaf and (several of them) per
+    measurement, and a `boot` test for a cell that tried to boot without a boot result."""
+    n = 0
+    for cell in doc["cells"]:
+        if not include_broken and any(t.get("expected_status") for t in cell["tests"]):
+            continue
+        for t in cell["tests"]:
+            leaves = _leaf_statuses((t.get("ktap") or {}).get("subtests", []))
+            metrics = list(measurements((t.get("extra") or {}).get("metrics")))
+            n += 1 + len(leaves) + (len(metrics) if len(metrics) > 1 else 0)
+        tried = any(s["stage"] == "accel" or s["stage"].startswith("boot")
+                    for s in cell["stages"])
+        n += tried and not any(t["name"] == "boot" for t in cell["tests"])
+    return n
+
+
+_HOST_PATH = re.compile(r"(?<![\w.])/(?:root|work|tmp|home)/")
+
+
+@pytest.mark.parametrize("include_broken", [False, True])
 @pytest.mark.parametrize("run", RUNS, ids=[r.stem for r in RUNS])
-def test_kcidb_is_valid_v5_and_has_a_test_per_result_and_subtest(run: Path) -> None:
+def test_kcidb_is_valid_v5_with_a_test_per_result_subtest_and_measurement(
+        run: Path, include_broken: bool) -> None:
     from kcidb_io import schema
 
-    from harness import kcidb
-
-    doc = json.loads(run.read_text())
-    out = kcidb.export(doc)
+    doc = _load(run)
+    out = kcidb.export(doc, include_broken=include_broken)
     schema.V5_3.validate_exactly(out)
     assert out["version"]["major"] == 5
-    assert [c["id"].split(":")[-1] for c in out["checkouts"]] == [
-        c["cell"].replace(".", "_") for c in doc["cells"]]
-    assert len(out["tests"]) == _expected_counts(doc)["tests"] - sum(
-        1 for c in doc["cells"] if not c["tests"])
-    ids = [t["id"] for t in out["tests"]]
-    assert len(ids) == len(set(ids))
+    cells = [c for c in doc["cells"] if include_broken or not kcidb.is_broken_variant(c)]
+    assert [c["misc"]["cell"] for c in out["checkouts"]] == [c["cell"] for c in cells]
+    assert len(out["tests"]) == _expected_kcidb_tests(doc, include_broken)
+    for kind in ("checkouts", "builds", "tests"):
+        ids = [o["id"] for o in out[kind]]
+        assert len(ids) == len(set(ids))
     builds = {b["id"] for b in out["builds"]}
     assert all(t["build_id"] in builds for t in out["tests"])
+    assert not _HOST_PATH.search(json.dumps(out))  # nothing local
+    if cells:
+        started = datetime.strptime(doc["started"], "%Y-%m-%dT%H:%M:%S%z")
+        assert out["checkouts"][0]["start_time"] == started.isoformat()
+
+
+def test_kcidb_of_the_merged_run(merged_ci: dict[str, Any]) -> None:
+    from kcidb_io import schema
+
+    out = kcidb.export(merged_ci, run_id="42")
+    schema.V5_3.validate_exactly(out)
+    assert len(out["tests"]) == _expected_kcidb_tests(merged_ci, False)
+    assert not _HOST_PATH.search(json.dumps(out))
+    # each checkout started when the run that holds its cell did
+    started = {c["misc"]["cell"]: c.get("start_time") for c in out["checkouts"]}
+    assert started == {"6.12": "2026-11-24T01:05:06+00:00", "6.1": "2026-11-24T01:05:06+00:00",
+                       "adhoc": "2026-11-24T01:09:15+00:00", shards.MISSING: None}
 
 
 def test_kcidb_says_what_failed_and_keeps_our_status() -> None:
-    from harness import kcidb
-
-    out = kcidb.export(json.loads((GOLDEN / "adhoc-memcg-kfuncs-broken.json").read_text()))
+    out = kcidb.export(_load(GOLDEN / "adhoc-memcg-kfuncs-broken.json"))
     by = {t["path"]: t for t in out["tests"]}
     assert by["harness.memcg_kfuncs"]["status"] == "FAIL"
     leaf = by["harness.memcg_kfuncs.parent_includes_child"]
     assert leaf["status"] == "FAIL" and "P - C" in leaf["log_excerpt"]
     assert by["harness.rstat_propagation"]["status"] == "PASS"
-    assert out["builds"][0]["status"] == "PASS"
-    faults = kcidb.export(json.loads((GOLDEN / "faults.json").read_text()))
-    warn = next(t for t in faults["tests"] if t["path"] == "harness.lkdtm_warn")
-    # a WARN provoked on purpose is still a failure of the kernel; ours says it was declared
+    assert by["boot"]["status"] == "PASS" and by["boot"]["environment"]["misc"]["accel"] == "tcg"
+    build = out["builds"][0]
+    assert build["status"] == "PASS" and build["config_name"] == "base"
+    # recorded before results.json said where the kernel came from: nothing is claimed
+    assert build["misc"]["from_store"] is False and "duration" in build
+    doc = _load(GOLDEN / "adhoc-memcg-kfuncs-broken.json")
+    doc["cells"][0]["kernel_from_store"] = True  # as a run now writes it
+    build = kcidb.export(doc)["builds"][0]
+    assert build["misc"]["from_store"] is True and "duration" not in build
+    assert build["misc"]["kernel_store_key"] == "79f9982f8b212ededfea"
+    faults = _load(GOLDEN / "faults.json")
+    assert kcidb.export(faults)["tests"] == []  # a broken variant: left out
+    every = kcidb.export(faults, include_broken=True)
+    warn = next(t for t in every["tests"] if t["path"] == "harness.lkdtm_warn")
+    # a WARN provoked on purpose: FAIL kept, marked as what the cell declares
     assert warn["status"] == "FAIL" and warn["misc"]["declared"] == "CRASHED"
-    hang = next(t for t in faults["tests"] if t["path"] == "harness.hang")
-    assert hang["status"] == "ERROR"
+    assert warn["misc"]["expected"] is True
+    hang = next(t for t in every["tests"] if t["path"] == "harness.hang")
+    assert hang["status"] == "ERROR" and hang["misc"]["expected"] is True
+
+
+def test_kcidb_environment_failures_are_not_kernel_failures() -> None:
+    out = kcidb.export(_load(ACCEL_ERROR))
+    assert [(t["path"], t["status"]) for t in out["tests"]] == [("boot", "MISS")]
+    assert "KVM does not work here" in out["tests"][0]["log_excerpt"]
+    assert out["builds"][0]["status"] == "PASS"
+    # a kernel that warns while booting is a kernel failure
+    warned = {t["path"]: t["status"] for t in kcidb.export(_load(WARN_BOOT))["tests"]}
+    assert warned["boot"] == "FAIL" and warned["harness.shutdown"] == "FAIL"
+
+
+def test_kcidb_measurements_are_numbers() -> None:
+    doc = _load(GOLDEN / "verify-2026-11-24.json")
+    out = kcidb.export(doc)
+    bench = [t for t in out["tests"] if t["path"].startswith("harness.memcg_kfuncs_bench.methods.")
+             and t["build_id"].endswith(":6_12:build")]
+    assert len(bench) == 10 and all(t["status"] == "DONE" for t in bench)
+    first = next(t for t in bench if t["path"].endswith(".memstat_read_1"))
+    median = doc["cells"][0]["tests"][4]["extra"]["metrics"]["methods"]["memstat_read@1"]
+    assert first["number"] == {"value": median["median"], "unit": "us_per_read"}
+    assert first["misc"]["direction"] == "lower"
+
+
+def test_kcidb_config_names_and_kernels_without_host_paths() -> None:
+    doc = _load(GOLDEN / "verify-2026-11-24.json")
+    builds = {b["checkout_id"].rsplit(":", 1)[1]: b for b in kcidb.export(doc)["builds"]}
+    assert builds["6_1"]["config_name"] == "base+6.1"
+    assert kcidb.hostless("/home/u/linux at v6.12 (0123456789ab)") == "linux at v6.12 " \
+                                                                      "(0123456789ab)"
+    kept = "Cgroup /sys/fs/cgroup/cg_test_ptrace isn't frozen; see ../a/b.c and us/read"
+    assert kcidb.hostless(kept) == kept
+    assert kcidb.hostless("https://example.org/a/b") == "https://example.org/a/b"
+
+
+def test_kcidb_run_ids() -> None:
+    doc = _load(GOLDEN / "faults.json")
+    assert kcidb.resolve_run_id(doc, given="7", env={"GITHUB_RUN_ID": "1"}) == "7"
+    assert kcidb.resolve_run_id(doc, env={"GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "3",
+                                          "CI_PIPELINE_ID": "9"}) == "github_1_3"
+    assert kcidb.resolve_run_id(doc, env={"CI_PIPELINE_ID": "9"}) == "gitlab_9"
+    derived = kcidb.resolve_run_id(doc, env={})
+    assert derived.startswith("20261124010831_") and doc["run_id"] not in derived
+    # a run id taken from --out is shared by CI jobs: two runs under the same name differ
+    other = _load(GOLDEN / "adhoc-memcg-kfuncs-broken.json")
+    other["run_id"] = doc["run_id"]
+    assert kcidb.resolve_run_id(other, env={}) != derived
+    with pytest.raises(kcidb.ExportError):
+        kcidb.export(doc, origin="My-Lab")
 
 
 @pytest.mark.parametrize("ours, theirs", [("PASS", "PASS"), ("XFAIL", "FAIL"),
                                           ("CRASHED", "FAIL"), ("TIMEOUT", "ERROR"),
                                           ("SKIP", "SKIP"), ("SETUP_ERROR", "MISS"),
-                                          ("BOOT_ERROR", "FAIL"), ("FLAKY", "FAIL")])
+                                          ("BOOT_ERROR", "MISS"), ("FLAKY", "FAIL"),
+                                          ("MISSING", "MISS")])
 def test_kcidb_status_mapping(ours: str, theirs: str) -> None:
-    from harness import kcidb
-
     assert kcidb.test_status(ours) == theirs
 
 
 def test_every_status_of_ours_has_a_kcidb_status() -> None:
-    from harness import kcidb
-    from harness.model import Status
-
     assert {kcidb.test_status(s.value) for s in Status} <= {
         "FAIL", "ERROR", "MISS", "PASS", "DONE", "SKIP"}
