@@ -471,6 +471,51 @@ static int check_early_termination(void)
 	return ok && walk_is(&w, until_a, "stopped after a") ? KSFT_PASS : KSFT_FAIL;
 }
 
+/*
+ * A pre-order walk read 8 bytes at a time: the iterator stops after the first
+ * cgroup (the reader's buffer is full) and drops cgroup_mutex; the rest of that
+ * line follows from the seq_file's buffer, then the next start() cannot resume a
+ * walk whose tree may have changed: EOPNOTSUPP, never a silent end of the output
+ * (which would look like a complete walk of one cgroup).
+ */
+static int check_partial_read_not_resumed(void)
+{
+	struct bpf_link *link = bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump,
+						      nodes[N_ROOT].path,
+						      BPF_CGROUP_ITER_DESCENDANTS_PRE);
+	int fd = link ? bpf_iter_create(bpf_link__fd(link)) : -1, reads, err = 0;
+	char got[512] = "", piece[8], *nl;
+	size_t len = 0;
+	ssize_t n;
+
+	if (fd < 0) {
+		bpf_link__destroy(link);
+		return check_fail("the iterator on the test root: %s", strerror(errno));
+	}
+	/* a bound: a kernel that restarts the walk on every read never ends it */
+	for (reads = 0; reads < 4096; reads++) {
+		n = read(fd, piece, sizeof(piece));
+		if (n <= 0) {
+			err = n < 0 ? errno : 0;
+			break;
+		}
+		if (len + n < sizeof(got)) {
+			memcpy(got + len, piece, n);
+			len += n;
+			got[len] = '\0';
+		}
+	}
+	close(fd);
+	bpf_link__destroy(link);
+	nl = strchr(got, '\n');
+	if (err == EOPNOTSUPP && nl && !nl[1] && !strncmp(got, "cgroup seq=0 ", 13))
+		return KSFT_PASS;
+	ksft_print_msg("read 8 bytes at a time (%d reads):\n", reads);
+	print_block("  | ", got);
+	return check_fail("expected the first cgroup's line, then EOPNOTSUPP; the reads ended with %s",
+			  reads == 4096 ? "no end" : err ? strerror(err) : "end of file");
+}
+
 /* in the dead cgroup: DEAD_FILE_BYTES of page cache, kept after the exit */
 static int write_page_cache(void *path)
 {
@@ -585,6 +630,7 @@ int main(void)
 		CHECK(attach_orders, cgroup_tree_setup),
 		CHECK(attach_cgroup_spec, cgroup_tree_setup),
 		CHECK(early_termination, cgroup_tree_setup),
+		CHECK(partial_read_not_resumed, cgroup_tree_setup),
 		CHECK(dead_cgroup_skipped, cgroup_tree_setup),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(cgroup_tree_cleanup),
