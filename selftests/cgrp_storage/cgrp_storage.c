@@ -14,6 +14,7 @@
  * the last rstat flush (r), and freed with its cgroup (a, b, d).
  */
 #include "selftest.h"
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <linux/types.h>
 #include "cgrp_storage.h"
@@ -163,6 +164,54 @@ static int check_syscall_update_lookup_delete(void)
 	if (!bpf_map_delete_elem(map_fd, &fds[C]) || errno != ENOENT)
 		return check_fail("deleting again: %s, want ENOENT", strerror(errno));
 	return expect_none(C);
+}
+
+/*
+ * A cgroup of a v1 hierarchy (a named one, no controller) as the key: either every
+ * syscall operation takes it (mainline since it keys by cgroup_v1v2_get_from_fd())
+ * or every one refuses it with EBADF (v2 only: mainline before that, the 6.1
+ * backport). Never one way for the update and another for the lookup or delete.
+ */
+static int check_v1_cgroup_fd(void)
+{
+	char mnt[] = "/tmp/cgrp_storage_v1.XXXXXX", dir[sizeof(mnt) + 8];
+	struct cgs_value set = { .moves = 99 }, got = {};
+	int fd = -1, up, look, del, again;
+	bool ok = true;
+
+	if (!mkdtemp(mnt))
+		return check_fail("mkdtemp: %s", strerror(errno));
+	if (mount("none", mnt, "cgroup", 0, "none,name=cgrp_storage_v1")) {
+		int err = errno;
+
+		rmdir(mnt);
+		return check_skip("no cgroup v1 hierarchy to mount here: %s", strerror(err));
+	}
+	snprintf(dir, sizeof(dir), "%s/t", mnt);
+	if (mkdir(dir, 0755) || (fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		check_fail("%s: %s", dir, strerror(errno));
+		ok = false;
+	} else {
+		up = bpf_map_update_elem(map_fd, &fd, &set, BPF_NOEXIST) ? errno : 0;
+		look = bpf_map_lookup_elem(map_fd, &fd, &got) ? errno : 0;
+		del = bpf_map_delete_elem(map_fd, &fd) ? errno : 0;
+		again = bpf_map_lookup_elem(map_fd, &fd, &got) ? errno : 0;
+		if (!up)	/* taken: all of it, with the value stored */
+			expect(&ok, !look && got.moves == 99 && !del && again == ENOENT,
+			       "v1 cgroup: update took it, then lookup %s (moves %llu, want 99), delete %s, lookup after it %s (want ENOENT)",
+			       strerror(look), got.moves, strerror(del), strerror(again));
+		else
+			expect(&ok, up == EBADF && look == EBADF && del == EBADF,
+			       "v1 cgroup: update %s, lookup %s, delete %s: expected all EBADF (or all to work)",
+			       strerror(up), strerror(look), strerror(del));
+		ksft_print_msg("a v1 cgroup fd: %s\n", up ? "refused (EBADF)" : "taken");
+	}
+	if (fd >= 0)
+		close(fd);
+	rmdir(dir);
+	umount2(mnt, MNT_DETACH);
+	rmdir(mnt);
+	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
 /* every flag of the syscall update, on c (its storage deleted just before) */
@@ -447,6 +496,7 @@ static const struct check checks[] = {
 	CHECK(null_cgroup, initial_value_on_create),
 	CHECK(nested_while_busy, tree_setup),
 	CHECK(refusals, tree_setup),
+	CHECK(v1_cgroup_fd, load_attach),
 	CHECK(verifier_refusals),
 	CHECK(storage_life, tree_setup),
 	CHECK(freed_with_the_cgroup, each_cgroup_its_own),
