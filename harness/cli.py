@@ -169,18 +169,38 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--out", type=Path, metavar="DIR",
                     help="the shell's results directory (default results/shell-<timestamp>)")
 
-    ci = sub.add_parser("ci", help="CI systems: a GitHub Actions workflow from the matrix, "
-                        "the cache key of a cell, what the matrix costs in runner-minutes")
-    ci.add_argument("what", choices=["github", "cache-key", "minutes"])
+    ci = sub.add_parser("ci", help="CI systems: a GitHub Actions workflow or a GitLab CI "
+                        "pipeline from the matrix, the cache keys of its build jobs, a run's "
+                        "failures as GitHub annotations, what the matrix costs in "
+                        "runner-minutes")
+    ci.add_argument("what", choices=["github", "gitlab", "cache-key", "annotate", "minutes"])
     ci.add_argument("runs", nargs="*", type=Path, metavar="RUN",
-                    help="minutes: earlier runs (directories or results.json) measuring the cells")
+                    help="annotate: the runs (directories or results.json) whose failures "
+                         "to annotate; minutes: earlier runs measuring the cells")
     ci.add_argument("--setup-minutes", type=float, default=1.5, metavar="M",
                     help="minutes: a job's set-up before the harness runs (bootstrap, cache "
                     "restore and save; 1.5: bootstrap measured on a fresh machine, see README)")
     ci.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
-    ci.add_argument("--cell", default=None, help="cache-key: the cell")
+    ci.add_argument("--cell", action="append", default=[], metavar="NAME",
+                    help="cache-key: the cells whose kernels the keys cover (repeatable)")
+    ci.add_argument("--accel", choices=[Accel.TCG.value, Accel.KVM.value],
+                    default=Accel.TCG.value,
+                    help="github, gitlab: the guests' accelerator (default tcg, on any "
+                         "runner; kvm needs --runs-on or --tag naming runners with /dev/kvm)")
+    ci.add_argument("--runs-on", action="append", default=[], metavar="LABEL",
+                    help="github: the runner label(s) of the jobs that build and boot "
+                         "(repeatable; default ubuntu-latest)")
+    ci.add_argument("--container-options", default=None, metavar="OPTS",
+                    help="github: docker options of their debian:12 container (default "
+                         "--privileged)")
+    ci.add_argument("--tag", action="append", default=[], metavar="TAG",
+                    help="gitlab: the runner tag(s) of the jobs that build and boot "
+                         "(repeatable; default none: any runner)")
+    ci.add_argument("--summary", type=Path, default=None, metavar="FILE",
+                    help="annotate: also append a markdown summary of the runs to FILE "
+                         "(\"$GITHUB_STEP_SUMMARY\")")
     ci.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
-                    help="github: write the workflow here (default: stdout)")
+                    help="github, gitlab: write the file here (default: stdout)")
     ex = sub.add_parser("export", help="a run's results in a format CI systems read "
                         "(junit, kcidb)")
     ex.add_argument("format", choices=["junit", "kcidb"])
@@ -281,14 +301,27 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", type=Path, metavar="DIR", help="where index.html goes "
                      "(default: RUN/report)")
     ca = sub.add_parser("cache", help="what the cache holds (size, last use, what for); "
-                        "prune or drop entries")
-    ca.add_argument("action", nargs="?", choices=["list", "prune", "drop"], default="list")
+                        "prune or drop entries; export them to an archive, import one")
+    ca.add_argument("action", nargs="?", choices=["list", "prune", "drop", "export", "import"],
+                    default="list")
     ca.add_argument("names", nargs="*", metavar="NAME",
-                    help="drop: the entries to remove (globs, e.g. 'git-linux-*')")
+                    help="drop: the entries to remove (globs, e.g. 'git-linux-*'); import: "
+                         "the archive")
     ca.add_argument("--max-size", default=None, metavar="SIZE",
                     help="prune: evict least recently used until the cache fits in SIZE "
                          "(default $HARNESS_CACHE_MAX, else 40G)")
     ca.add_argument("--dry-run", action="store_true", help="prune/drop: say what would go")
+    ca.add_argument("--run", action="append", default=[], metavar="RUN",
+                    help="export: a run (directory or results.json) whose cells' stored "
+                         "kernels, and the test builds used while it ran, go in "
+                         "(repeatable)")
+    ca.add_argument("--cell", action="append", default=[], metavar="NAME",
+                    help="export: only these cells of the runs (repeatable)")
+    ca.add_argument("--entry", action="append", default=[], metavar="NAME",
+                    help="export: these entries, named as `harness cache` lists them "
+                         "(globs; kernels and test builds; repeatable)")
+    ca.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.tar",
+                    help="export: the archive to write (.tar, .tar.gz or .tar.xz)")
     sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
     ls = sub.add_parser("matrix", help="list the matrix cells")
     ls.add_argument("--tier", choices=[t.value for t in Tier], default="default",
@@ -716,20 +749,64 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
-    from . import workflow
+    from . import ciplan, gitlab, workflow
 
+    if args.what != "minutes" and args.what != "annotate" and args.runs:
+        raise EnvironmentProblem(f"harness ci {args.what} takes no runs",
+                                 fix="runs go to harness ci annotate or harness ci minutes")
+    for option, given, takes in (("--cell", args.cell, ("cache-key",)),
+                                 ("--summary", args.summary, ("annotate",)),
+                                 ("-o", args.output, ("github", "gitlab"))):
+        if given and args.what not in takes:
+            raise EnvironmentProblem(f"{option}: an option of harness ci {' and '.join(takes)}",
+                                     fix=f"leave it out of harness ci {args.what}")
     if args.what == "cache-key":
         if not args.cell:
             raise EnvironmentProblem("harness ci cache-key needs --cell",
-                                     fix="harness ci cache-key --cell 6.12")
-        [cell] = matrix.select(matrix.load(), Tier.FULL, (args.cell,))
-        key, prefix = workflow.cache_key(cell)
-        print(f"key={key}\nprefix={prefix}")
+                                     fix="harness ci cache-key --cell 6.12 [--cell ...]")
+        keys = workflow.cache_key(matrix.select(matrix.load(), Tier.FULL, tuple(args.cell)))
+        print(f"store_key={keys.store}\nccache_prefix={keys.ccache_prefix}")
         return 0
     if args.what == "minutes":
         return _ci_minutes(args)
-    text = workflow.render(matrix.select(matrix.load(), Tier(args.tier)), args.tier)
-    return _write_or_print(text, args.output, "workflow")
+    if args.what == "annotate":
+        return _ci_annotate(args)
+    github_only = [o for o, v in (("--runs-on", args.runs_on),
+                                  ("--container-options", args.container_options)) if v]
+    if args.what == "gitlab" and github_only:
+        raise EnvironmentProblem(f"{', '.join(github_only)}: options of harness ci github",
+                                 fix="harness ci gitlab takes --tag for its runners")
+    if args.what == "github" and args.tag:
+        raise EnvironmentProblem("--tag: an option of harness ci gitlab",
+                                 fix="harness ci github takes --runs-on LABEL")
+    settings = ciplan.Settings(
+        accel=Accel(args.accel), runs_on=tuple(args.runs_on), tags=tuple(args.tag),
+        container_options=ciplan.DEFAULT_CONTAINER_OPTIONS if args.container_options is None
+        else args.container_options)
+    cells = matrix.select(matrix.load(), Tier(args.tier))
+    render = workflow.render if args.what == "github" else gitlab.render
+    what = "workflow" if args.what == "github" else "pipeline"
+    return _write_or_print(render(cells, args.tier, settings), args.output, what)
+
+
+def _ci_annotate(args: argparse.Namespace) -> int:
+    from . import annotate
+
+    if not args.runs:
+        raise EnvironmentProblem("harness ci annotate needs the runs",
+                                 fix="harness ci annotate results/RUN [--summary FILE]")
+    docs = [(load_run(str(r))[0], r) for r in args.runs]
+    several = len(docs) > 1
+    for doc, run in docs:
+        label = (run.parent if run.name == "results.json" else run).name if several else ""
+        for line in annotate.annotation_lines(doc, label=label):
+            print(line)
+    if args.summary is not None:
+        with args.summary.open("a") as out:
+            for doc, run in docs:
+                label = (run.parent if run.name == "results.json" else run).name
+                out.write(annotate.summary(doc, label=label) + "\n")
+    return 0
 
 
 def _ci_minutes(args: argparse.Namespace) -> int:
@@ -825,6 +902,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_cache(args: argparse.Namespace) -> int:
     from . import cache
 
+    export_only = [o for o, v in (("--run", args.run), ("--cell", args.cell),
+                                  ("--entry", args.entry), ("-o", args.output)) if v]
+    if export_only and args.action != "export":
+        raise EnvironmentProblem(f"{', '.join(export_only)}: options of harness cache export",
+                                 fix=f"leave them out of harness cache {args.action}")
+    if args.action == "export":
+        return _cache_export(args)
+    if args.action == "import":
+        return _cache_import(args)
     limit = cache.parse_size(args.max_size) if args.max_size else cache.max_size()
     if args.action == "list":
         if args.names:
@@ -848,6 +934,48 @@ def cmd_cache(args: argparse.Namespace) -> int:
     left = done.total_before - sum(e.size for e in done.evicted)
     print(f"{len(done.evicted)} entries {verb}; the cache holds {cache.human(left)}"
           + (f" (limit {cache.human(limit)})" if args.action == "prune" else ""))
+    return 0
+
+
+def _cache_export(args: argparse.Namespace) -> int:
+    from . import cache
+
+    if args.names:
+        raise EnvironmentProblem("harness cache export takes no names",
+                                 fix="name the entries with --entry NAME, or the runs with "
+                                     "--run RUN")
+    if args.cell and not args.run:
+        # a cell's kernel is named by its tree id and .config, known once a run made them
+        raise EnvironmentProblem("--cell picks cells of the runs given: there is none",
+                                 fix="give the run that ran them: --run results/RUN --cell C")
+    if args.output is None or not (args.run or args.entry):
+        raise EnvironmentProblem("harness cache export needs what to export and where",
+                                 fix="harness cache export --run results/RUN [--cell C]... "
+                                     "[--entry NAME]... -o FILE.tar")
+    runs = [(doc, file) for doc, _cell, file in (load_run(r) for r in args.run)]
+    names = cache.run_entries(runs, tuple(args.cell)) if runs else {}
+    if args.entry:
+        names.update(cache.named_entries(tuple(args.entry)))
+    done = cache.export(names, args.output)
+    for name, what in done.entries.items():
+        print(f"exported {name} ({what or '-'})")
+    print(f"{len(done.entries)} entries, {cache.human(done.size)}: {done.archive}")
+    return 0
+
+
+def _cache_import(args: argparse.Namespace) -> int:
+    from . import cache
+
+    if len(args.names) != 1:
+        raise EnvironmentProblem("harness cache import takes one archive",
+                                 fix="harness cache import FILE.tar")
+    done = cache.import_archive(Path(args.names[0]))
+    for name, what in done.added.items():
+        print(f"imported {name} ({what or '-'})")
+    for name, what in done.present.items():
+        print(f"already in the cache: {name} ({what or '-'})")
+    print(f"{len(done.added)} entries imported, {len(done.present)} already there, into "
+          f"{paths.cache_root()}")
     return 0
 
 

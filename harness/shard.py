@@ -4,9 +4,11 @@
 kernel spec, series, configs and patches) stay in one shard, so that kernel is built once.
 Those groups are placed largest first on the shard with the least cost so far (ties: the
 lower shard). A group's cost is the sum of its cells' costs, taken from an earlier run's
-results.json (the durations of its stages) where one is given, else one unit per cell
-plus one per test. Every cell lands in exactly one shard, and the same inputs give the
-same shards on every machine.
+results.json where one is given (`costs_from`: the durations of its stages, each kernel's
+build counted once, a kernel taken from the store at the build time the store recorded;
+a cell the costs lack weighs the mean of the measured ones, and is said), else one unit
+per cell plus one per test. Every cell lands in exactly one shard, and the same inputs
+give the same shards on every machine.
 
 `merge()` joins the results.json of several runs (the shards) into one, against the cells
 it expects (the plan: matrix cells, or a plan file `write_plan` wrote for a CI
@@ -32,6 +34,7 @@ The merged status and exit code follow the same precedence as a single run.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +46,8 @@ from . import atomic
 from .errors import HarnessError
 from .matrix import Cell
 from .model import Status, worst
+
+log = logging.getLogger(__name__)
 
 
 class ShardError(HarnessError):
@@ -63,15 +68,28 @@ def kernel_of(cell: Cell) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[
 
 
 def cost(cell: Cell, costs: Mapping[str, float]) -> float:
-    return costs.get(cell.name, 1.0 + len(cell.tests))
+    """A cell's seconds as measured. A cell the costs do not hold (new since, or stopped
+    early then) weighs the mean of the measured ones: on their scale, neither free nor
+    one unit among seconds. Without costs: one unit per cell and per test."""
+    if cell.name in costs:
+        return costs[cell.name]
+    if costs:
+        return sum(costs.values()) / len(costs)
+    return 1.0 + len(cell.tests)
 
 
 def plan(cells: Sequence[Cell], n: int, costs: Mapping[str, float] | None = None
          ) -> list[list[Cell]]:
-    """The N shards, each in the cells' own order."""
+    """The N shards, each in the cells' own order. A group's cost is the sum of its cells'
+    (costs_from charges a shared kernel's build to one of them); cells the costs lack are
+    said (a warning) and weigh the mean of the measured cells."""
     if n < 1:
         raise ShardError(f"{n} shards: at least 1")
     costs = costs or {}
+    if costs and (unmeasured := [c.name for c in cells if c.name not in costs]):
+        log.warning("--costs: no measurement of cell(s) %s: each weighs the mean of the "
+                    "measured cells (%.0f s)", ", ".join(unmeasured),
+                    sum(costs.values()) / len(costs))
     groups: dict[tuple[Any, ...], list[Cell]] = {}
     for c in cells:
         groups.setdefault(kernel_of(c), []).append(c)
@@ -86,15 +104,52 @@ def plan(cells: Sequence[Cell], n: int, costs: Mapping[str, float] | None = None
     return [[c for c in cells if placed[c.name] == k] for k in range(n)]
 
 
-def costs_from(results: Path) -> dict[str, float]:
-    """Seconds per cell in an earlier run's results.json (what its stages took)."""
+def costs_from(results: Path, build_seconds: Mapping[str, float] | None = None
+               ) -> dict[str, float]:
+    """Seconds per cell in an earlier run's results.json: what its stages took, each
+    kernel's build counted once. Cells that booted the same stored kernel (one `image`)
+    share its build: the longest of their build stages is charged to the first of them,
+    the others pay their other stages (cells run as separate jobs each built it, and
+    would pay it once per cell). A kernel no cell of the run built (every one took it from
+    the kernel store) was not measured there: its build is the time the store recorded
+    (`build_seconds`, image -> seconds; by default this machine's store), else it is left
+    out, and said."""
     try:
         doc = json.loads(results.read_text())
     except (OSError, ValueError) as exc:
         raise ShardError(f"--costs {results}: not a readable results.json: {exc}",
                          fix="give the results.json of an earlier run") from None
-    return {c["cell"]: float(sum(s.get("duration_s", 0.0) for s in c.get("stages", [])))
-            for c in doc.get("cells", []) if isinstance(c, dict) and "cell" in c}
+    cells = [c for c in doc.get("cells", []) if isinstance(c, dict) and "cell" in c]
+    by_image: dict[str, list[dict[str, Any]]] = {}
+    for c in cells:  # a cell stopped before its build is a group of its own
+        by_image.setdefault(str(c.get("image") or f"cell {c['cell']}"), []).append(c)
+
+    def seconds(c: dict[str, Any], build: bool) -> float:
+        return float(sum(s.get("duration_s", 0.0) for s in c.get("stages", [])
+                         if (s.get("stage") == "build") == build))
+
+    out: dict[str, float] = {}
+    unbuilt: list[str] = []
+    for image, group in by_image.items():
+        built = max(seconds(c, True) for c in group)
+        if all(c.get("kernel_from_store") is True for c in group):
+            if build_seconds is None:
+                from .build import stored_build_seconds
+
+                build_seconds = stored_build_seconds()
+            recorded = build_seconds.get(image)
+            if recorded is None:
+                unbuilt += [str(c["cell"]) for c in group]
+            else:
+                built = recorded
+        first, *others = group
+        out[str(first["cell"])] = built + seconds(first, False)
+        out.update({str(c["cell"]): seconds(c, False) for c in others})
+    if unbuilt:
+        log.warning("--costs %s: cell(s) %s took their kernels from the store, which "
+                    "recorded no build time for them: their build is not counted",
+                    results, ", ".join(unbuilt))
+    return out
 
 
 # ---- the plan: the cells a merge expects ----

@@ -1,23 +1,37 @@
 """The GitHub Actions workflow: generated from matrix.toml, committed, valid against the
-GitHub workflow schema that check-jsonschema vendors, and its cache keys."""
+GitHub workflow schema that check-jsonschema vendors; each kernel built once and fanned out
+to the cells' test jobs; honest steps; its cache keys; and what one job per cell costs."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import check_jsonschema
 import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from harness import cli, matrix, workflow
+from harness import build, ciplan, cli, matrix, shard, workflow
 from harness.matrix import Tier
+from harness.model import Accel
+from tests.cijobs import builds, harness_runs
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / ".github" / "workflows" / "harness.yml"
 SCHEMA = (Path(check_jsonschema.__file__).parent / "builtin_schemas" / "vendor"
           / "github-workflows.json")
+
+
+def _load(text: str) -> dict[str, Any]:
+    doc: dict[str, Any] = YAML(typ="safe").load(text)
+    return doc
+
+
+def _script(job: dict[str, Any]) -> str:
+    return "\n".join(s.get("run", "") for s in job["steps"])
 
 
 def test_the_committed_workflow_matches_the_matrix() -> None:
@@ -26,38 +40,199 @@ def test_the_committed_workflow_matches_the_matrix() -> None:
         COMMITTED.relative_to(REPO))
 
 
-def test_it_is_a_valid_github_workflow_with_a_job_per_cell_and_a_merge() -> None:
-    doc = YAML(typ="safe").load(COMMITTED.read_text())
-    jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
-    cells = [c.name for c in matrix.select(matrix.load(), Tier.CI)]
-    assert doc["jobs"]["cell"]["strategy"]["matrix"]["cell"] == cells
-    assert doc["jobs"]["cell"]["container"]["image"] == "debian:12"
-    runs = [s.get("run", "") for s in doc["jobs"]["cell"]["steps"]]
-    assert runs[1] == "./bootstrap.sh" and "harness ci cache-key" in runs[2]
-    assert any("harness run --cell" in r for r in runs)
-    merge = " ".join(s.get("run", "") for s in doc["jobs"]["merge"]["steps"])
-    assert "harness merge runs/*" in merge and "GITHUB_STEP_SUMMARY" in merge
-    assert "harness export junit merged -o merged/junit.xml" in merge
-    assert doc["jobs"]["merge"]["needs"] == "cell"
+def test_it_is_a_valid_github_workflow() -> None:
+    jsonschema.validate(_load(COMMITTED.read_text()), json.loads(SCHEMA.read_text()))
 
 
 def test_a_broken_workflow_fails_the_schema() -> None:
-    doc = YAML(typ="safe").load(COMMITTED.read_text())
-    doc["jobs"]["cell"]["runs-on"] = 7
+    doc = _load(COMMITTED.read_text())
+    doc["jobs"]["merge"]["runs-on"] = 7
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
 
 
-def test_cache_keys_change_with_the_cells_series_and_config(
-        capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("tier", [Tier.CI, Tier.FULL])
+def test_each_kernel_of_the_tier_is_built_once_and_tested_by_its_cells(tier: Tier) -> None:
+    """Build jobs x the kernels each builds = the tier's distinct kernels, each once; one
+    build job per worktree (kernel spec and configs); every cell in one test job, which
+    needs the build job that built its kernel and imports that kernel's archive."""
+    cells = matrix.select(matrix.load(), tier)
+    doc = _load(workflow.render(cells, tier.value))
+    jobs = doc["jobs"]
+    built = {job_id: builds(_script(job)) for job_id, job in jobs.items()}
+    every = [b.kernel for kernels in built.values() for b in kernels]
+    assert len(every) == len(set(every))  # no kernel built twice
+    assert set(every) == {shard.kernel_of(c) for c in cells}
+    building = {job_id: kernels for job_id, kernels in built.items() if kernels}
+    assert all(job_id.startswith("build-") for job_id in building)
+    trees = [{(k.kernel[0], k.kernel[2]) for k in kernels} for kernels in building.values()]
+    assert all(len(t) == 1 for t in trees) and len({t.pop() for t in trees}) == len(trees)
+    by_cell = {c.name: c for c in cells}
+    tested = []
+    for job_id, job in jobs.items():
+        runs = [a for a in harness_runs(_script(job)) if a.cell]
+        if not runs:
+            continue
+        assert job_id.startswith("test-") and not built[job_id]
+        [run] = runs
+        assert run.cell == ["${{ matrix.cell }}"] and not run.boot_only
+        made = {b.out.removeprefix("build/"): b.kernel for b in built[job["needs"]]}
+        uploads = [s["with"]["name"] for s in jobs[job["needs"]]["steps"]
+                   if s.get("uses", "").startswith("actions/upload-artifact")]
+        for leg in job["strategy"]["matrix"]["include"]:
+            tested.append(leg["cell"])
+            assert made[leg["kernel"]] == shard.kernel_of(by_cell[leg["cell"]])
+            assert f"kernel-{leg['kernel']}-${{{{ github.run_attempt }}}}" in uploads
+    assert sorted(tested) == sorted(by_cell)
+
+
+def test_steps_are_honest_about_exit_codes() -> None:
+    """The harness's exit code is the step's: a line that runs the harness is that command
+    alone (no `|| echo code=$?`, no pipe, no list), and a step that runs the harness or
+    merges runs only when the steps before it passed; what must happen anyway
+    (annotations, summaries, uploads) is a step of its own that runs always."""
+    jobs = _load(COMMITTED.read_text())["jobs"]
+    for job in jobs.values():
+        for step in job["steps"]:
+            run = step.get("run", "")
+            for line in run.splitlines():
+                if "bin/harness " in line:
+                    assert not any(ch in line for ch in "|&;"), line
+            if "harness run" in run or "harness merge" in run:
+                assert "if" not in step, step
+            if "harness ci annotate" in run:
+                assert step["if"].startswith("always()")
+    test = jobs["test-debian_6_12-base"]["steps"]
+    [annotate] = [s for s in test if "harness ci annotate" in s.get("run", "")]
+    assert '--summary "$GITHUB_STEP_SUMMARY"' in annotate["run"]
+    assert annotate["if"] == "always() && steps.run.outcome != 'skipped'"
+
+
+def test_hygiene_triggers_concurrency_permissions_and_artifact_names() -> None:
+    doc = _load(COMMITTED.read_text())
+    assert doc["on"]["push"] == {"branches": ["main", "master"]} and "pull_request" in doc["on"]
+    assert doc["concurrency"] == {"group": "harness-${{ github.ref }}",
+                                  "cancel-in-progress": True}
+    assert doc["permissions"] == {"contents": "read"}
+    writes = {job_id: job["permissions"] for job_id, job in doc["jobs"].items()
+              if "permissions" in job}
+    assert writes == {"report": {"contents": "read", "checks": "write",
+                                 "pull-requests": "write"}}
+    assert any(s.get("uses", "").startswith("mikepenz/action-junit-report")
+               for s in doc["jobs"]["report"]["steps"])
+    for job in doc["jobs"].values():
+        for step in job["steps"]:
+            if step.get("uses", "").startswith("actions/upload-artifact"):
+                assert "${{ github.run_attempt }}" in step["with"]["name"]
+
+
+def test_caches_honour_harness_cache_and_are_saved_on_pushes_only() -> None:
+    doc = _load(COMMITTED.read_text())
+    assert doc["env"]["HARNESS_CACHE"] == workflow.CACHE_ROOT
+    steps = doc["jobs"]["build-debian_6_12-base"]["steps"]
+    caches = [s for s in steps if s.get("uses", "").startswith("actions/cache/")]
+    assert {s["with"]["path"] for s in caches} == {"${{ env.HARNESS_CACHE }}/kernels",
+                                                   "${{ env.HARNESS_CACHE }}/ccache"}
+    for s in caches:
+        if s["uses"].startswith("actions/cache/save"):
+            assert "github.event_name == 'push'" in s["if"]
+    [ccache] = [s for s in caches if s["uses"].startswith("actions/cache/restore")
+                and s["with"]["path"].endswith("ccache")]
+    prefix = "${{ steps.key.outputs.ccache_prefix }}"
+    assert ccache["with"]["restore-keys"] == prefix
+    assert ccache["with"]["key"] == prefix + "${{ github.run_id }}-${{ github.run_attempt }}"
+
+
+def test_the_merge_job_is_light_and_uses_the_plan() -> None:
+    merge = _load(COMMITTED.read_text())["jobs"]["merge"]
+    script = _script(merge)
+    assert "bootstrap" not in script and "container" not in merge
+    assert "pip install -q -e ." in script and "harness merge \"$@\" --tier ci" in script
+    assert merge["steps"][0] == {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}}
+    assert merge["if"] == "!cancelled()"
+
+
+def _latest(tmp_path: Path, dirs: list[str]) -> list[str]:
+    for d in dirs:
+        (tmp_path / "runs" / d).mkdir(parents=True)
+    out = subprocess.run(["bash", "-e", "-c", workflow.LATEST_ATTEMPTS + 'printf "%s\\n" "$@"'],
+                         cwd=tmp_path, capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
+def test_the_merge_takes_each_cells_latest_attempt(tmp_path: Path) -> None:
+    """A re-run of failed jobs: run-6.12-1 passed in attempt 1 and stays; 6.1 failed twice
+    and passed at attempt 10; 6.12-faults (a name that starts like 6.12's) is its own."""
+    assert _latest(tmp_path, ["run-6.12-1", "run-6.12-faults-1", "run-6.12-faults-2",
+                              "run-6.1-2", "run-6.1-10", "run-6.1-9"]) == [
+        "runs/run-6.1-10", "runs/run-6.12-1", "runs/run-6.12-faults-2"]
+
+
+def test_no_run_at_all_is_said_by_the_merge(tmp_path: Path) -> None:
+    assert _latest(tmp_path, []) == ["runs/no-run-was-uploaded"]
+
+
+def test_settings_runners_container_and_kvm(capsys: pytest.CaptureFixture[str]) -> None:
+    cells = matrix.select(matrix.load(), Tier.CI)
+    with pytest.raises(ciplan.CiError, match="--runs-on"):
+        workflow.render(cells, "ci", ciplan.Settings(accel=Accel.KVM))
+    kvm = ciplan.Settings(accel=Accel.KVM, runs_on=("self-hosted", "kvm"),
+                          container_options="--device /dev/kvm")
+    text = workflow.render(cells, "ci", kvm)
+    assert text.startswith("# Generated from matrix.toml by `harness ci github --tier ci "
+                           "--accel kvm --runs-on self-hosted --runs-on kvm "
+                           "--container-options '--device /dev/kvm'")
+    doc = _load(text)
+    jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
+    for job_id, job in doc["jobs"].items():
+        if job_id.startswith(("build-", "test-")):
+            assert job["runs-on"] == ["self-hosted", "kvm"]
+            assert job["container"]["options"] == "--device /dev/kvm"
+            assert all(a.accel == "kvm" for a in harness_runs(_script(job)))
+    assert cli.main(["ci", "github", "--accel", "kvm"]) == 2
+    assert "--runs-on LABEL" in capsys.readouterr().err
+    assert cli.main(["ci", "github", "--tag", "kvm"]) == 2
+    assert cli.main(["ci", "github", "--cell", "6.12"]) == 2  # an option of cache-key
+    assert "--cell: an option of harness ci cache-key" in capsys.readouterr().err
+
+
+def test_cache_keys_follow_the_kernels_not_the_cells(capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two cells of one kernel: one key; another patch: another store key, the same ccache
+    (the same tree); another tree: another ccache; any order of the cells: the same keys."""
     by = {c.name: c for c in matrix.load()}
-    keys = {n: workflow.cache_key(by[n]) for n in ("6.12", "6.12-memcg-broken", "6.1")}
-    assert len({k for k, _ in keys.values()}) == 3
-    for name, (key, prefix) in keys.items():
-        assert key.startswith(prefix) and prefix.startswith(f"harness-{name}-gcc")
+    one = workflow.cache_key([by["6.12"]])
+    assert workflow.cache_key([by["6.12-faults"], by["6.12"]]) == one
+    wrong = workflow.cache_key([by["6.12"], by["6.12-wrong-offline-memcg-null"]])
+    assert wrong == workflow.cache_key([by["6.12-wrong-offline-memcg-null"], by["6.12"]])
+    assert wrong.store != one.store and wrong.ccache_prefix == one.ccache_prefix
+    other = workflow.cache_key([by["6.1"]])
+    assert other.store != one.store and other.ccache_prefix != one.ccache_prefix
+    assert one.store.startswith("harness-kernels-")
+    assert one.ccache_prefix.startswith("harness-ccache-") and one.ccache_prefix.endswith("-")
     assert cli.main(["ci", "cache-key", "--cell", "6.12"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out == [f"key={keys['6.12'][0]}", f"prefix={keys['6.12'][1]}"]
+    assert capsys.readouterr().out.splitlines() == [f"store_key={one.store}",
+                                                    f"ccache_prefix={one.ccache_prefix}"]
+    # the toolchain as the kernel store's key reads it (build.toolchain)
+    tools = build.toolchain()
+    monkeypatch.setattr(build, "toolchain", lambda: build.Toolchain(
+        gcc=tools.gcc + " (another)", pahole=tools.pahole, ccache=tools.ccache))
+    newer = workflow.cache_key([by["6.12"]])
+    assert newer.store != one.store and newer.ccache_prefix != one.ccache_prefix
+
+
+def test_the_key_reads_each_input_of_the_kernel() -> None:
+    by = {c.name: c for c in matrix.load()}
+    cell = by["6.12-wrong-offline-memcg-null"]
+    inputs = dict(workflow.kernel_inputs(cell))
+    patch = cell.patches[0]
+    assert inputs[f"patch {patch}"] == (REPO / patch).read_bytes()
+    assert inputs["config base"] == (REPO / "kconfigs" / "base.config").read_bytes()
+    assert any(name.startswith("series memcg-kfuncs: ") for name in inputs)
+    assert inputs["source"].startswith(b"debian:6.12 ")
+    test_progs = dict(workflow.kernel_inputs(by["6.12-test_progs"]))
+    assert test_progs["config tree:tools/testing/selftests/bpf/config"] == \
+        b"tree:tools/testing/selftests/bpf/config"  # the tree's own: in the source version
 
 
 VERIFY_RUN = Path(__file__).parent.parent / "golden" / "compare" / "verify-2026-11-24.json"

@@ -1,0 +1,46 @@
+"""Generated CI files read back as what their jobs would run (tests/unit/test_workflow.py,
+tests/unit/test_gitlab.py): each `harness run` line of a job's script is parsed by the
+harness's own argument parser, so a count of the kernels the build jobs build is a count
+of what `harness run` would be asked to build, not of strings that look like it."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass
+
+from harness import cli
+
+
+@dataclass(frozen=True, kw_only=True)
+class Built:
+    """A kernel a job builds: what shard.kernel_of compares, and where its run goes."""
+
+    kernel: tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+    out: str
+
+
+def harness_runs(script: str) -> list[argparse.Namespace]:
+    """Every `harness run ...` line of a shell script, parsed as the harness parses it."""
+    found = []
+    for line in script.splitlines():
+        if "/harness run " not in line:
+            continue
+        words = shlex.split(line, comments=True)
+        if len(words) > 1 and words[0].endswith("/harness") and words[1] == "run":
+            found.append(cli.parse_args(words[1:]))
+    return found
+
+
+def builds(script: str) -> list[Built]:
+    """The kernels a script builds: its boot-only runs of an explicit kernel (a run of a
+    matrix cell is a test, whose kernel comes from the store), each one `harness run`
+    accepts as one boot-only cell (it refuses --boot-only with --cell, for one)."""
+    found = []
+    for a in harness_runs(script):
+        if a.boot_only and a.kernel:
+            cells, _what = cli._cells_from_args(a)
+            assert len(cells) == 1 and cells[0].boot_only and not cells[0].tests
+            found.append(Built(kernel=(a.kernel[0], tuple(a.series), tuple(a.config),
+                                       tuple(a.patch)), out=str(a.out)))
+    return found
