@@ -7,10 +7,9 @@ Build once, fan out (as kernel-patches/vmtest and libbpf/ci do):
   same kernel spec and config fragments, which name the worktree). It builds each distinct
   kernel of its cells (`shard.kernel_of`: kernel spec, series, configs, extra patches) once,
   one after the other in that worktree, so the variants with other series or extra patches
-  build incrementally, and exports each kernel as an archive (`harness cache export`).
-  `harness run` has no build-only mode: the closest real thing is a boot-only run of each
-  kernel (`harness run --kernel K --series S --config C --patch P --boot-only`), which
-  builds it into the kernel store and then boots it once with no test;
+  build incrementally, and exports each kernel as an archive (`harness cache export`):
+  `harness run --cell C --build-only` of its first cell builds the kernel into the kernel
+  store and the cell's tests, and boots nothing;
 - one test job per cell, which needs its build job, imports its kernel's archive
   (`harness cache import`) and runs `harness run --cell C`: the kernel is in the store, so
   nothing is built (the source is still imported, the series applied and the .config made:
@@ -36,7 +35,7 @@ from .model import Accel, Status
 IMAGE = "debian:12"  # bootstrap.sh is Debian-only
 DEFAULT_RUNS_ON = "ubuntu-latest"
 DEFAULT_CONTAINER_OPTIONS = "--privileged"
-BUILD_DIR = "build"  # where a build job's boot-only runs go, one directory per kernel
+BUILD_DIR = "build"  # where a build job's build-only runs go, one directory per kernel
 ARCHIVE_DIR = "archives"  # the kernels' archives, one per kernel
 RESULTS_DIR = "results"  # a test job's run: results/<cell>
 HARNESS = ".venv/bin/harness"  # bootstrap.sh installs it there
@@ -77,7 +76,7 @@ class Kernel:
 
     @property
     def name(self) -> str:
-        """The first cell that tests it: names its boot-only run and its archive."""
+        """The first cell that tests it: names its build-only run and its archive."""
         return self.cells[0]
 
     @property
@@ -88,16 +87,10 @@ class Kernel:
     def archive(self) -> str:
         return f"{ARCHIVE_DIR}/{self.name}.tar"
 
-    def build_argv(self, accel: Accel) -> list[str]:
-        """The boot-only run that builds it into the kernel store (and boots it once)."""
-        argv = [HARNESS, "run", "--kernel", self.kernel]
-        for s in self.series:
-            argv += ["--series", s]
-        for c in self.configs:
-            argv += ["--config", c]
-        for p in self.patches:
-            argv += ["--patch", p]
-        return [*argv, "--boot-only", "--accel", accel.value, "--out", self.run_dir]
+    def build_argv(self) -> list[str]:
+        """The run that builds it into the kernel store, with its first cell's tests, and
+        boots nothing."""
+        return [HARNESS, "run", "--cell", self.name, "--build-only", "--out", self.run_dir]
 
     def export_argv(self) -> list[str]:
         return [HARNESS, "cache", "export", "--run", self.run_dir, "-o", self.archive]

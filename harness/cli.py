@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeatable; default: the tests of the base's matrix cell)")
     r.add_argument("--boot-only", action="store_true",
                    help="run no test: judge the kernel by its boot and shutdown alone")
+    r.add_argument("--build-only", action="store_true",
+                   help="build the kernel (into the kernel store) and the tests, boot nothing "
+                        "(a CI build job; PASS when every build stage passed)")
     r.add_argument("--coverage", action="store_true",
                    help="build with gcov for the series' C files and report, per patch, "
                         "which of its added lines the tests ran (a kernel of its own)")
@@ -337,6 +340,9 @@ def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
     if args.boot_only and (args.test or cmd):
         raise matrix.MatrixError("--boot-only runs no test; drop it or the --test options "
                                  "and the -- command")
+    if args.build_only and (args.boot_only or cmd or args.coverage):
+        raise matrix.MatrixError("--build-only boots nothing: drop it, or --boot-only, "
+                                 "--coverage and the -- command")
     if explicit and (args.tier or args.cell):
         raise matrix.MatrixError("--tier/--cell select matrix cells; do not combine them with "
                                  "--kernel/--series/--config/--test/--patch/--boot-only/"
@@ -510,7 +516,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                     repo=paths.repo_root(), harness_rev=meta["harness_rev"])
             res = pipeline.run_cell(cell, cell_dir, accel=accel,
                                     options=pipeline.RunOptions(strict=args.strict,
-                                                                repeat=args.repeat))
+                                                                repeat=args.repeat,
+                                                                build_only=args.build_only))
             done.append(res)
             # Written after every cell, so a killed run still leaves what it finished.
             results.write_json(out / "results.json", done, meta=meta,

@@ -5,7 +5,7 @@ Pipelines: one per change (a merge request's commits run as the merge request, a
 without one as a branch pipeline), an older one interruptible by a newer. Stages:
 - build: a job per build tree in `debian:12`, on the runners with the given tags (for
   `--accel kvm`, runners whose Docker executor passes /dev/kvm): ./bootstrap.sh, each
-  kernel built by a boot-only run (the harness has no build-only mode) and exported with
+  kernel built by `harness run --cell C --build-only` (nothing boots) and exported with
   `harness cache export`; the archives and the runs kept as artifacts. The kernel store and
   ccache are a GitLab cache of the job, inside the project directory (GitLab caches only
   paths there: HARNESS_CACHE is $CI_PROJECT_DIR/.cache/harness): one key per job, written
@@ -63,7 +63,7 @@ def build_job(job: BuildJob, settings: Settings) -> dict[str, Any]:
         "cache": [{"key": f"harness-build-{job.slug}",
                    "paths": [f"{CACHE_DIR}/kernels", f"{CACHE_DIR}/ccache"]}],
         "script": ["./bootstrap.sh",
-                   *(sh(k.build_argv(settings.accel)) for k in job.kernels),
+                   *(sh(k.build_argv()) for k in job.kernels),
                    *(sh(k.export_argv()) for k in job.kernels)],
         "artifacts": {"when": "always", "expire_in": "3 days",
                       "paths": [f"{ciplan.ARCHIVE_DIR}/", f"{ciplan.BUILD_DIR}/"]},

@@ -180,6 +180,7 @@ class RunOptions:
     timeouts: Mapping[str, int] = field(default_factory=dict)  # by test name, seconds (lower)
     retry_boot: bool = True  # a first boot that never reached the runner gets a second
     repeat: int | None = None  # attempts of every test (--repeat); None: each test's own
+    build_only: bool = False  # the kernel and the tests built (into the store), none booted
 
 
 def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
@@ -191,7 +192,7 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
     rules = verdicts.CellRules(expect_status=Status(cell.expect_status)
                                if cell.expect_status else None,
                                expect=cell.expect_map, boot_only=cell.boot_only,
-                               strict=options.strict)
+                               strict=options.strict, build_only=options.build_only)
     stage_error: Status | None = None
     error = ""
     try:
@@ -201,8 +202,9 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
         tests = _test_plan(plan, kernel, out_dir, stages, facts, options.repeat)
         timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(
             attempts.base_name(t.name), t.timeout_s))) for t in tests.planned)
-        _boot_and_test(cell, kernel.image, timed, out_dir, stages, options, accel, facts)
-        if cell.coverage:
+        if not options.build_only:
+            _boot_and_test(cell, kernel.image, timed, out_dir, stages, options, accel, facts)
+        if cell.coverage and not options.build_only:
             with stages.stage("coverage", Status.SETUP_ERROR):
                 facts.coverage = _coverage(kernel, facts, out_dir)
     except HarnessError as exc:

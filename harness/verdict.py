@@ -160,6 +160,7 @@ class CellRules:
     expect: Mapping[str, Status] = field(default_factory=dict)  # per result name
     boot_only: bool = False  # no test asked for: judged by boot and shutdown alone
     strict: bool = False  # an unexpected pass (XPASS) fails the cell
+    build_only: bool = False  # --build-only: built, nothing booted; judged by its stages
 
     @property
     def declared(self) -> bool:
@@ -347,6 +348,10 @@ def judge(results: tuple[TestResult, ...] | list[TestResult], *, kernel_version:
     if stage_error is not None:
         return CellVerdict(results=tuple(judged), status=stage_error, error=error,
                            notes=notes)
+    if rules.build_only:
+        return CellVerdict(results=tuple(judged), status=Status.PASS, error=error,
+                           notes=(*notes, "built only (--build-only): the kernel and the "
+                                  "tests, nothing booted or tested"))
     if rules.declared:
         return _judge_declared(tuple(judged), rules, notes)
     tests = [r for r in judged if r.phase is Phase.TEST]

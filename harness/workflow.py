@@ -7,11 +7,10 @@ ref at a time, a newer push cancelling the older run; the token may only read th
 repository, except in the job that posts the JUnit report):
 - a build job per build tree, in a `debian:12` container: ./bootstrap.sh; the cache keys;
   the kernel store restored under its exact key and ccache under a rolling one (restored
-  by its prefix: the newest earlier one); each kernel built by a boot-only run
-  (`harness run --kernel K ... --boot-only`: the harness has no build-only mode), whose
-  exit code is the step's; failures annotated; each kernel exported (`harness cache
-  export`) and uploaded as an artifact named with the run attempt; the caches saved on
-  pushes only;
+  by its prefix: the newest earlier one); each kernel built, with its first cell's tests,
+  by `harness run --cell C --build-only` (nothing boots), whose exit code is the step's;
+  failures annotated; each kernel exported (`harness cache export`) and uploaded as an
+  artifact named with the run attempt; the caches saved on pushes only;
 - a test job per cell: ./bootstrap.sh, its kernel's archive downloaded and imported,
   `harness run --cell C` (the kernel comes from the store), whose exit code is the step's;
   then, whatever happened, failures annotated (`harness ci annotate`), a summary in the
@@ -116,7 +115,7 @@ def build_job(job: BuildJob, settings: Settings) -> dict[str, Any]:
     for k in job.kernels:
         steps.append({"name": f"build {k.name}'s kernel, boot it once (cells: "
                               f"{', '.join(k.cells)})",
-                      "run": sh(k.build_argv(settings.accel))})
+                      "run": sh(k.build_argv())})
     steps += [
         {"name": "annotate failures", "if": "always()",
          "run": f"set -- {ciplan.BUILD_DIR}/*/results.json\n"

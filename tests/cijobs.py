@@ -9,7 +9,7 @@ import argparse
 import shlex
 from dataclasses import dataclass
 
-from harness import cli
+from harness import cli, shard
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,14 +33,12 @@ def harness_runs(script: str) -> list[argparse.Namespace]:
 
 
 def builds(script: str) -> list[Built]:
-    """The kernels a script builds: its boot-only runs of an explicit kernel (a run of a
-    matrix cell is a test, whose kernel comes from the store), each one `harness run`
-    accepts as one boot-only cell (it refuses --boot-only with --cell, for one)."""
+    """The kernels a script builds: its --build-only runs (a run without it is a test,
+    whose kernel comes from the store), each of one matrix cell, whose kernel it is."""
     found = []
     for a in harness_runs(script):
-        if a.boot_only and a.kernel:
+        if a.build_only:
             cells, _what = cli._cells_from_args(a)
-            assert len(cells) == 1 and cells[0].boot_only and not cells[0].tests
-            found.append(Built(kernel=(a.kernel[0], tuple(a.series), tuple(a.config),
-                                       tuple(a.patch)), out=str(a.out)))
+            assert len(cells) == 1, [c.name for c in cells]
+            found.append(Built(kernel=shard.kernel_of(cells[0]), out=str(a.out)))
     return found

@@ -261,3 +261,12 @@ def test_a_flood_of_distinct_results_is_cut_with_a_warning(tmp_path: Path,
     assert "were not kept" in ran.flat and "1 of them failed" in ran.flat
     assert ran.max_rss_kb <= 300 * 1024
     assert (tmp_path / "o" / "results.json").stat().st_size <= 5 * 2**20
+
+
+@pytest.mark.parametrize("extra", [["--boot-only"], ["--coverage"], ["--", "true"]])
+def test_build_only_refuses_what_needs_a_boot(extra: list[str]) -> None:
+    from harness import cli, matrix
+
+    args = cli.parse_args(["run", "--build-only", *extra])
+    with pytest.raises(matrix.MatrixError, match="--build-only boots nothing"):
+        cli._cells_from_args(args)

@@ -128,6 +128,21 @@ def test_the_second_run_takes_the_kernel_from_the_store(world: Path,
     assert "already built" in caplog.text
 
 
+def test_build_only_builds_the_kernel_and_tests_into_the_store_and_boots_nothing(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cell = Cell(name="built", tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}",
+                configs=(str(FAKES / "fake.config"),),
+                tests=(own_test(world, "fake_pass", KTAP_PASS),))
+    r = pipeline.run_cell(cell, world / "built", accel=Accel.TCG,
+                          options=pipeline.RunOptions(build_only=True))
+    assert r.status is Status.PASS, r.error
+    assert [s for s, _ in stage_statuses(r)] == [
+        "plan", "source", "series", "kconfig", "build", "kselftests-build", "selftests-build"]
+    assert r.tests == () and any("--build-only" in n for n in r.notes)  # no guest: no boot
+    again = run(world, "after", monkeypatch=monkeypatch)  # the same kernel, now tested
+    assert again.status is Status.PASS and again.kernel_from_store is True
+
+
 def test_a_kernel_evicted_from_the_cache_is_built_again(world: Path,
                                                          monkeypatch: pytest.MonkeyPatch,
                                                          caplog: pytest.LogCaptureFixture) -> None:
