@@ -1023,6 +1023,77 @@ static long long resident(const char *path)
  * (css_tryget() succeeds until the last reference goes), with its page cache in
  * its values and in P's.
  */
+/* the memcg flush callback's fexit program (zombie_flush) on Z, while part of Z's
+ * page cache goes: it sees the flush of Z's offline memcg and gets it */
+struct zombie_seen {
+	__u64 id, calls, online, got, file;
+};
+
+static int zombie_by_flush(struct zombie_seen *z)
+{
+	static char vlog[65536];
+	struct bpf_object *obj = bu_load_one(extra_elf, extra_sz, "zombie_flush", vlog,
+					     sizeof(vlog));
+	struct bpf_map *map = obj ? bpf_object__find_map_by_name(obj, "zombie") : NULL;
+	struct bpf_link *link = NULL;
+	struct mk_rec p;
+	__u32 key = 0;
+	int err = 0, fd;
+
+	memset(z, 0, sizeof(*z));
+	z->id = cgs[CG_Z].id;
+	if (!map || bpf_map__update_elem(map, &key, sizeof(key), z, sizeof(*z), BPF_ANY) ||
+	    !(link = bpf_program__attach(bpf_object__find_program_by_name(obj, "zombie_flush")))) {
+		err = -errno;
+		ksft_print_msg("zombie_flush: %s; the verifier's log ends:\n", strerror(-err));
+		print_block("  ", vlog + (strlen(vlog) > 600 ? strlen(vlog) - 600 : 0));
+		goto out;
+	}
+	/* half of Z's page cache uncharged: Z's memcg has stats to flush */
+	fd = open(zombie_file, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, ZOMBIE_BYTES / 2))
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (!err && read_rec(CG_P, &p))	/* flushes P's subtree: Z's memcg with it */
+		err = -EIO;
+	if (!err && bpf_map__lookup_elem(map, &key, sizeof(key), z, sizeof(*z), 0))
+		err = -errno;
+out:
+	bpf_link__destroy(link);
+	bpf_object__close(obj);
+	return err;
+}
+
+/*
+ * Without the css iterator (6.1) a program meets an offline memcg in its rstat
+ * flush: Z removed, half of its page cache truncated, P's subtree flushed; each
+ * flush of Z's memcg is offline and bpf_get_mem_cgroup() must hand it out.
+ */
+static int offline_memcg_by_flush(long long pages)
+{
+	struct zombie_seen z;
+	int err = zombie_by_flush(&z);
+	bool ok = true;
+
+	ksft_print_msg("Z (removed; %lld of its pages resident): memcg flushes seen %llu, online %llu, got %llu, file %llu\n",
+		       pages, (unsigned long long)z.calls, (unsigned long long)z.online,
+		       (unsigned long long)z.got, (unsigned long long)z.file);
+	unlink(zombie_file);
+	zombie_file[0] = '\0';
+	if (err)
+		return check_fail("the flush route to Z's memcg: %s", strerror(-err));
+	expect(&ok, z.calls >= 1 && !z.online,
+	       "flushes of Z's memcg seen: %llu, online in %llu: expected >= 1, all offline",
+	       (unsigned long long)z.calls, (unsigned long long)z.online);
+	expect(&ok, z.got == z.calls,
+	       "bpf_get_mem_cgroup() of Z's offline memcg: the memcg %llu of %llu times, expected every time (css_tryget() holds)",
+	       (unsigned long long)z.got, (unsigned long long)z.calls);
+	if (z.got)	/* after the last CPU's flush: the half left, exactly */
+		in_range(&ok, 1, "Z's file", z.file, ZOMBIE_BYTES / 2 - tp, ZOMBIE_BYTES / 2 + MiB);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 static int check_offline_memcg_handed_out(void)
 {
 	const char *dir = scratch_dir() ?: "/tmp";
@@ -1034,8 +1105,6 @@ static int check_offline_memcg_handed_out(void)
 	int st, err;
 	bool ok = true;
 
-	if (!bu_has_func("bpf_iter_css_new"))
-		return check_skip("no css iterator (6.7+), and no cgroup kptr before 6.2: no route from BPF to an offline memcg here");
 	snprintf(zombie_file, sizeof(zombie_file), "%s/memcg_kfuncs.%d.zombie", dir, (int)getpid());
 	st = cg_run(cgs[CG_Z].path, write_kept, zombie_file);
 	err = cg_destroy(cgs[CG_Z].path);
@@ -1044,6 +1113,8 @@ static int check_offline_memcg_handed_out(void)
 	if (st || err || dying < 1 || pages * page_size < ZOMBIE_BYTES - tp)
 		return check_fail("Z: writer %d, rmdir %s, P's nr_dying_descendants %lld (>= 1), resident %lld pages (~%lld)",
 				  st, strerror(-err), dying, pages, ZOMBIE_BYTES / page_size);
+	if (!bu_has_func("bpf_iter_css_new"))	/* no css iterator (6.7+): the flush route */
+		return offline_memcg_by_flush(pages);
 	if (read_rec(CG_P, &p))	/* flushes P's subtree, Z's memcg included */
 		return KSFT_FAIL;
 	err = run_extra("zombie_walk", CG_P, walk, sizeof(walk));

@@ -11,7 +11,14 @@
  *	that pointer; 6.2+ refuses it unless the kernel's BTF marks it RCU (clang
  *	builds).  The kfunc must return NULL for it, not dereference it.
  *
- * Both print lines for userspace.  The css iterator's state is a 3-word
+ * zombie_flush (fexit of memcg's rstat flush callback, once per CPU flushed):
+ *	for the css of the cgroup userspace names in zombie (a removed one whose
+ *	page cache keeps its memcg), whether it is online, whether
+ *	bpf_get_mem_cgroup() hands the memcg out, and its file pages as that CPU's
+ *	flush left them (the last call: every CPU's); the route to an offline
+ *	memcg on kernels without the css iterator (6.1).
+ *
+ * The iterators print lines for userspace.  The css iterator's state is a 3-word
  * stack slot whose type only the kernel's BTF needs to know: this object also
  * compiles against a vmlinux.h without struct bpf_iter_css (6.1).
  */
@@ -77,5 +84,39 @@ int null_css_get(struct bpf_iter__cgroup *ctx)
 		got = 1;
 	}
 	BPF_SEQ_PRINTF(ctx->meta->seq, "memcg=%d\n", got);
+	return 0;
+}
+
+/* zombie_flush's: userspace sets id; the program counts */
+struct zombie_seen {
+	__u64 id, calls, online, got, file;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct zombie_seen);
+} zombie SEC(".maps");
+
+SEC("fexit/mem_cgroup_css_rstat_flush")
+int BPF_PROG(zombie_flush, struct cgroup_subsys_state *css, int cpu)
+{
+	struct zombie_seen *z = bpf_map_lookup_elem(&zombie, &(__u32){ 0 });
+	struct mem_cgroup *memcg;
+
+	if (!z || !z->id || css->cgroup->kn->id != z->id)
+		return 0;
+	__sync_fetch_and_add(&z->calls, 1);
+	if (css->flags & CSS_ONLINE) {
+		__sync_fetch_and_add(&z->online, 1);
+		return 0;
+	}
+	memcg = bpf_get_mem_cgroup(css);
+	if (!memcg)
+		return 0;
+	__sync_fetch_and_add(&z->got, 1);
+	z->file = bpf_mem_cgroup_page_state(memcg, NR_FILE_PAGES);
+	bpf_put_mem_cgroup(memcg);
 	return 0;
 }

@@ -11,10 +11,12 @@
  * updating (the CPU argument of the updated kfunc), and on a CPU that goes
  * offline before the flush (hotplug).  The tree mixes cgroups with the memory
  * controller (a, b, b1, b2) and without (a1, a2): the hook is rstat's, not a
- * controller's.  "--broken": the flush does not propagate (must FAIL).
+ * controller's.  cpu.stat, flushed on CPU 0 after a child spun on CPU 1, must
+ * show the child's own CPU time in its cgroup and the parent.  "--broken": the flush does not propagate (must FAIL).
  */
 #include "selftest.h"
 #include <sched.h>
+#include <time.h>
 #define RS_NR 1
 #include "rstat_counters.h"
 #include "rstat_propagation.skel.h"
@@ -43,6 +45,11 @@ static const int moves[NR] = {
 #define HOTPLUG_NODE	A1
 #define HOTPLUG_MOVES	9
 #define HOTPLUG_CPU	1
+#define ROOT_MOVES	11	/* into the cgroup2 root itself */
+#define AFTER_ROOT_MOVES 3	/* into B1, once the root counts */
+#define SPIN_CPU	1
+#define SPIN_MS		200	/* of the spinner's own CPU time */
+#define SPIN_SLACK_MS	50	/* its start and exit, around the measured spin */
 #define VERDICT(ok)	((ok) ? KSFT_PASS : KSFT_FAIL)
 
 struct row {
@@ -54,8 +61,12 @@ static struct bpf_link *iter;
 static bool broken;
 /* <cgroup2>/rstat_prop_park.<pid> */
 static struct cg_node park = { .rel = "park", .parent = -1 };
+/* <cgroup2>/rstat_prop_spin.<pid>/leaf: cpu.stat's own tree */
+static struct cg_node spin_tree[2] = { { "spin", -1 }, { "leaf", 0 } };
+static int spin_pipe[2] = { -1, -1 };
 static int moved[NR];
 static pid_t child = -1;
+static const char *cgroot;	/* the cgroup2 root */
 static struct row now[NR];
 static char text[2][4096];
 
@@ -76,7 +87,6 @@ static int check_load_attach(void)
 static int check_tree_setup(void)
 {
 	struct rs_total zero = {};
-	const char *cgroot;
 	int i = cg_find_root(&cgroot, "memory");
 
 	if (i != KSFT_PASS)
@@ -304,6 +314,114 @@ static int check_update_on_offlined_cpu_flushed(void)
 	return VERDICT(ok);
 }
 
+/*
+ * The cgroup2 root, the one cgroup rstat flushes with no parent (the hook gets NULL
+ * for it). Every flush of the test root pushed its counts to the root (the test
+ * root's parent), where they wait until the root itself is flushed; moves of the
+ * child into the root are the root's own. Read by a flush of the root alone, after
+ * 3 more moves into b1: total = every move into the tree + the root's own.
+ */
+static int check_cgroup2_root_flushed(void)
+{
+	struct rs_total zero = {};
+	unsigned long long id, total, own, pending, tree = 0;
+	struct bpf_link *self;
+	__u64 root_id = cg_id(cgroot);
+	char line[256];
+	int n, err = 0;
+	bool ok = true;
+
+	/* made by the test root's first push already, in a kernel that pushes */
+	if (bpf_map__update_elem(skel->maps.rs_totals, &root_id, sizeof(root_id), &zero,
+				 sizeof(zero), BPF_NOEXIST) && errno != EEXIST)
+		return check_fail("counting for the cgroup2 root: %s", strerror(errno));
+	for (n = 0; n < ROOT_MOVES && !err; n++) {
+		pin_cpu(n);
+		err = cg_enter(cgroot, child) || cg_enter(park.path, child);
+	}
+	err = err ?: move(B1, AFTER_ROOT_MOVES);
+	if (err)
+		return check_fail("moving the child into %s and b1: %s", cgroot, strerror(errno));
+	self = bu_attach_cgroup_iter(skel->progs.rp_dump, cgroot, BPF_CGROUP_ITER_SELF_ONLY);
+	n = self ? bu_read_iter(self, line, sizeof(line)) : -errno;
+	bpf_link__destroy(self);
+	if (n <= 0)
+		return check_fail("reading the cgroup2 root: %s", n ? strerror(-n) : "nothing");
+	if (sscanf(line, "%llu %llu %llu %llu", &id, &total, &own, &pending) != 4)
+		return check_fail("the cgroup2 root's line: '%s'", line);
+	for (n = 0; n < NR; n++)
+		tree += moved[n];
+	expect(&ok, id == root_id && own == ROOT_MOVES && total == tree + ROOT_MOVES && !pending,
+	       "cgroup2 root (id %llu): total %llu, own %llu, pending %llu; expected total %llu (the tree's %llu moves + its own), own %d, nothing pending",
+	       id, total, own, pending, tree + ROOT_MOVES, tree, ROOT_MOVES);
+	return VERDICT(ok);
+}
+
+static long long thread_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* in the spinner: SPIN_MS of its CPU time on SPIN_CPU, the time spun to the pipe */
+static int spin(void *arg)
+{
+	long long t0 = thread_ns(), t;
+
+	if (sched_getcpu() != SPIN_CPU)
+		return 2;
+	do
+		t = thread_ns();
+	while (t - t0 < SPIN_MS * 1000000LL);
+	t -= t0;
+	return write(spin_pipe[1], &t, sizeof(t)) == sizeof(t) ? 0 : 1;
+}
+
+/*
+ * The base stats (cpu.stat) go through the same flush as the hook: a child born on
+ * CPU 1 spins there in spin/leaf, and cpu.stat read from CPU 0 (a flush on CPU 0)
+ * must show all of it in the leaf and in its parent.  A flush that reads the
+ * flushing CPU's counters for every CPU it walks shows none of it.  Oracle: the
+ * child's own CLOCK_THREAD_CPUTIME_ID across the spin (the scheduler's per-task
+ * time, not a cgroup's); usage_usec may exceed it by the child's start and exit,
+ * at most SPIN_SLACK_MS, less than the SPIN_MS a parent counted twice would add.
+ */
+static int check_cpu_time_on_another_cpu_flushed(void)
+{
+	long long before[2], after, spun = 0;
+	bool ok = true;
+	int i, rc;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return check_skip("one CPU online: no other CPU to spin on");
+	if (cg_tree_create(cgroot, "rstat_prop_spin", spin_tree, 2) || pipe(spin_pipe))
+		return check_fail("setting up the spinner's cgroups: %s", strerror(errno));
+	pin_cpu(0);
+	for (i = 0; i < 2; i++)
+		before[i] = cg_read_key(spin_tree[i].path, "cpu.stat", "usage_usec");
+	pin_cpu(SPIN_CPU);	/* the child inherits it: born and run on SPIN_CPU */
+	rc = cg_run(spin_tree[1].path, spin, NULL);
+	pin_cpu(0);
+	if (rc || read(spin_pipe[0], &spun, sizeof(spun)) != sizeof(spun))
+		return check_fail("the spinner: exit %d%s", rc,
+				  rc == 2 ? " (it did not run on CPU 1)" : "");
+	if (sched_getcpu() != 0)
+		return check_fail("could not run on CPU 0");
+	spun /= 1000;
+	for (i = 1; i >= 0; i--) {
+		after = cg_read_key(spin_tree[i].path, "cpu.stat", "usage_usec");
+		ksft_print_msg("%s: usage_usec +%lld, the child spun %lld us on CPU %d\n",
+			       spin_tree[i].rel, after - before[i], spun, SPIN_CPU);
+		expect(&ok, before[i] >= 0 && after - before[i] >= spun &&
+		       after - before[i] <= spun + SPIN_SLACK_MS * 1000,
+		       "%s: usage_usec grew by %lld (read from CPU 0); the child spun %lld us on CPU %d (allowed up to %d ms more)",
+		       spin_tree[i].rel, after - before[i], spun, SPIN_CPU, SPIN_SLACK_MS);
+	}
+	return VERDICT(ok);
+}
+
 static int check_tree_cleanup(void)
 {
 	cpu_restore_online();
@@ -327,6 +445,8 @@ static const struct check checks[] = {
 	CHECK(increment_propagates_to_ancestors_only, iter_read),
 	CHECK(update_for_another_cpu_flushed, iter_read),
 	CHECK(update_on_offlined_cpu_flushed, iter_read),
+	CHECK(cgroup2_root_flushed, iter_read),
+	CHECK(cpu_time_on_another_cpu_flushed, tree_setup),
 	CHECK(tree_cleanup),
 };
 
