@@ -167,7 +167,7 @@ def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Toolchain,
     tree_id = git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
     key = kernel_key(tree_id, config, tools)
     stored = paths.sub("kernels") / key
-    if (stored / "bzImage").exists():
+    if (stored / "bzImage").exists() and not _gcov_without_notes(stored):
         log.info("kernel %s already built (%s); not building again", key, stored)
         return _image_from_store(stored, tree, build_dir, cached=True)
     build_log = log_dir / "build.log"
@@ -207,10 +207,41 @@ def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Tool
         shutil.copyfile(build_dir / "vmlinux", scratch / "vmlinux")
         shutil.copyfile(build_dir / ".config", scratch / "config")
         shutil.copyfile(build_dir / "System.map", scratch / "System.map")
+        # A gcov kernel's notes files: its counters are read against these, not against
+        # the build directory, which the next build in this tree (a mutant, another
+        # revision) rewrites with notes that no longer match this kernel's counters.
+        for gcno in _gcno_files(build_dir):
+            dest = scratch / GCNO_DIR / gcno.relative_to(build_dir)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(gcno, dest)
         release = (build_dir / "include/config/kernel.release").read_text().strip()
         meta = {"key": key, "tree_id": tree_id, "release": release, "gcc": tools.gcc,
                 "pahole": tools.pahole, "build_seconds": round(seconds, 1)}
         (scratch / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+GCNO_DIR = "gcno"  # in a stored gcov kernel: its .gcno files at their objects' paths
+
+
+def _gcno_files(build_dir: Path) -> list[Path]:
+    config = (build_dir / ".config").read_text(errors="replace")
+    if "\nCONFIG_GCOV_KERNEL=y\n" not in config:
+        return []
+    return sorted(build_dir.rglob("*.gcno"))
+
+
+def _gcov_without_notes(stored: Path) -> bool:
+    """A gcov kernel stored without its notes files: its counters cannot be read, so it is
+    built again (the build directory's notes may belong to a later build)."""
+    config = stored / "config"
+    return (config.exists() and "\nCONFIG_GCOV_KERNEL=y\n" in config.read_text(errors="replace")
+            and not (stored / GCNO_DIR).is_dir())
+
+
+def gcno_dir(image: KernelImage) -> Path | None:
+    """The notes files stored with a gcov kernel, or None (a kernel stored without them)."""
+    stored = image.bzimage.parent / GCNO_DIR
+    return stored if stored.is_dir() else None
 
 
 def stored_build_seconds() -> dict[str, float]:

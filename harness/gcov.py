@@ -68,17 +68,18 @@ def blame(tree: Path, files: list[str], rev: str = "HEAD"
             for f in files}
 
 
-def counts(gcda_dir: Path, build_dir: Path, tree: Path, *, gcov: str, log_path: Path
-           ) -> dict[str, dict[int, int]]:
+def counts(gcda_dir: Path, build_dir: Path, tree: Path, *, gcno_dir: Path, gcov: str,
+           log_path: Path) -> dict[str, dict[int, int]]:
     """Line counts of one test's counters: each .gcda of `gcda_dir` (at the path the guest
-    saw it, which contains the build directory's) beside a copy of its .gcno, read by gcovr
-    with the tree as the root of the sources."""
+    saw it, which contains the build directory's) beside a copy of its .gcno from
+    `gcno_dir` (the notes of the kernel that ran), read by gcovr with the tree as the root
+    of the sources."""
     with tempfile.TemporaryDirectory(prefix="harness-gcov-") as tmp:
         scratch = Path(tmp)
         found = 0
         for gcda in gcda_dir.rglob("*.gcda"):
             rel = _object_path(gcda.relative_to(gcda_dir), build_dir)
-            gcno = build_dir / rel.with_suffix(".gcno")
+            gcno = gcno_dir / rel.with_suffix(".gcno")
             if not gcno.exists():
                 continue
             (scratch / rel).parent.mkdir(parents=True, exist_ok=True)

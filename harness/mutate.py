@@ -262,7 +262,8 @@ def run(request: Request, out: Path) -> State:
         if runs[-1].status.is_stage_error:
             raise MutateError(f"the baseline (no mutant) did not run: "
                               f"{runs[-1].status.value}: {runs[-1].error}",
-                              fix="run the cell with `harness run` first")
+                              fix=f"see {run_dir}/results.json and its logs; the same "
+                                  f"cell with `harness run --cell {cell.name}` shows it alone")
     baseline = runs[0]
     state.baseline = baseline
     state.excluded = excluded_tests([statuses(r) for r in runs])

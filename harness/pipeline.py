@@ -439,9 +439,10 @@ def _coverage(kernel: BuiltKernel, facts: CellFacts, logs: Path) -> tuple[PatchC
         blamed = gcov.blame(tree.path, files, kernel.head)
         per_test = {}
         guest = logs / "guest" / "gcov"
+        notes = build.gcno_dir(kernel.image) or tree.build_dir
         for test_dir in sorted(guest.iterdir()) if guest.is_dir() else []:
-            counts = gcov.counts(test_dir, tree.build_dir, tree.path, gcov="gcov",
-                                 log_path=logs / "gcovr.log")
+            counts = gcov.counts(test_dir, tree.build_dir, tree.path, gcno_dir=notes,
+                                 gcov="gcov", log_path=logs / "gcovr.log")
             per_test[test_dir.name] = {f: c for f, c in counts.items() if f in files}
     if not per_test:
         raise gcov.CoverageError(f"no gcov counters in {guest}: the guest wrote none",

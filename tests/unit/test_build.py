@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import build
+from harness.model import KernelImage
 
 
 def _ccache_hits(env: dict[str, str]) -> int:
@@ -37,3 +38,47 @@ def test_a_host_tool_object_compiled_in_one_worktree_hits_in_another(cache: Path
     assert _ccache_hits(env) == 0
     _compile_like_the_tools(cache / "work" / "tree-b", env)
     assert _ccache_hits(env) == 1
+
+
+def _built(build_dir: Path, config: str) -> Path:
+    """The files a finished kernel build leaves that the store copies, and two notes files."""
+    for rel in ("arch/x86/boot/bzImage", "vmlinux", "System.map", "mm/memcontrol.gcno",
+                "kernel/cgroup/rstat.gcno", "include/config/kernel.release"):
+        (build_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (build_dir / rel).write_text(f"{rel} as built\n")
+    (build_dir / ".config").write_text(config)
+    return build_dir
+
+
+def test_a_gcov_kernel_keeps_the_notes_files_it_was_built_with(cache: Path) -> None:
+    """The counters of a stored gcov kernel are read against its own .gcno files: a later
+    build in the same directory (a mutant, another revision) rewrites the build's."""
+    build_dir = _built(cache / "b", "CONFIG_BPF=y\nCONFIG_GCOV_KERNEL=y\n")
+    stored = cache / "kernels" / "k"
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    build._store(build_dir, stored, key="k", tree_id="t", tools=build.toolchain(), seconds=1)
+    (build_dir / "mm/memcontrol.gcno").write_text("a later build's notes\n")
+    image = KernelImage(bzimage=stored / "bzImage", vmlinux=None, config=None, version="v")
+    notes = build.gcno_dir(image)
+    assert notes == stored / "gcno"
+    assert (notes / "mm/memcontrol.gcno").read_text() == "mm/memcontrol.gcno as built\n"
+    assert (notes / "kernel/cgroup/rstat.gcno").exists()
+    assert not build._gcov_without_notes(stored)
+
+
+def test_a_kernel_without_gcov_stores_no_notes(cache: Path) -> None:
+    build_dir = _built(cache / "b", "CONFIG_BPF=y\n# CONFIG_GCOV_KERNEL is not set\n")
+    stored = cache / "kernels" / "k"
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    build._store(build_dir, stored, key="k", tree_id="t", tools=build.toolchain(), seconds=1)
+    image = KernelImage(bzimage=stored / "bzImage", vmlinux=None, config=None, version="v")
+    assert build.gcno_dir(image) is None
+    assert not build._gcov_without_notes(stored)
+
+
+def test_a_gcov_kernel_stored_without_its_notes_is_built_again(cache: Path) -> None:
+    stored = cache / "kernels" / "k"
+    stored.mkdir(parents=True)
+    (stored / "bzImage").write_text("")
+    (stored / "config").write_text("CONFIG_BPF=y\nCONFIG_GCOV_KERNEL=y\n")
+    assert build._gcov_without_notes(stored)
