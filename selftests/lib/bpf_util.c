@@ -56,6 +56,25 @@ bool bu_has_func(const char *name)
 	return btf && btf__find_by_name_kind(btf, name, BTF_KIND_FUNC) >= 0;
 }
 
+bool bu_has_tracepoint(const char *name)
+{
+	struct btf *btf = vmlinux_btf();
+	char type[128];
+
+	snprintf(type, sizeof(type), "btf_trace_%s", name);
+	return btf && btf__find_by_name_kind(btf, type, BTF_KIND_TYPEDEF) >= 0;
+}
+
+/* @skip names a program, or the programs it prefixes when it ends with '*' */
+static bool skipped(const char *name, const char *skip)
+{
+	size_t n = skip ? strlen(skip) : 0;
+
+	if (n && skip[n - 1] == '*')
+		return !strncmp(name, skip, n - 1);
+	return skip && !strcmp(name, skip);
+}
+
 const char *bu_missing_funcs(const char *const *names)
 {
 	static char why[256];
@@ -90,7 +109,7 @@ int bu_load_rstat(struct bpf_object_skeleton *s, const void *(*elf)(size_t *size
 			/* the iterators are attached per cgroup */
 			bpf_program__set_autoattach(p, bpf_program__expected_attach_type(p) !=
 						       BPF_TRACE_ITER);
-			if (skip && !strcmp(bpf_program__name(p), skip))
+			if (skipped(bpf_program__name(p), skip))
 				bpf_program__set_autoload(p, false);
 		}
 	}

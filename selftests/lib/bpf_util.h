@@ -27,6 +27,8 @@ void bu_print_log(void);
  * else a reason naming the first one missing, valid until the next call */
 const char *bu_missing_funcs(const char *const *names);
 bool bu_has_func(const char *name);
+/* does the kernel's BTF have the tracepoint @name (for tp_btf programs) */
+bool bu_has_tracepoint(const char *name);
 
 /* a cgroup iterator link of @prog on the cgroup @cg (its path); NULL, errno set */
 struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,
@@ -63,7 +65,8 @@ bool bu_refused(const void *elf, size_t size, const char *prog, const char *need
  * bpf_ksym_exists() and 6.1 refuses an unresolved weak kfunc, so a test
  * builds one object per API (X.bpf.c, and X_css.bpf.c defining RSTAT_API_CSS:
  * the same programs, maps and globals) and opens the one the kernel's BTF
- * names, saying which; loads it but for the program @skip (NULL: none) and
+ * names, saying which; loads it but for the program @skip (NULL: none; "x*":
+ * the programs whose names begin with x) and
  * attaches it but for its iterators (attached per cgroup), the libbpf log
  * printed when that fails; 0 or -errno.  BU_LOAD_RSTAT(skel, X, skip)
  * allocates *@skel, the skeleton X_bpf (X_css_bpf's object when the kernel

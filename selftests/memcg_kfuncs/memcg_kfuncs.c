@@ -1016,13 +1016,6 @@ static long long resident(const char *path)
 	return n;
 }
 
-/*
- * Z removed while its page cache keeps its memcg: offline, not freed.  Reached by
- * P's css walk (the cgroup iterator skips dead cgroups, and a removed cgroup no
- * longer points to its memcg), bpf_get_mem_cgroup() hands it out as mainline does
- * (css_tryget() succeeds until the last reference goes), with its page cache in
- * its values and in P's.
- */
 /* the memcg flush callback's fexit program (zombie_flush) on Z, while part of Z's
  * page cache goes: it sees the flush of Z's offline memcg and gets it */
 struct zombie_seen {
@@ -1094,6 +1087,14 @@ static int offline_memcg_by_flush(long long pages)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+/*
+ * Z removed while its page cache keeps its memcg: offline, not freed.  Reached by
+ * P's css walk (the cgroup iterator skips dead cgroups, and a removed cgroup no
+ * longer points to its memcg), or by the flush route where there is no css
+ * iterator; bpf_get_mem_cgroup() hands it out as mainline does (css_tryget()
+ * succeeds until the last reference goes), with its page cache in its values and
+ * in P's.
+ */
 static int check_offline_memcg_handed_out(void)
 {
 	const char *dir = scratch_dir() ?: "/tmp";

@@ -30,4 +30,41 @@ int BPF_PROG(rp_attach, struct cgroup *dst, const char *path,
 	return 0;
 }
 
+/*
+ * The rstat lock's tracepoints (6.10+) for the cgroup userspace names in
+ * trace_id, in order: 'L' locked and 'U' unlock, each with the CPU it names
+ * (the flush loop's CPU, -1 outside the loop).  One flusher at a time holds
+ * the lock, so the events of one flush come in order.
+ */
+#define TRACE_MAX 64
+__u64 trace_id;
+__u32 trace_n;
+int trace_cpu[TRACE_MAX];
+char trace_what[TRACE_MAX];
+
+static void trace_event(struct cgroup *cgrp, int cpu, char what)
+{
+	__u32 n = trace_n;
+
+	if (!trace_id || cgrp->kn->id != trace_id || n >= TRACE_MAX)
+		return;
+	trace_cpu[n] = cpu;
+	trace_what[n] = what;
+	trace_n = n + 1;
+}
+
+SEC("tp_btf/cgroup_rstat_locked")
+int BPF_PROG(rp_trace_locked, struct cgroup *cgrp, int cpu, bool contended)
+{
+	trace_event(cgrp, cpu, 'L');
+	return 0;
+}
+
+SEC("tp_btf/cgroup_rstat_unlock")
+int BPF_PROG(rp_trace_unlock, struct cgroup *cgrp, int cpu, bool contended)
+{
+	trace_event(cgrp, cpu, 'U');
+	return 0;
+}
+
 RS_DUMP(rp_dump, "%llu %llu %llu %llu\n", cgrp->kn->id, t->total[0], t->own[0], t->pending[0])

@@ -12,7 +12,9 @@
  * offline before the flush (hotplug).  The tree mixes cgroups with the memory
  * controller (a, b, b1, b2) and without (a1, a2): the hook is rstat's, not a
  * controller's.  cpu.stat, flushed on CPU 0 after a child spun on CPU 1, must
- * show the child's own CPU time in its cgroup and the parent.  "--broken": the flush does not propagate (must FAIL).
+ * show the child's own CPU time in its cgroup and the parent; a flush traces
+ * each possible CPU in the rstat lock's tracepoints (6.10+).  "--broken": the
+ * flush does not propagate (must FAIL).
  */
 #include "selftest.h"
 #include <sched.h>
@@ -59,10 +61,11 @@ struct row {
 static struct rstat_propagation_bpf *skel;
 static struct bpf_link *iter;
 static bool broken;
+static bool traced;	/* the rstat lock's tracepoints (6.10+) */
 /* <cgroup2>/rstat_prop_park.<pid> */
 static struct cg_node park = { .rel = "park", .parent = -1 };
 /* <cgroup2>/rstat_prop_spin.<pid>/leaf: cpu.stat's own tree */
-static struct cg_node spin_tree[2] = { { "spin", -1 }, { "leaf", 0 } };
+static struct cg_node spin_tree[2] = { { .rel = "spin", .parent = -1 }, { .rel = "leaf", .parent = 0 } };
 static int spin_pipe[2] = { -1, -1 };
 static int moved[NR];
 static pid_t child = -1;
@@ -77,7 +80,9 @@ static int check_load_attach(void)
 
 	if (broken)
 		ksft_print_msg("BROKEN flush (--broken): nothing is pushed to the parent\n");
-	err = BU_LOAD_RSTAT(skel, rstat_propagation, NULL);
+	traced = bu_has_tracepoint("cgroup_rstat_locked") &&
+		 bu_has_tracepoint("cgroup_rstat_unlock");
+	err = BU_LOAD_RSTAT(skel, rstat_propagation, traced ? NULL : "rp_trace_*");
 	if (err)
 		return check_fail("open/load/attach failed: %s", strerror(-err));
 	skel->bss->rs_broken = broken;
@@ -366,10 +371,11 @@ static long long thread_ns(void)
 }
 
 /* in the spinner: SPIN_MS of its CPU time on SPIN_CPU, the time spun to the pipe */
-static int spin(void *arg)
+static int spin(void *unused)
 {
 	long long t0 = thread_ns(), t;
 
+	(void)unused;
 	if (sched_getcpu() != SPIN_CPU)
 		return 2;
 	do
@@ -422,6 +428,77 @@ static int check_cpu_time_on_another_cpu_flushed(void)
 	return VERDICT(ok);
 }
 
+/* the possible CPUs in order (/sys/devices/system/cpu/possible): how many, or -1 */
+static int possible_cpus(int *cpus, int max)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/possible", "r");
+	char buf[256], *p = buf;
+	int n = 0, a, b, len;
+
+	if (!f)
+		return -1;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	while (p && sscanf(p, "%d%n", &a, &len) == 1) {
+		p += len;
+		b = a;
+		if (*p == '-' && sscanf(p + 1, "%d%n", &b, &len) == 1)
+			p += 1 + len;
+		for (; a <= b; a++) {
+			if (n == max)
+				return -1;
+			cpus[n++] = a;
+		}
+		p = *p == ',' ? p + 1 : NULL;
+	}
+	return n;
+}
+
+/*
+ * The flush loop names each CPU it walks in the rstat lock's tracepoints: one
+ * flush of the test root (its iterator, self only, read on CPU 0) must trace
+ * locked(-1), then unlock(c) and locked(c) for every possible CPU c in order
+ * (the loop lets go of the lock between CPUs), then unlock(-1).  A loop that
+ * names the current CPU, or skips a CPU, traces something else.
+ */
+static int check_flush_loop_traces_each_cpu(void)
+{
+	int cpus[31], n = possible_cpus(cpus, 31), want = 2 * n + 2, got, i;
+	char line[256], seq[512] = "", *w = seq;
+	struct bpf_link *self;
+	bool ok = true;
+
+	if (!traced)
+		return check_skip("no rstat lock tracepoints in this kernel (6.10+)");
+	if (n <= 0)
+		return check_fail("reading /sys/devices/system/cpu/possible (up to 31 CPUs)");
+	skel->bss->trace_n = 0;
+	skel->bss->trace_id = nodes[ROOT].id;
+	pin_cpu(0);
+	self = bu_attach_cgroup_iter(skel->progs.rp_dump, nodes[ROOT].path,
+				     BPF_CGROUP_ITER_SELF_ONLY);
+	i = self ? bu_read_iter(self, line, sizeof(line)) : -errno;
+	bpf_link__destroy(self);
+	skel->bss->trace_id = 0;
+	if (i <= 0)
+		return check_fail("reading the test root: %s", i ? strerror(-i) : "nothing");
+	got = skel->bss->trace_n;
+	for (i = 0; i < got && i < (int)ARRAY_SIZE(skel->bss->trace_cpu); i++)
+		w += snprintf(w, seq + sizeof(seq) - w, " %c%d", skel->bss->trace_what[i],
+			      skel->bss->trace_cpu[i]);
+	ksft_print_msg("the test root's flush traced:%s\n", seq);
+	expect(&ok, got == want, "%d events, expected %d (%d possible CPUs)", got, want, n);
+	for (i = 0; ok && i < want; i++) {
+		char what = i % 2 ? 'U' : 'L';
+		int cpu = i == 0 || i == want - 1 ? -1 : cpus[(i - 1) / 2];
+
+		expect(&ok, skel->bss->trace_what[i] == what && skel->bss->trace_cpu[i] == cpu,
+		       "event %d: %c%d, expected %c%d", i, skel->bss->trace_what[i],
+		       skel->bss->trace_cpu[i], what, cpu);
+	}
+	return VERDICT(ok);
+}
+
 static int check_tree_cleanup(void)
 {
 	cpu_restore_online();
@@ -447,6 +524,7 @@ static const struct check checks[] = {
 	CHECK(update_on_offlined_cpu_flushed, iter_read),
 	CHECK(cgroup2_root_flushed, iter_read),
 	CHECK(cpu_time_on_another_cpu_flushed, tree_setup),
+	CHECK(flush_loop_traces_each_cpu, tree_setup),
 	CHECK(tree_cleanup),
 };
 

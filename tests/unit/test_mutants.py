@@ -254,6 +254,23 @@ def test_every_declared_equivalent_is_listed_for_a_reviewer() -> None:
     assert [m for m in declared if f"| `{m}` |" not in doc] == []
 
 
+def test_the_readme_yardstick_table_has_every_operator_and_a_not_covered_column() -> None:
+    """The yardstick of record in README.md: one row per operator of
+    harness/mutation_operators.toml (a row of dashes where the scope has no such code), with
+    the outcomes harness mutate gives, "not covered" among them."""
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[2]
+    ops = [o["name"] for o in tomllib.loads(
+        (repo / "harness" / "mutation_operators.toml").read_text())["operator"]]
+    readme = (repo / "README.md").read_text()
+    head = "| operator | killed | survived | not covered | equivalent | stillborn | error |"
+    assert head in readme
+    table = readme.split(head, 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1].strip().strip("`") for line in table.splitlines()[2:]]
+    assert rows[:-1] == ops and rows[-1] == "total"
+
+
 # ---- semantic operators, on real kernel C (tests/golden/mutants/README.md) ----
 
 
