@@ -202,6 +202,10 @@ def _drop_negation(_op: Operator, line: str, _next: str | None,
 
 def _rename_call(op: Operator, line: str, _next: str | None,
                  ctx: Context) -> list[tuple[str, ...]]:
+    if line[:1] not in (" ", "\t"):
+        # kernel style: a line at column 0 declares or defines a function (calls sit in
+        # a body, indented); renamed, it is a redefinition of the twin, not a bug
+        return []
     code, comment = _code_part(line)
     twins = op.params.get("twins", [])
     assert isinstance(twins, list)

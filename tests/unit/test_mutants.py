@@ -56,6 +56,23 @@ def test_the_rstat_flush_path_gets_the_bugs_a_reviewer_would_fear() -> None:
     assert all(len(m.before) == len(m.after) for m in ms)
 
 
+def test_hierarchical_to_local_leaves_a_function_definition_alone() -> None:
+    """mm/memcontrol.c of 6.12, memcg_page_state_output() with its definition line: only
+    the call in its body becomes the local twin (the definition renamed would redefine
+    the twin: stillborn, a wasted compile, in the yardstick of 2026-11-27)."""
+    text = ("unsigned long memcg_page_state_output(struct mem_cgroup *memcg, int item)\n"
+            "{\n"
+            "\treturn memcg_page_state(memcg, item) *\n"
+            "\t\tmemcg_page_state_output_unit(item);\n"
+            "}\n")
+    op = next(o for o in OPS if o.name == "hierarchical-to-local")
+    ms = mutants.generate("mm/memcontrol.c", text, range(1, 6), [op], source="test",
+                          functions=frozenset({"memcg_page_state_local_output",
+                                               "memcg_page_state_local"}))
+    assert [(m.start, m.after[0]) for m in ms] == [
+        (3, "\treturn memcg_page_state_local(memcg, item) *")]
+
+
 def test_the_series_lines_get_every_operator_that_applies() -> None:
     diff = (GOLDEN / "memcg-kfuncs.diff").read_text()
     added = mutants.added_lines(diff)["mm/memcontrol.c"]
