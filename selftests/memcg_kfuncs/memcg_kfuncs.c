@@ -212,16 +212,19 @@ static int check_probes(void)
 	for (i = 0; i < NR_PROBES; i++) {
 		long long v = p.val[i];
 		/* on P the flush 0, the valid calls >= 0, the others -EINVAL; before
-		 * 6.11 memcg keeps every node stat item (the 6.1 backport) */
-		bool valid = i < P_FIRST_RANGE ||
+		 * 6.11 memcg keeps every node stat item (the 6.1 backport) and the
+		 * cgroup v1 events; from 6.11 the config decides the v1 events */
+		bool v1 = i >= P_FIRST_V1, either = v1 && kver >= 611;
+		bool valid = i < P_FIRST_RANGE || (v1 && kver < 611) ||
 			     (i >= P_FIRST_UNTRACKED && pkind[i] == K_state && kver < 611);
 
 		grp = i >= P_FIRST_UNTRACKED ? 1 : i >= P_FIRST_RANGE ? 0 : 2;
-		if (!(pkind[i] == K_flush ? v == 0 : valid ? v >= 0 : v == -EINVAL) ||
-		    l.val[i] != -ENOENT)
+		if (!(pkind[i] == K_flush ? v == 0 : either ? v >= 0 || v == -EINVAL :
+		      valid ? v >= 0 : v == -EINVAL) || l.val[i] != -ENOENT)
 			verdict[grp] = check_fail("%s = %lld: on P %lld (%s), on L %lld (-ENOENT)",
 						  pcall[i], (long long)p.item[i], v,
-						  valid ? ">= 0" : "-EINVAL", (long long)l.val[i]);
+						  either ? ">= 0 or -EINVAL" : valid ? ">= 0" : "-EINVAL",
+						  (long long)l.val[i]);
 	}
 	return verdict[0];
 }

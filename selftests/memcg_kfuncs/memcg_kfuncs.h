@@ -94,13 +94,20 @@ enum mk_field { MK_FIELDS(MK_SLOT) NR_FIELDS };
 	X(events, 0x7fffffff) X(events, -1)
 #define MK_UNTRACKED(X)								\
 	X(state, NR_ISOLATED_ANON) X(state, NR_DIRTIED) X(events, PGFREE) X(events, PSWPIN)
-#define MK_PROBES(X) MK_VALID(X) MK_RANGE(X) MK_UNTRACKED(X)
+/*
+ * vm events memcg tracks where cgroup v1's memory.stat prints them (cgroup v2's
+ * does not): before 6.11 always (PGPGIN is the first event memcg tracks there),
+ * from 6.11 with CONFIG_MEMCG_V1 only.
+ */
+#define MK_V1EVENTS(X) X(events, PGPGIN) X(events, PGPGOUT)
+#define MK_PROBES(X) MK_VALID(X) MK_RANGE(X) MK_UNTRACKED(X) MK_V1EVENTS(X)
 
 #define MK_ONE(...) +1
 enum {
 	P_FIRST_RANGE = 0 MK_VALID(MK_ONE),
 	P_FIRST_UNTRACKED = P_FIRST_RANGE MK_RANGE(MK_ONE),
-	NR_PROBES = P_FIRST_UNTRACKED MK_UNTRACKED(MK_ONE),
+	P_FIRST_V1 = P_FIRST_UNTRACKED MK_UNTRACKED(MK_ONE),
+	NR_PROBES = P_FIRST_V1 MK_V1EVENTS(MK_ONE),
 };
 
 #define MK_N	NR_FIELDS	/* > NR_PROBES */
