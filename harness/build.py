@@ -223,19 +223,20 @@ def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Tool
 GCNO_DIR = "gcno"  # in a stored gcov kernel: its .gcno files at their objects' paths
 
 
+def _is_gcov(config: Path) -> bool:
+    """Was the kernel of this .config built with CONFIG_GCOV_KERNEL."""
+    return config.exists() and re.search(r"^CONFIG_GCOV_KERNEL=y$", config.read_text(
+        errors="replace"), re.M) is not None
+
+
 def _gcno_files(build_dir: Path) -> list[Path]:
-    config = (build_dir / ".config").read_text(errors="replace")
-    if "\nCONFIG_GCOV_KERNEL=y\n" not in config:
-        return []
-    return sorted(build_dir.rglob("*.gcno"))
+    return sorted(build_dir.rglob("*.gcno")) if _is_gcov(build_dir / ".config") else []
 
 
 def _gcov_without_notes(stored: Path) -> bool:
     """A gcov kernel stored without its notes files: its counters cannot be read, so it is
     built again (the build directory's notes may belong to a later build)."""
-    config = stored / "config"
-    return (config.exists() and "\nCONFIG_GCOV_KERNEL=y\n" in config.read_text(errors="replace")
-            and not (stored / GCNO_DIR).is_dir())
+    return _is_gcov(stored / "config") and not (stored / GCNO_DIR).is_dir()
 
 
 def gcno_dir(image: KernelImage) -> Path | None:
