@@ -52,7 +52,7 @@ def main() -> int:
     source = sources.prepare(spec, log_dir=tmp)
     tree = sources.worktree(source, kconfig.config_slug(["base"]), log_dir=tmp)
     build_dir = paths.build_dir(tree)
-    tools = build.toolchain()
+    tools = build.tools()
     env = {**os.environ, **build.make_env(tools)}
     make = build.make_argv(tree, build_dir, tools, "bzImage")
     patches = series.collect(["memcg-kfuncs"], [], "6.12")
@@ -81,7 +81,7 @@ def main() -> int:
             if res.returncode != 0:
                 raise SystemExit(f"make failed: {res.stdout[-2000:]}")
             image = build_dir / "arch/x86/boot/bzImage"
-            argv = vm.vng_argv(kernel.__class__(bzimage=image, vmlinux=None, config=None,
+            argv = vm.vng_argv(kernel.__class__(boot_image=image, vmlinux=None, config=None,
                                                 version=kernel.version), Accel.TCG, rwdirs=[],
                                command=["sh", "-c", f"cd {test_dir} && ./memcg_kfuncs"],
                                memory="2G", cpus=2, cwd=Path("/"))

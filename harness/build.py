@@ -19,11 +19,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import atomic, paths, proc
+from . import atomic, paths, proc, target
 from .errors import HarnessError
 from .gitcmd import git
 from .model import KernelImage, Status
 from .sources import locked
+from .target import Target
 
 log = logging.getLogger(__name__)
 
@@ -47,27 +48,37 @@ class BuildError(HarnessError):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Toolchain:
-    gcc: str
+class Tools:
+    """The target a build is for and with, and the versions of the tools that make it."""
+
+    target: Target
+    compiler: str  # the first line of the C compiler's --version
     pahole: str
     ccache: bool
 
     @property
     def ident(self) -> str:
-        return f"{self.gcc}|{self.pahole}"
+        """What a stored kernel's key carries of its tools (the default pair's as it
+        always was, so its stored kernels keep their keys)."""
+        base = f"{self.compiler}|{self.pahole}"
+        return base if self.target.is_default else f"{base}|{self.target.name}"
 
 
-def toolchain() -> Toolchain:
-    gcc = proc.run(["gcc", "--version"], timeout=30).output.splitlines()
+def tools(tgt: Target | None = None) -> Tools:
+    """The tools of a target on this host; the default target when none is given."""
+    tgt = tgt or target.default()
+    cc = proc.run([tgt.cc, "--version"], timeout=30) if proc.which(tgt.cc) else None
     pahole = proc.run(["pahole", "--version"], timeout=30)
-    return Toolchain(
-        gcc=gcc[0] if gcc else "unknown",
+    lines = cc.output.splitlines() if cc is not None else []
+    return Tools(
+        target=tgt,
+        compiler=lines[0] if lines else "missing",
         pahole=pahole.output.strip() if pahole.ok else "missing",
         ccache=proc.which("ccache") is not None,
     )
 
 
-def kernel_key(tree_id: str, config_path: Path, tools: Toolchain) -> str:
+def kernel_key(tree_id: str, config_path: Path, tools: Tools) -> str:
     h = hashlib.sha256()
     h.update(tree_id.encode() + b"\n")
     h.update(config_path.read_bytes())
@@ -75,7 +86,7 @@ def kernel_key(tree_id: str, config_path: Path, tools: Toolchain) -> str:
     return h.hexdigest()[:20]
 
 
-def make_env(tools: Toolchain) -> dict[str, str]:
+def make_env(tools: Tools) -> dict[str, str]:
     env = dict(_BUILD_ENV)
     if tools.ccache:
         root = paths.cache_root()
@@ -103,15 +114,19 @@ def lock_name(tree: Path) -> str:
     return f"build-{tree.name}"
 
 
-def make_argv(tree: Path, build_dir: Path, tools: Toolchain, *targets: str,
+def make_argv(tree: Path, build_dir: Path, tools: Tools, *targets: str,
               jobs: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
     argv = ["make", "-C", str(tree), f"O={build_dir}", f"-j{jobs or os.cpu_count() or 1}",
             # The debug info names sources from the tree's top (comp_dir .harness-build,
             # files ../kernel/...), not from this worktree, so an object ccache compiled
             # in another tree carries exactly the debug info this tree's compile would.
             f"KCFLAGS=-fdebug-prefix-map={tree}/="]
+    tgt = tools.target
+    argv += tgt.make_vars()
     if tools.ccache:
-        argv += ["CC=ccache gcc", "HOSTCC=ccache gcc"]
+        argv += [f"CC=ccache {tgt.cc}", f"HOSTCC=ccache {tgt.toolchain.hostcc}"]
+    elif not tgt.is_default:
+        argv += [f"CC={tgt.cc}", f"HOSTCC={tgt.toolchain.hostcc}"]
     return [*argv, *extra, *targets]
 
 
@@ -160,14 +175,14 @@ class Progress:
             sys.stderr.flush()
 
 
-def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Toolchain,
+def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Tools,
           jobs: int | None = None) -> KernelImage:
     """Build (or take from the store) the kernel for the tree's HEAD and build_dir/.config."""
     config = build_dir / ".config"
     tree_id = git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
     key = kernel_key(tree_id, config, tools)
     stored = paths.sub("kernels") / key
-    if (stored / "bzImage").exists() and not _gcov_without_notes(stored):
+    if _stored_image(stored).exists() and not _gcov_without_notes(stored):
         log.info("kernel %s already built (%s); not building again", key, stored)
         return _image_from_store(stored, tree, build_dir, cached=True)
     build_log = log_dir / "build.log"
@@ -176,7 +191,7 @@ def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Toolchain,
         expected = read_count(stats, 2600)
         progress = Progress("build", expected)
         # A dirty tree inside the source dir makes out-of-tree builds refuse to start.
-        argv = make_argv(tree, build_dir, tools, "bzImage", jobs=jobs)
+        argv = make_argv(tree, build_dir, tools, tools.target.arch.make_target, jobs=jobs)
         result = proc.run(argv, env=make_env(tools), timeout=BUILD_TIMEOUT_S,
                           log_path=build_log, on_line=progress.line, keep_output=False)
         progress.done()
@@ -199,11 +214,12 @@ def _build_failure(build_log: Path, result: proc.Completed) -> str:
     return f"kernel build failed (exit {result.returncode}); log: {build_log}\n{shown}"
 
 
-def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Toolchain,
+def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Tools,
            seconds: float) -> None:
     """Copy the artifacts in, atomically: a half-copied kernel is never seen as built."""
     with atomic.directory(stored, prefix=".store-") as scratch:
-        shutil.copyfile(build_dir / "arch/x86/boot/bzImage", scratch / "bzImage")
+        arch = tools.target.arch
+        shutil.copyfile(build_dir / arch.image, scratch / arch.image_name)
         shutil.copyfile(build_dir / "vmlinux", scratch / "vmlinux")
         shutil.copyfile(build_dir / ".config", scratch / "config")
         shutil.copyfile(build_dir / "System.map", scratch / "System.map")
@@ -215,8 +231,10 @@ def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Tool
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(gcno, dest)
         release = (build_dir / "include/config/kernel.release").read_text().strip()
-        meta = {"key": key, "tree_id": tree_id, "release": release, "gcc": tools.gcc,
-                "pahole": tools.pahole, "build_seconds": round(seconds, 1)}
+        meta = {"key": key, "tree_id": tree_id, "release": release,
+                "compiler": tools.compiler, "pahole": tools.pahole,
+                "arch": arch.name, "toolchain": tools.target.toolchain.name,
+                "image": arch.image_name, "build_seconds": round(seconds, 1)}
         (scratch / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
@@ -241,17 +259,25 @@ def _gcov_without_notes(stored: Path) -> bool:
 
 def gcno_dir(image: KernelImage) -> Path | None:
     """The notes files stored with a gcov kernel, or None (a kernel stored without them)."""
-    stored = image.bzimage.parent / GCNO_DIR
+    stored = image.boot_image.parent / GCNO_DIR
     return stored if stored.is_dir() else None
 
 
+def _stored_image(stored: Path) -> Path:
+    """A stored kernel's image: named in its meta.json (bzImage when it predates that)."""
+    with contextlib.suppress(OSError, ValueError):
+        return stored / str(json.loads((stored / "meta.json").read_text()).get(
+            "image", "bzImage"))
+    return stored / "bzImage"
+
+
 def stored_build_seconds() -> dict[str, float]:
-    """bzImage path -> how long its build took, for every stored kernel (from the meta.json
+    """image path -> how long its build took, for every stored kernel (from the meta.json
     _store wrote); a kernel without a readable record is left out."""
     found: dict[str, float] = {}
     for meta in paths.sub("kernels").glob("*/meta.json"):
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            found[str(meta.parent / "bzImage")] = float(
+            found[str(_stored_image(meta.parent))] = float(
                 json.loads(meta.read_text())["build_seconds"])
     return found
 
@@ -259,7 +285,9 @@ def stored_build_seconds() -> dict[str, float]:
 def _image_from_store(stored: Path, tree: Path, build_dir: Path, *, cached: bool) -> KernelImage:
     meta = json.loads((stored / "meta.json").read_text())
     return KernelImage(
-        bzimage=stored / "bzImage",
+        boot_image=_stored_image(stored),
+        arch=str(meta.get("arch", target.DEFAULT_ARCH)),
+        toolchain=str(meta.get("toolchain", target.DEFAULT_TOOLCHAIN)),
         vmlinux=stored / "vmlinux",
         config=stored / "config",
         version=str(meta["release"]),
@@ -270,7 +298,8 @@ def _image_from_store(stored: Path, tree: Path, build_dir: Path, *, cached: bool
 
 
 def image_from_file(path: Path) -> KernelImage:
-    """`image:PATH`: a prebuilt bzImage/vmlinuz; vmlinux with BTF next to it if present."""
+    """`image:PATH`: a prebuilt kernel image (bzImage, vmlinuz, arm64 Image); vmlinux with
+    BTF next to it if present. Its arch is what `file` says it is."""
     if not path.is_file():
         raise BuildError(f"kernel image {path} does not exist", path)
     out = proc.run(["file", "-bL", str(path)], timeout=30).output
@@ -280,4 +309,6 @@ def image_from_file(path: Path) -> KernelImage:
                     if c.exists()), None)
     config = next((c for c in (path.parent / "config", path.parent / f"config-{version}")
                    if c.exists()), None)
-    return KernelImage(bzimage=path, vmlinux=vmlinux, config=config, version=version)
+    arch = "arm64" if "ARM64 boot executable" in out else target.DEFAULT_ARCH
+    return KernelImage(boot_image=path, arch=arch, toolchain="", vmlinux=vmlinux,
+                       config=config, version=version)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import atomic, build, kconfig, proc, series, sources
+from . import atomic, build, kconfig, proc, series, sources, target
 from .errors import HarnessError
 from .model import PatchResult, PatchState, SourceKind, StageTiming, Status
 from .stages import StageLog
@@ -316,7 +316,7 @@ def c_sources(files: tuple[str, ...]) -> tuple[str, ...]:
                  if f.endswith(".c") and " => " not in f and not f.startswith(NOT_KERNEL_OBJECTS))
 
 
-def compile_w1(tree: KernelTree, source: str, *, prefix: int, tools: build.Toolchain,
+def compile_w1(tree: KernelTree, source: str, *, prefix: int, tools: build.Tools,
                log_path: Path) -> ObjectCompile:
     """`make -C TREE O=BUILD W=1 path/file.o`, the object deleted first so it recompiles."""
     if not (tree.path / source).is_file():
@@ -355,6 +355,8 @@ class CheckRequest:
     series: tuple[str, ...] = ()
     patches: tuple[Path, ...] = ()  # loose patches, applied after the series
     configs: tuple[str, ...] = ("base",)
+    arch: str = target.DEFAULT_ARCH  # what every prefix is built for and with
+    toolchain: str = target.DEFAULT_TOOLCHAIN
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -506,9 +508,10 @@ def _check(state: _Run) -> None:
     with state.timed("source"):
         # The same tree service as `run`: the two share the worktree, build directory,
         # locks and stored kernels.
-        tree = KernelTree.open(spec, request.configs, log_dir=out, checked=checked)
+        tree = KernelTree.open(spec, request.configs, log_dir=out, checked=checked,
+                               target=target.select(request.arch, request.toolchain))
     state.source, state.package_version = tree.source.describe, tree.source.package_version
-    tools = build.toolchain()
+    tools = build.tools(tree.target)
     n = len(state.patches)
     for i, patch in enumerate(state.patches, start=1):
         state.c_files[i] = c_sources(series.files_of(tree.path, patch.path))
@@ -520,7 +523,7 @@ def _check(state: _Run) -> None:
             _check_prefix(state, k, tree=tree, tools=tools)
 
 
-def _check_prefix(state: _Run, k: int, *, tree: KernelTree, tools: build.Toolchain) -> None:
+def _check_prefix(state: _Run, k: int, *, tree: KernelTree, tools: build.Tools) -> None:
     """Patches 1..k applied: build it, checkpatch patch k+1, W=1 for patches k and k+1."""
     n = len(state.patches)
     pdir = state.out_dir / f"prefix-{k}"
@@ -560,7 +563,7 @@ def _check_prefix(state: _Run, k: int, *, tree: KernelTree, tools: build.Toolcha
 
 
 def _build_prefix(k: int, tree: KernelTree, tree_id: str, pdir: Path,
-                  tools: build.Toolchain) -> PrefixBuild:
+                  tools: build.Tools) -> PrefixBuild:
     start = time.monotonic()
     try:
         image = tree.build(log_dir=pdir, tools=tools)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import kconfig, shard
+from . import kconfig, shard, target
 from .errors import HarnessError
 from .matrix import Cell
 from .model import Accel, Status
@@ -103,19 +103,20 @@ class BuildJob:
     kernel: str
     configs: tuple[str, ...]
     kernels: tuple[Kernel, ...]
+    target: str = ""  # "@ARCH-TOOLCHAIN" when not x86_64/gcc (each has a tree of its own)
 
     @property
     def slug(self) -> str:
         """A job id (GitHub: [A-Za-z0-9_-], starting with a letter) that names the tree."""
         text = re.sub(r"[^A-Za-z0-9_-]+", "_",
-                      f"{self.kernel}-{kconfig.config_slug(list(self.configs))}")
+                      f"{self.kernel}-{kconfig.config_slug(list(self.configs))}{self.target}")
         if len(text) > 60:  # a job id has at most 100 characters; keep it readable
             text = f"{text[:50]}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
         return text
 
     @property
     def title(self) -> str:
-        return f"{self.kernel} ({'+'.join(self.configs)})"
+        return f"{self.kernel} ({'+'.join(self.configs)}){self.target.replace('@', ' ')}"
 
     @property
     def cells(self) -> tuple[str, ...]:
@@ -157,12 +158,14 @@ def plan(cells: Sequence[Cell], tier: str, settings: Settings = Settings()) -> P
         raise CiError(f"cell(s) {', '.join(images)} boot a prebuilt image:PATH, a file of "
                       "this machine that a CI runner does not have",
                       fix="give CI cells debian: or git: kernels")
-    trees: dict[tuple[str, tuple[str, ...]], dict[tuple[Any, ...], list[Cell]]] = {}
+    trees: dict[tuple[str, tuple[str, ...], str], dict[tuple[Any, ...], list[Cell]]] = {}
     for c in cells:
-        trees.setdefault((c.kernel, c.configs), {}).setdefault(shard.kernel_of(c), []).append(c)
+        slug = target.select(c.arch, c.toolchain).slug
+        trees.setdefault((c.kernel, c.configs, slug), {}).setdefault(
+            shard.kernel_of(c), []).append(c)
     builds = []
-    for (kernel, configs), kernels in trees.items():
-        builds.append(BuildJob(kernel=kernel, configs=configs, kernels=tuple(
+    for (kernel, configs, slug), kernels in trees.items():
+        builds.append(BuildJob(kernel=kernel, configs=configs, target=slug, kernels=tuple(
             Kernel(kernel=g[0].kernel, series=g[0].series, configs=g[0].configs,
                    patches=g[0].patches, cells=tuple(c.name for c in g))
             for g in kernels.values())))

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from . import atomic, cache, doctor, ktap, matrix, paths, pipeline, proc, results, sources
+from . import atomic, cache, doctor, ktap, matrix, paths, pipeline, proc, results, sources, target
 from .errors import EnvironmentProblem, HarnessError, from_os_error
 from .gitcmd import git_run
 from .matrix import Cell, Tier
@@ -94,6 +94,12 @@ def _tree_options(p: argparse.ArgumentParser, *, several_kernels: bool = False) 
     p.add_argument("--patch", action="append", default=[], metavar="FILE",
                    help="extra patch, or a thread saved as an mbox, applied after the series "
                         "(repeatable)")
+    p.add_argument("--arch", default=None, choices=target.known_arches(),
+                   help=f"the arch to build for (default {target.DEFAULT_ARCH}; "
+                        "harness/arches/ARCH.toml)")
+    p.add_argument("--toolchain", default=None, choices=target.known_toolchains(),
+                   help=f"the toolchain to build with (default {target.DEFAULT_TOOLCHAIN}; "
+                        "llvm: clang, lld and the LLVM binutils 19)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -355,6 +361,11 @@ def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
         guest["memory"] = args.memory
     if args.cpus is not None:
         guest["cpus"] = args.cpus
+    # what the kernel is built for and with: also for the matrix cells selected
+    if args.arch is not None:
+        guest["arch"] = args.arch
+    if args.toolchain is not None:
+        guest["toolchain"] = args.toolchain
     if cmd:
         cwd = str(Path(args.cwd).resolve()) if args.cwd else os.getcwd()
         command.ref(cmd, cwd=cwd, timeout_s=args.timeout)  # a bad command: told now
@@ -577,7 +588,8 @@ def cmd_shell(args: argparse.Namespace) -> int:
     cell = Cell(name="shell", tier=Tier.DEFAULT, kernel=kernel, series=tuple(args.series),
                 configs=tuple(args.config or ["base"]), tests=tests,
                 patches=tuple(str(Path(p).resolve()) for p in args.patch),
-                append=args.append, memory=args.memory, cpus=args.cpus)
+                append=args.append, memory=args.memory, cpus=args.cpus,
+                arch=args.arch or Cell.arch, toolchain=args.toolchain or Cell.toolchain)
     out = (args.out or Path("results") / f"shell-{_run_id()}").resolve()
     prepare_out(out, marker="shell.json")
     print(f"shell on {where}" + (f" + series {', '.join(args.series)}" if args.series else "")
@@ -627,7 +639,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"checking against {where}", flush=True)
     request = check.CheckRequest(kernel=kernel, series=tuple(args.series),
                                  patches=tuple(Path(p).resolve() for p in args.patch),
-                                 configs=tuple(args.config or ["base"]))
+                                 configs=tuple(args.config or ["base"]),
+                                 arch=args.arch or target.DEFAULT_ARCH,
+                                 toolchain=args.toolchain or target.DEFAULT_TOOLCHAIN)
     out = (args.out or Path("results") / f"check-{_run_id()}").resolve()
     log.info("results: %s", out)
     meta = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -201,7 +201,7 @@ def render(doc: dict[str, Any]) -> str:
     for cell in doc.get("cells", []):
         suite = ET.SubElement(root, "testsuite", name=str(cell["cell"]))
         props = ET.SubElement(suite, "properties")
-        for key in ("kernel", "kernel_version", "status", "image"):
+        for key in ("kernel", "kernel_version", "status", "image", "arch", "toolchain"):
             ET.SubElement(props, "property", name=key, value=str(cell.get(key) or ""))
         for t in cell.get("tests", []):
             for path, median, unit in metrics(t):

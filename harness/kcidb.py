@@ -61,6 +61,7 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
+from . import target
 from .compare import measurements
 from .errors import HarnessError
 from .model import Status
@@ -293,7 +294,7 @@ def _build(cell: Mapping[str, Any], build_id: str, checkout_id: str, origin: str
     fragments = (cell.get("config") or {}).get("fragments", [])
     return {
         "id": build_id, "checkout_id": checkout_id, "origin": origin,
-        "architecture": "x86_64",
+        "architecture": target.arch(str(cell.get("arch") or target.DEFAULT_ARCH)).kcidb,
         **({} if missing else {"config_name": "+".join(_fragment(f) for f in fragments)
                                or "base"}),
         **({"compiler": compiler} if compiler else {}),
@@ -379,7 +380,9 @@ def export(doc: Mapping[str, Any], *, run_id: str | None = None, origin: str = O
             continue
         name = _part(str(cell["cell"]))
         source = held_by.get(str(cell["cell"]), doc)
-        compiler = str((source.get("tools") or doc.get("tools") or {}).get("gcc") or "")
+        # the toolchain's compiler as the run recorded it (gcc, clang-19)
+        cc = target.toolchain(str(cell.get("toolchain") or target.DEFAULT_TOOLCHAIN)).cc
+        compiler = str((source.get("tools") or doc.get("tools") or {}).get(cc) or "")
         checkout_id = f"{origin}:{run}:{name}"
         build_id = f"{checkout_id}:build"
         checkouts.append(_checkout(cell, checkout_id, origin, source, broken))

@@ -21,6 +21,8 @@ from . import atomic, paths, proc
 from .errors import HarnessError
 from .gitcmd import git
 from .model import ConfigResult, DroppedSymbol, Status
+from .target import Target
+from .target import default as default_target
 
 log = logging.getLogger(__name__)
 
@@ -359,16 +361,41 @@ def kconfig_inputs(tree: Path) -> str:
     return h.hexdigest()
 
 
-def generate(tree: Path, fragments: list[Path], *, log_dir: Path) -> tuple[Path, str]:
+def make_vars(target: Target) -> list[str]:
+    """What Kconfig must be told of the target: the arch, and the compiler it tests
+    (CC_IS_CLANG, CC_VERSION_TEXT, the toolchain's features)."""
+    if target.is_default:
+        return []  # a native gcc build: what make assumes
+    return [*target.make_vars(), f"CC={target.cc}", f"HOSTCC={target.toolchain.hostcc}"]
+
+
+def arch_fragment(target: Target) -> Path:
+    """The arch's own config lines (harness/arches/ARCH.toml) as a fragment file, applied
+    before every other fragment so that any of them may override a line."""
+    text = f"# the {target.arch.name} lines of harness/arches/{target.arch.name}.toml\n" \
+        + target.arch.config.lstrip("\n")
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = paths.sub("kconfig") / f"arch-{target.arch.name}-{digest}.config"
+    if not path.exists():
+        atomic.write_text(path, text)
+    return path
+
+
+def generate(tree: Path, fragments: list[Path], *, log_dir: Path,
+             target: Target | None = None) -> tuple[Path, str]:
     """Produce the merged, olddefconfig'd config in the cache; returns (path, its sha256).
 
     Cached by (the tree's kconfig inputs, the compiler, the fragments' contents): the same
     inputs never run Kconfig twice.
     """
+    target = target or default_target()
+    variables = make_vars(target)
     # Kconfig records the tools' versions (CC, LD, AS, PAHOLE_VERSION) and tests them.
     tools = [proc.run([t, "--version"], timeout=30).output.splitlines()[:1]
-             for t in ("gcc", "ld", "as", "pahole")]
+             for t in (*target.version_commands(), "pahole")]
     h = hashlib.sha256(f"{BASE}\n{kconfig_inputs(tree)}\n{tools}\n".encode())
+    if variables:
+        h.update(" ".join(variables).encode() + b"\n")
     for frag in fragments:
         h.update(frag.name.encode() + b"\n" + frag.read_bytes())
     key = h.hexdigest()[:16]
@@ -378,12 +405,13 @@ def generate(tree: Path, fragments: list[Path], *, log_dir: Path) -> tuple[Path,
     scratch = paths.sub("kconfig-scratch") / tree.name
     scratch.mkdir(parents=True, exist_ok=True)
     klog = log_dir / "kconfig.log"
-    proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", BASE],
+    proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", *variables, BASE],
                what=f"make {BASE}", timeout=600, log_path=klog)
     proc.check([str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),
                 str(scratch / ".config"), *map(str, fragments)],
                what="merge_config.sh", timeout=600, cwd=tree, log_path=klog)
-    done = proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", "olddefconfig"],
+    done = proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", *variables,
+                       "olddefconfig"],
                       what="make olddefconfig", timeout=600, log_path=klog)
     invalid = _KCONFIG_INVALID.findall(done.output)
     if invalid:
@@ -442,14 +470,17 @@ def dropped_error(dropped: tuple[DroppedSymbol, ...], fragments: list[Path],
 
 
 def configure(tree: Path, build_dir: Path, fragments: list[Path], *,
-              log_dir: Path, lenient: Collection[Path] = ()) -> ConfigResult:
+              log_dir: Path, lenient: Collection[Path] = (),
+              target: Target | None = None) -> ConfigResult:
     """Generate, verify, and install the .config into build_dir only if it changed.
 
     A requested option that olddefconfig dropped is an error, unless the fragment that
     asked for it last is in `lenient` (the tree's own fragments): then it is reported in
     the result's `dropped`, with the reason, and the build goes on.
     """
-    generated, _ = generate(tree, fragments, log_dir=log_dir)
+    target = target or default_target()
+    fragments = [arch_fragment(target), *fragments]
+    generated, _ = generate(tree, fragments, log_dir=log_dir, target=target)
     final = parse_config(generated.read_text())
     wanted = requested_symbols(fragments)
     owner = request_owners(fragments)
@@ -469,13 +500,13 @@ def configure(tree: Path, build_dir: Path, fragments: list[Path], *,
         if dropped:
             raise dropped_error(dropped, fragments, final, index, log=log_dir / "kconfig.log")
     build_dir.mkdir(parents=True, exist_ok=True)
-    target = build_dir / ".config"
-    changed = not target.exists() or target.read_bytes() != generated.read_bytes()
+    installed = build_dir / ".config"
+    changed = not installed.exists() or installed.read_bytes() != generated.read_bytes()
     if changed:
-        shutil.copyfile(generated, target)
-        log.info("wrote new .config to %s", target)
+        shutil.copyfile(generated, installed)
+        log.info("wrote new .config to %s", installed)
     return ConfigResult(
-        config_path=target,
+        config_path=installed,
         requested=tuple(sorted(wanted)),
         dropped=tolerated,
         fragments=tuple(str(f) for f in fragments),

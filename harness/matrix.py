@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import paths
+from . import paths, target
 from .errors import HarnessError
 from .model import Status
 
@@ -53,6 +53,9 @@ class Cell:
     command_timeout: int = 600
     # gcov for the series' C files; which of their lines the tests ran (with the gcov config)
     coverage: bool = False
+    # what the kernel is built for and with (harness/arches/, harness/toolchains/)
+    arch: str = "x86_64"
+    toolchain: str = "gcc"
 
     @property
     def expect_map(self) -> Mapping[str, Status]:
@@ -69,7 +72,7 @@ class MatrixError(HarnessError):
 
 _KEYS = frozenset({"name", "tier", "kernel", "series", "configs", "tests", "patches", "coverage",
                    "expect_status", "expect", "description", "boot_only", "append",
-                   "memory", "cpus"})
+                   "memory", "cpus", "arch", "toolchain"})
 MEMORY = re.compile(r"[1-9][0-9]*[MG]")
 MAX_CPUS = 64
 
@@ -127,7 +130,10 @@ def load(path: Path | None = None) -> list[Cell]:
                 append=str(raw.get("append", "")),
                 memory=str(raw.get("memory", "2G")),
                 cpus=int(raw.get("cpus", 2)),
+                arch=str(raw.get("arch", Cell.arch)),
+                toolchain=str(raw.get("toolchain", Cell.toolchain)),
             )
+            target.select(cell.arch, cell.toolchain)  # both known
             if raw.get("coverage", False):
                 cell = with_coverage(cell)
             check_guest_size(cell.memory, cell.cpus)
@@ -136,7 +142,7 @@ def load(path: Path | None = None) -> list[Cell]:
                     Status(status)
         except (KeyError, ValueError) as exc:
             raise MatrixError(f"{path}: cell #{i + 1}: invalid or missing {exc}") from None
-        except MatrixError as exc:
+        except (MatrixError, target.TargetError) as exc:
             raise MatrixError(f"{path}: cell #{i + 1}: {exc}") from None
         if cell.name in seen:
             raise MatrixError(f"{path}: two cells are named {cell.name!r}")

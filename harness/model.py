@@ -168,13 +168,15 @@ class DroppedSymbol:
 class KernelImage:
     """A built (or given) kernel ready to boot."""
 
-    bzimage: Path
+    boot_image: Path  # what QEMU boots: bzImage on x86_64, Image on arm64
     vmlinux: Path | None  # with BTF; None for an image without one next to it
     config: Path | None
     version: str
     build_dir: Path | None = None
     source_dir: Path | None = None
     cached: bool = False
+    arch: str = "x86_64"  # the arch it was built for (harness/arches/ARCH.toml)
+    toolchain: str = "gcc"  # and with (harness/toolchains/NAME.toml); "" if unknown
 
 
 # What differs between two reports of the same splat: CPU and PID numbers, addresses and
@@ -399,3 +401,5 @@ class CellResult:
     coverage_error: str = ""  # why coverage could not be read, when asked for
     # the kernel came from the kernel store (no build ran); None: no kernel was built
     kernel_from_store: bool | None = None
+    arch: str = "x86_64"  # what the kernel was built for and with
+    toolchain: str = "gcc"

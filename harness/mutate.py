@@ -50,6 +50,7 @@ from . import series as series_mod
 from .errors import HarnessError
 from .matrix import Cell
 from .model import Accel, CellResult, KernelSpec, Phase, Status
+from .target import select as select_target
 from .testkinds import own as own_tests
 from .tree import KernelTree
 
@@ -278,8 +279,9 @@ def run(request: Request, out: Path) -> State:
                           "tell a mutant from it",
                           fix="make the cell pass with `harness run` first")
     spec = sources.parse_spec(cell.kernel)
-    tree = KernelTree.open(spec, cell.configs, log_dir=out)
-    tools = build.toolchain()
+    tree = KernelTree.open(spec, cell.configs, log_dir=out,
+                           target=select_target(cell.arch, cell.toolchain))
+    tools = build.tools(tree.target)
     with tree.locked():
         head, before = _series_commits(tree, cell, request.series, spec, log_dir=out)
         generated = _generate(tree.path, before, head, request, tree.build_dir)
@@ -414,7 +416,7 @@ def compiler_warnings(output: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _object(tree: KernelTree, tools: build.Toolchain, file: str,
+def _object(tree: KernelTree, tools: build.Tools, file: str,
             log_path: Path) -> ObjectBuild:
     """FILE's object, built in the cell's build directory (so that the build that follows
     takes it from ccache)."""
@@ -433,7 +435,7 @@ def _object(tree: KernelTree, tools: build.Toolchain, file: str,
 
 
 def _one(state: State, m: mutants.Mutant, *, tree: KernelTree, head: str,
-         tools: build.Toolchain, objects: dict[str, ObjectBuild], declared: Mapping[str, str],
+         tools: build.Tools, objects: dict[str, ObjectBuild], declared: Mapping[str, str],
          flaky: frozenset[str], key_parts: Mapping[str, str]) -> Verdict:
     out = state.out
     logs = out / "objects"

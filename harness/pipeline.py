@@ -36,6 +36,7 @@ from . import (
     series,
     sources,
     splat,
+    target,
     testkinds,
     vm,
 )
@@ -61,6 +62,7 @@ from .model import (
     worst,
 )
 from .stages import StageLog
+from .target import Target
 from .testkinds import BuildContext, SelftestError, TestRef, own
 from .testkinds.base import KselftestHeader
 from .tree import KernelTree
@@ -93,6 +95,7 @@ class CellPlan:
     tests: tuple[TestRef, ...]
     patches: tuple[series.Patch, ...]  # every series' files, then --patch files: checked
     fragments: Mapping[str, Path]  # our config fragments (not tree:PATH), checked
+    target: Target  # what the kernel is built for and with
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,7 +163,7 @@ class CellFacts:
             retries=self.retries, features=self.features, notes=verdict.notes,
             boot_only=cell.boot_only, image=self.image, kselftest_h=self.kselftest_h,
             guest=self.guest(cell), coverage=self.coverage,
-            kernel_from_store=self.kernel_from_store,
+            kernel_from_store=self.kernel_from_store, arch=cell.arch, toolchain=cell.toolchain,
         )
 
     def guest(self, cell: Cell) -> dict[str, object]:
@@ -249,6 +252,9 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
         spec: KernelSpec | None = None
         with _collected(problems):
             spec = sources.parse_spec(cell.kernel)
+        tgt: Target | None = None
+        with _collected(problems):
+            tgt = target.select(cell.arch, cell.toolchain)
         found: list[TestRef] = []
         for text in cell.tests:
             with _collected(problems):
@@ -302,8 +308,8 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
                 f"{len(problems)} problems, found before anything was built:\n" + "\n".join(
                     "  " + str(p).replace("\n", "\n    ") for p in problems),
                 status=worst([p.status or Status.SETUP_ERROR for p in problems]))
-    assert spec is not None
-    return CellPlan(spec=spec, tests=refs, patches=patches, fragments=fragments)
+    assert spec is not None and tgt is not None
+    return CellPlan(spec=spec, tests=refs, patches=patches, fragments=fragments, target=tgt)
 
 
 def _patch_path(text: str) -> Path:
@@ -323,7 +329,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
     if plan.spec.kind is SourceKind.IMAGE:
         with stages.stage("image", Status.SETUP_ERROR):
             image = build.image_from_file(Path(plan.spec.value))
-        facts.kernel_version, facts.image = image.version, str(image.bzimage)
+        facts.kernel_version, facts.image = image.version, str(image.boot_image)
         facts.source = f"prebuilt image {plan.spec.value}"
         with stages.stage("features", Status.SETUP_ERROR):
             btf, note = _kernel_btf(cell, image)
@@ -334,7 +340,8 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
                 facts.kselftest_h = header.origin
         return BuiltKernel(image=image, features=facts.features, kselftest=header)
     with stages.stage("source", Status.SETUP_ERROR):
-        tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs, checked=plan.fragments)
+        tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs, checked=plan.fragments,
+                               target=plan.target)
     facts.source, facts.package_version = tree.source.describe, tree.source.package_version
     # One lock from checkout to the end of the build: no other run moves this tree.
     with tree.locked():
@@ -343,7 +350,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
             facts.config = tree.configure(log_dir=logs)
         with stages.stage("build", Status.BUILD_ERROR):
             image = tree.build(log_dir=logs)
-        facts.kernel_version, facts.image = image.version, str(image.bzimage)
+        facts.kernel_version, facts.image = image.version, str(image.boot_image)
         facts.kernel_from_store = image.cached
         if image.config is not None:
             (logs / "config").write_bytes(image.config.read_bytes())
@@ -356,7 +363,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
                 _check_declared(plan, prepared, facts.features, logs)
         facts.features = _with_config(facts.features, image)
         used_for = describe(cell)
-        for entry in (image.bzimage.parent, tree.path, tree.source.repo):
+        for entry in (image.boot_image.parent, tree.path, tree.source.repo):
             cache.note_use(entry, used_for)
         # kselftests build from the same tree state: still under the lock.
         with stages.stage("kselftests-build", Status.BUILD_ERROR):
@@ -532,7 +539,7 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
     """Boot once (twice when the first never reached the runner and did not panic); the
     results, after the harness's own skips, go into `facts` as each boot ends."""
     with stages.stage("accel", Status.BOOT_ERROR):
-        accel, why = vm.choose_accel(accel_request, kernel.bzimage,
+        accel, why = vm.choose_accel(accel_request, kernel.boot_image,
                                      log_path=logs / "kvm-probe.log")
     facts.accel = f"{accel.value} ({why})"
     skipped = facts.tests
@@ -656,7 +663,9 @@ def describe(cell: Cell) -> str:
     """What a cell builds, in a few words (what a cache entry was last used for)."""
     extras = [f"series {'+'.join(cell.series)}" if cell.series else "",
               f"{len(cell.patches)} patch(es)" if cell.patches else "",
-              f"config {'+'.join(cell.configs)}"]
+              f"config {'+'.join(cell.configs)}",
+              "" if (cell.arch, cell.toolchain) == (Cell.arch, Cell.toolchain)
+              else f"{cell.arch}/{cell.toolchain}"]
     return " + ".join(e for e in [cell.kernel, *extras] if e)
 
 
@@ -679,6 +688,10 @@ def cell_argv(cell: Cell, accel: Accel) -> list[str]:
         argv += ["--memory", cell.memory]
     if cell.cpus != Cell.cpus:
         argv += ["--cpus", str(cell.cpus)]
+    if cell.arch != Cell.arch:
+        argv += ["--arch", cell.arch]
+    if cell.toolchain != Cell.toolchain:
+        argv += ["--toolchain", cell.toolchain]
     argv += ["--accel", accel.value]
     if cell.command:
         argv += ["--cwd", cell.command_cwd, "--timeout", str(cell.command_timeout),

@@ -162,6 +162,8 @@ def view(doc: Doc, logs: Mapping[tuple[str, str], str]) -> dict[str, Any]:
                 "summary": metrics.get("summary", "") if isinstance(metrics, Mapping) else ""})
         details.append({"cell": c["cell"], "status": c["status"], "error": c.get("error", ""),
                         "kernel": c.get("kernel", ""), "version": c.get("kernel_version", ""),
+                        "target": "" if (c.get("arch", "x86_64"), c.get("toolchain", "gcc"))
+                        == ("x86_64", "gcc") else f"{c.get('arch')}/{c.get('toolchain')}",
                         "notes": c.get("notes", []), "patches": c.get("patches", []),
                         "features": c.get("features", []), "tests": tests,
                         "accel": c.get("accel", ""), "coverage": c.get("coverage")})

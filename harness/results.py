@@ -149,6 +149,8 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "features": [_feature_json(r) for r in c.features],
         "guest": c.guest,
         "kernel_from_store": c.kernel_from_store,
+        "arch": c.arch,
+        "toolchain": c.toolchain,
         **({"coverage": [_coverage_json(x) for x in c.coverage]}
            if c.coverage is not None else {}),
     }
@@ -298,6 +300,8 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         parts.append(f"patches: {applied} applied, {in_base} in base")
     if c.accel:
         parts.append(c.accel.split(" (")[0])
+    if (c.arch, c.toolchain) != ("x86_64", "gcc"):
+        version += f" {c.arch}/{c.toolchain}"
     head = f"== {c.cell} [{version}]  {c.status.value}"
     lines = _wrap(head + (f"  ({'; '.join(parts)})" if parts else ""), "")
     if c.error:

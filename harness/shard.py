@@ -62,9 +62,13 @@ def parse(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def kernel_of(cell: Cell) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+KernelId = tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], str]
+
+
+def kernel_of(cell: Cell) -> KernelId:
     """What decides the kernel a cell builds: cells that share it share a shard."""
-    return (cell.kernel, cell.series, cell.configs, cell.patches)
+    return (cell.kernel, cell.series, cell.configs, cell.patches,
+            f"{cell.arch}/{cell.toolchain}")
 
 
 def cost(cell: Cell, costs: Mapping[str, float]) -> float:

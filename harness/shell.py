@@ -55,10 +55,10 @@ def tests_script(planned: tuple[protocol.GuestTest, ...], out: Path) -> str:
 
 def run(cell: Cell, out: Path, *, accel: Accel) -> Session:
     built, tests, facts = pipeline.prepare_shell(cell, out)
-    chosen, why = vm.choose_accel(accel, built.image.bzimage, log_path=out / "kvm-probe.log")
+    chosen, why = vm.choose_accel(accel, built.image.boot_image, log_path=out / "kvm-probe.log")
     atomic.write_text(out / "tests.sh", tests_script(tests.planned, out))
     skipped = [f"{t.name} ({t.reason})" for t in tests.skipped]
-    print(f"kernel {built.image.version} ({built.image.bzimage}), {chosen.value} ({why})\n"
+    print(f"kernel {built.image.version} ({built.image.boot_image}), {chosen.value} ({why})\n"
           f"in the guest: the host's files read-only; {out} writable, the shell starts there\n"
           f"  sh tests.sh         lists the selftests built for this kernel: "
           f"{', '.join(t.name for t in tests.planned) or 'none'}\n"

@@ -19,6 +19,8 @@ from pathlib import Path
 from . import build as kbuild
 from . import gitcmd, kconfig, paths, proc, series, sources
 from .model import ConfigResult, KernelImage, KernelSpec, PatchResult, PreparedSource
+from .target import Target
+from .target import default as default_target
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,15 +32,21 @@ class KernelTree:
     # our fragments as the caller already resolved and checked them (name -> path); the
     # tree's own (tree:PATH) are resolved here, in the worktree
     checked: Mapping[str, Path] = field(default_factory=dict)
+    # what it is built for and with: each target has a worktree (and O= directory) of its
+    # own, so that switching between them never rebuilds the other's objects
+    target: Target = field(default_factory=lambda: default_target())
 
     @classmethod
     def open(cls, spec: KernelSpec, configs: Sequence[str], *, log_dir: Path,
-             checked: Mapping[str, Path] | None = None) -> KernelTree:
+             checked: Mapping[str, Path] | None = None,
+             target: Target | None = None) -> KernelTree:
         """The source imported or cloned once, and the worktree for these configs."""
+        tgt = target or default_target()
         source = sources.prepare(spec, log_dir=log_dir)
-        path = sources.worktree(source, kconfig.config_slug(list(configs)), log_dir=log_dir)
+        path = sources.worktree(source, kconfig.config_slug(list(configs)) + tgt.slug,
+                                log_dir=log_dir)
         return cls(source=source, path=path, build_dir=paths.build_dir(path),
-                   configs=tuple(configs), checked=dict(checked or {}))
+                   configs=tuple(configs), checked=dict(checked or {}), target=tgt)
 
     @property
     def base_commit(self) -> str:
@@ -87,14 +95,14 @@ class KernelTree:
     def configure(self, *, log_dir: Path) -> ConfigResult:
         fragments, lenient = self.fragments()
         return kconfig.configure(self.path, self.build_dir, fragments, log_dir=log_dir,
-                                 lenient=lenient)
+                                 lenient=lenient, target=self.target)
 
-    def build(self, *, log_dir: Path, tools: kbuild.Toolchain | None = None) -> KernelImage:
+    def build(self, *, log_dir: Path, tools: kbuild.Tools | None = None) -> KernelImage:
         """The kernel of HEAD and the installed .config, from the store when it is there."""
         return kbuild.build(self.path, self.build_dir, log_dir=log_dir,
-                           tools=tools or kbuild.toolchain())
+                            tools=tools or kbuild.tools(self.target))
 
-    def compile_object(self, source: str, *, tools: kbuild.Toolchain, log_path: Path,
+    def compile_object(self, source: str, *, tools: kbuild.Tools, log_path: Path,
                        extra: Sequence[str] = (), timeout: float = 1800) -> proc.Completed:
         """`make path/file.o` alone, the old object removed first so that it recompiles.
         Hold `build_locked` around it and whatever reads the object."""

@@ -136,7 +136,7 @@ def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
              cwd: Path | None = None, append: str = "") -> list[str]:
     """vng's command line; `command` None: an interactive shell on the console."""
     # --force-9p: virtiofsd is not usable here and vng would retry it for seconds first.
-    argv = [proc.require("vng"), "--run", str(kernel.bzimage), "--verbose", "--force-9p",
+    argv = [proc.require("vng"), "--run", str(kernel.boot_image), "--verbose", "--force-9p",
             "--memory", memory, "--cpus", str(cpus),
             # The kernel must tell us it is broken: panic ends the VM; the hung-task and
             # soft-lockup detectors stay on.

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import build, ciplan, kconfig, paths, proc, series, shard, sources
+from . import build, ciplan, kconfig, paths, proc, series, shard, sources, target
 from .ciplan import BuildJob, Plan, Settings, sh
 from .matrix import Cell
 from .model import Accel, Status
@@ -290,17 +290,23 @@ def kernel_inputs(cell: Cell) -> list[tuple[str, bytes]]:
 def cache_key(cells: Sequence[Cell]) -> CacheKeys:
     """The keys of the kernels these cells build (each distinct kernel once, in any order)
     and of the ccache of their trees. Both carry the toolchain exactly as the kernel store's
-    key does (build.toolchain(): gcc and pahole) and the harness code that turns the inputs
-    into a kernel (kconfig.py, build.py): a change to either is another kernel."""
-    tools = build.toolchain().ident
-    logic = b"".join(paths.repo_root().joinpath("harness", f).read_bytes()
-                     for f in ("kconfig.py", "build.py"))
+    key does (build.tools(): the compiler and pahole of each cell's target) and the harness
+    code that turns the inputs into a kernel (kconfig.py, build.py): a change to either is
+    another kernel."""
+    tools = "\n".join(sorted({build.tools(target.select(c.arch, c.toolchain)).ident
+                               for c in cells}))
+    here = paths.repo_root() / "harness"
+    logic = b"".join(p.read_bytes() for p in (
+        here / "kconfig.py", here / "build.py", here / "target.py",
+        *sorted(here.glob("arches/*.toml")), *sorted(here.glob("toolchains/*.toml"))))
     kernels = {shard.kernel_of(c): c for c in cells}
     store = hashlib.sha256(tools.encode() + b"\0" + logic)
     for k in sorted(kernels):
         for name, data in kernel_inputs(kernels[k]):
             store.update(f"{name}\0{len(data)}\0".encode() + data)
-    trees = sorted({f"{c.kernel} {'+'.join(c.configs)}" for c in cells})
+    trees = sorted({f"{c.kernel} {'+'.join(c.configs)}"
+                    + ("" if (c.arch, c.toolchain) == ("x86_64", "gcc")
+                       else f" {c.arch}/{c.toolchain}") for c in cells})
     ccache = hashlib.sha256("\n".join([tools, *trees]).encode()).hexdigest()[:16]
     return CacheKeys(store=f"harness-kernels-{store.hexdigest()[:24]}",
                      ccache_prefix=f"harness-ccache-{ccache}-")

@@ -148,7 +148,7 @@ def tree_hash(directory: Path) -> str:
 def vmlinux_h(kernel: KernelImage) -> Path:
     """vmlinux.h from the kernel's BTF, once per kernel."""
     if kernel.vmlinux is None:
-        raise SelftestError(f"{kernel.bzimage} has no vmlinux with BTF next to it; BPF tests "
+        raise SelftestError(f"{kernel.boot_image} has no vmlinux with BTF next to it; BPF tests "
                             "need one (put vmlinux beside the image)")
     key = hashlib.sha256(str(kernel.vmlinux).encode() + str(kernel.vmlinux.stat().st_mtime_ns)
                          .encode()).hexdigest()[:16]

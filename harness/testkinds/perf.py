@@ -75,7 +75,7 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
             raise SelftestError("this tree's perf generates its BPF skeletons' vmlinux.h "
                                 "from a kernel's BTF, and the kernel has no vmlinux")
         extra.append(f"VMLINUX_BTF={kernel.vmlinux}")
-        key_parts.append(kernel.bzimage.parent.name)
+        key_parts.append(kernel.boot_image.parent.name)
     key = hashlib.sha256("\n".join(key_parts).encode()).hexdigest()[:16]
     out = paths.sub("perf") / key
     binary = out / "obj" / "perf"

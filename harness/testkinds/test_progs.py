@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import atomic, gitcmd, paths, proc
+from .. import atomic, gitcmd, paths, proc, target
 from .. import build as kbuild
 from ..guest.protocol import GuestTest
 from ..model import KernelImage
@@ -68,7 +68,7 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
     tree_id = gitcmd.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
     bpf_dir = tree / "tools/testing/selftests/bpf"
     wanted = test_progs_sources(bpf_dir, names)
-    key = hashlib.sha256(f"{kernel.bzimage.parent.name}|{tree_id}|"
+    key = hashlib.sha256(f"{kernel.boot_image.parent.name}|{tree_id}|"
                          f"{','.join(f.name for f in wanted)}".encode()).hexdigest()[:16]
     out = paths.sub("test_progs") / key
     if (out / ".built").exists():
@@ -77,7 +77,8 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
         return out
     out.mkdir(parents=True, exist_ok=True)
     blog = log_dir / "build-test_progs.log"
-    tools = kbuild.toolchain()
+    tools = kbuild.tools(target.select(kernel.arch, kernel.toolchain or
+                                       target.DEFAULT_TOOLCHAIN))
     for tool in (CLANG, "llvm-strip-19", "rsync", "ld.lld-19"):
         proc.require(tool)
     # bpf_testmod.ko (built with test_progs) needs the kernel's Module.symvers and a build

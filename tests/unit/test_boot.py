@@ -81,7 +81,7 @@ class Booted:
 def boot(tmp_path: Path) -> tuple[Booted, Exception | None]:
     cell = Cell(name="c", tier=Tier.DEFAULT, kernel="debian:6.12")
     run = Booted(cell=cell, stages=StageLog("c"), facts=pipeline.CellFacts())
-    kernel = KernelImage(bzimage=tmp_path / "bzImage", vmlinux=None, config=None,
+    kernel = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
                          version="6.12.117+")
     try:
         pipeline._boot_and_test(cell, kernel, tuple(plan_of(GOLDEN / "clean-6.12")), tmp_path,

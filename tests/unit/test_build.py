@@ -31,9 +31,9 @@ def _compile_like_the_tools(worktree: Path, env: dict[str, str]) -> None:
                    cwd=src, env=env, check=True)
 
 
-@pytest.mark.skipif(not build.toolchain().ccache, reason="ccache is not installed")
+@pytest.mark.skipif(not build.tools().ccache, reason="ccache is not installed")
 def test_a_host_tool_object_compiled_in_one_worktree_hits_in_another(cache: Path) -> None:
-    env = {**os.environ, **build.make_env(build.toolchain())}
+    env = {**os.environ, **build.make_env(build.tools())}
     _compile_like_the_tools(cache / "work" / "tree-a", env)
     assert _ccache_hits(env) == 0
     _compile_like_the_tools(cache / "work" / "tree-b", env)
@@ -56,9 +56,9 @@ def test_a_gcov_kernel_keeps_the_notes_files_it_was_built_with(cache: Path) -> N
     build_dir = _built(cache / "b", "CONFIG_BPF=y\nCONFIG_GCOV_KERNEL=y\n")
     stored = cache / "kernels" / "k"
     stored.parent.mkdir(parents=True, exist_ok=True)
-    build._store(build_dir, stored, key="k", tree_id="t", tools=build.toolchain(), seconds=1)
+    build._store(build_dir, stored, key="k", tree_id="t", tools=build.tools(), seconds=1)
     (build_dir / "mm/memcontrol.gcno").write_text("a later build's notes\n")
-    image = KernelImage(bzimage=stored / "bzImage", vmlinux=None, config=None, version="v")
+    image = KernelImage(boot_image=stored / "bzImage", vmlinux=None, config=None, version="v")
     notes = build.gcno_dir(image)
     assert notes == stored / "gcno"
     assert (notes / "mm/memcontrol.gcno").read_text() == "mm/memcontrol.gcno as built\n"
@@ -70,8 +70,8 @@ def test_a_kernel_without_gcov_stores_no_notes(cache: Path) -> None:
     build_dir = _built(cache / "b", "CONFIG_BPF=y\n# CONFIG_GCOV_KERNEL is not set\n")
     stored = cache / "kernels" / "k"
     stored.parent.mkdir(parents=True, exist_ok=True)
-    build._store(build_dir, stored, key="k", tree_id="t", tools=build.toolchain(), seconds=1)
-    image = KernelImage(bzimage=stored / "bzImage", vmlinux=None, config=None, version="v")
+    build._store(build_dir, stored, key="k", tree_id="t", tools=build.tools(), seconds=1)
+    image = KernelImage(boot_image=stored / "bzImage", vmlinux=None, config=None, version="v")
     assert build.gcno_dir(image) is None
     assert not build._gcov_without_notes(stored)
 

@@ -365,8 +365,8 @@ def test_decoded_paths_become_relative_to_the_tree(decoded: str) -> None:
 def test_every_tree_builds_in_itself_with_its_paths_mapped_away(tmp_path: Path) -> None:
     """What makes ccache hit across trees: kbuild sees srctree "..", the same in every tree,
     and the debug info has no worktree path (build.make_argv, paths.build_dir)."""
-    from harness import build, paths
-    tools = build.Toolchain(gcc="gcc", pahole="pahole", ccache=True)
+    from harness import build, paths, target
+    tools = build.Tools(target=target.default(), compiler="gcc", pahole="pahole", ccache=True)
     argvs = []
     for name in ("debian-6.12-base", "mytree-base+debug"):
         tree = tmp_path / "work" / name

@@ -214,9 +214,10 @@ def test_cache_keys_follow_the_kernels_not_the_cells(capsys: pytest.CaptureFixtu
     assert capsys.readouterr().out.splitlines() == [f"store_key={one.store}",
                                                     f"ccache_prefix={one.ccache_prefix}"]
     # the toolchain as the kernel store's key reads it (build.toolchain)
-    tools = build.toolchain()
-    monkeypatch.setattr(build, "toolchain", lambda: build.Toolchain(
-        gcc=tools.gcc + " (another)", pahole=tools.pahole, ccache=tools.ccache))
+    tools = build.tools()
+    monkeypatch.setattr(build, "tools", lambda tgt=None: build.Tools(
+        target=tools.target, compiler=tools.compiler + " (another)", pahole=tools.pahole,
+        ccache=tools.ccache))
     newer = workflow.cache_key([by["6.12"]])
     assert newer.store != one.store and newer.ccache_prefix != one.ccache_prefix
 

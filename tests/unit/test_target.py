@@ -1,0 +1,141 @@
+"""Arch and toolchain as data: the files, what the build and Kconfig are told, and the
+names a target gives its tree, its stored kernel and its cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import build, ciplan, cli, kconfig, matrix, pipeline, shard, target
+from harness.matrix import Cell, Tier
+from harness.model import Accel
+
+
+@pytest.mark.parametrize("name", target.known_arches())
+def test_every_arch_file_reads_and_names_an_image_its_make_target_builds(name: str) -> None:
+    arch = target.arch(name)
+    srcarch = {"x86_64": "x86"}.get(arch.kernel_arch, arch.kernel_arch)
+    assert arch.name == name and arch.image.startswith(f"arch/{srcarch}/boot/")
+    assert arch.image_name == arch.make_target  # kbuild names the image after its target
+    assert arch.qemu.startswith("qemu-system-") and arch.console
+    # the lines it adds are Kconfig lines, each as a fragment takes them
+    for line in arch.config.splitlines():
+        assert not line or line.startswith("#") or line.startswith("CONFIG_"), line
+
+
+@pytest.mark.parametrize("name", target.known_toolchains())
+def test_every_toolchain_file_reads(name: str) -> None:
+    tc = target.toolchain(name)
+    assert tc.name == name and tc.cc and tc.versions and tc.packages
+
+
+def test_an_unknown_name_says_which_are_known() -> None:
+    with pytest.raises(target.TargetError, match=r"unknown toolchain 'icc'; known: gcc, llvm"):
+        target.toolchain("icc")
+    with pytest.raises(target.TargetError, match=r"unknown arch 'sparc'; known: .*x86_64"):
+        target.arch("sparc")
+
+
+def test_a_description_with_a_bad_key_is_refused(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "odd.toml").write_text('name = "odd"\ncc = "cc"\nhostcc = "cc"\nmake = []\n'
+                                       'cross = "yes"\nversions = ["cc"]\npackages = []\n'
+                                       'colour = "blue"\n')
+    monkeypatch.setattr(target, "TOOLCHAIN_DIR", tmp_path)
+    with pytest.raises(target.TargetError, match="unknown key.s. colour"):
+        target.toolchain("odd")
+    (tmp_path / "odd.toml").write_text('name = "odd"\ncc = "cc"\nhostcc = "cc"\nmake = []\n'
+                                       'cross = "yes"\nversions = ["cc"]\npackages = []\n')
+    with pytest.raises(target.TargetError, match="cross must be true or false"):
+        target.toolchain("odd")
+    (tmp_path / "other.toml").write_text('name = "odd"\n')
+    with pytest.raises(target.TargetError, match="name = 'odd', the file is other.toml"):
+        target.toolchain("other")
+
+
+def test_the_default_pair_keeps_the_names_it_had() -> None:
+    """x86_64/gcc: no slug in the worktree name, make told nothing it did not assume, the
+    stored kernel's key over the same string as before there was a choice."""
+    t = target.default()
+    assert t.is_default and t.slug == "" and t.cc == "gcc"
+    assert kconfig.make_vars(t) == []
+    tools = build.Tools(target=t, compiler="gcc (Debian 12.2.0) 12.2.0", pahole="v1.24",
+                        ccache=True)
+    assert tools.ident == "gcc (Debian 12.2.0) 12.2.0|v1.24"
+
+
+def test_llvm_builds_with_the_versioned_tools_and_no_cross_prefix() -> None:
+    t = target.select("x86_64", "llvm", host_uname="x86_64")
+    assert t.make_vars() == ("ARCH=x86_64", "LLVM=-19") and t.cc == "clang-19"
+    assert t.slug == "@x86_64-llvm"
+    tools = build.Tools(target=t, compiler="Debian clang version 19.1.7", pahole="v1.24",
+                        ccache=True)
+    argv = build.make_argv(Path("/t"), Path("/t/.harness-build"), tools, "bzImage")
+    assert {"LLVM=-19", "CC=ccache clang-19", "HOSTCC=ccache clang-19"} <= set(argv)
+    assert argv[-1] == "bzImage" and not any(a.startswith("CROSS_COMPILE=") for a in argv)
+    # Kconfig must see clang too (CC_IS_CLANG, PAHOLE_HAS_BTF_TAG, ...)
+    assert "CC=clang-19" in kconfig.make_vars(t) and "LLVM=-19" in kconfig.make_vars(t)
+    # another toolchain is another stored kernel, whatever its compiler's version line
+    assert tools.ident.endswith("|x86_64/llvm")
+    without_ccache = build.make_argv(Path("/t"), Path("/b"), build.Tools(
+        target=t, compiler="c", pahole="p", ccache=False), "bzImage")
+    assert "CC=clang-19" in without_ccache
+
+
+def test_a_cross_gcc_build_takes_the_arch_prefix_and_its_versions() -> None:
+    t = target.select("x86_64", "gcc", host_uname="aarch64")
+    assert t.cross and "CROSS_COMPILE=x86_64-linux-gnu-" in t.make_vars()
+    assert t.cc == "x86_64-linux-gnu-gcc"
+    assert t.version_commands() == ("x86_64-linux-gnu-gcc", "x86_64-linux-gnu-ld",
+                                    "x86_64-linux-gnu-as")
+    assert "gcc-x86-64-linux-gnu" in t.packages()
+    # clang needs no cross compiler of its own; kbuild still reads the triple from the prefix
+    llvm = target.select("x86_64", "llvm", host_uname="aarch64")
+    assert llvm.cc == "clang-19" and "gcc-x86-64-linux-gnu" not in llvm.packages()
+
+
+def test_the_arch_lines_are_a_fragment_applied_before_the_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    frag = kconfig.arch_fragment(target.default())
+    text = frag.read_text()
+    assert "CONFIG_SERIAL_8250_CONSOLE=y" in text and "CONFIG_UNWINDER_ORC=y" in text
+    assert kconfig.arch_fragment(target.default()) == frag  # one file per content
+    # our base is arch-neutral: what only x86 needs is in the arch file
+    base = (Path(__file__).resolve().parents[2] / "kconfigs" / "base.config").read_text()
+    for line in ("CONFIG_SERIAL_8250=y", "CONFIG_ACPI=y", "CONFIG_UNWINDER_ORC=y"):
+        assert line not in base
+
+
+def test_matrix_cells_and_the_command_line_name_the_pair(tmp_path: Path) -> None:
+    m = tmp_path / "m.toml"
+    m.write_text('[[cell]]\nname = "a"\nkernel = "debian:6.12"\ntoolchain = "llvm"\n')
+    [a] = matrix.load(m)
+    assert (a.arch, a.toolchain) == ("x86_64", "llvm")
+    assert pipeline.cell_argv(a, Accel.TCG)[-4:] == ["--toolchain", "llvm", "--accel", "tcg"]
+    assert "x86_64/llvm" in pipeline.describe(a)
+    m.write_text('[[cell]]\nname = "a"\nkernel = "debian:6.12"\ntoolchain = "icc"\n')
+    with pytest.raises(matrix.MatrixError, match="cell #1: unknown toolchain 'icc'"):
+        matrix.load(m)
+    args = cli.parse_args(["run", "--kernel", "debian:6.12", "--toolchain", "llvm"])
+    [cell], _ = cli._cells_from_args(args)
+    assert cell.toolchain == "llvm" and cell.arch == "x86_64"
+    [picked], _ = cli._cells_from_args(cli.parse_args(["run", "--cell", "6.12",
+                                                       "--toolchain", "llvm"]))
+    assert (picked.name, picked.toolchain) == ("6.12", "llvm")
+    for command in ("check", "shell"):
+        parsed = cli.parse_args([command, "--toolchain", "llvm"])
+        assert parsed.toolchain == "llvm"
+    with pytest.raises(SystemExit):
+        cli.parse_args(["run", "--toolchain", "icc"])
+
+
+def test_a_target_is_its_own_kernel_and_its_own_ci_tree() -> None:
+    gcc = Cell(name="a", tier=Tier.CI, kernel="debian:6.12", series=("memcg-kfuncs",))
+    llvm = Cell(name="b", tier=Tier.CI, kernel="debian:6.12", series=("memcg-kfuncs",),
+                toolchain="llvm")
+    assert shard.kernel_of(gcc) != shard.kernel_of(llvm)
+    plan = ciplan.plan([gcc, llvm], "ci", ciplan.Settings(accel=Accel.TCG))
+    assert len(plan.builds) == 2
+    assert {b.slug for b in plan.builds} == {"debian_6_12-base", "debian_6_12-base_x86_64-llvm"}
