@@ -1014,8 +1014,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         if c.has_expectations:
             parts = [f"all={c.expect_status}"] if c.expect_status else []
             expect = " expect=" + ",".join(parts + [f"{t}={s}" for t, s in c.expect])
+        built = "" if (c.arch, c.toolchain) == (Cell.arch, Cell.toolchain) else \
+            f" arch={c.arch} toolchain={c.toolchain}"
         print(f"{c.name:<28} {c.tier.value:<8} {c.kernel:<14} series={','.join(c.series) or '-'}"
-              f" configs={','.join(c.configs)} tests={','.join(c.tests)}{expect}")
+              f" configs={','.join(c.configs)}{built} tests={','.join(c.tests)}{expect}")
     if len(shown) < len(every):
         print(f"({len(shown)} of {len(every)} cells: the {args.tier} tier; --tier full lists "
               "them all)")

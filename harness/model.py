@@ -107,15 +107,17 @@ class PatchState(enum.Enum):
 class SourceKind(enum.Enum):
     DEBIAN = "debian"
     GIT = "git"
+    TARBALL = "tarball"
     IMAGE = "image"
 
 
 @dataclass(frozen=True, kw_only=True)
 class KernelSpec:
-    """What the user asked for: `debian:6.12`, `git:PATH[@REV]` or `image:PATH`."""
+    """What the user asked for: `debian:6.12`, `git:PATH[@REV]`, `tarball:PATH` or
+    `image:PATH` (harness/sources/ has a module for each)."""
 
     kind: SourceKind
-    value: str  # the Debian version, the path, or the image path
+    value: str  # the Debian version, or the path (tree, tarball, image)
     rev: str | None = None
 
     @property

@@ -539,7 +539,7 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
     """Boot once (twice when the first never reached the runner and did not panic); the
     results, after the harness's own skips, go into `facts` as each boot ends."""
     with stages.stage("accel", Status.BOOT_ERROR):
-        accel, why = vm.choose_accel(accel_request, kernel.boot_image,
+        accel, why = vm.choose_accel(accel_request, kernel.boot_image, arch=kernel.arch,
                                      log_path=logs / "kvm-probe.log")
     facts.accel = f"{accel.value} ({why})"
     skipped = facts.tests
@@ -586,7 +586,8 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
                                                       fail_fast=fail_fast,
                                                       gcov=cell.coverage),
                          timeout=timeout, console_log=console, memory=cell.memory,
-                         cpus=cell.cpus, append=cell.append)
+                         cpus=cell.cpus, append=cell.append,
+                         shared=[protocol.RUNNER.parent, *(t.cwd for t in planned)])
 
     def read(name: str) -> str:
         path = guest_dir / name

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import atomic, mbox, paths
+from . import atomic, mbox, paths, sources
 from .errors import HarnessError
 from .gitcmd import git, git_run
-from .model import KernelSpec, PatchResult, PatchState, SourceKind, Status
+from .model import KernelSpec, PatchResult, PatchState, Status
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +125,7 @@ def load(name: str, base: str | None) -> Series:
 
 def base_name(spec: KernelSpec) -> str | None:
     """The base a per-base series variant is named after: debian:6.1 -> "6.1"."""
-    if spec.kind is not SourceKind.DEBIAN:
-        return None
-    m = re.match(r"(\d+\.\d+)", spec.value)
-    return m.group(1) if m else spec.value
+    return sources.base_name(spec)
 
 
 def collect(names: tuple[str, ...] | list[str], extra: list[Path],

@@ -55,7 +55,8 @@ def tests_script(planned: tuple[protocol.GuestTest, ...], out: Path) -> str:
 
 def run(cell: Cell, out: Path, *, accel: Accel) -> Session:
     built, tests, facts = pipeline.prepare_shell(cell, out)
-    chosen, why = vm.choose_accel(accel, built.image.boot_image, log_path=out / "kvm-probe.log")
+    chosen, why = vm.choose_accel(accel, built.image.boot_image, log_path=out / "kvm-probe.log",
+                                  arch=built.image.arch)
     atomic.write_text(out / "tests.sh", tests_script(tests.planned, out))
     skipped = [f"{t.name} ({t.reason})" for t in tests.skipped]
     print(f"kernel {built.image.version} ({built.image.boot_image}), {chosen.value} ({why})\n"
@@ -68,7 +69,8 @@ def run(cell: Cell, out: Path, *, accel: Accel) -> Session:
           + "\nleave with exit (or Ctrl-D)", flush=True)
     console = out / "console.log"
     code = vm.shell(built.image, chosen, rwdirs=[out], cwd=out, console_log=console,
-                    memory=cell.memory, cpus=cell.cpus, append=cell.append)
+                    memory=cell.memory, cpus=cell.cpus, append=cell.append,
+                    shared=[t.cwd for t in tests.planned])
     text = pipeline.read_bounded(console) if console.exists() else ""
     return Session(kernel_version=facts.kernel_version, image=facts.image,
                    accel=f"{chosen.value} ({why})", exit_code=code,

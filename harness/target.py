@@ -10,6 +10,8 @@ An arch file's keys:
   name            the name users give (--arch, `arch =` in the matrix)
   uname           what `uname -m` prints on a machine of this arch (native or cross?)
   kernel_arch     make's ARCH= (x86_64, not x86: what a native build takes from uname)
+  bpf_target_arch what BPF programs are compiled for (-D__TARGET_ARCH_..., which
+                  bpf_tracing.h reads to find a function's arguments in pt_regs)
   make_target     the make target that builds the bootable image
   image           where that image is, relative to the build directory
   qemu            the QEMU binary that boots it (vng picks the same one by --arch)
@@ -18,6 +20,9 @@ An arch file's keys:
   packages        Debian packages that boot it (QEMU)
   cross_packages  Debian packages that cross-build for it with gcc
   kcidb           the architecture name KCIDB reports
+  deb_arch        Debian's name for it (amd64, arm64)
+  guest_root      Debian packages of a guest root for a host of another arch (see
+                  rootfs.py; a native guest runs on the host's own root)
   config          Kconfig lines this arch needs to boot under vng (applied before the
                   fragments, which may override them)
 A toolchain file's keys:
@@ -56,6 +61,7 @@ class Arch:
     name: str
     uname: str
     kernel_arch: str
+    bpf_target_arch: str
     make_target: str
     image: str
     qemu: str
@@ -64,6 +70,8 @@ class Arch:
     packages: tuple[str, ...]
     cross_packages: tuple[str, ...]
     kcidb: str
+    deb_arch: str
+    guest_root: tuple[str, ...]
     config: str
 
     @property
@@ -124,9 +132,9 @@ class Target:
     def make_vars(self) -> tuple[str, ...]:
         """make's variables for this pair, beside CC (which the caller may wrap)."""
         out = [f"ARCH={self.arch.kernel_arch}", *self.toolchain.make]
-        if self.cross and self.arch.cross_compile:
-            # also for clang: kbuild takes the target triple and binutils from it
-            out.append(f"CROSS_COMPILE={self.arch.cross_compile}")
+        if self.prefix:
+            # clang needs none: kbuild gives it --target from ARCH (scripts/Makefile.clang)
+            out.append(f"CROSS_COMPILE={self.prefix}")
         return tuple(out)
 
     def version_commands(self) -> tuple[str, ...]:
@@ -194,18 +202,20 @@ def _strs(data: dict[str, object], key: str, path: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-_ARCH_KEYS = ("name", "uname", "kernel_arch", "make_target", "image", "qemu", "console",
-              "cross_compile", "packages", "cross_packages", "kcidb", "config")
+_ARCH_KEYS = ("name", "uname", "kernel_arch", "bpf_target_arch", "make_target", "image",
+              "qemu", "console", "cross_compile", "packages", "cross_packages", "kcidb",
+              "deb_arch", "guest_root", "config")
 _TOOLCHAIN_KEYS = ("name", "cc", "hostcc", "make", "cross", "versions", "packages")
 
 
 def arch(name: str) -> Arch:
     data, path = _read(ARCH_DIR, name, "arch"), f"arches/{name}.toml"
     _checked(data, path, _ARCH_KEYS)
-    text = {k: _str(data, k, path) for k in _ARCH_KEYS
-            if k not in ("packages", "cross_packages")}
+    lists = ("packages", "cross_packages", "guest_root")
+    text = {k: _str(data, k, path) for k in _ARCH_KEYS if k not in lists}
     return Arch(**text, packages=_strs(data, "packages", path),
-                cross_packages=_strs(data, "cross_packages", path))
+                cross_packages=_strs(data, "cross_packages", path),
+                guest_root=_strs(data, "guest_root", path))
 
 
 def toolchain(name: str) -> Toolchain:

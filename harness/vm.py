@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import atomic, paths, proc
+from . import atomic, paths, proc, rootfs, target
 from .errors import HarnessError
 from .model import Accel, KernelImage, Status
 
@@ -106,11 +106,17 @@ def probe_kvm(kernel: Path, *, qemu: str = QEMU, timeout: float = PROBE_TIMEOUT_
     return verdict
 
 
-def choose_accel(requested: Accel, kernel: Path, *, log_path: Path | None = None) -> tuple[
-        Accel, str]:
+def choose_accel(requested: Accel, kernel: Path, *, log_path: Path | None = None,
+                 arch: str = target.DEFAULT_ARCH) -> tuple[Accel, str]:
     """auto -> kvm if the probe boots a kernel, else tcg (saying why)."""
     if requested is Accel.TCG:
         return Accel.TCG, "TCG requested"
+    if _foreign(arch):
+        if requested is Accel.KVM:
+            raise BootError(f"--accel kvm requested for an {arch} kernel on an "
+                            f"{os.uname().machine} host: KVM runs only the host's arch",
+                            fix="use --accel tcg (or auto)")
+        return Accel.TCG, f"an {arch} guest on an {os.uname().machine} host: TCG"
     verdict = probe_kvm(kernel, log_path=log_path)
     if verdict.kvm_works:
         return Accel.KVM, verdict.reason
@@ -120,6 +126,38 @@ def choose_accel(requested: Accel, kernel: Path, *, log_path: Path | None = None
     note = " (cached verdict)" if verdict.cached else ""
     log.warning("KVM unusable: %s%s; using TCG (slower)", verdict.reason, note)
     return Accel.TCG, f"KVM unusable: {verdict.reason}; TCG"
+
+
+def _foreign(arch: str) -> bool:
+    return target.arch(arch).uname != os.uname().machine
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForeignRoot:
+    """A guest of another arch than the host's: it boots on a root of its own (rootfs.py)
+    and sees the host's directories it needs at their host paths."""
+
+    arch: str  # vng's --arch
+    root: Path  # exported as the guest's /
+    shared: tuple[Path, ...]  # host directories it reads, at the same paths
+
+    def mount_points(self, rwdirs: list[Path]) -> None:
+        """The directories vng mounts the host's on, made in the root beforehand: the
+        guest's root is read-only to it."""
+        for d in (*rwdirs, *self.shared):
+            (self.root / d.relative_to("/")).mkdir(parents=True, exist_ok=True)
+
+
+def foreign_root(kernel: KernelImage, shared: list[Path], *, log_dir: Path) -> ForeignRoot | None:
+    """None for a kernel of the host's arch (its guest runs on the host's root)."""
+    if not _foreign(kernel.arch):
+        return None
+    arch = target.arch(kernel.arch)
+    root = rootfs.root_of(rootfs.guest_root(arch, log_dir=log_dir))
+    # the least set of directories: one under another is shared with it
+    wanted = sorted({p.resolve() for p in shared})
+    top = [p for p in wanted if not any(q != p and p.is_relative_to(q) for q in wanted)]
+    return ForeignRoot(arch=arch.name, root=root, shared=tuple(top))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,7 +171,8 @@ class GuestRun:
 
 def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
              command: list[str] | None, memory: str = "2G", cpus: int = 2,
-             cwd: Path | None = None, append: str = "") -> list[str]:
+             cwd: Path | None = None, append: str = "",
+             foreign: ForeignRoot | None = None) -> list[str]:
     """vng's command line; `command` None: an interactive shell on the console."""
     # --force-9p: virtiofsd is not usable here and vng would retry it for seconds first.
     argv = [proc.require("vng"), "--run", str(kernel.boot_image), "--verbose", "--force-9p",
@@ -149,6 +188,14 @@ def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
         argv += ["--append", append, "--append", "printk.devkmsg=on ignore_loglevel"]
     if accel is Accel.TCG:
         argv.append("--disable-kvm")
+    if foreign is not None:
+        argv += ["--arch", foreign.arch, "--root", str(foreign.root)]
+        # GUEST=HOST: the same path in a root that is not the host's
+        for d in rwdirs:
+            argv += ["--rwdir", f"{d}={d}"]
+        for d in foreign.shared:
+            argv += ["--rodir", f"{d}={d}"]
+        rwdirs = []
     for d in rwdirs:
         argv += ["--rwdir", str(d)]
     if cwd is not None:
@@ -157,11 +204,15 @@ def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
 
 
 def shell(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], cwd: Path,
-          console_log: Path, memory: str = "2G", cpus: int = 2, append: str = "") -> int | None:
+          console_log: Path, memory: str = "2G", cpus: int = 2, append: str = "",
+          shared: list[Path] | None = None) -> int | None:
     """Boot into an interactive shell on this terminal until the user leaves it; the
     console (the kernel's messages and the session) is saved to `console_log` too."""
+    foreign = foreign_root(kernel, [*(shared or []), cwd], log_dir=console_log.parent)
+    if foreign is not None:
+        foreign.mount_points(rwdirs)
     argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=None, memory=memory, cpus=cpus,
-                    cwd=cwd, append=append)
+                    cwd=cwd, append=append, foreign=foreign)
     log.info("booting %s under %s: a shell (exit or Ctrl-D leaves it)", kernel.version,
              accel.value.upper())
     bindir = str(Path(argv[0]).parent)
@@ -171,10 +222,15 @@ def shell(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], cwd: Path,
 
 def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],
               timeout: float, console_log: Path, memory: str = "2G",
-              cpus: int = 2, append: str = "") -> GuestRun:
-    """Boot, run the command, power off. Killed (whole process group) at the timeout."""
+              cpus: int = 2, append: str = "", shared: list[Path] | None = None) -> GuestRun:
+    """Boot, run the command, power off. Killed (whole process group) at the timeout.
+    `shared`: the host directories the command reads (a guest of another arch sees only
+    these of the host's files; a native guest sees them all)."""
+    foreign = foreign_root(kernel, shared or [], log_dir=console_log.parent)
+    if foreign is not None:
+        foreign.mount_points(rwdirs)
     argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=command, memory=memory, cpus=cpus,
-                    cwd=Path("/"), append=append)
+                    cwd=Path("/"), append=append, foreign=foreign)
     log.info("booting %s under %s", kernel.version, accel.value.upper())
     # vng runs its helpers (virtme-run, virtme-ng-init) from its own bin directory.
     bindir = str(Path(argv[0]).parent)

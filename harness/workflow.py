@@ -25,13 +25,12 @@ repository, except in the job that posts the JUnit report):
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import build, ciplan, kconfig, paths, proc, series, shard, sources, target
+from . import build, ciplan, kconfig, paths, series, shard, sources, target
 from .ciplan import BuildJob, Plan, Settings, sh
 from .matrix import Cell
 from .model import Accel, Status
@@ -243,22 +242,10 @@ def render(cells: Sequence[Cell], tier: str, settings: Settings | None = None) -
             + ciplan.to_yaml(workflow(plan)) + "\n")
 
 
-def _candidate(package: str) -> str:
-    """The version apt would install (the package is not installed yet on a fresh runner)."""
-    res = proc.run(["apt-cache", "policy", package], timeout=60)
-    m = re.search(r"Candidate:\s*(\S+)", res.output)
-    return m.group(1) if m and m.group(1) != "(none)" else "unknown"
-
-
 def _source_version(kernel: str) -> str:
-    """What the kernel's source is: the Debian package version, or the git tree id."""
-    spec = sources.parse_spec(kernel)
-    if spec.kind.value == "debian":
-        package = f"linux-source-{spec.value}"
-        return sources.debian_package_version(package) or _candidate(package)
-    head = proc.run(["git", "-C", spec.value.split("@")[0], "rev-parse",
-                     f"{spec.value.partition('@')[2] or 'HEAD'}^{{tree}}"], timeout=60)
-    return head.output.strip() if head.ok else "unknown"
+    """What the kernel's source is: the Debian package version, the git tree id, the
+    tarball's digest (each source kind says)."""
+    return sources.version_of(sources.parse_spec(kernel))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 import re
 import shlex
 import shutil
@@ -16,13 +17,13 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import atomic, paths, proc
+from .. import atomic, paths, proc, target
 from ..guest.protocol import GuestTest
 from ..model import KERNEL_PHASES, KernelImage
 from .base import BuildContext, KselftestHeader, Manifest, SelftestError, TestRef, setup_error
 
 CLANG = "clang-19"
-BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-D__TARGET_ARCH_x86", "-Wall", "-Werror")
+BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-Wall", "-Werror")
 _FORMATS = ("ktap", "test_progs", "exit")
 _NEEDS = ("swap", "scratch")
 _TOOLS = ("perf",)
@@ -174,7 +175,11 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
     # The header's content, not the kernel: a kernel whose types did not change (a
     # one-line change in a .c file) does not rebuild the tests (CO-RE relocates them).
     btf_types = hashlib.sha256(header.read_bytes()).hexdigest() if header else "no BPF"
+    arch = target.arch(kernel.arch)
+    cross = arch.uname != os.uname().machine
     key = hashlib.sha256(f"{btf_types}|{trees}".encode())
+    if cross:
+        key.update(f"|{arch.name}".encode())
     out = paths.sub("selftests") / f"{manifest.directory.name}-{key.hexdigest()[:16]}"
     if (out / ".built").exists():
         paths.touch(out)
@@ -188,7 +193,8 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
         for src in manifest.bpf:
             stem = src.removesuffix(".c")
             obj = scratch / f"{stem}.o"
-            proc.check([clang, *BPF_CFLAGS, *manifest.bpf_cflags, f"-I{scratch}",
+            proc.check([clang, *BPF_CFLAGS, f"-D__TARGET_ARCH_{arch.bpf_target_arch}",
+                        *manifest.bpf_cflags, f"-I{scratch}",
                         f"-I{manifest.directory}", *includes, "-c", str(manifest.directory / src),
                         "-o", str(obj)], what=f"clang {src}", timeout=300, log_path=blog)
             skel = proc.check([bpftool, "gen", "skeleton", str(obj), "name",
@@ -196,11 +202,16 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
                               timeout=120, log_path=None)
             (scratch / f"{src.removesuffix('.bpf.c')}.skel.h").write_text(skel.output)
         if manifest.userspace:
-            proc.check(["gcc", "-O2", "-g", "-Wall", "-Wextra", *manifest.cflags,
+            # Another arch's guest boots a root of its own without the host's libraries:
+            # its tests are linked statically, with the cross compiler, against the
+            # arch's -dev packages (Debian's multiarch ones, beside the host's).
+            cc = proc.require(f"{arch.cross_compile}gcc") if cross else "gcc"
+            static = ["-static"] if cross else []
+            proc.check([cc, *static, "-O2", "-g", "-Wall", "-Wextra", *manifest.cflags,
                         f"-I{scratch}", f"-I{manifest.directory}", *includes,
                         *(str(manifest.directory / s) for s in manifest.userspace),
                         "-o", str(scratch / manifest.name.partition("@")[0]),
-                        "-lbpf", "-lelf", "-lz", "-lm"],
+                        "-lbpf", "-lelf", "-lz", *(["-lzstd"] if cross else []), "-lm"],
                        what=f"building {manifest.name}", timeout=300, log_path=blog)
         for name in manifest.files:
             shutil.copy2(manifest.directory / name, scratch / name)

@@ -176,8 +176,60 @@ def test_git_source_never_writes_to_the_users_tree(tmp_path: Path, cache: Path) 
 def test_bad_specs_say_what_to_do() -> None:
     with pytest.raises(sources.SourceError, match=r"debian:6\.12"):
         sources.parse_spec("6.12")
-    with pytest.raises(sources.SourceError, match="unknown kernel spec kind"):
-        sources.parse_spec("tarball:/x")
+    with pytest.raises(sources.SourceError, match="unknown kernel spec kind") as err:
+        sources.parse_spec("rpm:/x")
+    assert "tarball:PATH" in str(err.value)  # every kind, as its module describes it
+
+
+def _tarball(tmp_path: Path, name: str, top: Path) -> Path:
+    import subprocess
+
+    out = tmp_path / name
+    subprocess.run(["tar", "-cJf", str(out), "-C", str(top.parent), top.name], check=True)
+    return out
+
+
+def test_a_release_tarball_is_imported_once_and_named_by_its_release(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    tree = tmp_path / "linux-6.99"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fakes" / "kernel-tree", tree)
+    tb = _tarball(tmp_path, "linux-6.99.tar.xz", tree)
+    spec = sources.parse_spec(f"tarball:{tb}")
+    assert spec.value == str(tb) and series.base_name(spec) == "6.99"
+    first = sources.prepare(spec, log_dir=tmp_path)
+    assert first.describe.startswith("Linux 6.99.0 from linux-6.99.tar.xz (sha256 ")
+    assert (first.repo / "Kconfig").read_text() == (tree / "Kconfig").read_text()
+    stamp = (first.repo / ".git" / "harness-imported").stat().st_mtime_ns
+    again = sources.prepare(spec, log_dir=tmp_path)
+    assert again == first and (first.repo / ".git" / "harness-imported").stat(
+        ).st_mtime_ns == stamp  # imported once
+    # another content is another source, whatever its name
+    (tree / "kernel" / "fake.c").write_text("int changed;\n")
+    (tmp_path / "o").mkdir()
+    changed = _tarball(tmp_path / "o", "linux-6.99.tar.xz", tree)
+    other = sources.prepare(sources.parse_spec(f"tarball:{changed}"), log_dir=tmp_path)
+    assert other.repo != first.repo
+    assert sources.base_name(sources.parse_spec("tarball:/x/linux-6.1.192.tar.gz")) == "6.1"
+    assert sources.base_name(sources.parse_spec("tarball:/x/linux-6.13-rc4.tar.gz")) == "6.13"
+    assert sources.base_name(sources.parse_spec("tarball:/x/src.tar")) is None
+
+
+def test_a_tarball_that_is_not_a_kernel_is_refused_and_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "README").write_text("not a kernel\n")
+    tb = _tarball(tmp_path, "notes.tar.xz", tmp_path / "notes")
+    with pytest.raises(sources.SourceError, match="does not hold a Linux source tree") as err:
+        sources.prepare(sources.parse_spec(f"tarball:{tb}"), log_dir=tmp_path)
+    assert "fix: pass tarball:PATH of a kernel source release" in str(err.value)
+    assert not [p for p in (tmp_path / "cache" / "src").iterdir()]
+    with pytest.raises(sources.SourceError, match="does not exist"):
+        sources.prepare(sources.parse_spec(f"tarball:{tmp_path / 'none.tar.xz'}"),
+                        log_dir=tmp_path)
 
 
 def test_reset_keeps_the_build_directory_and_drops_what_a_patch_left(tmp_path: Path) -> None:

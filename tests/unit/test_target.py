@@ -43,14 +43,14 @@ def test_a_description_with_a_bad_key_is_refused(tmp_path: Path,
                                        'cross = "yes"\nversions = ["cc"]\npackages = []\n'
                                        'colour = "blue"\n')
     monkeypatch.setattr(target, "TOOLCHAIN_DIR", tmp_path)
-    with pytest.raises(target.TargetError, match="unknown key.s. colour"):
+    with pytest.raises(target.TargetError, match=r"unknown key\(s\) colour"):
         target.toolchain("odd")
     (tmp_path / "odd.toml").write_text('name = "odd"\ncc = "cc"\nhostcc = "cc"\nmake = []\n'
                                        'cross = "yes"\nversions = ["cc"]\npackages = []\n')
     with pytest.raises(target.TargetError, match="cross must be true or false"):
         target.toolchain("odd")
     (tmp_path / "other.toml").write_text('name = "odd"\n')
-    with pytest.raises(target.TargetError, match="name = 'odd', the file is other.toml"):
+    with pytest.raises(target.TargetError, match=r"name = 'odd', the file is other\.toml"):
         target.toolchain("other")
 
 
@@ -139,3 +139,62 @@ def test_a_target_is_its_own_kernel_and_its_own_ci_tree() -> None:
     plan = ciplan.plan([gcc, llvm], "ci", ciplan.Settings(accel=Accel.TCG))
     assert len(plan.builds) == 2
     assert {b.slug for b in plan.builds} == {"debian_6_12-base", "debian_6_12-base_x86_64-llvm"}
+
+
+def test_a_guest_of_another_arch_boots_on_its_own_root_and_sees_what_it_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import rootfs, vm
+    from harness.model import KernelImage
+
+    root = tmp_path / "rootfs"
+    monkeypatch.setattr(rootfs, "guest_root", lambda arch, log_dir: root)
+    native = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
+                         version="6.12", arch=target.DEFAULT_ARCH)
+    assert vm.foreign_root(native, [tmp_path], log_dir=tmp_path) is None
+    arm = KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
+                      version="6.12", arch="arm64")
+    repo, cache = tmp_path / "repo", tmp_path / "cache"
+    foreign = vm.foreign_root(arm, [repo / "harness/guest", cache / "selftests/a",
+                                    cache / "selftests", repo / "harness/guest"],
+                              log_dir=tmp_path)
+    assert foreign is not None and foreign.root == root / "root"
+    # one under another is shared with it, once
+    assert foreign.shared == (cache / "selftests", repo / "harness/guest")
+    out = tmp_path / "out"
+    argv = vm.vng_argv(arm, Accel.TCG, rwdirs=[out], command=["true"], foreign=foreign)
+    joined = " ".join(argv)
+    assert f"--arch arm64 --root {root / 'root'}" in joined
+    assert f"--rwdir {out}={out}" in joined and f"--rodir {cache / 'selftests'}=" in joined
+    assert f"--rwdir {out} " not in joined + " "
+    foreign.mount_points([out])
+    assert (root / "root" / out.relative_to("/")).is_dir()
+    assert (root / "root" / (cache / "selftests").relative_to("/")).is_dir()
+    # KVM runs only the host's arch: no probe, TCG, and a request for KVM is refused
+    assert vm.choose_accel(Accel.AUTO, arm.boot_image, arch="arm64")[0] is Accel.TCG
+    with pytest.raises(vm.BootError, match="KVM runs only the host's arch"):
+        vm.choose_accel(Accel.KVM, arm.boot_image, arch="arm64")
+
+
+def test_busybox_applets_become_links_where_no_package_put_a_file(tmp_path: Path) -> None:
+    from harness import rootfs
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/bash").write_text("bash")
+    rootfs._link_applets(tmp_path, ["bin/sh", "bin/bash", "usr/bin/env", "bin/busybox"])
+    assert (tmp_path / "bin/bash").read_text() == "bash"
+    assert str((tmp_path / "bin/sh").readlink()) == "/bin/busybox"
+    assert str((tmp_path / "usr/bin/env").readlink()) == "/bin/busybox"
+    assert not (tmp_path / "bin/busybox").exists()
+
+
+def test_a_root_of_an_arch_dpkg_does_not_know_says_how_to_add_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from harness import rootfs
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    odd = replace(target.arch("arm64"), name="odd", deb_arch="no-such-arch")
+    with pytest.raises(rootfs.RootfsError, match="dpkg does not know") as err:
+        rootfs.guest_root(odd, log_dir=tmp_path)
+    assert "dpkg --add-architecture no-such-arch" in str(err.value)

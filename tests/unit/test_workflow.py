@@ -54,7 +54,7 @@ def test_a_broken_workflow_fails_the_schema() -> None:
 @pytest.mark.parametrize("tier", [Tier.CI, Tier.FULL])
 def test_each_kernel_of_the_tier_is_built_once_and_tested_by_its_cells(tier: Tier) -> None:
     """Build jobs x the kernels each builds = the tier's distinct kernels, each once; one
-    build job per worktree (kernel spec and configs); every cell in one test job, which
+    build job per worktree (kernel spec, configs and target); every cell in one test job, which
     needs the build job that built its kernel and imports that kernel's archive."""
     cells = matrix.select(matrix.load(), tier)
     doc = _load(workflow.render(cells, tier.value))
@@ -65,7 +65,9 @@ def test_each_kernel_of_the_tier_is_built_once_and_tested_by_its_cells(tier: Tie
     assert set(every) == {shard.kernel_of(c) for c in cells}
     building = {job_id: kernels for job_id, kernels in built.items() if kernels}
     assert all(job_id.startswith("build-") for job_id in building)
-    trees = [{(k.kernel[0], k.kernel[2]) for k in kernels} for kernels in building.values()]
+    # a worktree: kernel spec, configs, target (arch/toolchain)
+    trees = [{(k.kernel[0], k.kernel[2], k.kernel[4]) for k in kernels}
+             for kernels in building.values()]
     assert all(len(t) == 1 for t in trees) and len({t.pop() for t in trees}) == len(trees)
     by_cell = {c.name: c for c in cells}
     tested = []
