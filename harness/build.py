@@ -309,6 +309,6 @@ def image_from_file(path: Path) -> KernelImage:
                     if c.exists()), None)
     config = next((c for c in (path.parent / "config", path.parent / f"config-{version}")
                    if c.exists()), None)
-    arch = "arm64" if "ARM64 boot executable" in out else target.DEFAULT_ARCH
+    arch = target.arch_of_image(out) or target.DEFAULT_ARCH
     return KernelImage(boot_image=path, arch=arch, toolchain="", vmlinux=vmlinux,
                        config=config, version=version)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths, proc, vm
+from . import paths, proc, target, vm
 
 MIN_FREE_GB = 15  # a 6.12 source import + worktree + O= build with BTF, plus the store
 
@@ -17,6 +18,8 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    # only some cells need it (another arch or toolchain): shown, never fails the check
+    optional: bool = False
 
 
 TOOLS = ("git", "make", "gcc", "ccache", "clang-19", "bpftool", "pahole",
@@ -48,6 +51,7 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
                      fix="apt-get install -y libbpf-dev libelf-dev zlib1g-dev"))
     out.append(Check(name="libelf headers", ok=Path("/usr/include/libelf.h").exists(),
                      detail="/usr/include/libelf.h", fix="apt-get install -y libelf-dev"))
+    out += target_checks()
     root = paths.cache_root()
     free_gb = shutil.disk_usage(root).free / 2**30
     out.append(Check(name="disk", ok=free_gb >= MIN_FREE_GB,
@@ -71,10 +75,46 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
     return out
 
 
+def target_checks() -> list[Check]:
+    """What each other toolchain and arch (harness/toolchains/, harness/arches/) needs on
+    this host, from their files: needed only by the cells that ask for them."""
+    out = []
+    for name in target.known_toolchains():
+        if name == target.DEFAULT_TOOLCHAIN:
+            continue
+        tc = target.toolchain(name)
+        missing = [c for c in tc.versions if proc.which(c) is None]
+        out.append(Check(name=f"toolchain {name}", ok=not missing, optional=True,
+                         detail=f"missing {', '.join(missing)}" if missing else
+                         f"{', '.join(tc.versions)} found (--toolchain {name})",
+                         fix=f"apt-get install -y {' '.join(tc.packages)}"))
+    for name in target.known_arches():
+        arch = target.arch(name)
+        if arch.uname == os.uname().machine:
+            continue
+        tools = [f"{arch.cross_compile}gcc", arch.qemu, "busybox"]
+        missing = [t for t in tools if proc.which(t) is None]
+        foreign = proc.run(["dpkg", "--print-foreign-architectures"], timeout=30).output.split()
+        dev = Path(f"/usr/lib/{arch.cross_compile.rstrip('-')}/libbpf.a")
+        if arch.deb_arch not in foreign:
+            missing.append(f"dpkg architecture {arch.deb_arch}")
+        elif not dev.exists():
+            missing.append(f"{dev} (our tests link it statically)")
+        out.append(Check(
+            name=f"arch {name}", ok=not missing, optional=True,
+            detail=f"missing {', '.join(missing)}" if missing else
+            f"cross gcc, {arch.qemu} and {arch.deb_arch} libraries found (--arch {name})",
+            fix=f"dpkg --add-architecture {arch.deb_arch} && apt-get update && apt-get install "
+                f"-y {' '.join((*arch.cross_packages, *arch.packages))} busybox-static "
+                + " ".join(f"{p}:{arch.deb_arch}" for p in (
+                    "libbpf-dev", "libelf-dev", "zlib1g-dev", "libzstd-dev"))))
+    return out
+
+
 def render(results: list[Check]) -> str:
     lines = []
     for c in results:
-        mark = "ok " if c.ok else "BAD"
+        mark = "ok " if c.ok else "-- " if c.optional else "BAD"
         lines.append(f"[{mark}] {c.name:<20} {c.detail}")
         if not c.ok and c.fix:
             lines.append(f"      fix: {c.fix}")

@@ -14,6 +14,7 @@ An arch file's keys:
                   bpf_tracing.h reads to find a function's arguments in pt_regs)
   make_target     the make target that builds the bootable image
   image           where that image is, relative to the build directory
+  image_magic     what `file` says of such an image (how image:PATH tells its arch)
   qemu            the QEMU binary that boots it (vng picks the same one by --arch)
   console         the guest's console device
   cross_compile   the GNU cross prefix used when the host is another arch
@@ -64,6 +65,7 @@ class Arch:
     bpf_target_arch: str
     make_target: str
     image: str
+    image_magic: str
     qemu: str
     console: str
     cross_compile: str
@@ -203,6 +205,7 @@ def _strs(data: dict[str, object], key: str, path: str) -> tuple[str, ...]:
 
 
 _ARCH_KEYS = ("name", "uname", "kernel_arch", "bpf_target_arch", "make_target", "image",
+              "image_magic",
               "qemu", "console", "cross_compile", "packages", "cross_packages", "kcidb",
               "deb_arch", "guest_root", "config")
 _TOOLCHAIN_KEYS = ("name", "cc", "hostcc", "make", "cross", "versions", "packages")
@@ -234,6 +237,11 @@ def select(arch_name: str = DEFAULT_ARCH, toolchain_name: str = DEFAULT_TOOLCHAI
     """The pair by name; host_uname defaults to this machine's (`uname -m`)."""
     return Target(arch=arch(arch_name), toolchain=toolchain(toolchain_name),
                   host_uname=host_uname or os.uname().machine)
+
+
+def arch_of_image(file_says: str) -> str | None:
+    """The arch whose images `file` describes so, or None."""
+    return next((n for n in known_arches() if arch(n).image_magic in file_says), None)
 
 
 def default() -> Target:

@@ -198,3 +198,26 @@ def test_a_root_of_an_arch_dpkg_does_not_know_says_how_to_add_it(
     with pytest.raises(rootfs.RootfsError, match="dpkg does not know") as err:
         rootfs.guest_root(odd, log_dir=tmp_path)
     assert "dpkg --add-architecture no-such-arch" in str(err.value)
+
+
+def test_an_image_tells_its_arch_by_what_file_says_of_it() -> None:
+    assert target.arch_of_image("Linux kernel x86 boot executable bzImage, version 6.12.117+")\
+        == "x86_64"
+    assert target.arch_of_image("Linux kernel ARM64 boot executable Image, little-endian, 4K "
+                                "pages") == "arm64"
+    assert target.arch_of_image("ASCII text") is None
+
+
+def test_doctor_says_what_another_arch_or_toolchain_needs_without_failing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import doctor, proc
+
+    monkeypatch.setattr(proc, "which", lambda tool: None)
+    found = {c.name: c for c in doctor.target_checks()}
+    llvm = found["toolchain llvm"]
+    assert not llvm.ok and llvm.optional and "clang-19" in llvm.detail
+    assert llvm.fix == "apt-get install -y clang-19 lld-19 llvm-19"
+    arm = found["arch arm64"]
+    assert not arm.ok and arm.optional and "aarch64-linux-gnu-gcc" in arm.detail
+    assert "dpkg --add-architecture arm64" in arm.fix and "libbpf-dev:arm64" in arm.fix
+    assert "-- " in doctor.render([arm]) and "BAD" not in doctor.render([arm])
