@@ -1,4 +1,5 @@
-"""The command line: a thin layer over the stages. Only main() maps errors to exit codes.
+"""The command line: parsers, and dispatch to the drivers (run, check, mutate, bisect,
+shell, ...). Only main() maps errors to exit codes.
 
 Exit codes: 0 passed; 1 a test failed, crashed or timed out, or nothing was tested;
 2 a set-up, patch, config, build or boot error, or bad input / a host problem (told as
@@ -22,9 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from . import atomic, cache, doctor, ktap, matrix, paths, pipeline, proc, results, sources, target
-from .errors import EnvironmentProblem, HarnessError, from_os_error
-from .gitcmd import git_run
+from . import atomic, cache, doctor, ktap, matrix, paths, proc, results, sources, target
+from .errors import EnvironmentProblem, HarnessError, Stopped, from_os_error, signal_of
 from .matrix import Cell, Tier
 from .model import Accel, CellResult, Status, TestResult
 from .testkinds import command
@@ -45,14 +45,6 @@ def _setup_logging(verbose: bool) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGINT or SIGTERM: every path out goes through the wrapper's kill path."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -412,73 +404,8 @@ def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
     return cells, "\n".join(lines)
 
 
-def _run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
-
-
-def _harness_rev() -> str:
-    res = git_run(paths.repo_root(), "rev-parse", "HEAD", timeout=30)
-    return res.output.strip() if res.ok else "unknown"
-
-
-def prepare_out(out: Path, *, marker: str = "results.json") -> None:
-    """A results directory that holds this run's files only.
-
-    New or empty: used. An earlier run's (it has `marker`): emptied first, so old files
-    never mix with new ones. Anything else is left alone: exit 2.
-    """
-    if out.exists() and not out.is_dir():
-        raise EnvironmentProblem(f"--out {out} is a file, not a directory",
-                                 fix="give a new or empty directory, or an earlier run's")
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / marker).is_file():
-            raise EnvironmentProblem(
-                f"--out {out} is not empty and is not a results directory (no {marker})",
-                fix="give a new or empty directory; an earlier run's directory is reused "
-                    "after emptying it")
-        log.info("%s holds an earlier run: emptying it first", out)
-        for entry in out.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-
-
-def baseline_cells(cells: list[Cell]) -> list[Cell]:
-    """Each cell preceded by its base: the same kernel, configs and tests without the series
-    and patches, and without the cell's expectations (they are about the series)."""
-    bare = [c.name for c in cells if not c.series and not c.patches]
-    if bare:
-        raise matrix.MatrixError(f"--baseline: cell(s) {', '.join(bare)} apply no series or "
-                                 "patch: there is nothing to compare with the base",
-                                 fix="give --series/--patch, or select cells that have one")
-    return [x for c in cells for x in (replace(c, name=f"{c.name}.base", series=(), patches=(),
-                                               expect_status=None, expect=()), c)]
-
-
-def _baseline_comparison(out: Path, cells: list[Cell], done: list[CellResult]) -> int:
-    """Compare each cell with its base (as results.json has them); print and write it.
-    1 when the series made anything worse."""
-    from . import compare
-
-    doc = {"cells": [results.cell_json(c, base=out) for c in done]}
-    ran = {c.cell for c in done}
-    pairs = [(f"{c.name}.base", c.name) for c in cells
-             if not c.name.endswith(".base") and {c.name, f"{c.name}.base"} <= ran]
-    merged = [compare.compare(doc, doc, labels=(a, b), cells=(a, b)) for a, b in pairs]
-    result = compare.Comparison(before="the base", after="the series",
-                                cells=tuple(p for m in merged for p in m.cells),
-                                differences=tuple(d for m in merged for d in m.differences))
-    atomic.write_json(out / "comparison.json", compare.to_json(result))
-    atomic.write_text(out / "comparison.md", compare.render_markdown(result))
-    print("\nwhat the series changed (--baseline):")
-    print(compare.render_terminal(result))
-    return 1 if result.regressed else 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import shard
+    from . import run, shard
 
     cells, what = _cells_from_args(args)
     if args.coverage:
@@ -493,75 +420,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         what += (f"\nshard {k}/{n}: " + (", ".join(c.name for c in cells) or
                                         "no cell (more shards than kernels)"))
     if args.baseline:
-        cells = baseline_cells(cells)
+        cells = run.baseline_cells(cells)
         what += "\n(--baseline: each cell also on its base without the series: <cell>.base)"
-    accel = Accel(args.accel)
-    out = (args.out or Path("results") / _run_id()).resolve()
+    out = (args.out or Path("results") / results.new_run_id()).resolve()
     print(what, flush=True)
-    prepare_out(out)
+    results.prepare_out(out)
     log.info("results: %s", out)
-    meta: dict[str, Any] = {
-        "run_id": out.name,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": ["harness", *sys.argv[1:]],
-        "host": {"kernel": os.uname().release, "cpus": os.cpu_count()},
-        "strict": args.strict,
-        "repeat": args.repeat,
-        "what": what,
-    }
-    done: list[CellResult] = []
-    current = ""
-    try:
-        # First thing: a run stopped from here on leaves a results.json that says so.
-        results.write_json(out / "results.json", done, meta=meta, state="running")
-        meta["harness_rev"] = _harness_rev()
-        meta["tools"] = doctor.tool_versions()
-        results.write_reproduce(out / "reproduce.sh", argv=sys.argv[1:] or ["run"],
-                                repo=paths.repo_root(), harness_rev=meta["harness_rev"])
-        for cell in cells:
-            current = cell.name
-            cell_dir = out / cell.name
-            cell_dir.mkdir(parents=True, exist_ok=True)
-            results.write_reproduce(cell_dir / "reproduce.sh",
-                                    argv=pipeline.cell_argv(cell, accel),
-                                    repo=paths.repo_root(), harness_rev=meta["harness_rev"])
-            res = pipeline.run_cell(cell, cell_dir, accel=accel,
-                                    options=pipeline.RunOptions(strict=args.strict,
-                                                                repeat=args.repeat,
-                                                                build_only=args.build_only))
-            done.append(res)
-            # Written after every cell, so a killed run still leaves what it finished.
-            results.write_json(out / "results.json", done, meta=meta,
-                               state="complete" if len(done) == len(cells) else "running")
-    except KeyboardInterrupt as exc:
-        # Finish the record: a second signal must not cut it short.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        stage = ""
-        if isinstance(exc, pipeline.CellInterrupted):
-            done.append(exc.partial)
-            stage = exc.where
-        not_run = [c.name for c in cells if c.name not in {d.cell for d in done}]
-        meta["interrupted"] = {"signal": str(exc), "cell": current, "stage": stage,
-                               "not_run": not_run}
-        results.write_json(out / "results.json", done, meta=meta, state="interrupted",
-                           code=128 + _signal_of(exc))
-        print(results.summary(done, base=out))
-        print(f"\ninterrupted ({exc}) in cell {current}" + (f", stage {stage}" if stage else "")
-              + (f"; not run: {', '.join(not_run)}" if not_run else "")
-              + f"\nresults: {out / 'results.json'}", flush=True)
-        raise
-    print(results.summary(done, base=out))
-    if args.baseline:  # the base cells say what the series changed, not whether it passed
-        code = max(results.exit_code([c for c in done if not c.cell.endswith(".base")]),
-                   _baseline_comparison(out, cells, done))
-        print(f"comparison: {out / 'comparison.md'}")
-    else:
-        code = results.exit_code(done)
-    if args.bisect_exit:
-        code = results.bisect_exit_code(done)
-    print(f"\nresults: {out / 'results.json'}  (exit {code})")
-    return code
+    report = run.run(run.RunRequest(
+        cells=tuple(cells), what=what, out=out, accel=Accel(args.accel), strict=args.strict,
+        repeat=args.repeat, build_only=args.build_only, baseline=args.baseline,
+        bisect_exit=args.bisect_exit, argv=tuple(sys.argv[1:]) or ("run",)))
+    print(f"\nresults: {report.results}  (exit {report.exit_code})")
+    return report.exit_code
 
 
 def _your_tree_or(kernel: str | None) -> tuple[str, str]:
@@ -590,8 +460,8 @@ def cmd_shell(args: argparse.Namespace) -> int:
                 patches=tuple(str(Path(p).resolve()) for p in args.patch),
                 append=args.append, memory=args.memory, cpus=args.cpus,
                 arch=args.arch or Cell.arch, toolchain=args.toolchain or Cell.toolchain)
-    out = (args.out or Path("results") / f"shell-{_run_id()}").resolve()
-    prepare_out(out, marker="shell.json")
+    out = (args.out or Path("results") / f"shell-{results.new_run_id()}").resolve()
+    results.prepare_out(out, marker="shell.json")
     print(f"shell on {where}" + (f" + series {', '.join(args.series)}" if args.series else "")
           + f"; results: {out}", flush=True)
     session = shell.run(cell, out, accel=Accel(args.accel))
@@ -642,10 +512,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                                  configs=tuple(args.config or ["base"]),
                                  arch=args.arch or target.DEFAULT_ARCH,
                                  toolchain=args.toolchain or target.DEFAULT_TOOLCHAIN)
-    out = (args.out or Path("results") / f"check-{_run_id()}").resolve()
+    out = (args.out or Path("results") / f"check-{results.new_run_id()}").resolve()
     log.info("results: %s", out)
     meta = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": ["harness", *sys.argv[1:]], "harness_rev": _harness_rev()}
+            "command": ["harness", *sys.argv[1:]], "harness_rev": results.harness_rev()}
     report = check.run(request, out)
     check.write_json(out / "check.json", report, meta=meta)
     if report.error:
@@ -658,8 +528,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_mutate(args: argparse.Namespace) -> int:
     from . import mutate
 
-    out = (args.out or Path("results") / f"mutate-{_run_id()}").resolve()
-    prepare_out(out, marker="mutants.json")
+    out = (args.out or Path("results") / f"mutate-{results.new_run_id()}").resolve()
+    results.prepare_out(out, marker="mutants.json")
     log.info("results: %s", out)
     request = mutate.Request(series=args.series, targets=tuple(args.target),
                              tests=tuple(args.test), cell=args.cell, max=args.max,
@@ -689,8 +559,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         raise EnvironmentProblem("--good and --bad share " + ", ".join(
             sorted(s.value for s in request.good & request.bad)),
             fix="a status is either good or bad")
-    out = (args.out or Path("results") / f"bisect-{_run_id()}").resolve()
-    prepare_out(out, marker="bisect.json")
+    out = (args.out or Path("results") / f"bisect-{results.new_run_id()}").resolve()
+    results.prepare_out(out, marker="bisect.json")
     log.info("results: %s", out)
     outcome = bisect.run(request, out)
     atomic.write_json(out / "bisect.json", bisect.to_json(outcome))
@@ -905,7 +775,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if out in runs:
         raise EnvironmentProblem("--out is one of the runs merged", fix="give a new directory")
     expected = _merge_plan(args)
-    prepare_out(out)
+    results.prepare_out(out)
     merged = shard.merge(runs, expected=expected,
                          run_id=f"merge-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}",
                          merged_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
@@ -1024,16 +894,6 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
-def _signal_of(exc: BaseException) -> int:
-    """The signal behind an interruption (a Stopped, or what a CellInterrupted wraps)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, Stopped):
-            return seen.signum
-        seen = seen.__cause__ or seen.__context__
-    return int(signal.SIGINT)
-
-
 TAKE_A_COMMAND = ("run",)
 # The commands that read or fill the cache: they hold it (cache.in_use) while they run,
 # and evict down to its limit when they end.
@@ -1092,7 +952,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         proc.kill_all()
-        signum = _signal_of(exc)
+        signum = signal_of(exc)
         log.error("interrupted by %s; child processes killed", signal.Signals(signum).name)
         return 128 + int(signum)
     except HarnessError as exc:

@@ -9,6 +9,7 @@ following lines the details (patch, file:line, hunk, option, dependency), then `
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from .model import Status
@@ -63,3 +64,21 @@ def from_os_error(exc: OSError, doing: str) -> EnvironmentProblem:
     }
     return EnvironmentProblem(f"{doing} failed: {cause}{where}",
                               fix=fixes.get(exc.errno or 0, "check the path and the disk"))
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGINT or SIGTERM: every path out goes through the wrapper's kill path."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def signal_of(exc: BaseException) -> int:
+    """The signal behind an interruption (a Stopped, or what wraps one)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, Stopped):
+            return seen.signum
+        seen = seen.__cause__ or seen.__context__
+    return int(signal.SIGINT)

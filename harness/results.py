@@ -8,16 +8,22 @@ its failing checks and their diagnostics; notes on known failures and declared n
 
 from __future__ import annotations
 
+import logging
+import os
 import shlex
+import shutil
 import stat
 import textwrap
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from . import atomic, ktap, splat
+from . import atomic, ktap, paths, splat
+from .errors import EnvironmentProblem
+from .gitcmd import git_run
 from .model import (
     KERNEL_PHASES,
     CellResult,
@@ -36,6 +42,8 @@ from .model import (
     TestResult,
     worst,
 )
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 WIDTH = 100
@@ -439,3 +447,39 @@ def _bad_leaves(cases: tuple[TestCase, ...]) -> list[TestCase]:
         elif c.status not in (Status.PASS, Status.SKIP, Status.XFAIL):
             out.append(c)
     return out
+
+
+
+def new_run_id() -> str:
+    """A results directory's default name: when it started, and by which process."""
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+
+
+def harness_rev() -> str:
+    """The harness commit a run was made with (results.json, reproduce.sh)."""
+    res = git_run(paths.repo_root(), "rev-parse", "HEAD", timeout=30)
+    return res.output.strip() if res.ok else "unknown"
+
+
+def prepare_out(out: Path, *, marker: str = "results.json") -> None:
+    """A results directory that holds this run's files only.
+
+    New or empty: used. An earlier run's (it has `marker`): emptied first, so old files
+    never mix with new ones. Anything else is left alone: exit 2.
+    """
+    if out.exists() and not out.is_dir():
+        raise EnvironmentProblem(f"--out {out} is a file, not a directory",
+                                 fix="give a new or empty directory, or an earlier run's")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / marker).is_file():
+            raise EnvironmentProblem(
+                f"--out {out} is not empty and is not a results directory (no {marker})",
+                fix="give a new or empty directory; an earlier run's directory is reused "
+                    "after emptying it")
+        log.info("%s holds an earlier run: emptying it first", out)
+        for entry in out.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    out.mkdir(parents=True, exist_ok=True)
