@@ -37,13 +37,14 @@ from pathlib import Path
 from . import atomic, kconfig, paths, proc
 from .errors import HarnessError
 from .gitcmd import git, git_run
-from .model import Feature, FeatureKind, FeatureReport, FeatureState, Status
+from .model import Feature, FeatureKind, FeatureReport, FeatureState, KernelImage, Status
 
 log = logging.getLogger(__name__)
 
 
 class FeatureError(HarnessError):
-    """A provides.toml that cannot be read."""
+    """A provides.toml that cannot be read; a built kernel without what its series declare
+    (raised with BUILD_ERROR)."""
 
     status = Status.SETUP_ERROR
 
@@ -348,4 +349,72 @@ def series_in_base(series_dirs: Mapping[str, Path],
         if declared and all(f.name in base for f in declared):
             out[name] = "the base already defines " + ", ".join(
                 f"{f.name} ({base[f.name]})" for f in declared)
+    return out
+
+
+def _kernel_btf(image: KernelImage) -> tuple[KernelBtf | None, str]:
+    """The kernel's BTF; None (and why) when it has none next to it or it is unreadable."""
+    if image.vmlinux is None:
+        return None, ""
+    try:
+        return read_btf(image.vmlinux), ""
+    except (proc.CommandError, proc.ToolMissingError) as exc:
+        # Not a reason to stop the cell: the selftests will say what BTF lacks.
+        log.warning("cannot read the kernel's BTF: %s", exc)
+        return None, f"BTF unreadable, source verdict only: {exc}"
+
+
+def _with_config(reports: tuple[FeatureReport, ...],
+                 image: KernelImage) -> tuple[FeatureReport, ...]:
+    """Config-option features decided by the kernel's .config, when it has one."""
+    if image.config is None or not image.config.is_file():
+        return reports
+    return confirm_with_config(reports, image.config.read_text(errors="replace"))
+
+
+def _noted(reports: tuple[FeatureReport, ...], note: str) -> tuple[FeatureReport, ...]:
+    return tuple(replace(r, note=note) for r in reports) if note else reports
+
+
+def of_image(image: KernelImage) -> tuple[FeatureReport, ...]:
+    """A kernel without its source (image:PATH): what its BTF and .config say."""
+    btf, note = _kernel_btf(image)
+    return _with_config(_noted(from_btf_only(known_features(), btf), note), image)
+
+
+def of_built_kernel(from_source: tuple[FeatureReport, ...], image: KernelImage,
+                    *, applied: Iterable[str] = ()) -> tuple[FeatureReport, ...]:
+    """What the sources said, confirmed or overruled by the built kernel's BTF and .config.
+    FeatureError when a series in `applied` declares what the built kernel lacks (the tests
+    that need it would be skipped and the cell could pass on a kernel without it)."""
+    btf, note = _kernel_btf(image)
+    if btf is None:
+        return _with_config(_noted(from_source, note), image)
+    confirmed = confirm_with_btf(from_source, btf)
+    if lacking := declared_but_absent(confirmed, set(applied)):
+        raise FeatureError(
+            "the built kernel lacks what its series declare (patches/*/provides.toml):\n"
+            + "\n".join(f"  {r.feature.label} of {', '.join(r.feature.declared_by)}: {r.note}"
+                        for r in lacking),
+            fix="check that the series still defines and registers them, and that the "
+                "config enables the code they are in",
+            log=image.config, status=Status.BUILD_ERROR)
+    return _with_config(confirmed, image)
+
+
+def missing_for(requires: Iterable[str], reports: tuple[FeatureReport, ...]) -> list[str]:
+    """What a test requires that the probe found absent, each with the probe's why. A
+    requirement "a|b" (one API under two names) is met by either."""
+    by_name = {r.feature.name: r for r in reports}
+    out = []
+    for wanted in requires:
+        names = wanted.split("|")
+        absent = []
+        for name in names:
+            r = by_name.get(name)
+            if r is None or r.state is FeatureState.ABSENT:
+                note = f": {r.note}" if r is not None and r.note else ""
+                absent.append(f"{name} ({r.feature.kind.value if r else 'feature'}{note})")
+        if len(absent) == len(names):
+            out.append(" nor ".join(absent))
     return out

@@ -49,7 +49,6 @@ from .model import (
     CellResult,
     ConfigResult,
     FeatureReport,
-    FeatureState,
     KernelImage,
     KernelSpec,
     PatchCoverage,
@@ -332,9 +331,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
         facts.kernel_version, facts.image = image.version, str(image.boot_image)
         facts.source = f"prebuilt image {plan.spec.value}"
         with stages.stage("features", Status.SETUP_ERROR):
-            btf, note = _kernel_btf(cell, image)
-            facts.features = _with_config(_noted(
-                features.from_btf_only(features.known_features(), btf), note), image)
+            facts.features = features.of_image(image)
             if wants_kselftest_h:
                 header = own.stored_kselftest_h(image.version)
                 facts.kselftest_h = header.origin
@@ -354,14 +351,11 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
         facts.kernel_from_store = image.cached
         if image.config is not None:
             (logs / "config").write_bytes(image.config.read_bytes())
-        btf, note = _kernel_btf(cell, image)
-        if btf is None:
-            facts.features = _noted(prepared.features, note)
-        else:
-            with stages.stage("features", Status.BUILD_ERROR):
-                facts.features = features.confirm_with_btf(prepared.features, btf)
-                _check_declared(plan, prepared, facts.features, logs)
-        facts.features = _with_config(facts.features, image)
+        with stages.stage("features", Status.BUILD_ERROR):
+            applied = {p.series for p, r in zip(plan.patches, prepared.patches, strict=False)
+                       if r.state is PatchState.APPLIED}
+            facts.features = features.of_built_kernel(prepared.features, image,
+                                                      applied=applied)
         used_for = describe(cell)
         for entry in (image.boot_image.parent, tree.path, tree.source.repo):
             cache.note_use(entry, used_for)
@@ -407,23 +401,6 @@ def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path, stages: St
     return PreparedTree(tree=tree, patches=facts.patches, features=facts.features)
 
 
-def _check_declared(plan: CellPlan, prepared: PreparedTree,
-                    confirmed: tuple[FeatureReport, ...], logs: Path) -> None:
-    """What a series applied here says it adds must be in the built kernel: otherwise the
-    tests that need it would be skipped and the cell could pass on a kernel without it."""
-    applied = {p.series for p, r in zip(plan.patches, prepared.patches, strict=False)
-               if r.state is PatchState.APPLIED}
-    lacking = features.declared_but_absent(confirmed, applied)
-    if lacking:
-        raise build.BuildError(
-            "the built kernel lacks what its series declare (patches/*/provides.toml):\n"
-            + "\n".join(f"  {r.feature.label} of {', '.join(r.feature.declared_by)}: {r.note}"
-                        for r in lacking),
-            logs / "config",
-            fix="check that the series still defines and registers them, and that the "
-                "config enables the code they are in")
-
-
 def _coverage(kernel: BuiltKernel, facts: CellFacts, logs: Path) -> tuple[PatchCoverage, ...]:
     """Per patch of the series, its lines gcov counts and which the tests ran: each test's
     counters (guest/gcov/TEST/) read against the tree as it was built."""
@@ -457,55 +434,14 @@ def _coverage(kernel: BuiltKernel, facts: CellFacts, logs: Path) -> tuple[PatchC
     return coverage.patch_coverage(patches, blamed, per_test)
 
 
-def _kernel_btf(cell: Cell, image: KernelImage) -> tuple[features.KernelBtf | None, str]:
-    """The kernel's BTF for the feature report; None (and why) when unreadable."""
-    if image.vmlinux is None:
-        return None, ""
-    try:
-        return features.read_btf(image.vmlinux), ""
-    except (proc.CommandError, proc.ToolMissingError) as exc:
-        # Not a reason to stop the cell: the selftests will say what BTF lacks.
-        log.warning("[%s] cannot read the kernel's BTF: %s", cell.name, exc)
-        return None, f"BTF unreadable, source verdict only: {exc}"
-
-
-def _with_config(reports: tuple[FeatureReport, ...],
-                 image: KernelImage) -> tuple[FeatureReport, ...]:
-    """Config-option features decided by the kernel's .config, when it has one."""
-    if image.config is None or not image.config.is_file():
-        return reports
-    return features.confirm_with_config(reports, image.config.read_text(errors="replace"))
-
-
-def _noted(reports: tuple[FeatureReport, ...], note: str) -> tuple[FeatureReport, ...]:
-    return tuple(replace(r, note=note) for r in reports) if note else reports
-
-
-def missing_features(ref: TestRef, reports: tuple[FeatureReport, ...]) -> list[str]:
-    """What a test requires that the feature probe found absent, each with the probe's why.
-    A requirement "a|b" (one API under two names) is met by either."""
-    by_name = {r.feature.name: r for r in reports}
-    out = []
-    for wanted in ref.requires:
-        names = wanted.split("|")
-        absent = []
-        for name in names:
-            r = by_name.get(name)
-            if r is None or r.state is FeatureState.ABSENT:
-                note = f": {r.note}" if r is not None and r.note else ""
-                absent.append(f"{name} ({r.feature.kind.value if r else 'feature'}{note})")
-        if len(absent) == len(names):
-            out.append(" nor ".join(absent))
-    return out
-
-
 def _build_tests_of(refs: tuple[TestRef, ...], reports: tuple[FeatureReport, ...],
                     ctx: BuildContext, *, from_tree: bool) -> dict[str, Path]:
     """Build the runnable tests of the kinds built from the tree (or not), each kind's
     tests at once; ref name -> the directory the guest runs them from."""
     built: dict[str, Path] = {}
     for kind in testkinds.KINDS:
-        mine = [r for r in refs if r.kind == kind.name and not missing_features(r, reports)]
+        mine = [r for r in refs
+                if r.kind == kind.name and not features.missing_for(r.requires, reports)]
         if kind.from_tree is from_tree and mine:
             built.update(kind.build(mine, ctx))
     return built
@@ -518,7 +454,7 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
         TestResult(name=ref.name, status=Status.SKIP, duration_s=0.0, exit_code=None,
                    ktap=None, reason="skipped by the harness: the kernel lacks "
                                      + ", ".join(missing))
-        for ref in plan.tests if (missing := missing_features(ref, kernel.features)))
+        for ref in plan.tests if (missing := features.missing_for(ref.requires, kernel.features)))
     planned: list[protocol.GuestTest] = []
     with stages.stage("selftests-build", Status.BUILD_ERROR):
         built = {**kernel.tree_tests, **_build_tests_of(

@@ -210,7 +210,8 @@ def find_splats(dmesg: str) -> list[Splat]:
 
 # "at mm/foo.c:12 func+0x1/0x2" (WARN), "in func+0x1/0x2" (KASAN), "RIP: 0010:func+0x1/0x2"
 _TITLE_FUNC = re.compile(r"(?:\bat \S+:\d+|\bin) ([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
-_RIP_FUNC = re.compile(r"^RIP: [0-9a-f]{4}:([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
+# where the CPU was: x86's "RIP: 0010:func+0x1/0x2", arm64's "pc : func+0x1/0x2"
+_RIP_FUNC = re.compile(r"^(?:RIP: [0-9a-f]{4}:|pc : )([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
 _FRAME = re.compile(r"^\s+([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
 # Frames of the machinery that reports or waits, never the culprit.
 _REPORTING = re.compile(

@@ -96,9 +96,9 @@ def test_a_clean_cell_passes_every_stage_and_its_tests(world: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     r = run(world, "clean", monkeypatch=monkeypatch)
     assert r.status is Status.PASS, r.error
-    # no "features" stage: the fake vmlinux has no BTF, so the source verdicts stand, noted
+    # the fake vmlinux has no BTF: the features stage lets the source verdicts stand, noted
     assert stage_statuses(r) == [(s, "PASS") for s in (
-        "plan", "source", "series", "kconfig", "build", "kselftests-build",
+        "plan", "source", "series", "kconfig", "build", "features", "kselftests-build",
         "selftests-build", "accel", "boot+tests")]
     # (config options are not in BTF: the kernel's .config decides them)
     assert r.features and all("BTF unreadable" in f.note for f in r.features
@@ -137,7 +137,8 @@ def test_build_only_builds_the_kernel_and_tests_into_the_store_and_boots_nothing
                           options=pipeline.RunOptions(build_only=True))
     assert r.status is Status.PASS, r.error
     assert [s for s, _ in stage_statuses(r)] == [
-        "plan", "source", "series", "kconfig", "build", "kselftests-build", "selftests-build"]
+        "plan", "source", "series", "kconfig", "build", "features", "kselftests-build",
+        "selftests-build"]
     assert r.tests == () and any("--build-only" in n for n in r.notes)  # no guest: no boot
     again = run(world, "after", monkeypatch=monkeypatch)  # the same kernel, now tested
     assert again.status is Status.PASS and again.kernel_from_store is True

@@ -12,8 +12,8 @@ from types import ModuleType
 import pytest
 
 from harness import features, paths
+from harness.features import missing_for
 from harness.model import Feature, FeatureKind, FeatureReport, FeatureState
-from harness.pipeline import missing_features
 from harness.testkinds import perf, resolve
 from harness.testkinds.base import SelftestError
 
@@ -92,7 +92,7 @@ def test_perf_cgroup_is_skipped_where_the_config_lacks_cgroup_perf() -> None:
                            note="CONFIG_CGROUP_PERF is not set in the kernel's .config")
     present = FeatureReport(feature=Feature(name="FHANDLE", kind=FeatureKind.CONFIG),
                             state=FeatureState.IN_BASE)
-    assert missing_features(ref, (absent, present)) == [
+    assert missing_for(ref.requires, (absent, present)) == [
         "CGROUP_PERF (config option: CONFIG_CGROUP_PERF is not set in the kernel's .config)"]
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.features import missing_for
 from harness.model import Feature, FeatureKind, FeatureReport, FeatureState
-from harness.pipeline import missing_features
 from harness.testkinds.base import Manifest, TestRef
 from harness.testkinds.own import load_manifest
 
@@ -31,21 +31,21 @@ NEITHER = (_report("cgroup_rstat_flush", FeatureState.ABSENT),
 
 def test_either_name_of_an_api_meets_the_requirement() -> None:
     ref = _ref("cgroup_rstat_flush|css_rstat_flush")
-    assert missing_features(ref, OLD_API) == []
-    assert missing_features(ref, NEW_API) == []
+    assert missing_for(ref.requires, OLD_API) == []
+    assert missing_for(ref.requires, NEW_API) == []
 
 
 def test_neither_name_is_one_missing_requirement_naming_both() -> None:
-    missing = missing_features(_ref("cgroup_rstat_flush|css_rstat_flush"), NEITHER)
+    missing = missing_for(_ref("cgroup_rstat_flush|css_rstat_flush").requires, NEITHER)
     assert len(missing) == 1
     assert "cgroup_rstat_flush" in missing[0] and "css_rstat_flush" in missing[0]
     assert "not in the tree" in missing[0]
 
 
 def test_a_plain_requirement_is_unchanged() -> None:
-    assert missing_features(_ref("cgroup_rstat_flush"), NEW_API) == [
+    assert missing_for(_ref("cgroup_rstat_flush").requires, NEW_API) == [
         "cgroup_rstat_flush (kfunc: not in the tree)"]
-    assert missing_features(_ref("css_rstat_flush"), NEW_API) == []
+    assert missing_for(_ref("css_rstat_flush").requires, NEW_API) == []
 
 
 def test_a_variants_requires_adds_to_the_tests(tmp_path: Path) -> None:
