@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("harness")
 DEFAULT_KERNEL = "debian:6.12"  # outside a kernel tree, when no --kernel is given
-KERNEL_HELP = (f"debian:6.12, debian:6.1, git:PATH[@REV] (default: the kernel git tree you are "
-               f"in, else {DEFAULT_KERNEL})")
+KERNEL_HELP = (f"debian:6.12, debian:6.1, git:PATH[@REV], tarball:PATH (a kernel release "
+               f"tarball) (default: the kernel git tree you are in, else {DEFAULT_KERNEL})")
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -74,7 +74,7 @@ def _tree_options(p: argparse.ArgumentParser, *, several_kernels: bool = False) 
     """The kernel to build and what goes on it: one vocabulary for run, check and shell."""
     if several_kernels:
         p.add_argument("--kernel", action="append", default=[], metavar="SPEC",
-                       help=KERNEL_HELP + "; image:PATH (a built bzImage: no patches, no "
+                       help=KERNEL_HELP + "; image:PATH (a built kernel image: no patches, no "
                             "tests built from the tree); repeatable")
     else:
         p.add_argument("--kernel", default=None, metavar="SPEC", help=KERNEL_HELP)

@@ -154,8 +154,12 @@ def foreign_root(kernel: KernelImage, shared: list[Path], *, log_dir: Path) -> F
         return None
     arch = target.arch(kernel.arch)
     root = rootfs.root_of(rootfs.guest_root(arch, log_dir=log_dir))
-    # the least set of directories: one under another is shared with it
-    wanted = sorted({p.resolve() for p in shared})
+    # the least set of directories: one under another is shared with it, and the test
+    # builds in the cache as the cache (each shared directory costs the guest three boot
+    # parameters, and init takes at most 32 environment variables from the command line)
+    cache = paths.cache_root().resolve()
+    wanted = sorted({cache if p.resolve().is_relative_to(cache) else p.resolve()
+                     for p in shared})
     top = [p for p in wanted if not any(q != p and p.is_relative_to(q) for q in wanted)]
     return ForeignRoot(arch=arch.name, root=root, shared=tuple(top))
 
@@ -199,7 +203,9 @@ def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
     for d in rwdirs:
         argv += ["--rwdir", str(d)]
     if cwd is not None:
-        argv += ["--cwd", str(cwd)]
+        # vng takes the guest's directory as a host path inside the root it exports
+        where = foreign.root / cwd.relative_to("/") if foreign is not None else cwd
+        argv += ["--cwd", str(where)]
     return argv if command is None else [*argv, "--", *command]
 
 

@@ -175,8 +175,11 @@ def test_kernel_means_the_same_in_run_and_check(command: str,
     with pytest.raises(SystemExit):
         cli.parse_args([command, "--help"])
     flat = " ".join(capsys.readouterr().out.split())
-    assert ("--kernel SPEC debian:6.12, debian:6.1, git:PATH[@REV] (default: the kernel git "
-            "tree you are in, else debian:6.12)") in flat
+    assert ("--kernel SPEC debian:6.12, debian:6.1, git:PATH[@REV], tarball:PATH (a kernel "
+            "release tarball) (default: the kernel git tree you are in, else debian:6.12)"
+            ) in flat
+    assert "--arch {x86_64,arm64}" in flat or "--arch {arm64,x86_64}" in flat
+    assert "--toolchain {gcc,llvm}" in flat
     assert ("--series NAME patch series under patches/, mbox:FILE or lore:MSGID (a thread "
             "from the list, through b4); repeatable") in flat
     assert ("--patch FILE extra patch, or a thread saved as an mbox, applied after the "

@@ -154,21 +154,25 @@ def test_a_guest_of_another_arch_boots_on_its_own_root_and_sees_what_it_reads(
     arm = KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
                       version="6.12", arch="arm64")
     repo, cache = tmp_path / "repo", tmp_path / "cache"
+    monkeypatch.setenv("HARNESS_CACHE", str(cache))
     foreign = vm.foreign_root(arm, [repo / "harness/guest", cache / "selftests/a",
-                                    cache / "selftests", repo / "harness/guest"],
-                              log_dir=tmp_path)
+                                    cache / "selftests/b", repo / "harness/guest/x",
+                                    tmp_path / "mine"], log_dir=tmp_path)
     assert foreign is not None and foreign.root == root / "root"
-    # one under another is shared with it, once
-    assert foreign.shared == (cache / "selftests", repo / "harness/guest")
+    # one under another is shared with it, once; the cache's test builds as the cache
+    assert foreign.shared == (cache, tmp_path / "mine", repo / "harness/guest")
     out = tmp_path / "out"
     argv = vm.vng_argv(arm, Accel.TCG, rwdirs=[out], command=["true"], foreign=foreign)
     joined = " ".join(argv)
     assert f"--arch arm64 --root {root / 'root'}" in joined
-    assert f"--rwdir {out}={out}" in joined and f"--rodir {cache / 'selftests'}=" in joined
+    assert f"--rwdir {out}={out}" in joined and f"--rodir {cache}={cache}" in joined
     assert f"--rwdir {out} " not in joined + " "
+    # the guest's directory, as vng takes it with a root of its own: a host path inside it
+    at = vm.vng_argv(arm, Accel.TCG, rwdirs=[out], command=["true"], foreign=foreign, cwd=out)
+    assert at[at.index("--cwd") + 1] == str(root / "root" / out.relative_to("/"))
     foreign.mount_points([out])
     assert (root / "root" / out.relative_to("/")).is_dir()
-    assert (root / "root" / (cache / "selftests").relative_to("/")).is_dir()
+    assert (root / "root" / cache.relative_to("/")).is_dir()
     # KVM runs only the host's arch: no probe, TCG, and a request for KVM is refused
     assert vm.choose_accel(Accel.AUTO, arm.boot_image, arch="arm64")[0] is Accel.TCG
     with pytest.raises(vm.BootError, match="KVM runs only the host's arch"):
