@@ -66,6 +66,11 @@ KERNEL_FEATURES = (
     # read a cgroup's id
     Feature(name="CGROUP_PERF", kind=FeatureKind.CONFIG),
     Feature(name="FHANDLE", kind=FeatureKind.CONFIG),
+    # fentry/fexit programs on kernel functions: BPF trampolines attach through ftrace's
+    # direct calls (x86 has them in every kernel we build; 6.1's arm64 selects no
+    # HAVE_DYNAMIC_FTRACE_WITH_DIRECT_CALLS; 6.12's arm64 has them with gcc only when not
+    # optimizing for size). Without them the attach fails with -ENOTSUPP.
+    Feature(name="DYNAMIC_FTRACE_WITH_DIRECT_CALLS", kind=FeatureKind.CONFIG),
 )
 
 _KEYS = {"hooks": FeatureKind.HOOK, "kfuncs": FeatureKind.KFUNC,

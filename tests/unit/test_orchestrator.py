@@ -105,7 +105,8 @@ def test_a_clean_cell_passes_every_stage_and_its_tests(world: Path,
                               if f.feature.kind is not FeatureKind.CONFIG)
     assert {f.feature.name: f.state for f in r.features
             if f.feature.kind is FeatureKind.CONFIG} == {
-        "CGROUP_PERF": FeatureState.ABSENT, "FHANDLE": FeatureState.ABSENT}
+        "CGROUP_PERF": FeatureState.ABSENT, "FHANDLE": FeatureState.ABSENT,
+        "DYNAMIC_FTRACE_WITH_DIRECT_CALLS": FeatureState.ABSENT}
     by = {t.name: t for t in r.tests}
     assert [by[n].status for n in ("boot", "fake_pass", "setup", "shutdown")] == [
         Status.PASS] * 4

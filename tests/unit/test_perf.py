@@ -35,6 +35,9 @@ config OTHER
 
 menuconfig FHANDLE
 \tbool "open by fhandle syscalls" if EXPERT
+
+config DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+\tdef_bool y
 """
 
 
@@ -51,10 +54,12 @@ def _tree(path: Path, kconfig: str) -> str:
 def test_config_options_are_found_where_kconfig_defines_them(tmp_path: Path) -> None:
     repo = tmp_path / "k"
     base = _tree(repo, INIT_KCONFIG)
-    assert {f.name for f in CONFIG_FEATURES} == {"CGROUP_PERF", "FHANDLE"}
+    assert {f.name for f in CONFIG_FEATURES} == {"CGROUP_PERF", "FHANDLE",
+                                                 "DYNAMIC_FTRACE_WITH_DIRECT_CALLS"}
     found = features.source_definitions(repo, base, CONFIG_FEATURES)
     # the definition, not the `depends on` that names it
-    assert found == {"CGROUP_PERF": "init/Kconfig:1", "FHANDLE": "init/Kconfig:9"}
+    assert found == {"CGROUP_PERF": "init/Kconfig:1", "FHANDLE": "init/Kconfig:9",
+                     "DYNAMIC_FTRACE_WITH_DIRECT_CALLS": "init/Kconfig:12"}
 
 
 def test_the_built_config_decides_a_config_option() -> None:
@@ -64,11 +69,13 @@ def test_the_built_config_decides_a_config_option() -> None:
     in_base = features.from_sources(CONFIG_FEATURES, {"CGROUP_PERF": "init/Kconfig:1226",
                                                       "FHANDLE": "init/Kconfig:1602"}, {})
     off = features.confirm_with_config(in_base, base_config)
-    assert [r.state for r in off] == [FeatureState.ABSENT, FeatureState.ABSENT]
+    # (the x86 kernel has ftrace's direct calls, which its sources did not say here)
+    assert [r.state for r in off] == [FeatureState.ABSENT, FeatureState.ABSENT,
+                                      FeatureState.PRESENT]
     assert off[0].note == "CONFIG_CGROUP_PERF is not set in the kernel's .config"
     on = features.confirm_with_config(in_base, base_config + "CONFIG_CGROUP_PERF=y\n"
                                       "CONFIG_FHANDLE=y\n")
-    assert [r.state for r in on] == [FeatureState.IN_BASE, FeatureState.IN_BASE]
+    assert [r.state for r in on][:2] == [FeatureState.IN_BASE, FeatureState.IN_BASE]
     assert on[1].note == "CONFIG_FHANDLE=y" and on[1].where == "init/Kconfig:1602"
 
 
@@ -220,7 +227,8 @@ def test_the_summary_does_not_call_config_options_unchecked_btf() -> None:
                                                 "FHANDLE": "fs/Kconfig:1"}, {}),
         "CONFIG_CGROUP_PERF=y\n")
     assert feature_line((kfunc, *config)) == (
-        "in base: cgroup_rstat_flush, CGROUP_PERF; absent: FHANDLE (BTF agrees)")
+        "in base: cgroup_rstat_flush, CGROUP_PERF; absent: FHANDLE, "
+        "DYNAMIC_FTRACE_WITH_DIRECT_CALLS (BTF agrees)")
     unread = FeatureReport(feature=kfunc.feature, state=FeatureState.IN_BASE, btf=None)
     assert feature_line((unread, *config)).endswith("(sources only, BTF not checked)")
 
