@@ -589,8 +589,9 @@ def _decode(s: Splat, kernel: KernelImage) -> Splat:
     script = kernel.source_dir / "scripts" / "decode_stacktrace.sh"
     if not script.exists():
         return s
+    built = target.select(kernel.arch, kernel.toolchain or target.DEFAULT_TOOLCHAIN)
     res = proc.run([str(script), str(kernel.vmlinux), str(kernel.source_dir)],
-                   stdin_data=s.text.encode(), timeout=120)
+                   stdin_data=s.text.encode(), timeout=120, env=built.script_env())
     if not res.ok:
         return replace(s, decoded=f"decode failed: {res.tail(5)}")
     return splat.relative_to_tree(replace(s, decoded=res.output), kernel.source_dir.name)

@@ -139,6 +139,12 @@ class Target:
             out.append(f"CROSS_COMPILE={self.prefix}")
         return tuple(out)
 
+    def script_env(self) -> dict[str, str]:
+        """What the kernel's scripts (decode_stacktrace.sh) read to pick this pair's
+        binutils: CROSS_COMPILE's prefix, or LLVM's version suffix."""
+        return dict(v.split("=", 1) for v in self.make_vars()
+                    if v.startswith(("CROSS_COMPILE=", "LLVM=")))
+
     def version_commands(self) -> tuple[str, ...]:
         """The commands whose versions identify this pair's build (a cross gcc's own)."""
         return tuple(self.prefix + c if c in ("gcc", "ld", "as") else c
