@@ -4,7 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.splat import TAINT_LETTERS, find_splats, taint_flags_changed
+from harness.splat import (
+    TAINT_LETTERS,
+    _strip_prefix,
+    faulting_function,
+    find_splats,
+    taint_flags_changed,
+)
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "dmesg"
 
@@ -33,6 +39,12 @@ STALL = "rcu: INFO: rcu_sched self-detected stall on CPU"
             ("WARNING", BOOT_WARN),
             ("WARNING", "WARNING: CPU: 0 PID: 1 at kernel/reboot.c:1394 "
                         "warn_on_power_off+0x15/0x1a"),
+        ]),
+        ("recorded_warn_boot_shutdown_arm64.console", [
+            ("WARNING", "WARNING: CPU: 1 PID: 1 at kernel/reboot.c:1404 "
+                        "warn_at_boot_init+0x1c/0x48"),
+            ("WARNING", "WARNING: CPU: 1 PID: 151 at kernel/reboot.c:1394 "
+                        "warn_on_power_off+0x1c/0x38"),
         ]),
         ("recorded_panic_on_warn.console", [
             ("WARNING", BOOT_WARN),
@@ -138,6 +150,27 @@ def test_the_message_the_code_printed_is_kept() -> None:
     assert boot.message == "reboot: deliberate warning at boot"
     assert shutdown.message == "reboot: deliberate warning at shutdown (action 3)"
     assert "reboot: deliberate" not in boot.text
+
+
+def test_an_arm64_warning_is_whole_with_its_registers_and_call_trace() -> None:
+    """arm64 prints its registers (pc, lr, x0-x29) and "Call trace:" with frames indented
+    by one space: the splat runs to its end marker, and the function is the pc's when the
+    title does not name it."""
+    boot, shutdown = find_splats(golden("recorded_warn_boot_shutdown_arm64.console"))
+    assert boot.message == "reboot: deliberate warning at boot"
+    assert shutdown.message == "reboot: deliberate warning at shutdown (action 3)"
+    lines = boot.text.splitlines()
+    assert any(ln.endswith("Call trace:") for ln in lines)
+    assert lines[-1].endswith("---[ end trace 0000000000000000 ]---")
+    assert any("do_one_initcall+0x64/0x1a8" in ln for ln in lines)
+    plain = [_strip_prefix(ln) for ln in lines]
+    assert faulting_function(plain) == "warn_at_boot_init"  # the title names it
+    # without the title and the trace's first frame: the pc line says where the CPU was
+    untitled = [ln for ln in plain[1:] if not ln.startswith(" warn_at_boot_init")]
+    assert faulting_function(untitled) == "warn_at_boot_init"
+    # and without the pc line, the first frame of the call trace left
+    assert faulting_function([ln for ln in untitled if not ln.startswith("pc :")]) == \
+        "do_one_initcall"
 
 
 def test_a_message_is_never_taken_from_the_splat_before() -> None:
