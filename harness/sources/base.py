@@ -87,7 +87,7 @@ def import_tarball(tarball: Path, dest: Path, *, message: str, log_dir: Path,
                    check: Callable[[Path], None] | None = None) -> None:
     """Unpack and commit in a scratch directory, then rename: a failure leaves nothing.
     `check` looks at the unpacked tree first (and raises if it is not what was meant)."""
-    log.info("importing %s into %s (once per package version)", tarball, dest)
+    log.info("importing %s into %s (once)", tarball, dest)
     with atomic.directory(dest, prefix=".import-") as scratch:
         proc.check(
             ["tar", "-xf", str(tarball), "-C", str(scratch), "--strip-components=1"],

@@ -227,6 +227,34 @@ def test_prebuilt_image_boots_and_runs_bpf_tests(tmp_path: Path, ci_run: Run) ->
     assert cell["kselftest_h"].endswith("(same major version as the image)")
 
 
+def test_a_release_tarball_is_the_same_kernel_as_its_debian_twin(tmp_path: Path,
+                                                                 ci_run: Run) -> None:
+    """tarball:PATH, with a kernel.org-style tarball repacked from the Debian source the
+    default cell imported (kernel.org is out of reach here): imported once, the same tree,
+    so the same stored kernel (no build), and the series' tests pass on it."""
+    source = ci_run.cell("6.12")["source"]  # "Debian linux-source-6.12 VERSION"
+    version = source.split()[-1]
+    imported = next(p for p in (paths.cache_root() / "src").glob("debian-6.12-*")
+                    if (p / ".git" / "harness-imported").exists())
+    release = re.match(r"\d+\.\d+\.\d+", version)
+    assert release is not None, version
+    tarball = tmp_path / f"linux-{release.group(0)}.tar.gz"
+    with tarball.open("wb") as out:
+        archive = subprocess.Popen(["git", "-C", str(imported), "archive",
+                                    f"--prefix=linux-{release.group(0)}/", "HEAD"],
+                                   stdout=subprocess.PIPE)
+        subprocess.run(["gzip", "-1"], stdin=archive.stdout, stdout=out, check=True)
+        assert archive.wait() == 0
+    out = tmp_path / "run"
+    proc = harness("run", "--kernel", f"tarball:{tarball}", "--series", "memcg-kfuncs",
+                   "--test", "memcg_kfuncs", "--out", str(out), timeout=1800)
+    cell = json.loads((out / "results.json").read_text())["cells"][0]
+    assert proc.returncode == 0, (cell["status"], cell["error"], proc.stderr[-2000:])
+    assert cell["source"].startswith(f"Linux {release.group(0)} from {tarball.name} (sha256 ")
+    assert cell["kernel_from_store"] is True and cell["image"] == ci_run.cell("6.12")["image"]
+    assert [t["status"] for t in cell["tests"] if t["name"] == "memcg_kfuncs"] == ["PASS"]
+
+
 def test_memcg_kfuncs_selftest_passes_on_both_bases(ci_run: Run) -> None:
     for cell in ("6.12", "6.1"):
         t = ci_run.test(cell, "memcg_kfuncs")
