@@ -59,8 +59,11 @@ def run(cell: Cell, out: Path, *, accel: Accel) -> Session:
                                   arch=built.image.arch)
     atomic.write_text(out / "tests.sh", tests_script(tests.planned, out))
     skipped = [f"{t.name} ({t.reason})" for t in tests.skipped]
+    sees = (f"an {built.image.arch} root of bash and busybox, the selftests and {out} "
+            "(writable) at their host paths" if vm.is_foreign(built.image.arch) else
+            f"the host's files read-only; {out} writable")
     print(f"kernel {built.image.version} ({built.image.boot_image}), {chosen.value} ({why})\n"
-          f"in the guest: the host's files read-only; {out} writable, the shell starts there\n"
+          f"in the guest: {sees}, the shell starts there\n"
           f"  sh tests.sh         lists the selftests built for this kernel: "
           f"{', '.join(t.name for t in tests.planned) or 'none'}\n"
           f"  sh tests.sh NAME    runs one"

@@ -111,7 +111,7 @@ def choose_accel(requested: Accel, kernel: Path, *, log_path: Path | None = None
     """auto -> kvm if the probe boots a kernel, else tcg (saying why)."""
     if requested is Accel.TCG:
         return Accel.TCG, "TCG requested"
-    if _foreign(arch):
+    if is_foreign(arch):
         if requested is Accel.KVM:
             raise BootError(f"--accel kvm requested for an {arch} kernel on an "
                             f"{os.uname().machine} host: KVM runs only the host's arch",
@@ -128,7 +128,8 @@ def choose_accel(requested: Accel, kernel: Path, *, log_path: Path | None = None
     return Accel.TCG, f"KVM unusable: {verdict.reason}; TCG"
 
 
-def _foreign(arch: str) -> bool:
+def is_foreign(arch: str) -> bool:
+    """A guest of another arch than the host's (it boots on a root of its own)."""
     return target.arch(arch).uname != os.uname().machine
 
 
@@ -150,7 +151,7 @@ class ForeignRoot:
 
 def foreign_root(kernel: KernelImage, shared: list[Path], *, log_dir: Path) -> ForeignRoot | None:
     """None for a kernel of the host's arch (its guest runs on the host's root)."""
-    if not _foreign(kernel.arch):
+    if not is_foreign(kernel.arch):
         return None
     arch = target.arch(kernel.arch)
     root = rootfs.root_of(rootfs.guest_root(arch, log_dir=log_dir))
