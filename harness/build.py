@@ -288,6 +288,7 @@ def _image_from_store(stored: Path, tree: Path, build_dir: Path, *, cached: bool
         boot_image=_stored_image(stored),
         arch=str(meta.get("arch", target.DEFAULT_ARCH)),
         toolchain=str(meta.get("toolchain", target.DEFAULT_TOOLCHAIN)),
+        compiler=str(meta.get("compiler") or meta.get("gcc") or ""),
         vmlinux=stored / "vmlinux",
         config=stored / "config",
         version=str(meta["release"]),

@@ -380,9 +380,11 @@ def export(doc: Mapping[str, Any], *, run_id: str | None = None, origin: str = O
             continue
         name = _part(str(cell["cell"]))
         source = held_by.get(str(cell["cell"]), doc)
-        # the toolchain's compiler as the run recorded it (gcc, clang-19)
+        # the compiler the kernel was built with, as its build recorded it; a run older
+        # than that record: the toolchain's compiler among the run's tool versions
         cc = target.toolchain(str(cell.get("toolchain") or target.DEFAULT_TOOLCHAIN)).cc
-        compiler = str((source.get("tools") or doc.get("tools") or {}).get(cc) or "")
+        compiler = str(cell.get("compiler")
+                       or (source.get("tools") or doc.get("tools") or {}).get(cc) or "")
         checkout_id = f"{origin}:{run}:{name}"
         build_id = f"{checkout_id}:build"
         checkouts.append(_checkout(cell, checkout_id, origin, source, broken))

@@ -179,6 +179,7 @@ class KernelImage:
     cached: bool = False
     arch: str = "x86_64"  # the arch it was built for (harness/arches/ARCH.toml)
     toolchain: str = "gcc"  # and with (harness/toolchains/NAME.toml); "" if unknown
+    compiler: str = ""  # its compiler's --version first line, as the build recorded it
 
 
 # What differs between two reports of the same splat: CPU and PID numbers, addresses and
@@ -405,3 +406,4 @@ class CellResult:
     kernel_from_store: bool | None = None
     arch: str = "x86_64"  # what the kernel was built for and with
     toolchain: str = "gcc"
+    compiler: str = ""  # the compiler's version line, as the kernel's build recorded it

@@ -152,6 +152,7 @@ class CellFacts:
     tests: tuple[TestResult, ...] = ()
     coverage: tuple[PatchCoverage, ...] | None = None
     kernel_from_store: bool | None = None
+    compiler: str = ""
 
     def result(self, cell: Cell, stages: StageLog, verdict: verdicts.CellVerdict) -> CellResult:
         return CellResult(
@@ -163,6 +164,7 @@ class CellFacts:
             boot_only=cell.boot_only, image=self.image, kselftest_h=self.kselftest_h,
             guest=self.guest(cell), coverage=self.coverage,
             kernel_from_store=self.kernel_from_store, arch=cell.arch, toolchain=cell.toolchain,
+            compiler=self.compiler,
         )
 
     def guest(self, cell: Cell) -> dict[str, object]:
@@ -348,7 +350,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
         with stages.stage("build", Status.BUILD_ERROR):
             image = tree.build(log_dir=logs)
         facts.kernel_version, facts.image = image.version, str(image.boot_image)
-        facts.kernel_from_store = image.cached
+        facts.kernel_from_store, facts.compiler = image.cached, image.compiler
         if image.config is not None:
             (logs / "config").write_bytes(image.config.read_bytes())
         with stages.stage("features", Status.BUILD_ERROR):

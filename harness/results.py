@@ -159,6 +159,7 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "kernel_from_store": c.kernel_from_store,
         "arch": c.arch,
         "toolchain": c.toolchain,
+        "compiler": c.compiler,
         **({"coverage": [_coverage_json(x) for x in c.coverage]}
            if c.coverage is not None else {}),
     }

@@ -51,6 +51,9 @@
 #define DGRAM_BYTES	(32 * 1024)
 #define THREADS		32		/* sleeping threads: their kernel stacks */
 #define SLAB_FILES	2048		/* empty files: inodes and dentries */
+#ifndef ENOTSUPP
+#define ENOTSUPP	524		/* the kernel's own, not in userspace's errno.h */
+#endif
 #define SLAB_MIN	192		/* a dentry at least, per file */
 #define SWAP_ANON	(32 * MiB)	/* S's anon, then reclaimed to swap */
 #define SWAP_RECLAIM	"24M"
@@ -1077,6 +1080,14 @@ static int offline_memcg_by_flush(long long pages)
 		       (unsigned long long)z.got, (unsigned long long)z.file);
 	unlink(zombie_file);
 	zombie_file[0] = '\0';
+	/*
+	 * -ENOTSUPP from the attach: the kernel cannot put a BPF trampoline on the
+	 * callback at all (no ftrace direct calls: 6.1's arm64), which the harness's
+	 * feature probe reports too. The route is not observable there; any other
+	 * error is a failure.
+	 */
+	if (err == -ENOTSUPP)
+		return check_skip("fexit cannot attach on this kernel (-ENOTSUPP: no ftrace direct calls), so the flush route to Z's memcg cannot be observed");
 	if (err)
 		return check_fail("the flush route to Z's memcg: %s", strerror(-err));
 	expect(&ok, z.calls >= 1 && !z.online,

@@ -423,3 +423,21 @@ def test_kcidb_status_mapping(ours: str, theirs: str) -> None:
 def test_every_status_of_ours_has_a_kcidb_status() -> None:
     assert {kcidb.test_status(s.value) for s in Status} <= {
         "FAIL", "ERROR", "MISS", "PASS", "DONE", "SKIP"}
+
+
+def test_a_kernel_of_another_arch_and_its_compiler_are_what_the_exports_say() -> None:
+    """A real run of the arm64 cell: KCIDB's architecture and compiler, JUnit's properties
+    and results.json say arm64 and the cross compiler the build recorded."""
+    doc = _load(REPO / "tests" / "golden" / "recorded-runs" / "recorded-arm64-6.12.json")
+    [cell] = doc["cells"]
+    assert (cell["arch"], cell["toolchain"]) == ("arm64", "gcc")
+    [build] = kcidb.export(doc)["builds"]
+    assert build["architecture"] == "arm64"
+    assert build["compiler"].startswith("aarch64-linux-gnu-gcc ")
+    props = {p.get("name"): p.get("value")
+             for p in ET.fromstring(junit.render(doc)).iter("property")}
+    assert (props["arch"], props["toolchain"]) == ("arm64", "gcc")
+    # an x86 run: its architecture, and the compiler of its build
+    [x86] = kcidb.export(_load(REPO / "tests" / "golden" / "recorded-runs"
+                               / "recorded-lkdtm-6.12.json"))["builds"]
+    assert x86["architecture"] == "x86_64" and x86["compiler"].startswith("gcc (Debian")
