@@ -404,6 +404,15 @@ def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
     return cells, "\n".join(lines)
 
 
+def _results_dir(out: Path | None, kind: str = "", *, marker: str = "results.json") -> Path:
+    """--out, else results/[KIND-]<run id>; new, empty, or an earlier run's of this kind
+    (emptied first)."""
+    path = (out or Path("results") / f"{kind + '-' if kind else ''}{results.new_run_id()}"
+            ).resolve()
+    results.prepare_out(path, marker=marker)
+    return path
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from . import run, shard
 
@@ -422,9 +431,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.baseline:
         cells = run.baseline_cells(cells)
         what += "\n(--baseline: each cell also on its base without the series: <cell>.base)"
-    out = (args.out or Path("results") / results.new_run_id()).resolve()
     print(what, flush=True)
-    results.prepare_out(out)
+    out = _results_dir(args.out)
     log.info("results: %s", out)
     report = run.run(run.RunRequest(
         cells=tuple(cells), what=what, out=out, accel=Accel(args.accel), strict=args.strict,
@@ -460,8 +468,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
                 patches=tuple(str(Path(p).resolve()) for p in args.patch),
                 append=args.append, memory=args.memory, cpus=args.cpus,
                 arch=args.arch or Cell.arch, toolchain=args.toolchain or Cell.toolchain)
-    out = (args.out or Path("results") / f"shell-{results.new_run_id()}").resolve()
-    results.prepare_out(out, marker="shell.json")
+    out = _results_dir(args.out, "shell", marker="shell.json")
     print(f"shell on {where}" + (f" + series {', '.join(args.series)}" if args.series else "")
           + f"; results: {out}", flush=True)
     session = shell.run(cell, out, accel=Accel(args.accel))
@@ -512,7 +519,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                                  configs=tuple(args.config or ["base"]),
                                  arch=args.arch or target.DEFAULT_ARCH,
                                  toolchain=args.toolchain or target.DEFAULT_TOOLCHAIN)
-    out = (args.out or Path("results") / f"check-{results.new_run_id()}").resolve()
+    out = _results_dir(args.out, "check", marker="check.json")
     log.info("results: %s", out)
     meta = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": ["harness", *sys.argv[1:]], "harness_rev": results.harness_rev()}
@@ -528,8 +535,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_mutate(args: argparse.Namespace) -> int:
     from . import mutate
 
-    out = (args.out or Path("results") / f"mutate-{results.new_run_id()}").resolve()
-    results.prepare_out(out, marker="mutants.json")
+    out = _results_dir(args.out, "mutate", marker="mutants.json")
     log.info("results: %s", out)
     request = mutate.Request(series=args.series, targets=tuple(args.target),
                              tests=tuple(args.test), cell=args.cell, max=args.max,
@@ -559,8 +565,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         raise EnvironmentProblem("--good and --bad share " + ", ".join(
             sorted(s.value for s in request.good & request.bad)),
             fix="a status is either good or bad")
-    out = (args.out or Path("results") / f"bisect-{results.new_run_id()}").resolve()
-    results.prepare_out(out, marker="bisect.json")
+    out = _results_dir(args.out, "bisect", marker="bisect.json")
     log.info("results: %s", out)
     outcome = bisect.run(request, out)
     atomic.write_json(out / "bisect.json", bisect.to_json(outcome))
