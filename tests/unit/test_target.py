@@ -225,3 +225,17 @@ def test_doctor_says_what_another_arch_or_toolchain_needs_without_failing(
     assert not arm.ok and arm.optional and "aarch64-linux-gnu-gcc" in arm.detail
     assert "dpkg --add-architecture arm64" in arm.fix and "libbpf-dev:arm64" in arm.fix
     assert "-- " in doctor.render([arm]) and "BAD" not in doctor.render([arm])
+
+
+def test_every_command_the_extending_guide_gives_parses() -> None:
+    import re
+    import shlex
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "extending.md").read_text()
+    commands = re.findall(r"`(harness [^`]+)`", text)
+    assert len(commands) >= 6
+    for line in commands:
+        argv = shlex.split(line)[1:]
+        args = cli.parse_args(argv)  # exits (a test error) on what the parser refuses
+        if args.command == "run":
+            cli._cells_from_args(args)  # and the cells it names exist
