@@ -94,6 +94,23 @@ def _tree_options(p: argparse.ArgumentParser, *, several_kernels: bool = False) 
                         "llvm: clang, lld and the LLVM binutils 19)")
 
 
+def _guest_options(p: argparse.ArgumentParser) -> None:
+    """The guest's knobs: one vocabulary for run and shell."""
+    p.add_argument("--append", default="", metavar="ARGS",
+                   help="extra kernel command line for the guest (e.g. panic_on_warn=1)")
+    p.add_argument("--memory", default=None, metavar="SIZE",
+                   help=f"the guest's RAM, e.g. 1536M or 4G (default {Cell.memory})")
+    p.add_argument("--cpus", type=int, default=None, metavar="N",
+                   help=f"the guest's CPUs (default {Cell.cpus})")
+    _accel_option(p)
+
+
+def _accel_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--accel", choices=[a.value for a in Accel], default="auto",
+                   help="auto: KVM when a short real boot shows it works, else TCG "
+                        "(a guest of another arch: always TCG)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -117,9 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--coverage", action="store_true",
                    help="build with gcov for the series' C files and report, per patch, "
                         "which of its added lines the tests ran (a kernel of its own)")
-    r.add_argument("--append", default="", metavar="ARGS",
-                   help="extra kernel command line for the guest (e.g. panic_on_warn=1)")
-    r.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
+    _guest_options(r)
     r.add_argument("--out", type=Path, metavar="DIR",
                    help="this run's results directory (new, empty, or an earlier run's)")
     r.add_argument("--tier", choices=[t.value for t in Tier], default=None,
@@ -135,10 +150,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit codes for `git bisect run`: 0 good, 1 bad, 125 this commit "
                         "cannot be tested (patch, config or build error), 128 the "
                         "environment failed (stops the bisection)")
-    r.add_argument("--memory", default=None, metavar="SIZE",
-                   help="the guest's RAM, e.g. 1536M or 4G (default 2G)")
-    r.add_argument("--cpus", type=int, default=None, metavar="N",
-                   help="the guest's CPUs (default 2)")
     r.add_argument("--timeout", type=int, default=command.DEFAULT_TIMEOUT_S, metavar="S",
                    help="with -- CMD: the command's time limit in the guest, seconds "
                         f"(default {command.DEFAULT_TIMEOUT_S})")
@@ -162,11 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--test", action="append", default=[], metavar="NAME|PATH",
                     help="the selftests to build for the shell (default: the kernel's "
                          "default tests, as run)")
-    sh.add_argument("--append", default="", metavar="ARGS",
-                    help="extra kernel command line for the guest")
-    sh.add_argument("--memory", default="2G", metavar="SIZE", help="the guest's RAM (2G)")
-    sh.add_argument("--cpus", type=int, default=2, metavar="N", help="the guest's CPUs (2)")
-    sh.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
+    _guest_options(sh)
     sh.add_argument("--out", type=Path, metavar="DIR",
                     help="the shell's results directory (default results/shell-<timestamp>)")
 
@@ -270,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     mu.add_argument("--baseline-runs", type=int, default=2, metavar="N",
                     help="run the unmutated kernel N times; a result not PASS in each "
                          "cannot judge a mutant (default 2)")
-    mu.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
+    _accel_option(mu)
     mu.add_argument("--out", type=Path, metavar="DIR",
                     help="results directory (default results/mutate-<timestamp>)")
 
@@ -284,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="statuses that count as good (default PASS)")
     bi.add_argument("--bad", type=_statuses, default=None, metavar="S[,S]",
                     help="statuses that count as bad (default FAIL,CRASHED,TIMEOUT,FLAKY)")
-    bi.add_argument("--accel", choices=[a.value for a in Accel], default="auto")
+    _accel_option(bi)
     bi.add_argument("--out", type=Path, metavar="DIR")
     cmp = sub.add_parser("compare", help="what changed between two runs: newly failing, fixed, "
                          "new splats, metrics beyond their spread (exit 1: regressed)")
@@ -460,13 +467,15 @@ def cmd_shell(args: argparse.Namespace) -> int:
         raise EnvironmentProblem("harness shell needs a terminal: its input is not one",
                                  fix="run it from a terminal; to run a command in the "
                                      "guest without one: harness run [OPTIONS] -- CMD")
-    matrix.check_guest_size(args.memory, args.cpus)
+    memory = args.memory or Cell.memory
+    cpus = Cell.cpus if args.cpus is None else args.cpus  # 0 is refused, not defaulted
+    matrix.check_guest_size(memory, cpus)
     kernel, where = _your_tree_or(args.kernel)
     tests = tuple(args.test) or matrix.default_tests(kernel, matrix.load())[0]
     cell = Cell(name="shell", tier=Tier.DEFAULT, kernel=kernel, series=tuple(args.series),
                 configs=tuple(args.config or ["base"]), tests=tests,
                 patches=tuple(str(Path(p).resolve()) for p in args.patch),
-                append=args.append, memory=args.memory, cpus=args.cpus,
+                append=args.append, memory=memory, cpus=cpus,
                 arch=args.arch or Cell.arch, toolchain=args.toolchain or Cell.toolchain)
     out = _results_dir(args.out, "shell", marker="shell.json")
     print(f"shell on {where}" + (f" + series {', '.join(args.series)}" if args.series else "")
