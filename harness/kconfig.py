@@ -364,9 +364,7 @@ def kconfig_inputs(tree: Path) -> str:
 def make_vars(target: Target) -> list[str]:
     """What Kconfig must be told of the target: the arch, and the compiler it tests
     (CC_IS_CLANG, CC_VERSION_TEXT, the toolchain's features)."""
-    if target.is_default:
-        return []  # a native gcc build: what make assumes
-    return [*target.make_vars(), f"CC={target.cc}", f"HOSTCC={target.toolchain.hostcc}"]
+    return list(target.kbuild_vars())
 
 
 def arch_fragment(target: Target) -> Path:

@@ -139,6 +139,21 @@ class Target:
             out.append(f"CROSS_COMPILE={self.prefix}")
         return tuple(out)
 
+    def kbuild_vars(self) -> tuple[str, ...]:
+        """Everything a make in this target's O= directory must be told besides ccache,
+        so that kbuild sees the compiler its .config was made with ("" for the default
+        pair: what make assumes)."""
+        if self.is_default:
+            return ()
+        return (*self.make_vars(), f"CC={self.cc}", f"HOSTCC={self.toolchain.hostcc}")
+
+    def userspace_vars(self) -> tuple[str, ...]:
+        """What the kernel's selftests Makefiles need to build for the guest: its arch and
+        cross prefix (they build with gcc; the guest runs what they build)."""
+        if not self.cross:
+            return ()
+        return (f"ARCH={self.arch.kernel_arch}", f"CROSS_COMPILE={self.arch.cross_compile}")
+
     def script_env(self) -> dict[str, str]:
         """What the kernel's scripts (decode_stacktrace.sh) read to pick this pair's
         binutils: CROSS_COMPILE's prefix, or LLVM's version suffix."""

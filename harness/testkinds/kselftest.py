@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import atomic, gitcmd, paths, proc
+from .. import atomic, gitcmd, paths, proc, target
 from ..guest.protocol import GuestTest
 from ..model import Status
 from .base import BuildContext, SelftestError, TestRef, setup_error
@@ -58,27 +58,33 @@ def check_in_tree(ref: TestRef, tree: Path) -> None:
                               "and TEST_PROGS")
 
 
-def build_kselftest(target: str, tree: Path, build_dir: Path, *, log_dir: Path) -> Path:
-    """Build and install tools/testing/selftests/<target> from the tree, with its runner."""
+def build_kselftest(target_dir: str, tree: Path, build_dir: Path, *, log_dir: Path,
+                    built: target.Target | None = None) -> Path:
+    """Build and install tools/testing/selftests/<target_dir> from the tree, with its
+    runner, for the arch the kernel was built for (`built`; default x86_64/gcc)."""
+    built = built or target.default()
     tree_id = gitcmd.git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
     # One directory level per build, whatever the target ("net/forwarding"): the cache
     # evicts kselftests/<name> with kselftest-build/<name>, and the scratch and log names
     # below must not name directories that do not exist.
-    slug = target.replace("/", "_")
-    name = f"{slug}-{tree_id[:16]}"
+    slug = target_dir.replace("/", "_")
+    # the same tree built for another arch is another build
+    name = f"{slug}-{tree_id[:16]}" + ("" if not built.cross else f"-{built.arch.name}")
     out = paths.sub("kselftests") / name
     if (out / "run_kselftest.sh").exists():
         paths.touch(out)
         return out
     klog = log_dir / f"build-kselftest-{slug}.log"
-    proc.check(["make", "-C", str(tree), f"O={build_dir}", "-s", "headers"],
-               what="make headers", timeout=900, log_path=klog)
+    # the headers of the kernel's own O= directory: make is told its arch and compiler
+    proc.check(["make", "-C", str(tree), f"O={build_dir}", "-s", *built.kbuild_vars(),
+                "headers"], what="make headers", timeout=900, log_path=klog)
     kbuild = paths.sub("kselftest-build") / name
     with atomic.directory(out, prefix=f".{name}-") as scratch:
-        proc.check(["make", "-C", str(tree / "tools/testing/selftests"), f"TARGETS={target}",
+        proc.check(["make", "-C", str(tree / "tools/testing/selftests"),
+                    f"TARGETS={target_dir}", *built.userspace_vars(),
                     f"O={kbuild}", f"KHDR_INCLUDES=-isystem {build_dir}/usr/include",
                     f"INSTALL_PATH={scratch}", "install"],
-                   what=f"building kselftest {target}", timeout=1800, log_path=klog)
+                   what=f"building kselftest {target_dir}", timeout=1800, log_path=klog)
     return out
 
 
@@ -134,8 +140,9 @@ class KselftestTargets:
 
     def build(self, refs: Sequence[TestRef], ctx: BuildContext) -> Mapping[str, Path]:
         assert ctx.tree is not None and ctx.build_dir is not None
+        built = target.select(ctx.kernel.arch, ctx.kernel.toolchain or target.DEFAULT_TOOLCHAIN)
         return {ref.name: build_kselftest(ref.target, ctx.tree, ctx.build_dir,
-                                          log_dir=ctx.log_dir) for ref in refs}
+                                          log_dir=ctx.log_dir, built=built) for ref in refs}
 
     def plan(self, ref: TestRef, built: Path) -> list[GuestTest]:
         # Not re-read from the tree: another run may have moved it since.

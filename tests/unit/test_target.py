@@ -239,3 +239,14 @@ def test_every_command_the_extending_guide_gives_parses() -> None:
         args = cli.parse_args(argv)  # exits (a test error) on what the parser refuses
         if args.command == "run":
             cli._cells_from_args(args)  # and the cells it names exist
+
+
+def test_what_a_make_in_the_targets_tree_and_its_selftests_are_told() -> None:
+    assert target.default().kbuild_vars() == () and target.default().userspace_vars() == ()
+    llvm = target.select("x86_64", "llvm", host_uname="x86_64")
+    assert llvm.kbuild_vars() == ("ARCH=x86_64", "LLVM=-19", "CC=clang-19", "HOSTCC=clang-19")
+    assert llvm.userspace_vars() == ()  # the host's gcc builds what the host's guest runs
+    arm = target.select("arm64", "gcc", host_uname="x86_64")
+    assert arm.kbuild_vars() == ("ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-",
+                                 "CC=aarch64-linux-gnu-gcc", "HOSTCC=gcc")
+    assert arm.userspace_vars() == ("ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-")
