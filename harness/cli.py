@@ -12,18 +12,16 @@ import argparse
 import json
 import logging
 import os
-import shlex
 import shutil
 import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from . import atomic, cache, doctor, ktap, matrix, paths, proc, results, sources, target
+from . import atomic, cache, doctor, ktap, matrix, paths, proc, results, run, sources, target
 from .errors import EnvironmentProblem, HarnessError, Stopped, from_os_error, signal_of
 from .matrix import Cell, Tier
 from .model import Accel, CellResult, Status, TestResult
@@ -33,7 +31,7 @@ if TYPE_CHECKING:
     from .shard import Planned
 
 log = logging.getLogger("harness")
-DEFAULT_KERNEL = "debian:6.12"  # outside a kernel tree, when no --kernel is given
+DEFAULT_KERNEL = run.DEFAULT_KERNEL
 KERNEL_HELP = (f"debian:6.12, debian:6.1, git:PATH[@REV], tarball:PATH (a kernel release "
                f"tarball) (default: the kernel git tree you are in, else {DEFAULT_KERNEL})")
 
@@ -339,76 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
     """The cells to run, and the first line of output: what this run tests."""
-    explicit = (args.kernel or args.series or args.config or args.test or args.patch
-                or args.boot_only or args.append)
-    cmd: list[str] = args.guest_command
-    if args.boot_only and (args.test or cmd):
-        raise matrix.MatrixError("--boot-only runs no test; drop it or the --test options "
-                                 "and the -- command")
-    if args.build_only and (args.boot_only or cmd or args.coverage):
-        raise matrix.MatrixError("--build-only boots nothing: drop it, or --boot-only, "
-                                 "--coverage and the -- command")
-    if explicit and (args.tier or args.cell):
-        raise matrix.MatrixError("--tier/--cell select matrix cells; do not combine them with "
-                                 "--kernel/--series/--config/--test/--patch/--boot-only/"
-                                 "--append")
-    if (args.cwd is not None or args.timeout != command.DEFAULT_TIMEOUT_S) and not cmd:
-        raise matrix.MatrixError("--cwd and --timeout are about a command: give it after --",
-                                 fix="harness run [OPTIONS] -- CMD [ARGS...]")
-    guest: dict[str, Any] = {}
-    if args.memory is not None:
-        guest["memory"] = args.memory
-    if args.cpus is not None:
-        guest["cpus"] = args.cpus
-    # what the kernel is built for and with: also for the matrix cells selected
-    if args.arch is not None:
-        guest["arch"] = args.arch
-    if args.toolchain is not None:
-        guest["toolchain"] = args.toolchain
-    if cmd:
-        cwd = str(Path(args.cwd).resolve()) if args.cwd else os.getcwd()
-        command.ref(cmd, cwd=cwd, timeout_s=args.timeout)  # a bad command: told now
-        guest.update(command=tuple(cmd), command_cwd=cwd, command_timeout=args.timeout)
-    matrix.check_guest_size(guest.get("memory", Cell.memory), guest.get("cpus", Cell.cpus))
-    after = f"; then the command: {shlex.join(cmd)}" if cmd else ""
-    # Your tree by default: run from inside a kernel git tree, with no kernel or cells named,
-    # tests that tree (read-only: HEAD plus uncommitted changes, as git:PATH does).
-    here = None if args.kernel or args.tier or args.cell else \
-        sources.enclosing_kernel_tree(Path.cwd())
-    if not explicit and not here and (args.tier or args.cell or not cmd):
-        tier = Tier(args.tier or "default")
-        cells = [replace(c, **guest) for c in matrix.select(matrix.load(args.matrix), tier,
-                                                            tuple(args.cell))]
-        what = (f"matrix cells {', '.join(c.name for c in cells)}" if args.cell else
-                f"the {tier.value} tier of the matrix: {', '.join(c.name for c in cells)}")
-        where = "" if args.tier or args.cell else " (not inside a kernel tree)"
-        return cells, f"testing {what}{where}{after}"
-    kernels = args.kernel or ([f"git:{here}"] if here else [DEFAULT_KERNEL])
-    cells = []
-    lines = []
-    for i, k in enumerate(kernels):
-        name = f"adhoc-{i}" if len(kernels) > 1 else "adhoc"
-        tests: tuple[str, ...] = tuple(args.test)
-        origin = "the tests asked for"
-        if cmd and not tests:
-            origin = "the command alone (no --test given)"
-        elif not tests and not args.boot_only:
-            tests, origin = matrix.default_tests(k, matrix.load(args.matrix))
-            origin += " (no --test given)"
-        elif args.boot_only:
-            origin = "no tests (--boot-only)"
-        cells.append(Cell(name=name, tier=Tier.DEFAULT, kernel=k, series=tuple(args.series),
-                          configs=tuple(args.config or ["base"]), tests=tests,
-                          patches=tuple(str(Path(p).resolve()) for p in args.patch),
-                          boot_only=args.boot_only, append=args.append, **guest))
-        extras = [f"series {', '.join(args.series)}" if args.series else "",
-                  f"{len(args.patch)} patch file(s)" if args.patch else "",
-                  f"config {'+'.join(args.config)}" if args.config else ""]
-        source = f"your tree {here} (HEAD + uncommitted changes)" if here else k
-        what = " + ".join(e for e in [source, *extras] if e)
-        lines.append(f"testing {what} (cell {name}): {origin}" +
-                     (f": {', '.join(tests)}" if tests else "") + after)
-    return cells, "\n".join(lines)
+    return run.cells_for(run.Selection(
+        kernels=tuple(args.kernel), series=tuple(args.series), configs=tuple(args.config),
+        tests=tuple(args.test), patches=tuple(args.patch), boot_only=args.boot_only,
+        build_only=args.build_only, coverage=args.coverage, append=args.append,
+        tier=args.tier, cells=tuple(args.cell), matrix=args.matrix, memory=args.memory,
+        cpus=args.cpus, arch=args.arch, toolchain=args.toolchain,
+        guest_command=tuple(args.guest_command), cwd=args.cwd, timeout=args.timeout),
+        here=Path.cwd())
 
 
 def _results_dir(out: Path | None, kind: str = "", *, marker: str = "results.json") -> Path:
@@ -421,7 +357,7 @@ def _results_dir(out: Path | None, kind: str = "", *, marker: str = "results.jso
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import run, shard
+    from . import shard
 
     cells, what = _cells_from_args(args)
     if args.coverage:
@@ -702,14 +638,14 @@ def _ci_annotate(args: argparse.Namespace) -> int:
                                  fix="harness ci annotate results/RUN [--summary FILE]")
     docs = [(load_run(str(r))[0], r) for r in args.runs]
     several = len(docs) > 1
-    for doc, run in docs:
-        label = (run.parent if run.name == "results.json" else run).name if several else ""
+    for doc, given in docs:
+        label = (given.parent if given.name == "results.json" else given).name if several else ""
         for line in annotate.annotation_lines(doc, label=label):
             print(line)
     if args.summary is not None:
         with args.summary.open("a") as out:
-            for doc, run in docs:
-                label = (run.parent if run.name == "results.json" else run).name
+            for doc, given in docs:
+                label = (given.parent if given.name == "results.json" else given).name
                 out.write(annotate.summary(doc, label=label) + "\n")
     return 0
 
@@ -793,9 +729,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     merged = shard.merge(runs, expected=expected,
                          run_id=f"merge-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}",
                          merged_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    for cell, run in merged.sources.items():
-        if (run / cell).is_dir():
-            shutil.copytree(run / cell, out / cell, symlinks=True)
+    for cell, source in merged.sources.items():
+        if (source / cell).is_dir():
+            shutil.copytree(source / cell, out / cell, symlinks=True)
     merged.doc["command"] = ["harness", *sys.argv[1:]]
     atomic.write_json(out / "results.json", merged.doc)
     print(shard.summary(merged))

@@ -11,16 +11,18 @@ the cells not run).
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import atomic, doctor, matrix, paths, pipeline, results
+from . import atomic, doctor, matrix, paths, pipeline, results, sources
 from .errors import signal_of
-from .matrix import Cell
+from .matrix import Cell, Tier
 from .model import Accel, CellResult
+from .testkinds import command
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +44,111 @@ class RunReport:
     cells: tuple[CellResult, ...]
     results: Path  # results.json
     exit_code: int
+
+
+DEFAULT_KERNEL = "debian:6.12"  # outside a kernel tree, when no kernel is named
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selection:
+    """What `harness run`'s options name: matrix cells (a tier, cell names) or an ad-hoc
+    cell per kernel, with what overrides the guest and the target."""
+
+    kernels: tuple[str, ...] = ()
+    series: tuple[str, ...] = ()
+    configs: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    patches: tuple[str, ...] = ()
+    boot_only: bool = False
+    build_only: bool = False
+    coverage: bool = False
+    append: str = ""
+    tier: str | None = None
+    cells: tuple[str, ...] = ()
+    matrix: Path | None = None
+    memory: str | None = None
+    cpus: int | None = None
+    arch: str | None = None
+    toolchain: str | None = None
+    guest_command: tuple[str, ...] = ()  # after --: run in the guest as one more test
+    cwd: str | None = None  # the command's directory
+    timeout: int = command.DEFAULT_TIMEOUT_S  # the command's time limit
+
+
+def cells_for(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
+    """The cells a selection names, and the first lines of output: what this run tests.
+    `here`: where the command runs (inside a kernel git tree, that tree by default)."""
+    explicit = (sel.kernels or sel.series or sel.configs or sel.tests or sel.patches
+                or sel.boot_only or sel.append)
+    cmd: list[str] = list(sel.guest_command)
+    if sel.boot_only and (sel.tests or cmd):
+        raise matrix.MatrixError("--boot-only runs no test; drop it or the --test options "
+                                 "and the -- command")
+    if sel.build_only and (sel.boot_only or cmd or sel.coverage):
+        raise matrix.MatrixError("--build-only boots nothing: drop it, or --boot-only, "
+                                 "--coverage and the -- command")
+    if explicit and (sel.tier or sel.cells):
+        raise matrix.MatrixError("--tier/--cell select matrix cells; do not combine them with "
+                                 "--kernel/--series/--config/--test/--patch/--boot-only/"
+                                 "--append")
+    if (sel.cwd is not None or sel.timeout != command.DEFAULT_TIMEOUT_S) and not cmd:
+        raise matrix.MatrixError("--cwd and --timeout are about a command: give it after --",
+                                 fix="harness run [OPTIONS] -- CMD [ARGS...]")
+    guest: dict[str, Any] = {}
+    if sel.memory is not None:
+        guest["memory"] = sel.memory
+    if sel.cpus is not None:
+        guest["cpus"] = sel.cpus
+    # what the kernel is built for and with: also for the matrix cells selected
+    if sel.arch is not None:
+        guest["arch"] = sel.arch
+    if sel.toolchain is not None:
+        guest["toolchain"] = sel.toolchain
+    if cmd:
+        cwd = str(Path(sel.cwd).resolve()) if sel.cwd else str(here)
+        command.ref(cmd, cwd=cwd, timeout_s=sel.timeout)  # a bad command: told now
+        guest.update(command=tuple(cmd), command_cwd=cwd, command_timeout=sel.timeout)
+    matrix.check_guest_size(guest.get("memory", Cell.memory), guest.get("cpus", Cell.cpus))
+    after = f"; then the command: {shlex.join(cmd)}" if cmd else ""
+    # Your tree by default: run from inside a kernel git tree, with no kernel or cells named,
+    # tests that tree (read-only: HEAD plus uncommitted changes, as git:PATH does).
+    tree = None if sel.kernels or sel.tier or sel.cells else \
+        sources.enclosing_kernel_tree(here)
+    if not explicit and not tree and (sel.tier or sel.cells or not cmd):
+        tier = Tier(sel.tier or "default")
+        cells = [replace(c, **guest) for c in matrix.select(matrix.load(sel.matrix), tier,
+                                                            sel.cells)]
+        what = (f"matrix cells {', '.join(c.name for c in cells)}" if sel.cells else
+                f"the {tier.value} tier of the matrix: {', '.join(c.name for c in cells)}")
+        where = "" if sel.tier or sel.cells else " (not inside a kernel tree)"
+        return cells, f"testing {what}{where}{after}"
+    kernels = sel.kernels or ((f"git:{tree}",) if tree else (DEFAULT_KERNEL,))
+    cells = []
+    lines = []
+    for i, k in enumerate(kernels):
+        name = f"adhoc-{i}" if len(kernels) > 1 else "adhoc"
+        tests: tuple[str, ...] = sel.tests
+        origin = "the tests asked for"
+        if cmd and not tests:
+            origin = "the command alone (no --test given)"
+        elif not tests and not sel.boot_only:
+            tests, origin = matrix.default_tests(k, matrix.load(sel.matrix))
+            origin += " (no --test given)"
+        elif sel.boot_only:
+            origin = "no tests (--boot-only)"
+        cells.append(Cell(name=name, tier=Tier.DEFAULT, kernel=k, series=sel.series,
+                          configs=sel.configs or ("base",), tests=tests,
+                          patches=tuple(str(Path(p).resolve()) for p in sel.patches),
+                          boot_only=sel.boot_only, append=sel.append, **guest))
+        extras = [f"series {', '.join(sel.series)}" if sel.series else "",
+                  f"{len(sel.patches)} patch file(s)" if sel.patches else "",
+                  f"config {'+'.join(sel.configs)}" if sel.configs else ""]
+        source = f"your tree {tree} (HEAD + uncommitted changes)" if tree else k
+        what = " + ".join(e for e in [source, *extras] if e)
+        lines.append(f"testing {what} (cell {name}): {origin}" +
+                     (f": {', '.join(tests)}" if tests else "") + after)
+    return cells, "\n".join(lines)
+
 
 
 def baseline_cells(cells: list[Cell]) -> list[Cell]:
