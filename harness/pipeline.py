@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from . import (
     attempts,
@@ -134,10 +135,43 @@ class BootOutcome:
     retries: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, kw_only=True)
+class Known:
+    """What a stage has just learnt of the cell (None: nothing new of that). Stages yield
+    it as soon as they know it; run_cell notes it in its CellFacts at once, so that a cell
+    stopped half-way (an error, a signal) still reports it."""
+
+    source: tuple[str, str | None] | None = None  # (described, Debian package version)
+    patches: tuple[PatchResult, ...] | None = None
+    config: ConfigResult | None = None
+    features: tuple[FeatureReport, ...] | None = None
+    image: KernelImage | None = None
+    built: bool = False  # the image came from a build (or the store of builds)
+    kselftest_h: str | None = None
+    accel: str | None = None
+    retry: str | None = None  # one more boot, and why
+    tests: tuple[TestResult, ...] | None = None
+
+
+T = TypeVar("T")
+
+
+def _drive(steps: Generator[Known, None, T], facts: CellFacts) -> T:
+    """Run a stage's steps to their result, noting what each has learnt as it learns it."""
+    try:
+        while True:
+            facts.learn(next(steps))
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    finally:
+        steps.close()  # stopped in between (a signal): its locks and stages end here
+
+
 @dataclass
 class CellFacts:
-    """What is known of the cell so far, noted by each stage as soon as it knows it: a cell
-    stopped half-way (an error, a signal) still reports it."""
+    """What is known of the cell so far: written by run_cell (and prepare_shell) alone, from
+    what the stages yield (`Known`)."""
 
     patches: tuple[PatchResult, ...] = ()
     config: ConfigResult | None = None
@@ -153,6 +187,28 @@ class CellFacts:
     coverage: tuple[PatchCoverage, ...] | None = None
     kernel_from_store: bool | None = None
     compiler: str = ""
+
+    def learn(self, k: Known) -> None:
+        if k.source is not None:
+            self.source, self.package_version = k.source
+        if k.patches is not None:
+            self.patches = k.patches
+        if k.config is not None:
+            self.config = k.config
+        if k.features is not None:
+            self.features = k.features
+        if k.image is not None:
+            self.kernel_version, self.image = k.image.version, str(k.image.boot_image)
+            if k.built:
+                self.kernel_from_store, self.compiler = k.image.cached, k.image.compiler
+        if k.kselftest_h is not None:
+            self.kselftest_h = k.kselftest_h
+        if k.accel is not None:
+            self.accel = k.accel
+        if k.retry is not None:
+            self.retries = (*self.retries, k.retry)
+        if k.tests is not None:
+            self.tests = k.tests
 
     def result(self, cell: Cell, stages: StageLog, verdict: verdicts.CellVerdict) -> CellResult:
         return CellResult(
@@ -202,15 +258,16 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
     try:
         expectations = verdicts.load_expectations(expectations_path())
         plan = _plan(cell, stages)
-        kernel = _kernel(cell, plan, out_dir, stages, facts)
-        tests = _test_plan(plan, kernel, out_dir, stages, facts, options.repeat)
+        kernel = _drive(_kernel(cell, plan, out_dir, stages), facts)
+        tests = _drive(_test_plan(plan, kernel, out_dir, stages, options.repeat), facts)
         timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(
             attempts.base_name(t.name), t.timeout_s))) for t in tests.planned)
         if not options.build_only:
-            _boot_and_test(cell, kernel.image, timed, out_dir, stages, options, accel, facts)
+            _drive(_boot_and_test(cell, kernel.image, timed, tests.skipped, out_dir, stages,
+                                  options, accel), facts)
         if cell.coverage and not options.build_only:
             with stages.stage("coverage", Status.SETUP_ERROR):
-                facts.coverage = _coverage(kernel, facts, out_dir)
+                facts.coverage = _coverage(kernel, facts.patches, out_dir)
     except HarnessError as exc:
         stage_error = exc.status or Status.SETUP_ERROR
         error = str(exc)
@@ -233,8 +290,8 @@ def prepare_shell(cell: Cell, out_dir: Path) -> tuple[BuiltKernel, TestPlan, Cel
     out_dir.mkdir(parents=True, exist_ok=True)
     stages, facts = StageLog(cell.name), CellFacts()
     plan = _plan(cell, stages)
-    kernel = _kernel(cell, plan, out_dir, stages, facts)
-    return kernel, _test_plan(plan, kernel, out_dir, stages, facts), facts
+    kernel = _drive(_kernel(cell, plan, out_dir, stages), facts)
+    return kernel, _drive(_test_plan(plan, kernel, out_dir, stages), facts), facts
 
 
 @contextmanager
@@ -321,8 +378,8 @@ def _patch_path(text: str) -> Path:
     return path
 
 
-def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
-            facts: CellFacts) -> BuiltKernel:
+def _kernel(cell: Cell, plan: CellPlan, logs: Path,
+            stages: StageLog) -> Generator[Known, None, BuiltKernel]:
     """The kernel to boot: a prebuilt image, or the tree patched, configured and built."""
     # our own tests print KTAP through a kernel tree's kselftest.h
     wants_kselftest_h = any(ref.kind == own.KIND.name for ref in plan.tests)
@@ -330,40 +387,39 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
     if plan.spec.kind is SourceKind.IMAGE:
         with stages.stage("image", Status.SETUP_ERROR):
             image = build.image_from_file(Path(plan.spec.value))
-        facts.kernel_version, facts.image = image.version, str(image.boot_image)
-        facts.source = f"prebuilt image {plan.spec.value}"
+        yield Known(image=image, source=(f"prebuilt image {plan.spec.value}", None))
         with stages.stage("features", Status.SETUP_ERROR):
-            facts.features = features.of_image(image)
+            found = features.of_image(image)
+            yield Known(features=found)
             if wants_kselftest_h:
                 header = own.stored_kselftest_h(image.version)
-                facts.kselftest_h = header.origin
-        return BuiltKernel(image=image, features=facts.features, kselftest=header)
+                yield Known(kselftest_h=header.origin)
+        return BuiltKernel(image=image, features=found, kselftest=header)
     with stages.stage("source", Status.SETUP_ERROR):
         tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs, checked=plan.fragments,
                                target=plan.target)
-    facts.source, facts.package_version = tree.source.describe, tree.source.package_version
+    yield Known(source=(tree.source.describe, tree.source.package_version))
     # One lock from checkout to the end of the build: no other run moves this tree.
     with tree.locked():
-        prepared = _series(cell, plan, tree, logs, stages, facts)
+        prepared = yield from _series(cell, plan, tree, logs, stages)
         with stages.stage("kconfig", Status.CONFIG_ERROR):
-            facts.config = tree.configure(log_dir=logs)
+            yield Known(config=tree.configure(log_dir=logs))
         with stages.stage("build", Status.BUILD_ERROR):
             image = tree.build(log_dir=logs)
-        facts.kernel_version, facts.image = image.version, str(image.boot_image)
-        facts.kernel_from_store, facts.compiler = image.cached, image.compiler
+        yield Known(image=image, built=True)
         if image.config is not None:
             (logs / "config").write_bytes(image.config.read_bytes())
         with stages.stage("features", Status.BUILD_ERROR):
             applied = {p.series for p, r in zip(plan.patches, prepared.patches, strict=False)
                        if r.state is PatchState.APPLIED}
-            facts.features = features.of_built_kernel(prepared.features, image,
-                                                      applied=applied)
+            found = features.of_built_kernel(prepared.features, image, applied=applied)
+            yield Known(features=found)
         used_for = describe(cell)
         for entry in (image.boot_image.parent, tree.path, tree.source.repo):
             cache.note_use(entry, used_for)
         # kselftests build from the same tree state: still under the lock.
         with stages.stage("kselftests-build", Status.BUILD_ERROR):
-            tree_tests = _build_tests_of(plan.tests, facts.features, BuildContext(
+            tree_tests = _build_tests_of(plan.tests, found, BuildContext(
                 kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir),
                 from_tree=True)
         # kept for images of this version whatever this cell runs (even --boot-only)
@@ -371,14 +427,14 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path, stages: StageLog,
         if wants_kselftest_h:
             if header is None:
                 raise own.no_kselftest_h(tree.source.describe)
-            facts.kselftest_h = header.origin
+            yield Known(kselftest_h=header.origin)
         head = tree.rev()
-    return BuiltKernel(image=image, features=facts.features, tree_tests=tree_tests,
+    return BuiltKernel(image=image, features=found, tree_tests=tree_tests,
                        kselftest=header, tree=tree, head=head)
 
 
-def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path, stages: StageLog,
-            facts: CellFacts) -> PreparedTree:
+def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
+            stages: StageLog) -> Generator[Known, None, PreparedTree]:
     with stages.stage("series", Status.PATCH_CONFLICT):
         known = features.known_features()
         base_defs = features.source_definitions(tree.source.repo, tree.base_commit, known)
@@ -386,24 +442,27 @@ def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path, stages: St
             {name: series.series_dir(name) for name in cell.series
              if not series.from_the_list(name)}, base_defs)
         try:
-            facts.patches = tree.apply(plan.patches, log_dir=logs, in_base=provided)
+            patches = tree.apply(plan.patches, log_dir=logs, in_base=provided)
         except series.PatchConflictError as exc:
-            facts.patches = exc.results
+            yield Known(patches=exc.results)
             raise
+        yield Known(patches=patches)
         if cell.coverage:
             profiled = gcov.profile(tree.path, tree.base_commit)
             log.info("[%s] coverage: gcov for %s", cell.name, ", ".join(profiled) or
                      "no C file (the series adds none)")
         head_defs = features.definitions_after(tree.path, tree.base_commit, base_defs, "HEAD",
                                                known)
-        facts.features = features.from_sources(known, base_defs, head_defs)
+        from_sources = features.from_sources(known, base_defs, head_defs)
+        yield Known(features=from_sources)
         # Tests from the tree itself: checked now, before any build.
         for ref in plan.tests:
             testkinds.kind_of(ref).check_in_tree(ref, tree.path)
-    return PreparedTree(tree=tree, patches=facts.patches, features=facts.features)
+    return PreparedTree(tree=tree, patches=patches, features=from_sources)
 
 
-def _coverage(kernel: BuiltKernel, facts: CellFacts, logs: Path) -> tuple[PatchCoverage, ...]:
+def _coverage(kernel: BuiltKernel, patch_results: tuple[PatchResult, ...],
+              logs: Path) -> tuple[PatchCoverage, ...]:
     """Per patch of the series, its lines gcov counts and which the tests ran: each test's
     counters (guest/gcov/TEST/) read against the tree as it was built."""
     tree = kernel.tree
@@ -417,7 +476,7 @@ def _coverage(kernel: BuiltKernel, facts: CellFacts, logs: Path) -> tuple[PatchC
                 fix="run again, one run per tree at a time")
         commits = tree.git("log", "--reverse", "--format=%H%x09%s",
                            f"{tree.base_commit}..{kernel.head}", what="git log").splitlines()
-        applied = [p for p in facts.patches if p.state is PatchState.APPLIED]
+        applied = [p for p in patch_results if p.state is PatchState.APPLIED]
         ours = [c.split("\t", 1) for c in commits if not c.endswith("\t" + gcov.SUBJECT)]
         patches = [(commit, p.name, p.subject) for (commit, _), p in
                    zip(ours, applied, strict=False)]
@@ -450,13 +509,14 @@ def _build_tests_of(refs: tuple[TestRef, ...], reports: tuple[FeatureReport, ...
 
 
 def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog,
-               facts: CellFacts, repeat: int | None = None) -> TestPlan:
+               repeat: int | None = None) -> Generator[Known, None, TestPlan]:
     # Not built, not booted: what the kernel cannot run.
-    facts.tests = skipped = tuple(
+    skipped = tuple(
         TestResult(name=ref.name, status=Status.SKIP, duration_s=0.0, exit_code=None,
                    ktap=None, reason="skipped by the harness: the kernel lacks "
                                      + ", ".join(missing))
         for ref in plan.tests if (missing := features.missing_for(ref.requires, kernel.features)))
+    yield Known(tests=skipped)
     planned: list[protocol.GuestTest] = []
     with stages.stage("selftests-build", Status.BUILD_ERROR):
         built = {**kernel.tree_tests, **_build_tests_of(
@@ -472,15 +532,17 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
 
 
 def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],
-                   logs: Path, stages: StageLog, options: RunOptions, accel_request: Accel,
-                   facts: CellFacts) -> BootOutcome:
+                   skipped: tuple[TestResult, ...], logs: Path, stages: StageLog,
+                   options: RunOptions,
+                   accel_request: Accel) -> Generator[Known, None, BootOutcome]:
     """Boot once (twice when the first never reached the runner and did not panic); the
-    results, after the harness's own skips, go into `facts` as each boot ends."""
+    results, after the harness's own skips, are known as each boot ends."""
     with stages.stage("accel", Status.BOOT_ERROR):
         accel, why = vm.choose_accel(accel_request, kernel.boot_image, arch=kernel.arch,
                                      log_path=logs / "kvm-probe.log")
-    facts.accel = f"{accel.value} ({why})"
-    skipped = facts.tests
+    chosen = f"{accel.value} ({why})"
+    yield Known(accel=chosen)
+    retries: tuple[str, ...] = ()
     earlier: list[Splat] = []
     for attempt in (1, 2):
         guest_dir = logs / "guest" if attempt == 1 else logs / f"guest-{attempt}"
@@ -492,20 +554,21 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
             if earlier:
                 boot = replace(boot, splats=(*earlier, *boot.splats))
                 results[0] = boot
-            facts.tests = (*skipped, *results)
+            yield Known(tests=(*skipped, *results))
             if boot.status is Status.BOOT_ERROR:
                 panicked = any(s.kind == "PANIC" for s in boot.splats)
                 # The splats are the boot result's, shown with it.
                 if attempt > 1 or panicked or not options.retry_boot:
                     raise vm.BootError(boot.reason, log=guest_dir / "console.log")
         if boot.status is not Status.BOOT_ERROR:
-            return BootOutcome(results=tuple(results), accel=facts.accel,
-                               retries=facts.retries)
+            return BootOutcome(results=tuple(results), accel=chosen, retries=retries)
         # A guest that never reached the runner (and did not panic) gets one more boot;
         # what its kernel printed still counts.
         stages.stages[-1] = replace(stages.stages[-1], status=Status.BOOT_ERROR,
                                     detail=boot.reason)
-        facts.retries = (*facts.retries, f"boot: {boot.reason}; booted again")
+        retry = f"boot: {boot.reason}; booted again"
+        retries = (*retries, retry)
+        yield Known(retry=retry)
         log.warning("[%s] %s; booting once more", cell.name, boot.reason)
         earlier = [replace(s, where="first boot (failed; booted again)") for s in boot.splats]
     raise AssertionError("the second attempt returns or raises")  # pragma: no cover

@@ -84,8 +84,9 @@ def boot(tmp_path: Path) -> tuple[Booted, Exception | None]:
     kernel = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
                          version="6.12.117+")
     try:
-        pipeline._boot_and_test(cell, kernel, tuple(plan_of(GOLDEN / "clean-6.12")), tmp_path,
-                                run.stages, pipeline.RunOptions(), Accel.TCG, run.facts)
+        pipeline._drive(pipeline._boot_and_test(
+            cell, kernel, tuple(plan_of(GOLDEN / "clean-6.12")), (), tmp_path, run.stages,
+            pipeline.RunOptions(), Accel.TCG), run.facts)
     except vm.BootError as exc:
         return run, exc
     return run, None
