@@ -2,8 +2,9 @@
 
 A native guest runs on the host's own root (vng exports it). An arm64 guest on an x86_64
 host cannot: it needs binaries of its arch. The least that runs vng's init (a bash
-script) and the guest runner (POSIX sh and the usual tools) is bash with the libraries
-it links and a static busybox for everything else. Their Debian packages (the arch file's
+script), the guest runner (POSIX sh and the usual tools) and the kselftest runner (GNU
+`timeout --foreground`) is bash and coreutils with the libraries they link, and a
+static busybox for everything else. Their Debian packages (the arch file's
 `guest_root`) are fetched with `apt-get download` and unpacked, without running their
 maintainer scripts (which would need the guest's CPU); busybox's applets become symlinks,
 named by the host's busybox of the same Debian release (the same build, other CPU). The

@@ -65,6 +65,17 @@ bool bu_has_tracepoint(const char *name)
 	return btf && btf__find_by_name_kind(btf, type, BTF_KIND_TYPEDEF) >= 0;
 }
 
+bool bu_btf_has_type_tags(void)
+{
+	struct btf *btf = vmlinux_btf();
+	__u32 id, n = btf ? btf__type_cnt(btf) : 0;
+
+	for (id = 1; id < n; id++)
+		if (btf_kind(btf__type_by_id(btf, id)) == BTF_KIND_TYPE_TAG)
+			return true;
+	return false;
+}
+
 /* @skip names a program, or the programs it prefixes when it ends with '*' */
 static bool skipped(const char *name, const char *skip)
 {

@@ -29,6 +29,12 @@ const char *bu_missing_funcs(const char *const *names);
 bool bu_has_func(const char *name);
 /* does the kernel's BTF have the tracepoint @name (for tp_btf programs) */
 bool bu_has_tracepoint(const char *name);
+/*
+ * does the kernel's BTF carry type tags (__rcu, __user, __percpu): clang builds
+ * with a pahole that encodes them; gcc up to 13 emits none.  The verifier then
+ * knows an __rcu pointer as an RCU pointer where a gcc build's is untrusted.
+ */
+bool bu_btf_has_type_tags(void);
 
 /* a cgroup iterator link of @prog on the cgroup @cg (its path); NULL, errno set */
 struct bpf_link *bu_attach_cgroup_iter(struct bpf_program *prog, const char *cg,

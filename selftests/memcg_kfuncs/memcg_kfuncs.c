@@ -283,25 +283,43 @@ static int run_extra(const char *prog, int cgi, char *out, size_t len)
 }
 
 /*
- * bpf_get_mem_cgroup() given cgrp->subsys[memory_cgrp_id]: NULL for L (none), C's
- * memcg for C; 6.2+ may refuse the pointer (gcc builds: no BTF type tags, so the
- * verifier cannot see it is RCU-protected).  A kernel that dereferences the NULL
- * css oopses here: the harness sees the splat.
+ * bpf_get_mem_cgroup() and a css read from cgrp->subsys[memory_cgrp_id], which is
+ * NULL where the cgroup has no memory controller (L).  6.1 (no KF_RCU): the NULL
+ * reaches the kfunc, which must return NULL for L and C's memcg for C; a kernel
+ * that dereferences it oopses here and the harness sees the splat.  6.2+: the
+ * verifier keeps it from the kfunc, for a reason the kernel's BTF decides.  A gcc
+ * build has no type tags, so the css is an untrusted pointer ("must be a rcu
+ * pointer"), NULL-checked or not.  A clang build tags it __rcu: an RCU pointer
+ * that may be NULL ("Possibly NULL pointer passed to trusted arg0"), accepted once
+ * NULL-checked; then L gets no memcg and C its own.
  */
 static int check_null_css_is_null(void)
 {
+	const char *prog = "null_css_get";
 	char l[64] = "", c[64] = "";
-	int err = run_extra("null_css_get", CG_L, l, sizeof(l));
+	int err;
 
-	if (err && kver >= 602)
-		return check_skip("the verifier refused a css read from cgrp->subsys[] (%s): no RCU-trusted pointer on this build",
-				  strerror(-err));
-	err = err ?: run_extra("null_css_get", CG_C, c, sizeof(c));
+	if (kver >= 602) {
+		bool tags = bu_btf_has_type_tags();
+		bool ok;
+
+		ksft_print_msg("the kernel's BTF %s type tags\n", tags ? "has" : "has no");
+		ok = bu_refused(extra_elf, extra_sz, "null_css_get",
+				tags ? "Possibly NULL pointer passed to trusted arg0" :
+				"must be a rcu pointer");
+		if (!tags)
+			return bu_refused(extra_elf, extra_sz, "checked_css_get",
+					  "must be a rcu pointer") && ok ? KSFT_PASS : KSFT_FAIL;
+		if (!ok)
+			return KSFT_FAIL;
+		prog = "checked_css_get";
+	}
+	err = run_extra(prog, CG_L, l, sizeof(l)) ?: run_extra(prog, CG_C, c, sizeof(c));
 	if (err)
-		return check_fail("null_css_get: %s", strerror(-err));
+		return check_fail("%s: %s", prog, strerror(-err));
 	if (strcmp(l, "memcg=0\n") || strcmp(c, "memcg=1\n"))
-		return check_fail("bpf_get_mem_cgroup(cgrp->subsys[memory_cgrp_id]): L '%.20s' (expected memcg=0: no memcg, NULL css), C '%.20s' (expected memcg=1)",
-				  l, c);
+		return check_fail("%s: bpf_get_mem_cgroup(cgrp->subsys[memory_cgrp_id]): L '%.20s' (expected memcg=0: no memcg, NULL css), C '%.20s' (expected memcg=1)",
+				  prog, l, c);
 	return KSFT_PASS;
 }
 

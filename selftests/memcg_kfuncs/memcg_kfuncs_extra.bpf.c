@@ -87,6 +87,29 @@ int null_css_get(struct bpf_iter__cgroup *ctx)
 	return 0;
 }
 
+/* the same with the css NULL-checked first: what a build whose BTF tags the css
+ * __rcu accepts (an RCU pointer, now not NULL) */
+SEC("iter/cgroup")
+int checked_css_get(struct bpf_iter__cgroup *ctx)
+{
+	struct cgroup *cgrp = ctx->cgroup;
+	struct cgroup_subsys_state *css;
+	struct mem_cgroup *memcg = NULL;
+	int got = 0;
+
+	if (!cgrp)
+		return 0;
+	css = cgrp->subsys[memory_cgrp_id];
+	if (css)
+		memcg = bpf_get_mem_cgroup(css);
+	if (memcg) {
+		bpf_put_mem_cgroup(memcg);
+		got = 1;
+	}
+	BPF_SEQ_PRINTF(ctx->meta->seq, "memcg=%d\n", got);
+	return 0;
+}
+
 /* zombie_flush's: userspace sets id; the program counts */
 struct zombie_seen {
 	__u64 id, calls, online, got, file;
