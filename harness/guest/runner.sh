@@ -47,8 +47,10 @@ setup_swap() {
 setup_scratch() {
 	[ "$HARNESS_SCRATCH" = /tmp ] || return 0
 	scratch=/run/harness-scratch
+	# mkfs.ext2 is e2fsprogs'; a guest root of busybox (another arch's) has its mke2fs
 	if [ -e /dev/loop-control ] && mkdir -p $scratch && truncate -s 1G /run/harness-scratch.img &&
-		mkfs.ext2 -q -F /run/harness-scratch.img > /dev/null 2>&1 &&
+		{ mkfs.ext2 -q -F /run/harness-scratch.img > /dev/null 2>&1 ||
+		  mke2fs -F /run/harness-scratch.img > /dev/null 2>&1; } &&
 		mount -o loop /run/harness-scratch.img $scratch 2>/dev/null; then
 		HARNESS_SCRATCH=$scratch
 		echo "scratch	$scratch ext2" >> "$out/guest-info.tsv"
