@@ -122,10 +122,11 @@ def make_argv(tree: Path, build_dir: Path, tools: Tools, *targets: str,
             # in another tree carries exactly the debug info this tree's compile would.
             f"KCFLAGS=-fdebug-prefix-map={tree}/="]
     tgt = tools.target
-    argv += tgt.make_vars()
+    if not tgt.native_default:
+        argv += tgt.make_vars()
     if tools.ccache:
         argv += [f"CC=ccache {tgt.cc}", f"HOSTCC=ccache {tgt.toolchain.hostcc}"]
-    elif not tgt.is_default:
+    elif not tgt.native_default:
         argv += [f"CC={tgt.cc}", f"HOSTCC={tgt.toolchain.hostcc}"]
     return [*argv, *extra, *targets]
 
@@ -182,7 +183,7 @@ def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Tools,
     tree_id = git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
     key = kernel_key(tree_id, config, tools)
     stored = paths.sub("kernels") / key
-    if _stored_image(stored).exists() and not _gcov_without_notes(stored):
+    if stored_image(stored).exists() and not _gcov_without_notes(stored):
         log.info("kernel %s already built (%s); not building again", key, stored)
         return _image_from_store(stored, tree, build_dir, cached=True)
     build_log = log_dir / "build.log"
@@ -263,7 +264,7 @@ def gcno_dir(image: KernelImage) -> Path | None:
     return stored if stored.is_dir() else None
 
 
-def _stored_image(stored: Path) -> Path:
+def stored_image(stored: Path) -> Path:
     """A stored kernel's image: named in its meta.json (bzImage when it predates that)."""
     with contextlib.suppress(OSError, ValueError):
         return stored / str(json.loads((stored / "meta.json").read_text()).get(
@@ -277,7 +278,7 @@ def stored_build_seconds() -> dict[str, float]:
     found: dict[str, float] = {}
     for meta in paths.sub("kernels").glob("*/meta.json"):
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            found[str(_stored_image(meta.parent))] = float(
+            found[str(stored_image(meta.parent))] = float(
                 json.loads(meta.read_text())["build_seconds"])
     return found
 
@@ -285,7 +286,7 @@ def stored_build_seconds() -> dict[str, float]:
 def _image_from_store(stored: Path, tree: Path, build_dir: Path, *, cached: bool) -> KernelImage:
     meta = json.loads((stored / "meta.json").read_text())
     return KernelImage(
-        boot_image=_stored_image(stored),
+        boot_image=stored_image(stored),
         arch=str(meta.get("arch", target.DEFAULT_ARCH)),
         toolchain=str(meta.get("toolchain", target.DEFAULT_TOOLCHAIN)),
         compiler=str(meta.get("compiler") or meta.get("gcc") or ""),

@@ -51,7 +51,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import atomic, paths
+from . import atomic, build, paths
 from .errors import HarnessError
 from .gitcmd import git_run
 
@@ -389,7 +389,7 @@ def run_entries(runs: list[tuple[dict[str, Any], Path]], cells: tuple[str, ...] 
                                  "prebuilt image: not in the cache",
                                  fix="copy the image itself")
             stored = root / "kernels" / image.parent.name  # by key: wherever the cache was
-            if not (stored / "bzImage").is_file():
+            if not build.stored_image(stored).is_file():
                 raise CacheError(f"cell {c.get('cell')} of {file}: its kernel "
                                  f"{image.parent.name} is not in the cache {root}",
                                  fix="export where the run ran, with its HARNESS_CACHE; "
@@ -586,9 +586,10 @@ def import_archive(archive: Path) -> Imported:
                     ns = int(m.pax_headers[_MTIME_NS])
                     os.utime(scratch / m.name, ns=(ns, ns))
             for name in names:
-                if name.startswith("kernels/") and not all(
-                        (scratch / name / f).is_file() for f in ("bzImage", "meta.json")):
-                    raise CacheError(f"{archive}: kernel {name} lacks its bzImage or "
+                if name.startswith("kernels/") and not (
+                        (scratch / name / "meta.json").is_file()
+                        and build.stored_image(scratch / name).is_file()):
+                    raise CacheError(f"{archive}: kernel {name} lacks its image or "
                                      "meta.json: refused, nothing imported", fix=_FIX_ARCHIVE)
             for name, what in names.items():
                 dest = root / name

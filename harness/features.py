@@ -387,24 +387,27 @@ def of_image(image: KernelImage) -> tuple[FeatureReport, ...]:
     return _with_config(_noted(from_btf_only(known_features(), btf), note), image)
 
 
-def of_built_kernel(from_source: tuple[FeatureReport, ...], image: KernelImage,
-                    *, applied: Iterable[str] = ()) -> tuple[FeatureReport, ...]:
-    """What the sources said, confirmed or overruled by the built kernel's BTF and .config.
-    FeatureError when a series in `applied` declares what the built kernel lacks (the tests
-    that need it would be skipped and the cell could pass on a kernel without it)."""
+def of_built_kernel(from_source: tuple[FeatureReport, ...],
+                    image: KernelImage) -> tuple[FeatureReport, ...]:
+    """What the sources said, confirmed or overruled by the built kernel's BTF and .config."""
     btf, note = _kernel_btf(image)
     if btf is None:
         return _with_config(_noted(from_source, note), image)
-    confirmed = confirm_with_btf(from_source, btf)
-    if lacking := declared_but_absent(confirmed, set(applied)):
+    return _with_config(confirm_with_btf(from_source, btf), image)
+
+
+def check_declared(reports: tuple[FeatureReport, ...], applied: Iterable[str], *,
+                   log_path: Path | None) -> None:
+    """FeatureError when a series in `applied` declares what the built kernel lacks: the
+    tests that need it would be skipped and the cell could pass on a kernel without it."""
+    if lacking := declared_but_absent(reports, set(applied)):
         raise FeatureError(
             "the built kernel lacks what its series declare (patches/*/provides.toml):\n"
             + "\n".join(f"  {r.feature.label} of {', '.join(r.feature.declared_by)}: {r.note}"
                         for r in lacking),
             fix="check that the series still defines and registers them, and that the "
                 "config enables the code they are in",
-            log=image.config, status=Status.BUILD_ERROR)
-    return _with_config(confirmed, image)
+            log=log_path, status=Status.BUILD_ERROR)
 
 
 def missing_for(requires: Iterable[str], reports: tuple[FeatureReport, ...]) -> list[str]:

@@ -477,6 +477,7 @@ def configure(tree: Path, build_dir: Path, fragments: list[Path], *,
     the result's `dropped`, with the reason, and the build goes on.
     """
     target = target or default_target()
+    asked = fragments  # what results name: the arch's own lines are the arch's, not a fragment
     fragments = [arch_fragment(target), *fragments]
     generated, _ = generate(tree, fragments, log_dir=log_dir, target=target)
     final = parse_config(generated.read_text())
@@ -507,6 +508,6 @@ def configure(tree: Path, build_dir: Path, fragments: list[Path], *,
         config_path=installed,
         requested=tuple(sorted(wanted)),
         dropped=tolerated,
-        fragments=tuple(str(f) for f in fragments),
+        fragments=tuple(str(f) for f in asked),
         changed=changed,
     )

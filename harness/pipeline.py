@@ -187,6 +187,8 @@ class CellFacts:
     coverage: tuple[PatchCoverage, ...] | None = None
     kernel_from_store: bool | None = None
     compiler: str = ""
+    arch: str = ""  # of the kernel booted ("": not known yet: the cell's)
+    toolchain: str = ""
 
     def learn(self, k: Known) -> None:
         if k.source is not None:
@@ -199,6 +201,7 @@ class CellFacts:
             self.features = k.features
         if k.image is not None:
             self.kernel_version, self.image = k.image.version, str(k.image.boot_image)
+            self.arch, self.toolchain = k.image.arch, k.image.toolchain
             if k.built:
                 self.kernel_from_store, self.compiler = k.image.cached, k.image.compiler
         if k.kselftest_h is not None:
@@ -219,7 +222,8 @@ class CellFacts:
             retries=self.retries, features=self.features, notes=verdict.notes,
             boot_only=cell.boot_only, image=self.image, kselftest_h=self.kselftest_h,
             guest=self.guest(cell), coverage=self.coverage,
-            kernel_from_store=self.kernel_from_store, arch=cell.arch, toolchain=cell.toolchain,
+            kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
+            toolchain=self.toolchain or cell.toolchain,
             compiler=self.compiler,
         )
 
@@ -337,6 +341,14 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
                     fix=f"use the names the feature probe knows: {', '.join(sorted(known))} "
                         "(or declare them in a series' provides.toml)",
                     status=Status.SETUP_ERROR))
+        host_only = [r.name for r in refs
+                     if r.kind in (testkinds.PERF.name, testkinds.TEST_PROGS.name)]
+        if tgt is not None and tgt.cross and host_only:
+            problems.append(SelftestError(
+                f"{', '.join(host_only)}: built for the host's arch ({tgt.host_uname}); "
+                f"an {tgt.arch.name} guest cannot run them yet (its root is bash, "
+                "coreutils and busybox)",
+                fix=f"run them in an {tgt.host_uname} cell", status=Status.SETUP_ERROR))
         fragments: dict[str, Path] = {}
         for c in cell.configs:
             if not kconfig.is_tree_fragment(c):
@@ -387,6 +399,11 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
     if plan.spec.kind is SourceKind.IMAGE:
         with stages.stage("image", Status.SETUP_ERROR):
             image = build.image_from_file(Path(plan.spec.value))
+            if image.arch != cell.arch and cell.arch != target.DEFAULT_ARCH:
+                raise sources.SourceError(
+                    f"{plan.spec.value} is an {image.arch} kernel image; the cell asks for "
+                    f"{cell.arch}", fix=f"drop --arch (the image's arch is read from it), "
+                                        f"or give an {cell.arch} image")
         yield Known(image=image, source=(f"prebuilt image {plan.spec.value}", None))
         with stages.stage("features", Status.SETUP_ERROR):
             found = features.of_image(image)
@@ -412,8 +429,9 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
         with stages.stage("features", Status.BUILD_ERROR):
             applied = {p.series for p, r in zip(plan.patches, prepared.patches, strict=False)
                        if r.state is PatchState.APPLIED}
-            found = features.of_built_kernel(prepared.features, image, applied=applied)
-            yield Known(features=found)
+            found = features.of_built_kernel(prepared.features, image)
+            yield Known(features=found)  # reported even when what follows refuses them
+            features.check_declared(found, applied, log_path=logs / "config")
         used_for = describe(cell)
         for entry in (image.boot_image.parent, tree.path, tree.source.repo):
             cache.note_use(entry, used_for)

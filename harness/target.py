@@ -108,6 +108,11 @@ class Target:
         return self.arch.name == DEFAULT_ARCH and self.toolchain.name == DEFAULT_TOOLCHAIN
 
     @property
+    def native_default(self) -> bool:
+        """x86_64 with gcc on an x86_64 host: make is told nothing (what it assumes)."""
+        return self.is_default and not self.cross
+
+    @property
     def cross(self) -> bool:
         """Built on a host of another arch."""
         return self.arch.uname != self.host_uname
@@ -143,7 +148,7 @@ class Target:
         """Everything a make in this target's O= directory must be told besides ccache,
         so that kbuild sees the compiler its .config was made with ("" for the default
         pair: what make assumes)."""
-        if self.is_default:
+        if self.native_default:
             return ()
         return (*self.make_vars(), f"CC={self.cc}", f"HOSTCC={self.toolchain.hostcc}")
 
@@ -164,11 +169,6 @@ class Target:
         """The commands whose versions identify this pair's build (a cross gcc's own)."""
         return tuple(self.prefix + c if c in ("gcc", "ld", "as") else c
                      for c in self.toolchain.versions)
-
-    def packages(self) -> tuple[str, ...]:
-        """Debian packages that build and boot for this pair on this host."""
-        cross = self.arch.cross_packages if self.cross and self.toolchain.cross else ()
-        return (*self.toolchain.packages, *cross, *self.arch.packages)
 
 
 def _names(directory: Path) -> list[str]:

@@ -25,6 +25,8 @@ BY_NAME: dict[str, TestKind] = {k.name: k for k in KINDS}
 __all__ = [
     "BY_NAME",
     "KINDS",
+    "PERF",
+    "TEST_PROGS",
     "BuildContext",
     "Manifest",
     "SelftestError",

@@ -113,6 +113,8 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
     argv = ["make", "-C", str(selection),
             f"-j{os.cpu_count() or 1}", f"O={build_dir}", f"OUTPUT={out}",
             f"VMLINUX_BTF={kernel.vmlinux}", f"CLANG={CLANG}", "LLVM_STRIP=llvm-strip-19",
+            # bpf_testmod.ko is built in the kernel's O= directory: with its compiler
+            *tools.target.kbuild_vars(),
             # No LLVM disassembler (JIT dumps in a few tests): the same build on every
             # machine, and no static link of LLVM. Its feature probe only checks a header,
             # so it says "on" wherever some llvm-*-dev is installed; the variable is final.

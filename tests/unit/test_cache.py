@@ -355,7 +355,7 @@ GOOD_KERNEL = [_file("kernels/k1/bzImage"), _file("kernels/k1/meta.json", b"{}")
     (GOOD_KERNEL, ["kernels/k1", "selftests/s"], "listed but not in it"),
     # whole entries or none: the first entry is fine, the second has no kernel in it
     ([*GOOD_KERNEL, _file("kernels/k2/config")], ["kernels/k1", "kernels/k2"],
-     "kernel kernels/k2 lacks its bzImage"),
+     "kernel kernels/k2 lacks its image"),
 ])
 def test_an_archive_that_would_write_outside_or_half_is_refused_whole(
         root: Path, tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]],

@@ -57,9 +57,13 @@ def test_a_description_with_a_bad_key_is_refused(tmp_path: Path,
 def test_the_default_pair_keeps_the_names_it_had() -> None:
     """x86_64/gcc: no slug in the worktree name, make told nothing it did not assume, the
     stored kernel's key over the same string as before there was a choice."""
-    t = target.default()
-    assert t.is_default and t.slug == "" and t.cc == "gcc"
+    t = target.select(host_uname="x86_64")
+    assert t.native_default and t.slug == "" and t.cc == "gcc"
     assert kconfig.make_vars(t) == []
+    argv = build.make_argv(Path("/t"), Path("/t/.harness-build"), build.Tools(
+        target=t, compiler="gcc", pahole="p", ccache=True), "bzImage")
+    assert not any(a.startswith(("ARCH=", "CROSS_COMPILE=", "LLVM=")) for a in argv)
+    assert "CC=ccache gcc" in argv
     tools = build.Tools(target=t, compiler="gcc (Debian 12.2.0) 12.2.0", pahole="v1.24",
                         ccache=True)
     assert tools.ident == "gcc (Debian 12.2.0) 12.2.0|v1.24"
@@ -89,10 +93,16 @@ def test_a_cross_gcc_build_takes_the_arch_prefix_and_its_versions() -> None:
     assert t.cc == "x86_64-linux-gnu-gcc"
     assert t.version_commands() == ("x86_64-linux-gnu-gcc", "x86_64-linux-gnu-ld",
                                     "x86_64-linux-gnu-as")
-    assert "gcc-x86-64-linux-gnu" in t.packages()
-    # clang needs no cross compiler of its own; kbuild still reads the triple from the prefix
+    # on another host the default pair is a cross build, and make is told so everywhere
+    assert not t.native_default and t.kbuild_vars()[:2] == (
+        "ARCH=x86_64", "CROSS_COMPILE=x86_64-linux-gnu-")
+    argv = build.make_argv(Path("/t"), Path("/b"), build.Tools(
+        target=t, compiler="c", pahole="p", ccache=True), "bzImage")
+    assert "ARCH=x86_64" in argv and "CC=ccache x86_64-linux-gnu-gcc" in argv
+    # clang needs no cross compiler of its own: kbuild gives it --target from ARCH
     llvm = target.select("x86_64", "llvm", host_uname="aarch64")
-    assert llvm.cc == "clang-19" and "gcc-x86-64-linux-gnu" not in llvm.packages()
+    assert llvm.cc == "clang-19" and not any(v.startswith("CROSS_COMPILE=")
+                                             for v in llvm.make_vars())
 
 
 def test_the_arch_lines_are_a_fragment_applied_before_the_others(
@@ -250,3 +260,15 @@ def test_what_a_make_in_the_targets_tree_and_its_selftests_are_told() -> None:
     assert arm.kbuild_vars() == ("ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-",
                                  "CC=aarch64-linux-gnu-gcc", "HOSTCC=gcc")
     assert arm.userspace_vars() == ("ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-")
+
+
+def test_tests_built_only_for_the_host_are_refused_for_another_arch_before_any_build(
+        tmp_path: Path) -> None:
+    from harness import pipeline
+    from harness.stages import StageLog
+
+    cell = Cell(name="a", tier=Tier.FULL, kernel="debian:6.12", arch="arm64",
+                tests=("test_progs:cgroup_iter", "memcg_kfuncs"))
+    with pytest.raises(Exception, match=r"test_progs:cgroup_iter: built for the host's arch"
+                                        r" \(x86_64\); an arm64 guest cannot run them yet"):
+        pipeline._plan(cell, StageLog("a"))
