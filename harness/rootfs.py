@@ -2,16 +2,18 @@
 
 A native guest runs on the host's own root (vng exports it). An arm64 guest on an x86_64
 host cannot: it needs binaries of its arch. The least that runs vng's init (a bash
-script), the guest runner (POSIX sh and the usual tools) and the kselftest runner (GNU
-`timeout --foreground`) is bash and coreutils with the libraries they link, and a
-static busybox for everything else. Their Debian packages (the arch file's
+script), the guest runner (POSIX sh and the usual tools) and the kernel's selftests (the
+kselftest runner calls GNU `timeout --foreground`; pthread_cancel needs libgcc_s) is
+bash and coreutils with the libraries they link, and a static busybox for everything
+else. Their Debian packages (the arch file's
 `guest_root`) are fetched with `apt-get download` and unpacked, without running their
 maintainer scripts (which would need the guest's CPU); busybox's applets become symlinks,
 named by the host's busybox of the same Debian release (the same build, other CPU). The
 root is cached by the package versions, under the kernel store's cache.
 
-Our tests reach it as static binaries (testkinds/own.py links them so for another arch);
-what needs more of a distribution (kselftests, perf) needs a fuller root, which this is not.
+Our tests reach it as static binaries (testkinds/own.py links them so for another arch),
+the kernel's selftests as dynamic ones built with the cross compiler; what needs more of
+a distribution (perf, test_progs) needs a fuller root, which this is not.
 """
 
 from __future__ import annotations
