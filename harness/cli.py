@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import atomic, cache, doctor, ktap, matrix, paths, proc, results, run, sources, target
 from .errors import EnvironmentProblem, HarnessError, Stopped, from_os_error, signal_of
@@ -519,33 +519,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def load_run(spec: str) -> tuple[dict[str, Any], str | None, Path]:
-    """RUN, RUN/results.json or RUN:CELL -> (results.json, the cell or None, its file)."""
-    path, cell = Path(spec), None
-    if not path.exists() and ":" in spec:
-        head, cell = spec.rsplit(":", 1)
-        path = Path(head)
-    file = path / "results.json" if path.is_dir() else path
-    if not file.is_file():
-        raise EnvironmentProblem(f"{spec}: no results.json there",
-                                 fix="give a run's directory (harness run --out DIR), its "
-                                     "results.json, or DIR:CELL for one cell")
-    try:
-        data = json.loads(file.read_text())
-    except (OSError, ValueError) as exc:
-        raise EnvironmentProblem(f"{file}: not a readable results.json: {exc}",
-                                 fix="give the results.json a run wrote") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise EnvironmentProblem(f"{file}: not a results.json of a run (no cells)",
-                                 fix="give the results.json a run wrote")
-    return data, cell, file
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     from . import compare
 
-    a, cell_a, _ = load_run(args.before)
-    b, cell_b, _ = load_run(args.after)
+    a, cell_a, _ = results.load_run(args.before)
+    b, cell_b, _ = results.load_run(args.after)
     label_a, label_b = args.before, args.after
     try:
         result = compare.compare(a, b, labels=(label_a, label_b), cells=(cell_a, cell_b))
@@ -566,25 +544,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if result.regressed else 0
 
 
-LOG_IN_REPORT = 64 * 1024  # bytes of each test's output shown (its end: where it failed)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from . import report
 
-    doc, _cell, file = load_run(args.run)
-    run_dir = file.parent
-    logs: dict[tuple[str, str], str] = {}
-    for c in doc["cells"]:
-        for t in c.get("tests", []):
-            path = run_dir / str(t.get("log") or "")
-            if t.get("log") and path.is_file():
-                with path.open("rb") as f:
-                    f.seek(max(0, path.stat().st_size - LOG_IN_REPORT))
-                    logs[(c["cell"], t["name"])] = f.read().decode(errors="replace")
-    out = (args.out or run_dir / "report").resolve()
+    doc, _cell, file = results.load_run(args.run)
+    out = (args.out or file.parent / "report").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(out / "index.html", report.render(doc, logs))
+    atomic.write_text(out / "index.html",
+                      report.render(doc, results.log_tails(doc, file.parent)))
     print(f"report: {out / 'index.html'}")
     return 0
 
@@ -636,7 +603,7 @@ def _ci_annotate(args: argparse.Namespace) -> int:
     if not args.runs:
         raise EnvironmentProblem("harness ci annotate needs the runs",
                                  fix="harness ci annotate results/RUN [--summary FILE]")
-    docs = [(load_run(str(r))[0], r) for r in args.runs]
+    docs = [(results.load_run(str(r))[0], r) for r in args.runs]
     several = len(docs) > 1
     for doc, given in docs:
         label = (given.parent if given.name == "results.json" else given).name if several else ""
@@ -659,7 +626,7 @@ def _ci_minutes(args: argparse.Namespace) -> int:
                                  "--tier full (the runs first, then the options)")
     from .build import stored_build_seconds
 
-    docs = [load_run(str(r))[0] for r in args.runs]
+    docs = [results.load_run(str(r))[0] for r in args.runs]
     costs = workflow.job_costs(matrix.select(matrix.load(), Tier(args.tier)), docs,
                                stored_build_seconds())
     print(workflow.render_minutes(costs, args.setup_minutes * 60))
@@ -669,7 +636,7 @@ def _ci_minutes(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from . import junit, kcidb
 
-    doc, _cell, _file = load_run(args.run)
+    doc, _cell, _file = results.load_run(args.run)
     if args.format == "kcidb":
         run_id = kcidb.resolve_run_id(doc, given=args.run_id, env=os.environ)
         text = json.dumps(kcidb.export(doc, run_id=run_id, origin=args.origin or kcidb.ORIGIN,
@@ -793,7 +760,7 @@ def _cache_export(args: argparse.Namespace) -> int:
         raise EnvironmentProblem("harness cache export needs what to export and where",
                                  fix="harness cache export --run results/RUN [--cell C]... "
                                      "[--entry NAME]... -o FILE.tar")
-    runs = [(doc, file) for doc, _cell, file in (load_run(r) for r in args.run)]
+    runs = [(doc, file) for doc, _cell, file in (results.load_run(r) for r in args.run)]
     names = cache.run_entries(runs, tuple(args.cell)) if runs else {}
     if args.entry:
         names.update(cache.named_entries(tuple(args.entry)))

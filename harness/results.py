@@ -8,6 +8,7 @@ its failing checks and their diagnostics; notes on known failures and declared n
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shlex
@@ -484,3 +485,42 @@ def prepare_out(out: Path, *, marker: str = "results.json") -> None:
             else:
                 entry.unlink()
     out.mkdir(parents=True, exist_ok=True)
+
+
+def load_run(spec: str) -> tuple[dict[str, Any], str | None, Path]:
+    """RUN, RUN/results.json or RUN:CELL -> (results.json, the cell or None, its file)."""
+    path, cell = Path(spec), None
+    if not path.exists() and ":" in spec:
+        head, cell = spec.rsplit(":", 1)
+        path = Path(head)
+    file = path / "results.json" if path.is_dir() else path
+    if not file.is_file():
+        raise EnvironmentProblem(f"{spec}: no results.json there",
+                                 fix="give a run's directory (harness run --out DIR), its "
+                                     "results.json, or DIR:CELL for one cell")
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise EnvironmentProblem(f"{file}: not a readable results.json: {exc}",
+                                 fix="give the results.json a run wrote") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise EnvironmentProblem(f"{file}: not a results.json of a run (no cells)",
+                                 fix="give the results.json a run wrote")
+    return data, cell, file
+
+
+LOG_TAIL = 64 * 1024  # bytes of each test's output a report shows (its end: where it failed)
+
+
+def log_tails(doc: Mapping[str, Any], run_dir: Path,
+              cap: int = LOG_TAIL) -> dict[tuple[str, str], str]:
+    """(cell, test) -> the end of the test's output file, for every test that has one."""
+    tails: dict[tuple[str, str], str] = {}
+    for c in doc["cells"]:
+        for t in c.get("tests", []):
+            path = run_dir / str(t.get("log") or "")
+            if t.get("log") and path.is_file():
+                with path.open("rb") as f:
+                    f.seek(max(0, path.stat().st_size - cap))
+                    tails[(c["cell"], t["name"])] = f.read().decode(errors="replace")
+    return tails
