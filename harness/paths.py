@@ -7,6 +7,7 @@
       kernels/<key>/         finished images by (tree id, .config hash, toolchain)
       selftests/<key>/       built selftests by (kernel's BTF types, test sources)
       test_progs/, perf/, vmlinux-h/, kselftests/, kselftest-build/: other test builds
+      rootfs/<arch>-<key>/   a guest root for another arch (rootfs.py)
       ccache/                CCACHE_DIR
       kvm-verdict.json       accel probe verdict per (host kernel, qemu version)
       locks/                 one lock file per build directory
