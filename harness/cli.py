@@ -801,8 +801,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         if c.has_expectations:
             parts = [f"all={c.expect_status}"] if c.expect_status else []
             expect = " expect=" + ",".join(parts + [f"{t}={s}" for t, s in c.expect])
-        built = "" if (c.arch, c.toolchain) == (Cell.arch, Cell.toolchain) else \
-            f" arch={c.arch} toolchain={c.toolchain}"
+        built = f" arch={c.arch} toolchain={c.toolchain}" \
+            if target.label(c.arch, c.toolchain) else ""
         print(f"{c.name:<28} {c.tier.value:<8} {c.kernel:<14} series={','.join(c.series) or '-'}"
               f" configs={','.join(c.configs)}{built} tests={','.join(c.tests)}{expect}")
     if len(shown) < len(every):

@@ -685,8 +685,7 @@ def describe(cell: Cell) -> str:
     extras = [f"series {'+'.join(cell.series)}" if cell.series else "",
               f"{len(cell.patches)} patch(es)" if cell.patches else "",
               f"config {'+'.join(cell.configs)}",
-              "" if (cell.arch, cell.toolchain) == (Cell.arch, Cell.toolchain)
-              else f"{cell.arch}/{cell.toolchain}"]
+              target.label(cell.arch, cell.toolchain)]
     return " + ".join(e for e in [cell.kernel, *extras] if e)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import jinja2
 
-from . import compare
+from . import compare, target
 
 Doc = Mapping[str, Any]
 WIDTH, HEIGHT, MARGIN = 560, 300, 56
@@ -162,8 +162,9 @@ def view(doc: Doc, logs: Mapping[tuple[str, str], str]) -> dict[str, Any]:
                 "summary": metrics.get("summary", "") if isinstance(metrics, Mapping) else ""})
         details.append({"cell": c["cell"], "status": c["status"], "error": c.get("error", ""),
                         "kernel": c.get("kernel", ""), "version": c.get("kernel_version", ""),
-                        "target": "" if (c.get("arch", "x86_64"), c.get("toolchain", "gcc"))
-                        == ("x86_64", "gcc") else f"{c.get('arch')}/{c.get('toolchain')}",
+                        "target": target.label(
+                            str(c.get("arch") or target.DEFAULT_ARCH),
+                            str(c.get("toolchain") or target.DEFAULT_TOOLCHAIN)),
                         "notes": c.get("notes", []), "patches": c.get("patches", []),
                         "features": c.get("features", []), "tests": tests,
                         "accel": c.get("accel", ""), "coverage": c.get("coverage")})

@@ -22,7 +22,7 @@ from typing import Any
 
 import jinja2
 
-from . import atomic, ktap, paths, splat
+from . import atomic, ktap, paths, splat, target
 from .errors import EnvironmentProblem
 from .gitcmd import git_run
 from .model import (
@@ -310,8 +310,8 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         parts.append(f"patches: {applied} applied, {in_base} in base")
     if c.accel:
         parts.append(c.accel.split(" (")[0])
-    if (c.arch, c.toolchain) != ("x86_64", "gcc"):
-        version += f" {c.arch}/{c.toolchain}"
+    if built_for := target.label(c.arch, c.toolchain):
+        version += f" {built_for}"
     head = f"== {c.cell} [{version}]  {c.status.value}"
     lines = _wrap(head + (f"  ({'; '.join(parts)})" if parts else ""), "")
     if c.error:

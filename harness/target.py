@@ -265,6 +265,19 @@ def arch_of_image(file_says: str) -> str | None:
     return next((n for n in known_arches() if arch(n).image_magic in file_says), None)
 
 
+def label(arch_name: str, toolchain_name: str) -> str:
+    """"arch/toolchain" where a name, key or line must tell the pair apart; "" for the
+    default pair, so that everything about x86_64/gcc reads as it always did."""
+    if (arch_name, toolchain_name) == (DEFAULT_ARCH, DEFAULT_TOOLCHAIN):
+        return ""
+    return f"{arch_name}/{toolchain_name}"
+
+
+def foreign(arch_name: str) -> bool:
+    """A kernel of this arch runs on another CPU than this host's (cross-built, TCG)."""
+    return arch(arch_name).uname != os.uname().machine
+
+
 def default() -> Target:
     """x86_64 with gcc, on this host."""
     return select()

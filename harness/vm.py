@@ -130,7 +130,7 @@ def choose_accel(requested: Accel, kernel: Path, *, log_path: Path | None = None
 
 def is_foreign(arch: str) -> bool:
     """A guest of another arch than the host's (it boots on a root of its own)."""
-    return target.arch(arch).uname != os.uname().machine
+    return target.foreign(arch)
 
 
 @dataclass(frozen=True, kw_only=True)

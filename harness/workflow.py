@@ -292,8 +292,8 @@ def cache_key(cells: Sequence[Cell]) -> CacheKeys:
         for name, data in kernel_inputs(kernels[k]):
             store.update(f"{name}\0{len(data)}\0".encode() + data)
     trees = sorted({f"{c.kernel} {'+'.join(c.configs)}"
-                    + ("" if (c.arch, c.toolchain) == ("x86_64", "gcc")
-                       else f" {c.arch}/{c.toolchain}") for c in cells})
+                    + (f" {label}" if (label := target.label(c.arch, c.toolchain)) else "")
+                    for c in cells})
     ccache = hashlib.sha256("\n".join([tools, *trees]).encode()).hexdigest()[:16]
     return CacheKeys(store=f"harness-kernels-{store.hexdigest()[:24]}",
                      ccache_prefix=f"harness-ccache-{ccache}-")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import os
 import re
 import shlex
 import shutil
@@ -176,7 +175,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
     # one-line change in a .c file) does not rebuild the tests (CO-RE relocates them).
     btf_types = hashlib.sha256(header.read_bytes()).hexdigest() if header else "no BPF"
     arch = target.arch(kernel.arch)
-    cross = arch.uname != os.uname().machine
+    cross = target.foreign(arch.name)
     key = hashlib.sha256(f"{btf_types}|{trees}".encode())
     if cross:
         key.update(f"|{arch.name}".encode())
