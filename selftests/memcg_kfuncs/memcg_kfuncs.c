@@ -291,12 +291,11 @@ static int run_extra(const char *prog, int cgi, char *out, size_t len)
  * build has no type tags, so the css is an untrusted pointer ("must be a rcu
  * pointer"), NULL-checked or not.  A clang build tags it __rcu: an RCU pointer
  * that may be NULL ("Possibly NULL pointer passed to trusted arg0"), accepted once
- * NULL-checked; then L gets no memcg and C its own.
+ * NULL-checked; then L gets no memcg and C its own (the memcg's cgroup id is C's).
  */
 static int check_null_css_is_null(void)
 {
-	const char *prog = "null_css_get";
-	char l[64] = "", c[64] = "";
+	char l[64] = "", c[64] = "", want[64];
 	int err;
 
 	if (kver >= 602) {
@@ -312,14 +311,23 @@ static int check_null_css_is_null(void)
 					  "must be a rcu pointer") && ok ? KSFT_PASS : KSFT_FAIL;
 		if (!ok)
 			return KSFT_FAIL;
-		prog = "checked_css_get";
+		snprintf(want, sizeof(want), "memcg_of=%llu\n", (unsigned long long)cgs[CG_C].id);
+		err = run_extra("checked_css_get", CG_L, l, sizeof(l)) ?:
+		      run_extra("checked_css_get", CG_C, c, sizeof(c));
+		if (err)
+			return check_fail("checked_css_get: %s", strerror(-err));
+		if (strcmp(l, "memcg_of=0\n") || strcmp(c, want))
+			return check_fail("checked_css_get: L '%.30s' (expected memcg_of=0: no memcg), C '%.30s' (expected %.30s: C's own memcg)",
+					  l, c, want);
+		return KSFT_PASS;
 	}
-	err = run_extra(prog, CG_L, l, sizeof(l)) ?: run_extra(prog, CG_C, c, sizeof(c));
+	err = run_extra("null_css_get", CG_L, l, sizeof(l)) ?:
+	      run_extra("null_css_get", CG_C, c, sizeof(c));
 	if (err)
-		return check_fail("%s: %s", prog, strerror(-err));
+		return check_fail("null_css_get: %s", strerror(-err));
 	if (strcmp(l, "memcg=0\n") || strcmp(c, "memcg=1\n"))
-		return check_fail("%s: bpf_get_mem_cgroup(cgrp->subsys[memory_cgrp_id]): L '%.20s' (expected memcg=0: no memcg, NULL css), C '%.20s' (expected memcg=1)",
-				  prog, l, c);
+		return check_fail("bpf_get_mem_cgroup(cgrp->subsys[memory_cgrp_id]): L '%.20s' (expected memcg=0: no memcg, NULL css), C '%.20s' (expected memcg=1)",
+				  l, c);
 	return KSFT_PASS;
 }
 

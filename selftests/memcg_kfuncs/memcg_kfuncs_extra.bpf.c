@@ -88,14 +88,15 @@ int null_css_get(struct bpf_iter__cgroup *ctx)
 }
 
 /* the same with the css NULL-checked first: what a build whose BTF tags the css
- * __rcu accepts (an RCU pointer, now not NULL) */
+ * __rcu accepts (an RCU pointer, now not NULL); it prints the id of the cgroup whose
+ * memcg it got (0: none), so that another cgroup's memcg cannot pass for its own */
 SEC("iter/cgroup")
 int checked_css_get(struct bpf_iter__cgroup *ctx)
 {
 	struct cgroup *cgrp = ctx->cgroup;
 	struct cgroup_subsys_state *css;
 	struct mem_cgroup *memcg = NULL;
-	int got = 0;
+	__u64 id = 0;
 
 	if (!cgrp)
 		return 0;
@@ -103,10 +104,10 @@ int checked_css_get(struct bpf_iter__cgroup *ctx)
 	if (css)
 		memcg = bpf_get_mem_cgroup(css);
 	if (memcg) {
+		id = memcg->css.cgroup->kn->id;
 		bpf_put_mem_cgroup(memcg);
-		got = 1;
 	}
-	BPF_SEQ_PRINTF(ctx->meta->seq, "memcg=%d\n", got);
+	BPF_SEQ_PRINTF(ctx->meta->seq, "memcg_of=%llu\n", id);
 	return 0;
 }
 
