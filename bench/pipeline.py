@@ -30,8 +30,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import build, kconfig, paths, selftests, series, sources, vm  # noqa: E402
-from harness.model import Accel  # noqa: E402
+from harness import selftests
+from harness.base import paths
+from harness.base.model import Accel
+from harness.guest import vm
+from harness.kernel import build, kconfig, series, sources
 
 ANCHOR = "#include <linux/page_counter.h>\n"
 

@@ -21,14 +21,19 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from . import atomic, cache, doctor, ktap, matrix, paths, proc, results, run, sources, target
-from .errors import EnvironmentProblem, HarnessError, Stopped, from_os_error, signal_of
-from .matrix import Cell, Tier
-from .model import Accel, CellResult, Status, TestResult
-from .testkinds import command
+from harness import target
+from harness.base import atomic, paths, proc
+from harness.base.errors import EnvironmentProblem, HarnessError, Stopped, from_os_error, signal_of
+from harness.base.model import Accel, CellResult, Status, TestResult
+from harness.drivers import doctor, matrix, run
+from harness.drivers.matrix import Cell, Tier
+from harness.judge import ktap
+from harness.kernel import cache, sources
+from harness.output import results
+from harness.testkinds import command
 
 if TYPE_CHECKING:
-    from .shard import Planned
+    from harness.ci.shard import Planned
 
 log = logging.getLogger("harness")
 DEFAULT_KERNEL = run.DEFAULT_KERNEL
@@ -86,7 +91,7 @@ def _tree_options(p: argparse.ArgumentParser, *, several_kernels: bool = False) 
                         "(repeatable)")
     p.add_argument("--arch", default=None, choices=target.known_arches(),
                    help=f"the arch to build for (default {target.DEFAULT_ARCH}; "
-                        "harness/arches/ARCH.toml)")
+                        "harness/target/arches/ARCH.toml)")
     p.add_argument("--toolchain", default=None, choices=target.known_toolchains(),
                    help=f"the toolchain to build with (default {target.DEFAULT_TOOLCHAIN}; "
                         "llvm: clang, lld and the LLVM binutils 19)")
@@ -357,7 +362,7 @@ def _results_dir(out: Path | None, kind: str = "", *, marker: str = "results.jso
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import shard
+    from harness.ci import shard
 
     cells, what = _cells_from_args(args)
     if args.coverage:
@@ -397,7 +402,7 @@ def _your_tree_or(kernel: str | None) -> tuple[str, str]:
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    from . import shell
+    from harness.drivers import shell
 
     if not sys.stdin.isatty():
         raise EnvironmentProblem("harness shell needs a terminal: its input is not one",
@@ -455,7 +460,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from . import check
+    from harness.drivers import check
 
     kernel, where = _your_tree_or(args.kernel)
     print(f"checking against {where}", flush=True)
@@ -478,7 +483,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_mutate(args: argparse.Namespace) -> int:
-    from . import mutate
+    from harness.drivers import mutate
 
     out = _results_dir(args.out, "mutate", marker="mutants.json")
     log.info("results: %s", out)
@@ -501,7 +506,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from . import bisect
+    from harness.drivers import bisect
 
     request = bisect.Request(series=args.series, test=args.test, cell=args.cell,
                              good=args.good or bisect.DEFAULT_GOOD,
@@ -520,7 +525,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from . import compare
+    from harness.output import compare
 
     a, cell_a, _ = results.load_run(args.before)
     b, cell_b, _ = results.load_run(args.after)
@@ -538,14 +543,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.markdown:
         atomic.write_text(args.markdown, compare.render_markdown(result))
     if args.html:
-        from . import report
+        from harness.output import report
 
         atomic.write_text(args.html, report.render_comparison(result))
     return 1 if result.regressed else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from . import report
+    from harness.output import report
 
     doc, _cell, file = results.load_run(args.run)
     out = (args.out or file.parent / "report").resolve()
@@ -557,7 +562,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
-    from . import ciplan, gitlab, workflow
+    from harness.ci import ciplan, gitlab, workflow
 
     if args.what != "minutes" and args.what != "annotate" and args.runs:
         raise EnvironmentProblem(f"harness ci {args.what} takes no runs",
@@ -598,7 +603,7 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 
 def _ci_annotate(args: argparse.Namespace) -> int:
-    from . import annotate
+    from harness.output import annotate
 
     if not args.runs:
         raise EnvironmentProblem("harness ci annotate needs the runs",
@@ -618,13 +623,13 @@ def _ci_annotate(args: argparse.Namespace) -> int:
 
 
 def _ci_minutes(args: argparse.Namespace) -> int:
-    from . import workflow
+    from harness.ci import workflow
 
     if not args.runs:
         raise EnvironmentProblem("harness ci minutes needs the runs that measured the cells",
                                  fix="harness ci minutes results/run-A results/run-B "
                                  "--tier full (the runs first, then the options)")
-    from .build import stored_build_seconds
+    from harness.kernel.build import stored_build_seconds
 
     docs = [results.load_run(str(r))[0] for r in args.runs]
     costs = workflow.job_costs(matrix.select(matrix.load(), Tier(args.tier)), docs,
@@ -634,7 +639,7 @@ def _ci_minutes(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from . import junit, kcidb
+    from harness.output import junit, kcidb
 
     doc, _cell, _file = results.load_run(args.run)
     if args.format == "kcidb":
@@ -663,7 +668,7 @@ def _write_or_print(text: str, output: Path | None, what: str) -> int:
 
 def _merge_plan(args: argparse.Namespace) -> tuple[Planned, ...] | None:
     """The cells `harness merge` expects (shard.Planned), or None: no plan given."""
-    from . import shard
+    from harness.ci import shard
 
     if args.plan is not None:
         if args.tier or args.cell:
@@ -685,7 +690,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     an incomplete run, or an unreadable run when no plan says what it held."""
     import uuid
 
-    from . import shard
+    from harness.ci import shard
 
     out = args.out.resolve()
     runs = [r.resolve() for r in args.runs]
@@ -708,7 +713,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from . import cache
+    from harness.kernel import cache
 
     export_only = [o for o, v in (("--run", args.run), ("--cell", args.cell),
                                   ("--entry", args.entry), ("-o", args.output)) if v]
@@ -746,7 +751,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def _cache_export(args: argparse.Namespace) -> int:
-    from . import cache
+    from harness.kernel import cache
 
     if args.names:
         raise EnvironmentProblem("harness cache export takes no names",
@@ -772,7 +777,7 @@ def _cache_export(args: argparse.Namespace) -> int:
 
 
 def _cache_import(args: argparse.Namespace) -> int:
-    from . import cache
+    from harness.kernel import cache
 
     if len(args.names) != 1:
         raise EnvironmentProblem("harness cache import takes one archive",

@@ -9,7 +9,8 @@ import argparse
 import shlex
 from dataclasses import dataclass
 
-from harness import cli, shard
+from harness import cli
+from harness.ci import shard
 
 
 @dataclass(frozen=True, kw_only=True)

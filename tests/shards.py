@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.model import Status, worst
+from harness.base.model import Status, worst
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 VERIFY = GOLDEN / "compare" / "verify-2026-11-24.json"

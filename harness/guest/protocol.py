@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import HarnessError
-from ..model import Status
+from harness.base.errors import HarnessError
+from harness.base.model import Status
 
 RUNNER = Path(__file__).resolve().parent / "runner.sh"
 OUTPUT_CAP_BYTES = 8 * 2**20  # per test: kselftest:cgroup writes ~100 KB, test_progs ~1 MB

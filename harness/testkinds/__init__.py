@@ -11,13 +11,13 @@ tree, build, plan. A `--test` string goes to the first kind that claims it; our 
 
 from __future__ import annotations
 
-from .base import BuildContext, Manifest, SelftestError, TestKind, TestRef
-from .command import KIND as COMMAND
-from .command import ref as command_ref
-from .kselftest import KIND as KSELFTEST
-from .own import KIND as OWN
-from .perf import KIND as PERF
-from .test_progs import KIND as TEST_PROGS
+from harness.testkinds.base import BuildContext, Manifest, SelftestError, TestKind, TestRef
+from harness.testkinds.command import KIND as COMMAND
+from harness.testkinds.command import ref as command_ref
+from harness.testkinds.kselftest import KIND as KSELFTEST
+from harness.testkinds.own import KIND as OWN
+from harness.testkinds.perf import KIND as PERF
+from harness.testkinds.test_progs import KIND as TEST_PROGS
 
 KINDS: tuple[TestKind, ...] = (KSELFTEST, TEST_PROGS, COMMAND, PERF, OWN)
 BY_NAME: dict[str, TestKind] = {k.name: k for k in KINDS}

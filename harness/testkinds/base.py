@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import HarnessError
-from ..guest.protocol import GuestTest
-from ..model import KernelImage, Status
+from harness.base.errors import HarnessError
+from harness.base.model import KernelImage, Status
+from harness.guest.protocol import GuestTest
 
 
 class SelftestError(HarnessError):

@@ -14,8 +14,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..guest.protocol import GuestTest
-from .base import BuildContext, TestRef, setup_error
+from harness.guest.protocol import GuestTest
+from harness.testkinds.base import BuildContext, TestRef, setup_error
 
 DEFAULT_TIMEOUT_S = 600
 KIND_NAME = "command"

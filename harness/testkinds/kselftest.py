@@ -12,10 +12,11 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import atomic, gitcmd, paths, proc, target
-from ..guest.protocol import GuestTest
-from ..model import Status
-from .base import BuildContext, SelftestError, TestRef, setup_error
+from harness import target
+from harness.base import atomic, gitcmd, paths, proc
+from harness.base.model import Status
+from harness.guest.protocol import GuestTest
+from harness.testkinds.base import BuildContext, SelftestError, TestRef, setup_error
 
 # Curated kselftest subsets: the tests that run in a TCG guest in bounded time.
 # What still fails there for reasons outside our patches is in expectations.toml.

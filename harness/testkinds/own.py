@@ -16,10 +16,18 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import atomic, paths, proc, target
-from ..guest.protocol import GuestTest
-from ..model import KERNEL_PHASES, KernelImage
-from .base import BuildContext, KselftestHeader, Manifest, SelftestError, TestRef, setup_error
+from harness import target
+from harness.base import atomic, paths, proc
+from harness.base.model import KERNEL_PHASES, KernelImage
+from harness.guest.protocol import GuestTest
+from harness.testkinds.base import (
+    BuildContext,
+    KselftestHeader,
+    Manifest,
+    SelftestError,
+    TestRef,
+    setup_error,
+)
 
 CLANG = "clang-19"
 BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-Wall", "-Werror")

@@ -20,11 +20,11 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import atomic, gitcmd, paths, proc
-from ..guest.protocol import GuestTest
-from ..model import KernelImage
-from . import own
-from .base import BuildContext, SelftestError, TestRef, setup_error
+from harness.base import atomic, gitcmd, paths, proc
+from harness.base.model import KernelImage
+from harness.guest.protocol import GuestTest
+from harness.testkinds import own
+from harness.testkinds.base import BuildContext, SelftestError, TestRef, setup_error
 
 log = logging.getLogger(__name__)
 

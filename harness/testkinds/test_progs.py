@@ -13,12 +13,13 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import atomic, gitcmd, paths, proc, target
-from .. import build as kbuild
-from ..guest.protocol import GuestTest
-from ..model import KernelImage
-from .base import BuildContext, SelftestError, TestRef, setup_error
-from .own import CLANG
+from harness import target
+from harness.base import atomic, gitcmd, paths, proc
+from harness.base.model import KernelImage
+from harness.guest.protocol import GuestTest
+from harness.kernel import build as kbuild
+from harness.testkinds.base import BuildContext, SelftestError, TestRef, setup_error
+from harness.testkinds.own import CLANG
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pexpect
 
-from harness import matrix, paths
-from harness.matrix import Tier
+from harness.base import paths
+from harness.drivers import matrix
+from harness.drivers.matrix import Tier
 
 from .conftest import REPO, Run, harness
 

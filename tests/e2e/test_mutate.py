@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness import paths
+from harness.base import paths
 
 from .conftest import harness
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness import paths
+from harness.base import paths
 
 from .conftest import REPO, Run, harness
 
@@ -295,8 +295,9 @@ def test_memcg_benchmark_methods_agree_and_report_ratios(ci_run: Run) -> None:
 
 def test_vm_wall_clock_timeout_kills_qemu(tmp_path: Path, ci_run: Run) -> None:
     """A guest that never finishes is killed at the host-side timeout, qemu included."""
-    from harness import build, vm
-    from harness.model import Accel
+    from harness.base.model import Accel
+    from harness.guest import vm
+    from harness.kernel import build
 
     kernel = build.image_from_file(Path(ci_run.cell("6.12")["image"]))
     before = _qemu_pids()
@@ -475,7 +476,7 @@ def test_the_css_rstat_object_is_built_and_calls_mainlines_names(ci_run: Run, te
                                                                  tmp_path: Path) -> None:
     """Only the cgroup_rstat_* object can run here (6.1, 6.12); the css_rstat_* one (6.16+)
     is compiled beside it, and must call mainline's names and not the old ones."""
-    from harness import build
+    from harness.kernel import build
     from harness.testkinds import own
 
     kernel = build.image_from_file(Path(ci_run.cell("6.12")["image"]))
@@ -500,7 +501,8 @@ def test_the_standalone_makefile_builds_what_the_harness_builds(ci_run: Run, tes
                                                                 tmp_path: Path) -> None:
     """A reviewer without the harness: `make` in the test's directory, given vmlinux.h and a
     kernel tree's kselftest.h, builds the same program and BPF objects."""
-    from harness import build, paths
+    from harness.base import paths
+    from harness.kernel import build
     from harness.testkinds import own
 
     kernel = build.image_from_file(Path(ci_run.cell("6.12")["image"]))

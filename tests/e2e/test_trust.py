@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness import matrix
+from harness.drivers import matrix
 
 from .conftest import harness
 

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from harness import annotate, cli, shard
+from harness import cli
+from harness.ci import shard
+from harness.output import annotate
 from tests.shards import ADHOC_BROKEN, FAULTS, VERIFY
 
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import attempts, cli
+from harness import cli
+from harness.base.model import Phase, Status, TestResult
 from harness.guest.protocol import GuestTest
-from harness.model import Phase, Status, TestResult
+from harness.judge import attempts
 
 
 def _result(name: str, status: Status, reason: str = "", taint: str = "") -> TestResult:

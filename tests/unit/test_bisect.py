@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import bisect
-from harness.bisect import Verdict
-from harness.model import Status
+from harness.base.model import Status
+from harness.drivers import bisect
+from harness.drivers.bisect import Verdict
 
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
 

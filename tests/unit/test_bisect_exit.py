@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import results
-from harness.model import CellResult, StageTiming, Status
+from harness.base.model import CellResult, StageTiming, Status
+from harness.output import results
 
 
 def cell(status: Status, stage: str = "boot+tests") -> CellResult:

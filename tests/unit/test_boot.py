@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
-from harness import pipeline, verdict, vm
-from harness.matrix import Cell, Tier
-from harness.model import Accel, CellResult, KernelImage, Phase, Status
-from harness.model import TestResult as Result
-from harness.stages import StageLog
+from harness.base.model import Accel, CellResult, KernelImage, Phase, Status
+from harness.base.model import TestResult as Result
+from harness.drivers import pipeline
+from harness.drivers.matrix import Cell, Tier
+from harness.drivers.stages import StageLog
+from harness.guest import vm
+from harness.judge import verdict
 
 from .test_outcome import GOLDEN, plan_of
 
@@ -139,7 +141,7 @@ def test_a_panic_at_boot_is_not_retried_and_the_stage_fails(
 
 def test_a_retried_boot_is_said_on_the_terminal(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import results
+    from harness.output import results
 
     fake_guests(monkeypatch, "[    0.000000] Linux version 6.12.117+\n")
     run, _ = boot(tmp_path)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import build
-from harness.model import KernelImage
+from harness.base.model import KernelImage
+from harness.kernel import build
 
 
 def _ccache_hits(env: dict[str, str]) -> int:

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import cache, cli, paths
+from harness import cli
+from harness.base import paths
+from harness.kernel import cache
 
 
 @pytest.fixture
@@ -130,7 +132,7 @@ def test_test_builds_count_toward_the_limit_and_go_least_recently_used_first(
 def test_nothing_is_evicted_while_another_harness_uses_the_cache(root: Path) -> None:
     _world(root)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from harness import cache\n"
+        [sys.executable, "-c", "import sys, time; from harness.kernel import cache\n"
          "with cache.in_use():\n    print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "HARNESS_CACHE": str(root)})
     try:

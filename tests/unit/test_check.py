@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import check, cli
-from harness.check import CompileState, ObjectCompile
+from harness import cli
+from harness.drivers import check
+from harness.drivers.check import CompileState, ObjectCompile
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "checkpatch"
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.org",

@@ -265,7 +265,8 @@ def test_a_flood_of_distinct_results_is_cut_with_a_warning(tmp_path: Path,
 
 @pytest.mark.parametrize("extra", [["--boot-only"], ["--coverage"], ["--", "true"]])
 def test_build_only_refuses_what_needs_a_boot(extra: list[str]) -> None:
-    from harness import cli, matrix
+    from harness import cli
+    from harness.drivers import matrix
 
     args = cli.parse_args(["run", "--build-only", *extra])
     with pytest.raises(matrix.MatrixError, match="--build-only boots nothing"):

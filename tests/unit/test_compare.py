@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from harness import cli, compare
-from harness.compare import Change
+from harness import cli
+from harness.output import compare
+from harness.output.compare import Change
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "compare"
 VERIFY = GOLDEN / "verify-2026-11-24.json"  # cells 6.12, 6.1, broken rstat cells, ...

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from harness import matrix, shard
-from harness.matrix import Tier
+from harness.ci import shard
+from harness.drivers import matrix
+from harness.drivers.matrix import Tier
 from tests.shards import VERIFY
 
 

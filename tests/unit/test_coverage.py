@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import coverage
+from harness.judge import coverage
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "coverage"
 GET_PUT = "b13e309ad30cffa482ecbf91dbb09a9e75da785d"
@@ -67,7 +67,7 @@ def test_gcovr_counts_add_up_inlined_copies_and_skip_noncode() -> None:
 
 
 def test_compare_calls_fewer_lines_run_a_regression() -> None:
-    from harness import compare
+    from harness.output import compare
 
     def cell(ran: int, not_run: list[int]) -> dict[str, object]:
         return {"cell": "6.12", "status": "PASS", "tests": [], "coverage": [

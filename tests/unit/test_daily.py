@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, matrix, pipeline, results
-from harness.matrix import Cell, Tier
-from harness.model import Accel
+from harness import cli
+from harness.base.model import Accel
+from harness.drivers import matrix, pipeline
+from harness.drivers.matrix import Cell, Tier
+from harness.output import results
 from harness.testkinds import SelftestError, command
 
 

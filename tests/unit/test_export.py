@@ -2,7 +2,7 @@
 the ci tier, an ad-hoc run of the deliberately broken memcg series, the faults cell),
 tests/golden/recorded-runs (LKDTM splats), tests/golden/mutants (a run whose accelerator
 failed, a kernel that warns at boot and shutdown) and a ci-tier run merged from shards cut
-from them (tests/shards.py). JUnit is valid against our schema (harness/schemas/junit.xsd)
+from them (tests/shards.py). JUnit is valid against our schema (harness/output/schemas/junit.xsd)
 and its counts per status equal what results.json says, counted here independently; KCIDB
 is valid against kcidb-io's v5.3 schema, with one test object per result, subtest and
 measurement, counted here independently too."""
@@ -19,15 +19,18 @@ from typing import Any
 import pytest
 import xmlschema
 
-from harness import cli, junit, kcidb, shard, verdict
-from harness.compare import measurements
-from harness.model import Phase, Status
-from harness.model import TestResult as Result
+from harness import cli
+from harness.base.model import Phase, Status
+from harness.base.model import TestResult as Result
+from harness.ci import shard
+from harness.judge import verdict
+from harness.output import junit, kcidb
+from harness.output.compare import measurements
 from tests import shards
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "compare"
-SCHEMA = xmlschema.XMLSchema(str(REPO / "harness" / "schemas" / "junit.xsd"))
+SCHEMA = xmlschema.XMLSchema(str(REPO / "harness" / "output" / "schemas" / "junit.xsd"))
 ACCEL_ERROR = REPO / "tests" / "golden" / "mutants" / "results-accel-error.json"
 WARN_BOOT = REPO / "tests" / "golden" / "mutants" / "results-warn-boot-shutdown.json"
 RUNS = [*sorted(GOLDEN.glob("*.json")), shards.LKDTM, ACCEL_ERROR, WARN_BOOT]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import features, series
-from harness.model import Feature, FeatureKind, FeatureState, PatchState
+from harness.base.model import Feature, FeatureKind, FeatureState, PatchState
+from harness.kernel import features, series
 
 from .test_series_sources import format_patch, git
 

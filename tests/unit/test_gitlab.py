@@ -13,9 +13,11 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from harness import ciplan, cli, gitlab, matrix, shard
-from harness.matrix import Tier
-from harness.model import Accel
+from harness import cli
+from harness.base.model import Accel
+from harness.ci import ciplan, gitlab, shard
+from harness.drivers import matrix
+from harness.drivers.matrix import Tier
 from tests.cijobs import builds, harness_runs
 
 REPO = Path(__file__).resolve().parents[2]

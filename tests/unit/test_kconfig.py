@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import kconfig
+from harness.kernel import kconfig
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "kconfig"
 

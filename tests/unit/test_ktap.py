@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.ktap import extract_ktap_lines, parse, summary_counts
-from harness.model import KtapResult, Status
-from harness.model import TestCase as Case  # aliased: pytest would try to collect "Test*"
+from harness.base.model import KtapResult, Status
+from harness.base.model import TestCase as Case
+from harness.judge.ktap import extract_ktap_lines, parse, summary_counts
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "ktap"
 
@@ -505,8 +505,8 @@ def test_summary_counts_leaves_only() -> None:
 
 def test_results_json_of_a_ktap_result_is_serialisable_with_status_strings() -> None:
     """The KTAP tree as results.json carries it (ktap.to_json, never called, is gone)."""
-    from harness.model import TestResult
-    from harness.results import test_json
+    from harness.base.model import TestResult
+    from harness.output.results import test_json
 
     result = parse(golden("kselftest_harness_mincore.tap"))
     data = test_json(TestResult(name="mincore", status=result.status, duration_s=1.0,

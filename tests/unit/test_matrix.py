@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import matrix
+from harness.drivers import matrix
 
 
 def cell(tmp_path: Path, body: str) -> matrix.Cell:

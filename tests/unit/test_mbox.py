@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import mbox, series
+from harness.kernel import mbox, series
 from tests.mailthread import REVIEWER, build_thread
 
 OURS = sorted((Path(__file__).resolve().parents[2] / "patches" / "memcg-kfuncs").glob(

@@ -16,14 +16,17 @@ from typing import Any
 import pytest
 import xmlschema
 
-from harness import cli, junit, kcidb, matrix, shard
-from harness.matrix import Cell, Tier
-from harness.model import Status
+from harness import cli
+from harness.base.model import Status
+from harness.ci import shard
+from harness.drivers import matrix
+from harness.drivers.matrix import Cell, Tier
+from harness.output import junit, kcidb
 from tests import shards
 from tests.shards import BROKEN_VARIANTS, CI_PLAN, FAILING, MISSING, PLAIN
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = xmlschema.XMLSchema(str(REPO / "harness" / "schemas" / "junit.xsd"))
+SCHEMA = xmlschema.XMLSchema(str(REPO / "harness" / "output" / "schemas" / "junit.xsd"))
 # the ad-hoc cell of adhoc-memcg-kfuncs-broken.json, as its run's "what" names it
 ADHOC_CELL = Cell(name=FAILING, tier=Tier.DEFAULT, kernel="debian:6.12",
                   series=("memcg-kfuncs-broken",), tests=("memcg_kfuncs", "rstat_propagation"))
@@ -253,7 +256,7 @@ def test_plan_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_missing_is_never_hidden_and_exits_1() -> None:
     assert Status.MISSING.exit_code == 1 and not Status.MISSING.is_stage_error
-    from harness.model import worst
+    from harness.base.model import worst
 
     assert worst([Status.PASS, Status.MISSING, Status.CRASHED]) is Status.MISSING
     assert worst([Status.MISSING, Status.BUILD_ERROR]) is Status.BUILD_ERROR

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from harness import mutants
-from harness.mutate import compare, excluded_tests, run_facts, verdict_key
+from harness.drivers.mutate import compare, excluded_tests, run_facts, verdict_key
+from harness.judge import mutants
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "mutants"
 OPS = mutants.load_operators()
@@ -214,7 +214,7 @@ def test_a_kernel_that_complained_is_told_by_its_splats() -> None:
 
 def test_a_new_compiler_warning_is_told_from_the_old_ones() -> None:
     """The real warnings of the swapped __cgroup_rstat_unlock(cpu, cgrp) mutant (gcc 12)."""
-    from harness.mutate import compiler_warnings
+    from harness.drivers.mutate import compiler_warnings
 
     out = ("  CC      kernel/cgroup/rstat.o\n"
            "../../work/debian-6.12-6.12.117-1_deb12u1-base/kernel/cgroup/rstat.c:340:39: "
@@ -227,8 +227,8 @@ def test_a_new_compiler_warning_is_told_from_the_old_ones() -> None:
 
 
 def test_a_kill_only_by_declared_flaky_tests_is_confirmed() -> None:
-    from harness import verdict
-    from harness.mutate import flaky_tests, to_confirm
+    from harness.drivers.mutate import flaky_tests, to_confirm
+    from harness.judge import verdict
 
     exp = verdict.load_expectations(Path(__file__).parents[2] / "selftests" /
                                     "expectations.toml")
@@ -245,9 +245,9 @@ def test_a_kill_only_by_declared_flaky_tests_is_confirmed() -> None:
 
 
 def test_mutant_timeouts_follow_the_baseline() -> None:
-    from harness.model import CellResult, Phase, Status
-    from harness.model import TestResult as Result
-    from harness.mutate import mutant_timeouts
+    from harness.base.model import CellResult, Phase, Status
+    from harness.base.model import TestResult as Result
+    from harness.drivers.mutate import mutant_timeouts
 
     def r(name: str, seconds: float, phase: Phase = Phase.TEST) -> Result:
         return Result(name=name, status=Status.PASS, duration_s=seconds, exit_code=0,
@@ -273,13 +273,13 @@ def test_every_declared_equivalent_is_listed_for_a_reviewer() -> None:
 
 def test_the_readme_yardstick_table_has_every_operator_and_a_not_covered_column() -> None:
     """The yardstick of record in README.md: one row per operator of
-    harness/mutation_operators.toml (a row of dashes where the scope has no such code), with
+    harness/judge/mutation_operators.toml (a row of dashes where the scope has no such code), with
     the outcomes harness mutate gives, "not covered" among them."""
     import tomllib
 
     repo = Path(__file__).resolve().parents[2]
     ops = [o["name"] for o in tomllib.loads(
-        (repo / "harness" / "mutation_operators.toml").read_text())["operator"]]
+        (repo / "harness" / "judge" / "mutation_operators.toml").read_text())["operator"]]
     readme = (repo / "README.md").read_text()
     head = "| operator | killed | survived | not covered | equivalent | stillborn | error |"
     assert head in readme
@@ -344,7 +344,7 @@ def test_callees_are_the_built_c_functions_the_series_calls(tmp_path: Path) -> N
     (its object built); not headers, not tools' own copies."""
     import subprocess
 
-    from harness.mutate import callees
+    from harness.drivers.mutate import callees
 
     files = {
         "mm/new.c": "int mine(int x)\n{\n\treturn helper(x) + in_header(x) + tool_only(x);\n}\n",

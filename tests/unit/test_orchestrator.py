@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from harness import pipeline, results
-from harness.matrix import Cell, Tier
-from harness.model import Accel, CellResult, FeatureKind, FeatureState, Status
+from harness.base.model import Accel, CellResult, FeatureKind, FeatureState, Status
+from harness.drivers import pipeline
+from harness.drivers.matrix import Cell, Tier
+from harness.output import results
 from harness.testkinds import SelftestError
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -148,7 +149,7 @@ def test_build_only_builds_the_kernel_and_tests_into_the_store_and_boots_nothing
 def test_a_kernel_evicted_from_the_cache_is_built_again(world: Path,
                                                          monkeypatch: pytest.MonkeyPatch,
                                                          caplog: pytest.LogCaptureFixture) -> None:
-    from harness import cache
+    from harness.kernel import cache
 
     first = run(world, "evict-1", monkeypatch=monkeypatch)
     key = Path(first.image).parent.name
@@ -246,7 +247,7 @@ def test_a_patch_that_breaks_the_build_is_a_build_error_with_the_compiler_line(
     assert "fake.c" in r.error and "error" in r.error and "build.log" in r.error
     assert [p.state.value for p in r.patches] == ["applied"]
     # the report of a cell stopped before any test: its status, error and patch table
-    from harness import report
+    from harness.output import report
 
     page = report.render(json.loads((world / "broken" / "results.json").read_text()), {})
     assert "BUILD_ERROR" in page and "fake.c" in page and "broken.patch" in page
@@ -366,7 +367,7 @@ def test_a_hung_guest_is_killed_and_said(world: Path, monkeypatch: pytest.Monkey
 
 def test_a_signal_in_the_build_keeps_what_the_cell_had_learnt(
         world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.tree import KernelTree
+    from harness.kernel.tree import KernelTree
 
     def interrupted(*_: object, **__: object) -> None:
         raise KeyboardInterrupt("SIGINT")
@@ -547,7 +548,7 @@ def _series_of_commits(world: Path, name: str, edits: list[tuple[str, str]]) -> 
 
 def test_bisect_names_the_first_bad_patch_stepping_over_a_skip(
         world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import bisect, matrix
+    from harness.drivers import bisect, matrix
 
     monkeypatch.setenv("FAKE_VNG", "")
     d = _series_of_commits(world, "bisect-series", [

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import outcome, verdict
+from harness.base.model import Phase, Status
+from harness.base.model import TestResult as Result
 from harness.guest.protocol import GuestTest
-from harness.model import Phase, Status
-from harness.model import TestResult as Result
+from harness.judge import outcome, verdict
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "guest"
 WARN = ("[   37.700000] ------------[ cut here ]------------\n"
@@ -266,7 +266,7 @@ def test_a_warning_in_a_loop_keeps_a_few_splats_and_counts_the_rest() -> None:
 
 
 def test_a_huge_console_is_read_head_and_tail(tmp_path: Path) -> None:
-    from harness import pipeline
+    from harness.drivers import pipeline
 
     log = tmp_path / "console.log"
     log.write_text("boot line\n" + "x" * 1000 + "\nharness: runner-done\nlast line\n")
@@ -277,7 +277,7 @@ def test_a_huge_console_is_read_head_and_tail(tmp_path: Path) -> None:
 
 
 def test_a_console_read_in_part_is_not_called_clean(tmp_path: Path) -> None:
-    from harness import pipeline
+    from harness.drivers import pipeline
 
     plan, rec = record("clean-6.12")
     log = tmp_path / "console.log"

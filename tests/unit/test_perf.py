@@ -11,9 +11,10 @@ from types import ModuleType
 
 import pytest
 
-from harness import features, paths
-from harness.features import missing_for
-from harness.model import Feature, FeatureKind, FeatureReport, FeatureState
+from harness.base import paths
+from harness.base.model import Feature, FeatureKind, FeatureReport, FeatureState
+from harness.kernel import features
+from harness.kernel.features import missing_for
 from harness.testkinds import perf, resolve
 from harness.testkinds.base import SelftestError
 
@@ -219,7 +220,7 @@ def test_tolerance_edges() -> None:
 
 
 def test_the_summary_does_not_call_config_options_unchecked_btf() -> None:
-    from harness.results import feature_line
+    from harness.output.results import feature_line
     kfunc = FeatureReport(feature=Feature(name="cgroup_rstat_flush", kind=FeatureKind.KFUNC),
                           state=FeatureState.IN_BASE, btf=True)
     config = features.confirm_with_config(

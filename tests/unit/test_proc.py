@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import proc
+from harness.base import proc
 
 
 def _alive(pid: int) -> bool:

@@ -11,7 +11,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from harness import cli, compare, report
+from harness import cli
+from harness.output import compare, report
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "compare"
 VERIFY = GOLDEN / "verify-2026-11-24.json"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.features import missing_for
-from harness.model import Feature, FeatureKind, FeatureReport, FeatureState
+from harness.base.model import Feature, FeatureKind, FeatureReport, FeatureState
+from harness.kernel.features import missing_for
 from harness.testkinds.base import Manifest, TestRef
 from harness.testkinds.own import load_manifest
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import series, sources
-from harness.model import PatchState, SourceKind
+from harness.base.model import PatchState, SourceKind
+from harness.kernel import series, sources
 
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.org",
        "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.org"}
@@ -236,7 +236,7 @@ def test_reset_keeps_the_build_directory_and_drops_what_a_patch_left(tmp_path: P
     """The O= directory lives inside the worktree (paths.build_dir): a reset removes every
     untracked and ignored file a patch or a build copy left, but never the build directory
     (its .config and objects: losing them failed every mutant and rebuilt every kernel)."""
-    from harness import paths
+    from harness.base import paths
 
     repo = make_repo(tmp_path / "tree")
     base = git(repo, "rev-parse", "HEAD").strip()

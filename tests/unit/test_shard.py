@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, matrix, shard
-from harness.matrix import Cell, Tier
+from harness import cli
+from harness.ci import shard
+from harness.drivers import matrix
+from harness.drivers.matrix import Cell, Tier
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "compare"
 VERIFY = GOLDEN / "verify-2026-11-24.json"  # a real run's results.json: see its README

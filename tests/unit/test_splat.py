@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.splat import (
+from harness.judge.splat import (
     TAINT_LETTERS,
     _strip_prefix,
     faulting_function,
@@ -388,7 +388,7 @@ def test_taint_flags_changed_rejects_negative_masks() -> None:
 def test_decoded_paths_become_relative_to_the_tree(decoded: str) -> None:
     from dataclasses import replace
 
-    from harness.splat import relative_to_tree
+    from harness.judge.splat import relative_to_tree
     (found,) = find_splats("WARNING: CPU: 0 PID: 1 at mm/memcontrol.c:1234 f+0x1/0x2\n"
                            "---[ end trace 0000000000000000 ]---\n")
     out = relative_to_tree(replace(found, decoded=decoded), "T")
@@ -398,7 +398,9 @@ def test_decoded_paths_become_relative_to_the_tree(decoded: str) -> None:
 def test_every_tree_builds_in_itself_with_its_paths_mapped_away(tmp_path: Path) -> None:
     """What makes ccache hit across trees: kbuild sees srctree "..", the same in every tree,
     and the debug info has no worktree path (build.make_argv, paths.build_dir)."""
-    from harness import build, paths, target
+    from harness import target
+    from harness.base import paths
+    from harness.kernel import build
     tools = build.Tools(target=target.default(), compiler="gcc", pahole="pahole", ccache=True)
     argvs = []
     for name in ("debian-6.12-base", "mytree-base+debug"):

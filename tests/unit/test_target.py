@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import build, ciplan, cli, kconfig, matrix, pipeline, shard, target
-from harness.matrix import Cell, Tier
-from harness.model import Accel
+from harness import cli, target
+from harness.base.model import Accel
+from harness.ci import ciplan, shard
+from harness.drivers import matrix, pipeline
+from harness.drivers.matrix import Cell, Tier
+from harness.kernel import build, kconfig
 
 
 @pytest.mark.parametrize("name", target.known_arches())
@@ -153,8 +156,8 @@ def test_a_target_is_its_own_kernel_and_its_own_ci_tree() -> None:
 
 def test_a_guest_of_another_arch_boots_on_its_own_root_and_sees_what_it_reads(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import rootfs, vm
-    from harness.model import KernelImage
+    from harness.base.model import KernelImage
+    from harness.guest import rootfs, vm
 
     root = tmp_path / "rootfs"
     monkeypatch.setattr(rootfs, "guest_root", lambda arch, log_dir: root)
@@ -190,7 +193,7 @@ def test_a_guest_of_another_arch_boots_on_its_own_root_and_sees_what_it_reads(
 
 
 def test_busybox_applets_become_links_where_no_package_put_a_file(tmp_path: Path) -> None:
-    from harness import rootfs
+    from harness.guest import rootfs
 
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin/bash").write_text("bash")
@@ -205,7 +208,7 @@ def test_a_root_of_an_arch_dpkg_does_not_know_says_how_to_add_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    from harness import rootfs
+    from harness.guest import rootfs
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
     odd = replace(target.arch("arm64"), name="odd", deb_arch="no-such-arch")
@@ -224,7 +227,8 @@ def test_an_image_tells_its_arch_by_what_file_says_of_it() -> None:
 
 def test_doctor_says_what_another_arch_or_toolchain_needs_without_failing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import doctor, proc
+    from harness.base import proc
+    from harness.drivers import doctor
 
     monkeypatch.setattr(proc, "which", lambda tool: None)
     found = {c.name: c for c in doctor.target_checks()}
@@ -264,8 +268,8 @@ def test_what_a_make_in_the_targets_tree_and_its_selftests_are_told() -> None:
 
 def test_tests_built_only_for_the_host_are_refused_for_another_arch_before_any_build(
         tmp_path: Path) -> None:
-    from harness import pipeline
-    from harness.stages import StageLog
+    from harness.drivers import pipeline
+    from harness.drivers.stages import StageLog
 
     cell = Cell(name="a", tier=Tier.FULL, kernel="debian:6.12", arch="arm64",
                 tests=("test_progs:cgroup_iter", "memcg_kfuncs"))

@@ -15,9 +15,11 @@ import re
 import sys
 from pathlib import Path
 
-from harness import kconfig, results, series, splat, verdict
-from harness.model import CellResult, PatchResult, PatchState, Phase, Status
-from harness.model import TestResult as Result
+from harness.base.model import CellResult, PatchResult, PatchState, Phase, Status
+from harness.base.model import TestResult as Result
+from harness.judge import splat, verdict
+from harness.kernel import kconfig, series
+from harness.output import results
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "terminal"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import test_progs
-from harness.model import Status
+from harness.base.model import Status
+from harness.judge import test_progs
 
 # The line formats of tools/testing/selftests/bpf/test_progs.c (6.12): print_test_result()
 # "#%-7d %s:" + OK|FAIL|SKIP|"OK (SKIP: n/m)", print_subtest_name() "#%-7s %s/%s:%s".

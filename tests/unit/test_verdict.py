@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import verdict
-from harness.model import KtapResult, Phase, Splat, Status
-from harness.model import TestCase as Case
-from harness.model import TestResult as Result
-from harness.verdict import CellRules, Expectations, KnownFailure, KnownSplat
+from harness.base.model import KtapResult, Phase, Splat, Status
+from harness.base.model import TestCase as Case
+from harness.base.model import TestResult as Result
+from harness.judge import verdict
+from harness.judge.verdict import CellRules, Expectations, KnownFailure, KnownSplat
 
 STALL = Splat(kind="RCU_STALL", title="rcu: INFO: rcu_preempt self-detected stall on CPU",
               text="...", function="native_safe_halt")
@@ -360,7 +360,7 @@ def test_version_ranges(version: str, spec: str, matches: bool) -> None:
 def test_each_declared_failure_explains_its_own_evidence() -> None:
     """The real output each expectations.toml entry names as evidence, judged with the
     declarations on a 6.12 kernel, is no longer a failure: the entry explains it."""
-    from harness import ktap
+    from harness.judge import ktap
 
     repo = Path(__file__).resolve().parents[2]
     expectations = verdict.load_expectations(repo / "selftests" / "expectations.toml")
@@ -383,7 +383,7 @@ def test_each_declared_failure_explains_its_own_evidence() -> None:
 def test_a_cell_declares_which_check_must_fail() -> None:
     """A wrong kernel's cell names the check aimed at its bug: the real output of
     memcg_kfuncs on a kernel whose usage counts swap (swapped_out_child failed)."""
-    from harness import ktap
+    from harness.judge import ktap
 
     out = (Path(__file__).parent.parent / "golden" / "guest" / "wrong-kernels" /
            "usage-with-swap.memcg_kfuncs.out").read_text()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import vm
-from harness.model import Accel
+from harness.base.model import Accel
+from harness.guest import vm
 
 
 def _fake_qemu(tmp_path: Path, body: str) -> str:

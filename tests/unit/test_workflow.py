@@ -14,9 +14,12 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from harness import build, ciplan, cli, matrix, shard, workflow
-from harness.matrix import Tier
-from harness.model import Accel
+from harness import cli
+from harness.base.model import Accel
+from harness.ci import ciplan, shard, workflow
+from harness.drivers import matrix
+from harness.drivers.matrix import Tier
+from harness.kernel import build
 from tests.cijobs import builds, harness_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -311,7 +314,7 @@ def test_ci_minutes_takes_build_times_from_the_kernel_store(
         cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The store's meta.json (as build._store writes it) gives the cold build of the run's
     image; a record without build_seconds is left out, not read as zero."""
-    from harness import paths
+    from harness.base import paths
 
     doc = json.loads(VERIFY_RUN.read_text())
     by_cell = {c["cell"]: c for c in doc["cells"]}

@@ -1,0 +1,409 @@
+"""The domain shared by every stage: statuses, specs and results as frozen dataclasses.
+
+Stages pass these objects forward; nothing travels between stages as a dict of strings.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class Status(enum.Enum):
+    """Outcome of a test, a stage or a whole cell.
+
+    Ordered by severity: aggregation keeps the worst (see `worst`). Stage errors
+    (the set-up could not even produce something to test) outrank test outcomes.
+    """
+
+    PASS = "PASS"
+    XFAIL = "XFAIL"  # failed, and the expectations file says it is expected to
+    XPASS = "XPASS"  # on the expectations list but passed
+    SKIP = "SKIP"  # a test: skipped (by itself, or by the harness: a feature is missing);
+    # a cell: every test was skipped, so nothing was tested
+    NO_TESTS = "NO_TESTS"  # a cell with no test planned: nothing was tested
+    FLAKY = "FLAKY"  # a repeated test that both passed and failed (attempts.fold)
+    FAIL = "FAIL"
+    TIMEOUT = "TIMEOUT"
+    CRASHED = "CRASHED"  # kernel splat, panic or bad taint while it ran
+    # a merged run (`harness merge`): the plan expects the cell, no run holds it (its job
+    # failed before uploading results?); ranked above every test outcome, below the
+    # stage errors that did produce a result
+    MISSING = "MISSING"
+    SETUP_ERROR = "SETUP_ERROR"
+    PATCH_CONFLICT = "PATCH_CONFLICT"
+    CONFIG_ERROR = "CONFIG_ERROR"
+    BUILD_ERROR = "BUILD_ERROR"
+    BOOT_ERROR = "BOOT_ERROR"
+    INTERRUPTED = "INTERRUPTED"  # the run was stopped by a signal while this cell ran
+
+    @property
+    def is_stage_error(self) -> bool:
+        return self in _STAGE_ERRORS
+
+    @property
+    def exit_code(self) -> int:
+        """What a cell with this status contributes to the exit status of the run:
+        0 passed; 1 a test failed, crashed or timed out, nothing was tested, or a merged
+        run lacks the cell's results (MISSING: a result is missing, not the environment
+        failing); 2 a stage error. (A skipped test inside a cell that ran others does not
+        make the cell SKIP: see `verdict.judge`.)"""
+        if self.is_stage_error:
+            return 2
+        if self in (Status.FAIL, Status.FLAKY, Status.TIMEOUT, Status.CRASHED, Status.SKIP,
+                    Status.NO_TESTS, Status.MISSING):
+            return 1
+        return 0
+
+
+_STAGE_ERRORS = frozenset(
+    {
+        Status.SETUP_ERROR,
+        Status.PATCH_CONFLICT,
+        Status.CONFIG_ERROR,
+        Status.BUILD_ERROR,
+        Status.BOOT_ERROR,
+        Status.INTERRUPTED,
+    }
+)
+_SEVERITY = list(Status)
+
+
+def worst(statuses: Sequence[Status], *, empty: Status = Status.PASS) -> Status:
+    """The most severe status of several (the order of the `Status` enum)."""
+    if not statuses:
+        return empty
+    return max(statuses, key=_SEVERITY.index)
+
+
+def combined(statuses: Sequence[Status], *, empty: Status) -> Status:
+    """The status of something made of parts (a test of its subtests, a cell of its tests).
+
+    Skipped parts do not count when others ran: nine passes and a skip is PASS. When
+    every part skipped, the whole is SKIP, and with no parts at all it is `empty`.
+    """
+    if not statuses:
+        return empty
+    ran = [s for s in statuses if s is not Status.SKIP]
+    return worst(ran) if ran else Status.SKIP
+
+
+class Accel(enum.Enum):
+    AUTO = "auto"
+    KVM = "kvm"
+    TCG = "tcg"
+
+
+class PatchState(enum.Enum):
+    APPLIED = "applied"
+    ALREADY_IN_BASE = "already-in-base"
+    CONFLICT = "conflict"
+    NOT_TRIED = "not-tried"  # an earlier patch of the series conflicted
+
+
+class SourceKind(enum.Enum):
+    DEBIAN = "debian"
+    GIT = "git"
+    TARBALL = "tarball"
+    IMAGE = "image"
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelSpec:
+    """What the user asked for: `debian:6.12`, `git:PATH[@REV]`, `tarball:PATH` or
+    `image:PATH` (harness/kernel/sources/ has a module for each)."""
+
+    kind: SourceKind
+    value: str  # the Debian version, or the path (tree, tarball, image)
+    rev: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self.rev:
+            return f"{self.kind.value}:{self.value}@{self.rev}"
+        return f"{self.kind.value}:{self.value}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedSource:
+    """A git repository in the cache holding one base commit to build on."""
+
+    spec: KernelSpec
+    repo: Path
+    base_commit: str
+    describe: str  # e.g. "Debian linux-source-6.12 6.12.57-1" or the user's HEAD + dirty note
+    package_version: str | None = None
+    includes_uncommitted: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchResult:
+    name: str
+    subject: str
+    state: PatchState
+    files: tuple[str, ...] = ()
+    detail: str = ""
+    message_id: str = ""  # a patch from the list: the mail it came in
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigResult:
+    config_path: Path
+    requested: tuple[str, ...]
+    dropped: tuple[DroppedSymbol, ...]
+    fragments: tuple[str, ...]
+    changed: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class DroppedSymbol:
+    symbol: str
+    requested: str
+    actual: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelImage:
+    """A built (or given) kernel ready to boot."""
+
+    boot_image: Path  # what QEMU boots: bzImage on x86_64, Image on arm64
+    vmlinux: Path | None  # with BTF; None for an image without one next to it
+    config: Path | None
+    version: str
+    build_dir: Path | None = None
+    source_dir: Path | None = None
+    cached: bool = False
+    arch: str = "x86_64"  # the arch it was built for (harness/target/arches/ARCH.toml)
+    toolchain: str = "gcc"  # and with (harness/target/toolchains/NAME.toml); "" if unknown
+    compiler: str = ""  # its compiler's --version first line, as the build recorded it
+
+
+# What differs between two reports of the same splat: CPU and PID numbers, addresses and
+# offsets, a source path's directories and line, timestamps, counts.
+_VARYING = (
+    (re.compile(r"\bCPU[#:]? ?\d+"), "CPU"),
+    (re.compile(r"\bPID: ?\d+"), "PID"),
+    (re.compile(r"(?:[\w.-]+/)+([\w.-]+\.[chS])(?::\d+)?"), r"\1"),
+    (re.compile(r"\+?0x[0-9a-f]+(?:/0x[0-9a-f]+)?"), ""),
+    (re.compile(r"\b[0-9a-f]{8,}\b"), "ADDR"),
+    (re.compile(r"\d+"), "N"),
+)
+
+
+def normalised_title(title: str) -> str:
+    """A splat's first line without what varies between runs of the same bug:
+    "WARNING: CPU: 1 PID: 230 at mm/memcontrol.c:4242 f+0x1/0x2" ->
+    "WARNING: CPU PID at memcontrol.c f"."""
+    for pattern, repl in _VARYING:
+        title = pattern.sub(repl, title)
+    return " ".join(title.split())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Splat:
+    kind: str  # WARNING, BUG, KASAN, UBSAN, LOCKDEP, RCU_STALL, HUNG_TASK, SOFT_LOCKUP, PANIC, OOPS
+    title: str
+    text: str
+    decoded: str = ""
+    function: str = ""  # the faulting function (RIP, "at ... func+0x", first frame)
+    where: str = ""  # the part of the log it was in, when not the result's own: "first boot"
+    expected: str = ""  # declared noise: the reason it does not count (expectations.toml)
+    message: str = ""  # what the code said as it went: WARN()'s text, a pr_err() before BUG()
+
+    @property
+    def fingerprint(self) -> str:
+        """Kind and faulting function: what counts and groups splats (short, for notes)."""
+        return f"{self.kind}:{self.function or '?'}"
+
+    @property
+    def identity(self) -> str:
+        """What identifies this splat across runs and builds (`harness compare`): the
+        fingerprint and the normalised title."""
+        return f"{self.fingerprint}:{normalised_title(self.title)}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestCase:
+    """One KTAP result line, with its subtests."""
+
+    name: str
+    number: int
+    status: Status
+    directive: str = ""
+    diagnostic: str = ""
+    subtests: tuple[TestCase, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class KtapResult:
+    """A parsed KTAP/TAP stream: the top-level results and what was wrong with the stream."""
+
+    version: str | None
+    plan: int | None
+    cases: tuple[TestCase, ...]
+    errors: tuple[str, ...] = ()
+    # Not failures: repeated result lines counted once, output cut at the cap, ...
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> Status:
+        status = combined([c.status for c in self.cases], empty=Status.FAIL)
+        return worst([status, Status.FAIL]) if self.errors else status
+
+
+class Phase(enum.Enum):
+    """Which part of a boot a result judges. Every kernel-log line belongs to one."""
+
+    BOOT = "boot"  # from power-on until the guest runner starts
+    TEST = "test"  # between a test's start and end markers
+    SETUP = "setup"  # the runner's own work between tests (lazy swap/scratch set-up)
+    SHUTDOWN = "shutdown"  # after the runner is done, until power-off (console only)
+
+
+# Results that judge the kernel itself, not a test: named like their phase.
+KERNEL_PHASES = (Phase.BOOT, Phase.SETUP, Phase.SHUTDOWN)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestResult:
+    """One selftest run in the guest, or one kernel phase (boot, set-up, shutdown)."""
+
+    name: str
+    status: Status
+    duration_s: float
+    exit_code: int | None
+    ktap: KtapResult | None
+    splats: tuple[Splat, ...] = ()
+    log: Path | None = None
+    reason: str = ""  # why the status: expected-failure reason, timeout, taint change, ...
+    extra: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
+    phase: Phase = Phase.TEST
+    taint: str = ""  # bad taint letters newly set while it ran (W, D, B, L, M)
+    expected_status: Status | None = None  # what the cell declares it must be (expect)
+    notes: tuple[str, ...] = ()  # not verdicts: declared flaky, expected noise, output cut
+    # a repeated test (--repeat, test.toml repeat): every attempt, in order; the fields
+    # above are the worst attempt's, its status the judgement of all (attempts.fold)
+    attempts: tuple[TestResult, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageTiming:
+    stage: str
+    status: Status
+    duration_s: float
+    detail: str = ""
+
+
+class FeatureKind(enum.Enum):
+    HOOK = "hook"  # a __weak noinline function BPF programs attach to with fentry
+    KFUNC = "kfunc"  # registered with BTF_ID_FLAGS(func, NAME...)
+    ITERATOR = "iterator"  # DEFINE_BPF_ITER_FUNC(NAME, ...): the bpf_iter_NAME target
+    HELPER = "helper"  # BPF_CALL_n(NAME, ...): a helper, BPF_FUNC_<NAME without bpf_> in UAPI
+    MAP_TYPE = "map type"  # BPF_MAP_TYPE(NAME, ops) in include/linux/bpf_types.h
+    # `config NAME` in a Kconfig file; built in when the kernel's .config has CONFIG_NAME=y
+    CONFIG = "config option"
+
+
+class FeatureState(enum.Enum):
+    IN_BASE = "in base"
+    ADDED_BY_SERIES = "added by series"
+    ABSENT = "absent"
+    PRESENT = "present"  # a prebuilt image: in its BTF, origin unknown
+
+
+@dataclass(frozen=True, kw_only=True)
+class Feature:
+    name: str
+    kind: FeatureKind
+    declared_by: tuple[str, ...] = ()  # series whose provides.toml lists it; () = kernel's
+    # Mainline's UAPI number of a helper or map type: a backport must use the same one,
+    # or a program built against a newer bpf.h calls another helper or map type.
+    uapi_value: int | None = None
+
+    @property
+    def btf_name(self) -> str:
+        """The FUNC (or, for a map type, the bpf_map_type enumerator) the kernel's BTF
+        has when the feature is built in."""
+        return f"bpf_iter_{self.name}" if self.kind is FeatureKind.ITERATOR else self.name
+
+    @property
+    def uapi_name(self) -> str | None:
+        """The UAPI enumerator naming a helper or map type; None for other kinds."""
+        if self.kind is FeatureKind.HELPER:
+            return "BPF_FUNC_" + self.name.removeprefix("bpf_")
+        return self.name if self.kind is FeatureKind.MAP_TYPE else None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.kind.value})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatureReport:
+    feature: Feature
+    state: FeatureState
+    where: str = ""  # file:line of the definition in the tree that has it
+    btf: bool | None = None  # None: not checked (no vmlinux)
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileLine:
+    """A line of the kernel tree (in the series' head), with its text."""
+
+    file: str
+    line: int
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchCoverage:
+    """One patch's added lines that gcov counts (executable), and which of them ran."""
+
+    patch: str  # its file name, as PatchResult.name
+    subject: str
+    executable: tuple[FileLine, ...]
+    ran: tuple[FileLine, ...]
+    by_test: tuple[tuple[str, int], ...] = ()  # (test, lines of this patch it ran)
+
+    @property
+    def not_run(self) -> tuple[FileLine, ...]:
+        ran = set(self.ran)
+        return tuple(x for x in self.executable if x not in ran)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellResult:
+    cell: str
+    kernel: str
+    kernel_version: str
+    status: Status
+    patches: tuple[PatchResult, ...]
+    config: ConfigResult | None
+    stages: tuple[StageTiming, ...]
+    tests: tuple[TestResult, ...]
+    source: str = ""
+    package_version: str | None = None
+    error: str = ""
+    accel: str = ""
+    retries: tuple[str, ...] = ()
+    features: tuple[FeatureReport, ...] = ()
+    notes: tuple[str, ...] = ()  # what the verdict took into account (expected failures, ...)
+    boot_only: bool = False
+    image: str = ""  # the bzImage that was booted (in the kernel store, or the user's)
+    kselftest_h: str = ""  # the kernel tree's kselftest.h our selftests were built with
+    # the guest asked for (memory, cpus, append) and what it had (cmdline, cpus_online,
+    # memory_kb: read in the guest)
+    guest: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
+    # --coverage: per patch of the series, its executable lines and which ran; None: not asked
+    coverage: tuple[PatchCoverage, ...] | None = None
+    coverage_error: str = ""  # why coverage could not be read, when asked for
+    # the kernel came from the kernel store (no build ran); None: no kernel was built
+    kernel_from_store: bool | None = None
+    arch: str = "x86_64"  # what the kernel was built for and with
+    toolchain: str = "gcc"
+    compiler: str = ""  # the compiler's version line, as the kernel's build recorded it

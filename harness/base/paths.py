@@ -1,0 +1,62 @@
+"""The cache layout, decided here and nowhere else.
+
+    $HARNESS_CACHE (default ~/.cache/harness)/
+      src/<source>/          git repo per kernel source (Debian import or shared clone)
+      work/<source>-<cfg>/   persistent worktree per (source, config), moved with checkout/am
+        .harness-build/      its O= directory (see build_dir())
+      kernels/<key>/         finished images by (tree id, .config hash, toolchain)
+      selftests/<key>/       built selftests by (kernel's BTF types, test sources)
+      test_progs/, perf/, vmlinux-h/, kselftests/, kselftest-build/: other test builds
+      rootfs/<arch>-<key>/   a guest root for another arch (rootfs.py)
+      ccache/                CCACHE_DIR
+      kvm-verdict.json       accel probe verdict per (host kernel, qemu version)
+      locks/                 one lock file per build directory
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    env = os.environ.get("HARNESS_CACHE")
+    root = Path(env) if env else Path.home() / ".cache" / "harness"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def sub(name: str) -> Path:
+    path = cache_root() / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def touch(entry: Path) -> None:
+    """A test build in the cache was just used: its modification time, which the cache's
+    least-recently-used eviction reads (harness/kernel/cache.py)."""
+    # gone or read-only: eviction then judges it by the time it was built
+    with contextlib.suppress(OSError):
+        os.utime(entry)
+
+
+def build_dir(worktree: Path) -> Path:
+    """The O= directory of a worktree: directly inside it, so kbuild names every source
+    relative to it (srctree is "..") and the compiler sees the same paths in every tree
+    and config; ccache then hits across trees, worktrees and configs."""
+    return worktree / ".harness-build"
+
+
+def repo_root() -> Path:
+    """The harness checkout (patches/, kconfigs/, selftests/ live here)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def display(path: Path) -> str:
+    """A path as the user would type it: relative to the harness checkout or the current
+    directory when inside them, else absolute."""
+    for base in (repo_root(), Path.cwd()):
+        if path.is_absolute() and path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)

@@ -1,0 +1,399 @@
+"""The one subprocess wrapper: every external program runs through `run()`.
+
+It owns what must be true of every child: an argv list (never a shell string), the
+command line logged with shlex.join, output saved to a file as it arrives, a timeout,
+its own process group, and one kill path (SIGTERM to the group, a grace period,
+SIGKILL, reap) that runs on timeout, on an early-stop match, on Ctrl-C and on any
+exception, so no qemu or make survives the harness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import pty
+import re
+import select
+import selectors
+import shlex
+import signal
+import subprocess
+import termios
+import threading
+import time
+import tty
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.base.errors import HarnessError
+from harness.base.model import Status
+
+log = logging.getLogger(__name__)
+
+KILL_GRACE_S = 3.0
+
+# Live process groups, so a signal handler can kill them all (see `kill_all`).
+_live: dict[int, subprocess.Popen[bytes]] = {}
+_live_lock = threading.Lock()
+
+
+class ToolMissingError(HarnessError):
+    """An external program is not installed."""
+
+    status = Status.SETUP_ERROR
+
+    def __init__(self, program: str, fix: str) -> None:
+        super().__init__(f"'{program}' is not installed", fix=fix)
+        self.program = program
+
+
+@dataclass(frozen=True, kw_only=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int | None  # None when killed
+    output: str
+    duration_s: float
+    timed_out: bool = False
+    stopped_by: str | None = None  # the early-stop pattern that matched, if any
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out and self.stopped_by is None
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.output.splitlines()[-lines:])
+
+
+class CommandError(HarnessError):
+    """A command failed; carries the command, its exit and the end of its output."""
+
+    def __init__(self, what: str, result: Completed, log_path: Path | None = None) -> None:
+        status = (
+            f"timed out after {result.duration_s:.0f}s"
+            if result.timed_out
+            else f"exit {result.returncode}"
+        )
+        super().__init__(
+            f"{what} failed: {status}\n$ {shlex.join(result.argv)}\n{result.tail(15)}",
+            log=log_path)
+        self.result = result
+        self.log_path = log_path
+
+
+# Fixes for programs the pipeline needs; doctor and ToolMissingError share them.
+INSTALL_HINTS: Mapping[str, str] = {
+    "git": "apt-get install -y git",
+    "make": "apt-get install -y make",
+    "gcc": "apt-get install -y gcc",
+    "ccache": "apt-get install -y ccache",
+    "clang-19": "apt-get install -y clang-19 llvm-19",
+    "llvm-strip-19": "apt-get install -y llvm-19",
+    "bpftool": "apt-get install -y bpftool",
+    "pahole": "apt-get install -y dwarves",
+    "qemu-system-x86_64": "apt-get install -y --no-install-recommends qemu-system-x86",
+    "vng": "./bootstrap.sh (installs virtme-ng into .venv)",
+    "b4": "./bootstrap.sh (installs b4 into .venv)",
+    "flex": "apt-get install -y flex",
+    "bison": "apt-get install -y bison",
+    "bc": "apt-get install -y bc",
+    "xz": "apt-get install -y xz-utils",
+    "lz4": "apt-get install -y lz4 (the test kernel's image is lz4-compressed)",
+    "tar": "apt-get install -y tar",
+    "perl": "apt-get install -y perl",
+}
+
+
+def which(program: str) -> str | None:
+    from shutil import which as _which
+
+    found = _which(program)
+    if found is None and program in ("vng", "b4"):
+        # The console script lives next to our interpreter inside the venv.
+        import sys
+
+        candidate = Path(sys.executable).parent / program
+        if candidate.exists():
+            return str(candidate)
+    return found
+
+
+def require(program: str) -> str:
+    path = which(program)
+    if path is None:
+        raise ToolMissingError(program, INSTALL_HINTS.get(program, f"install {program}"))
+    return path
+
+
+def version_line(program: str) -> str:
+    """The first line of the program's version output ("" when it is not installed)."""
+    path = which(program)
+    if path is None:
+        return ""
+    flag = "version" if program == "bpftool" else "--version"
+    first = run([path, flag], timeout=30).output.strip().splitlines()
+    return first[0] if first else "?"
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """The kill path: SIGTERM the group, wait a grace period, SIGKILL, reap."""
+    if proc.poll() is not None:
+        # The leader is gone but its children (qemu under vng) may not be.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=KILL_GRACE_S)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        log.error("process group %d did not die after SIGKILL", proc.pid)
+
+
+def kill_all() -> None:
+    """Kill every live child process group (used by the SIGINT/SIGTERM handler)."""
+    with _live_lock:
+        procs = list(_live.values())
+    for proc in procs:
+        _kill_group(proc)
+
+
+def run(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None,
+    log_path: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+    stop_patterns: Sequence[re.Pattern[str]] = (),
+    stdin_data: bytes | None = None,
+    keep_output: bool = True,
+) -> Completed:
+    """Run argv to completion or until the timeout, streaming its output to log_path.
+
+    stdout and stderr are merged, in the order the child wrote them. `on_line` sees
+    every complete line as it arrives (progress). A line matching one of
+    `stop_patterns` kills the process at once (e.g. QEMU saying KVM failed).
+    """
+    args = tuple(os.fspath(a) for a in argv)
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    log.debug("$ %s", shlex.join(args))
+    logf = None
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        logf = log_path.open("ab")
+        logf.write(f"$ {shlex.join(args)}\n".encode())
+        logf.flush()
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=full_env,
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        if logf:
+            logf.close()
+        raise ToolMissingError(args[0], INSTALL_HINTS.get(args[0], f"install {args[0]}")) from exc
+    with _live_lock:
+        _live[proc.pid] = proc
+    chunks: list[bytes] = []
+    timed_out = False
+    stopped_by: str | None = None
+    partial = b""
+    try:
+        if stdin_data is not None and proc.stdin is not None:
+            proc.stdin.write(stdin_data)
+            proc.stdin.close()
+        assert proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        fd = proc.stdout.fileno()
+        while True:
+            remaining = None if timeout is None else timeout - (time.monotonic() - start)
+            if remaining is not None and remaining <= 0:
+                timed_out = True
+                break
+            events = sel.select(timeout=min(remaining, 1.0) if remaining is not None else 1.0)
+            if not events:
+                if proc.poll() is not None:
+                    # Leader exited; output may still be held open by a grandchild.
+                    data = _read_nonblocking(fd)
+                    if not data:
+                        break
+                else:
+                    continue
+            else:
+                data = os.read(fd, 65536)
+                if not data:
+                    break
+            if logf:
+                logf.write(data)
+                logf.flush()
+            if keep_output:
+                chunks.append(data)
+            if on_line or stop_patterns:
+                partial += data
+                *lines, partial = partial.split(b"\n")
+                for raw in lines:
+                    line = raw.decode(errors="replace")
+                    if on_line:
+                        on_line(line)
+                    for pat in stop_patterns:
+                        if stopped_by is None and pat.search(line):
+                            stopped_by = pat.pattern  # the first match is the cause
+                if stopped_by:
+                    break
+        sel.close()
+        if timed_out or stopped_by:
+            _kill_group(proc)
+        else:
+            try:
+                proc.wait(timeout=max(1.0, (timeout or 60) - (time.monotonic() - start)))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+    finally:
+        # Any exception (KeyboardInterrupt included) ends in the same kill path.
+        _kill_group(proc)
+        with _live_lock:
+            _live.pop(proc.pid, None)
+        if proc.stdout:
+            proc.stdout.close()
+        if logf:
+            if timed_out:
+                logf.write(f"\n[harness: killed after {timeout}s timeout]\n".encode())
+            if stopped_by:
+                logf.write(f"\n[harness: killed, output matched {stopped_by!r}]\n".encode())
+            logf.close()
+    duration = time.monotonic() - start
+    rc = None if (timed_out or stopped_by) else proc.returncode
+    return Completed(
+        argv=args,
+        returncode=rc,
+        output=b"".join(chunks).decode(errors="replace"),
+        duration_s=duration,
+        timed_out=timed_out,
+        stopped_by=stopped_by,
+    )
+
+
+def _read_nonblocking(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return b""
+    finally:
+        os.set_blocking(fd, True)
+
+
+def check(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    what: str,
+    timeout: float | None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+    stdin_data: bytes | None = None,
+) -> Completed:
+    """`run`, raising CommandError unless the command exited 0."""
+    result = run(
+        argv,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        log_path=log_path,
+        on_line=on_line,
+        stdin_data=stdin_data,
+    )
+    if not result.ok:
+        raise CommandError(what, result, log_path)
+    return result
+
+
+def interactive(argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None,
+                log_path: Path | None = None) -> int | None:
+    """Run argv on a terminal of its own, wired to ours, until it exits; its exit code.
+
+    What the user types goes to it unchanged (our terminal is raw meanwhile: Ctrl-C is a
+    byte for the program, not a signal for us); what it prints goes to our terminal and,
+    as it arrives, to `log_path`. The child leads its own session and process group on
+    that terminal, so the one kill path applies to it as to any other child.
+    """
+    args = tuple(os.fspath(a) for a in argv)
+    log.debug("$ %s", shlex.join(args))
+    master, slave = pty.openpty()
+    # A transparent line: no echo, no CR/LF translation, no signals from its keys here. The
+    # program's own terminal (the guest's console) does all of that, once.
+    tty.setraw(slave)
+    if os.isatty(0):
+        with contextlib.suppress(OSError):
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8))
+    logf = log_path.open("ab") if log_path is not None else None
+    try:
+        # preexec_fn is safe here: the harness runs no other thread while a shell is open
+        proc = subprocess.Popen(args, env={**os.environ, **(env or {})}, stdin=slave,
+                                stdout=slave, stderr=slave, start_new_session=True,
+                                preexec_fn=_take_terminal)
+    except FileNotFoundError as exc:
+        os.close(master)
+        raise ToolMissingError(args[0], INSTALL_HINTS.get(args[0], f"install {args[0]}")) from exc
+    finally:
+        os.close(slave)
+    with _live_lock:
+        _live[proc.pid] = proc
+    saved = termios.tcgetattr(0) if os.isatty(0) else None
+    try:
+        if saved is not None:
+            tty.setraw(0)
+        reading = [master, 0]
+        while master in reading:
+            for fd in select.select(reading, [], [], 1.0)[0]:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # EIO: the child's side of the terminal is closed
+                    data = b""
+                if fd == master and data:
+                    os.write(1, data)
+                    if logf is not None:
+                        logf.write(data)
+                        logf.flush()
+                elif data:
+                    os.write(master, data)
+                else:
+                    reading.remove(fd)
+        proc.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if saved is not None:
+            termios.tcsetattr(0, termios.TCSADRAIN, saved)
+        _kill_group(proc)
+        with _live_lock:
+            _live.pop(proc.pid, None)
+        os.close(master)
+        if logf is not None:
+            logf.close()
+    return proc.returncode
+
+
+def _take_terminal() -> None:
+    """In the child, after setsid: its stdin (the new terminal) becomes its controlling
+    terminal, so the guest's console gets job control (Ctrl-C stops the guest's program)."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)

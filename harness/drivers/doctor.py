@@ -1,0 +1,123 @@
+"""`harness doctor`: every tool the pipeline needs, disk space, and whether KVM really boots."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import target
+from harness.base import paths, proc
+from harness.guest import vm
+
+MIN_FREE_GB = 15  # a 6.12 source import + worktree + O= build with BTF, plus the store
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    # only some cells need it (another arch or toolchain): shown, never fails the check
+    optional: bool = False
+
+
+TOOLS = ("git", "make", "gcc", "ccache", "clang-19", "bpftool", "pahole",
+         "qemu-system-x86_64", "vng", "flex", "bison", "bc", "xz", "lz4", "perl")
+# Only for test_progs:NAME tests (the kernel's own BPF selftests).
+TEST_PROGS_TOOLS = ("llvm-strip-19", "ld.lld-19", "rsync", "openssl")
+
+
+def tool_versions() -> dict[str, str]:
+    """Versions recorded in results.json."""
+    return {t: (proc.version_line(t) or "missing") for t in
+            ("gcc", "clang-19", "pahole", "qemu-system-x86_64", "vng", "bpftool", "git",
+             "make", "ccache")}
+
+
+def checks(*, probe_kvm: bool = True) -> list[Check]:
+    out = []
+    for tool in TOOLS:
+        version = proc.version_line(tool)
+        out.append(Check(name=tool, ok=bool(version), detail=version or "not found",
+                         fix="" if version else proc.INSTALL_HINTS.get(tool, f"install {tool}")))
+    for tool in TEST_PROGS_TOOLS:
+        path = proc.which(tool)
+        out.append(Check(name=f"{tool} (test_progs)", ok=path is not None,
+                         detail=path or "not found",
+                         fix="" if path else "apt-get install -y llvm-19 lld-19 rsync openssl"))
+    out.append(Check(name="libbpf headers", ok=Path("/usr/include/bpf/libbpf.h").exists(),
+                     detail="/usr/include/bpf/libbpf.h",
+                     fix="apt-get install -y libbpf-dev libelf-dev zlib1g-dev"))
+    out.append(Check(name="libelf headers", ok=Path("/usr/include/libelf.h").exists(),
+                     detail="/usr/include/libelf.h", fix="apt-get install -y libelf-dev"))
+    out += target_checks()
+    root = paths.cache_root()
+    free_gb = shutil.disk_usage(root).free / 2**30
+    out.append(Check(name="disk", ok=free_gb >= MIN_FREE_GB,
+                     detail=f"{free_gb:.0f} GiB free under {root}",
+                     fix=f"free at least {MIN_FREE_GB} GiB, or set HARNESS_CACHE to a bigger disk"))
+    kernels = sorted(paths.sub("kernels").glob("*/bzImage"), key=lambda p: p.stat().st_mtime)
+    if not probe_kvm:
+        pass
+    elif not Path("/dev/kvm").exists():
+        out.append(Check(name="kvm", ok=True, detail="/dev/kvm absent: guests run under TCG"))
+    elif not kernels or proc.which("qemu-system-x86_64") is None:
+        out.append(Check(name="kvm", ok=True,
+                         detail="/dev/kvm exists; not probed yet (needs a built kernel and "
+                                "QEMU; the first `harness run` probes it)"))
+    else:
+        verdict = vm.probe_kvm(kernels[-1])
+        note = " (remembered)" if verdict.cached else ""
+        out.append(Check(name="kvm", ok=True,
+                         detail=("usable: " if verdict.kvm_works else "NOT usable, TCG will be "
+                                 "used: ") + verdict.reason + note))
+    return out
+
+
+def target_checks() -> list[Check]:
+    """What each other toolchain and arch (harness/target/: toolchains/, arches/) needs on
+    this host, from their files: needed only by the cells that ask for them."""
+    out = []
+    for name in target.known_toolchains():
+        if name == target.DEFAULT_TOOLCHAIN:
+            continue
+        tc = target.toolchain(name)
+        missing = [c for c in tc.versions if proc.which(c) is None]
+        out.append(Check(name=f"toolchain {name}", ok=not missing, optional=True,
+                         detail=f"missing {', '.join(missing)}" if missing else
+                         f"{', '.join(tc.versions)} found (--toolchain {name})",
+                         fix=f"apt-get install -y {' '.join(tc.packages)}"))
+    for name in target.known_arches():
+        arch = target.arch(name)
+        if arch.uname == os.uname().machine:
+            continue
+        tools = [f"{arch.cross_compile}gcc", arch.qemu, "busybox"]
+        missing = [t for t in tools if proc.which(t) is None]
+        foreign = proc.run(["dpkg", "--print-foreign-architectures"], timeout=30).output.split()
+        dev = Path(f"/usr/lib/{arch.cross_compile.rstrip('-')}/libbpf.a")
+        if arch.deb_arch not in foreign:
+            missing.append(f"dpkg architecture {arch.deb_arch}")
+        elif not dev.exists():
+            missing.append(f"{dev} (our tests link it statically)")
+        out.append(Check(
+            name=f"arch {name}", ok=not missing, optional=True,
+            detail=f"missing {', '.join(missing)}" if missing else
+            f"cross gcc, {arch.qemu} and {arch.deb_arch} libraries found (--arch {name})",
+            fix=f"dpkg --add-architecture {arch.deb_arch} && apt-get update && apt-get install "
+                f"-y {' '.join((*arch.cross_packages, *arch.packages))} busybox-static "
+                + " ".join(f"{p}:{arch.deb_arch}" for p in (
+                    "libbpf-dev", "libelf-dev", "zlib1g-dev", "libzstd-dev"))))
+    return out
+
+
+def render(results: list[Check]) -> str:
+    lines = []
+    for c in results:
+        mark = "ok " if c.ok else "-- " if c.optional else "BAD"
+        lines.append(f"[{mark}] {c.name:<20} {c.detail}")
+        if not c.ok and c.fix:
+            lines.append(f"      fix: {c.fix}")
+    return "\n".join(lines)

@@ -1,0 +1,705 @@
+"""One matrix cell, stage by stage; each stage returns a typed result that the next takes:
+
+    Cell -> _plan -> CellPlan (spec, test refs, patch files: all checked before any work)
+         -> _kernel -> BuiltKernel (KernelTree: source, series, kconfig, build, features,
+                                    tests built from the tree, all under the tree lock)
+         -> _test_plan -> TestPlan (guest commands; tests the kernel cannot run: SKIP)
+         -> _boot_and_test -> BootOutcome (boot, each test, setup, shutdown judged)
+         -> verdict.judge -> CellResult
+
+Each stage is timed and recorded as it finishes (`stages.StageLog`), and what it found is
+noted in the cell's `CellFacts` as soon as it is known, so a cell stopped by an error or a
+signal still says which stage stopped it, why, and everything it had learnt before. The
+final statuses are `verdict.judge`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Generator, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TypeVar
+
+from harness import target, testkinds
+from harness.base import paths, proc
+from harness.base.errors import HarnessError
+from harness.base.model import (
+    Accel,
+    CellResult,
+    ConfigResult,
+    FeatureReport,
+    KernelImage,
+    KernelSpec,
+    PatchCoverage,
+    PatchResult,
+    PatchState,
+    SourceKind,
+    Splat,
+    Status,
+    TestResult,
+    worst,
+)
+from harness.drivers.matrix import Cell
+from harness.drivers.stages import StageLog
+from harness.guest import protocol, vm
+from harness.judge import attempts, coverage, outcome, splat
+from harness.judge import verdict as verdicts
+from harness.kernel import build, cache, features, gcov, kconfig, series, sources
+from harness.kernel.tree import KernelTree
+from harness.target import Target
+from harness.testkinds import BuildContext, SelftestError, TestRef, own
+from harness.testkinds.base import KselftestHeader
+
+log = logging.getLogger(__name__)
+
+BOOT_ALLOWANCE_S = 120  # boot + runner start + dmesg dump + power-off, TCG, generous
+PER_TEST_ALLOWANCE_S = 15  # per test: set-up (swap, scratch), markers, the kill grace
+MAX_METRICS_BYTES = 2**20  # what a test writes to $HARNESS_METRICS
+
+
+def expectations_path() -> Path:
+    return paths.repo_root() / "selftests" / "expectations.toml"
+
+
+class CellInterrupted(KeyboardInterrupt):
+    """A signal stopped the cell; carries what it had done, for results.json."""
+
+    def __init__(self, partial: CellResult, signal_name: str, where: str) -> None:
+        super().__init__(signal_name)
+        self.partial = partial
+        self.where = where  # the stage it stopped in, or "after STAGE" between two
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellPlan:
+    """What the cell will do, all checked before anything is imported or built."""
+
+    spec: KernelSpec
+    tests: tuple[TestRef, ...]
+    patches: tuple[series.Patch, ...]  # every series' files, then --patch files: checked
+    fragments: Mapping[str, Path]  # our config fragments (not tree:PATH), checked
+    target: Target  # what the kernel is built for and with
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedTree:
+    """The worktree at the base plus the cell's patches, and what the sources define."""
+
+    tree: KernelTree
+    patches: tuple[PatchResult, ...]
+    features: tuple[FeatureReport, ...]  # from the sources; the build confirms with BTF
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuiltKernel:
+    """What the later stages need of the kernel (what the user is told is in CellFacts)."""
+
+    image: KernelImage
+    features: tuple[FeatureReport, ...] = ()
+    # tests built from the tree itself (kselftest:, test_progs:), while it was locked
+    tree_tests: Mapping[str, Path] = field(default_factory=dict)
+    # the tree's kselftest.h, which our own tests are built with
+    kselftest: KselftestHeader | None = None
+    # --coverage: the tree and the commit built (the counters are read against them)
+    tree: KernelTree | None = None
+    head: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestPlan:
+    planned: tuple[protocol.GuestTest, ...]  # what the guest runs
+    skipped: tuple[TestResult, ...]  # what the kernel cannot run: never booted for
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootOutcome:
+    results: tuple[TestResult, ...]  # boot, each test, setup, shutdown
+    accel: str
+    retries: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Known:
+    """What a stage has just learnt of the cell (None: nothing new of that). Stages yield
+    it as soon as they know it; run_cell notes it in its CellFacts at once, so that a cell
+    stopped half-way (an error, a signal) still reports it."""
+
+    source: tuple[str, str | None] | None = None  # (described, Debian package version)
+    patches: tuple[PatchResult, ...] | None = None
+    config: ConfigResult | None = None
+    features: tuple[FeatureReport, ...] | None = None
+    image: KernelImage | None = None
+    built: bool = False  # the image came from a build (or the store of builds)
+    kselftest_h: str | None = None
+    accel: str | None = None
+    retry: str | None = None  # one more boot, and why
+    tests: tuple[TestResult, ...] | None = None
+
+
+T = TypeVar("T")
+
+
+def _drive(steps: Generator[Known, None, T], facts: CellFacts) -> T:
+    """Run a stage's steps to their result, noting what each has learnt as it learns it."""
+    try:
+        while True:
+            facts.learn(next(steps))
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    finally:
+        steps.close()  # stopped in between (a signal): its locks and stages end here
+
+
+@dataclass
+class CellFacts:
+    """What is known of the cell so far: written by run_cell (and prepare_shell) alone, from
+    what the stages yield (`Known`)."""
+
+    patches: tuple[PatchResult, ...] = ()
+    config: ConfigResult | None = None
+    features: tuple[FeatureReport, ...] = ()
+    kernel_version: str = ""
+    source: str = ""
+    package_version: str | None = None
+    image: str = ""
+    kselftest_h: str = ""  # where our tests' kselftest.h came from
+    accel: str = ""
+    retries: tuple[str, ...] = ()
+    tests: tuple[TestResult, ...] = ()
+    coverage: tuple[PatchCoverage, ...] | None = None
+    kernel_from_store: bool | None = None
+    compiler: str = ""
+    arch: str = ""  # of the kernel booted ("": not known yet: the cell's)
+    toolchain: str = ""
+
+    def learn(self, k: Known) -> None:
+        if k.source is not None:
+            self.source, self.package_version = k.source
+        if k.patches is not None:
+            self.patches = k.patches
+        if k.config is not None:
+            self.config = k.config
+        if k.features is not None:
+            self.features = k.features
+        if k.image is not None:
+            self.kernel_version, self.image = k.image.version, str(k.image.boot_image)
+            self.arch, self.toolchain = k.image.arch, k.image.toolchain
+            if k.built:
+                self.kernel_from_store, self.compiler = k.image.cached, k.image.compiler
+        if k.kselftest_h is not None:
+            self.kselftest_h = k.kselftest_h
+        if k.accel is not None:
+            self.accel = k.accel
+        if k.retry is not None:
+            self.retries = (*self.retries, k.retry)
+        if k.tests is not None:
+            self.tests = k.tests
+
+    def result(self, cell: Cell, stages: StageLog, verdict: verdicts.CellVerdict) -> CellResult:
+        return CellResult(
+            cell=cell.name, kernel=cell.kernel, kernel_version=self.kernel_version,
+            status=verdict.status, patches=self.patches, config=self.config,
+            stages=tuple(stages.stages), tests=verdict.results, source=self.source,
+            package_version=self.package_version, error=verdict.error, accel=self.accel,
+            retries=self.retries, features=self.features, notes=verdict.notes,
+            boot_only=cell.boot_only, image=self.image, kselftest_h=self.kselftest_h,
+            guest=self.guest(cell), coverage=self.coverage,
+            kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
+            toolchain=self.toolchain or cell.toolchain,
+            compiler=self.compiler,
+        )
+
+    def guest(self, cell: Cell) -> dict[str, object]:
+        seen = next((t.extra.get("guest") for t in self.tests if t.name == "boot"), None)
+        out: dict[str, object] = {"memory": cell.memory, "cpus": cell.cpus,
+                                  "append": cell.append}
+        if isinstance(seen, dict):
+            out.update(cmdline=seen.get("cmdline"), cpus_online=seen.get("cpus"),
+                       memory_kb=seen.get("memory_kb"))
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    strict: bool = False  # an unexpected pass fails the cell
+    fail_fast: bool = False  # no test runs after one that made the kernel die
+    timeouts: Mapping[str, int] = field(default_factory=dict)  # by test name, seconds (lower)
+    retry_boot: bool = True  # a first boot that never reached the runner gets a second
+    repeat: int | None = None  # attempts of every test (--repeat); None: each test's own
+    build_only: bool = False  # the kernel and the tests built (into the store), none booted
+
+
+def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
+             options: RunOptions = RunOptions()) -> CellResult:
+    """One cell, judged: plan -> kernel -> test plan -> boot outcome -> verdict."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stages = StageLog(cell.name)
+    facts = CellFacts()
+    rules = verdicts.CellRules(expect_status=Status(cell.expect_status)
+                               if cell.expect_status else None,
+                               expect=cell.expect_map, boot_only=cell.boot_only,
+                               strict=options.strict, build_only=options.build_only)
+    stage_error: Status | None = None
+    error = ""
+    try:
+        expectations = verdicts.load_expectations(expectations_path())
+        plan = _plan(cell, stages)
+        kernel = _drive(_kernel(cell, plan, out_dir, stages), facts)
+        tests = _drive(_test_plan(plan, kernel, out_dir, stages, options.repeat), facts)
+        timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(
+            attempts.base_name(t.name), t.timeout_s))) for t in tests.planned)
+        if not options.build_only:
+            _drive(_boot_and_test(cell, kernel.image, timed, tests.skipped, out_dir, stages,
+                                  options, accel), facts)
+        if cell.coverage and not options.build_only:
+            with stages.stage("coverage", Status.SETUP_ERROR):
+                facts.coverage = _coverage(kernel, facts.patches, out_dir)
+    except HarnessError as exc:
+        stage_error = exc.status or Status.SETUP_ERROR
+        error = str(exc)
+        expectations = verdicts.Expectations()
+    except KeyboardInterrupt as exc:
+        where = stages.where()
+        partial = facts.result(cell, stages, verdicts.CellVerdict(
+            results=facts.tests, status=Status.INTERRUPTED,
+            error=f"interrupted by {exc or 'a signal'} ({where})"))
+        raise CellInterrupted(partial, str(exc), where) from exc
+    judged = verdicts.judge(list(facts.tests), kernel_version=facts.kernel_version,
+                            expectations=expectations, rules=rules, stage_error=stage_error,
+                            error=error)
+    return facts.result(cell, stages, judged)
+
+
+def prepare_shell(cell: Cell, out_dir: Path) -> tuple[BuiltKernel, TestPlan, CellFacts]:
+    """`harness shell`: the cell's kernel and tests built as `run` builds them (stored ones
+    reused), without booting; a HarnessError says which stage stopped."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stages, facts = StageLog(cell.name), CellFacts()
+    plan = _plan(cell, stages)
+    kernel = _drive(_kernel(cell, plan, out_dir, stages), facts)
+    return kernel, _drive(_test_plan(plan, kernel, out_dir, stages), facts), facts
+
+
+@contextmanager
+def _collected(problems: list[HarnessError]) -> Iterator[None]:
+    try:
+        yield
+    except HarnessError as exc:
+        problems.append(exc)
+
+
+def _plan(cell: Cell, stages: StageLog) -> CellPlan:
+    """Everything that can be wrong with the request, found before the expensive work, and
+    told all at once (a typo in a test name and a bad fragment line: both)."""
+    problems: list[HarnessError] = []
+    with stages.stage("plan", Status.SETUP_ERROR):
+        spec: KernelSpec | None = None
+        with _collected(problems):
+            spec = sources.parse_spec(cell.kernel)
+        tgt: Target | None = None
+        with _collected(problems):
+            tgt = target.select(cell.arch, cell.toolchain)
+        found: list[TestRef] = []
+        for text in cell.tests:
+            with _collected(problems):
+                found.append(testkinds.resolve(text))
+        if cell.command:
+            with _collected(problems):
+                found.append(testkinds.command_ref(cell.command, cwd=cell.command_cwd,
+                                                   timeout_s=cell.command_timeout))
+        refs = tuple(found)
+        names = [r.name for r in refs]
+        if dups := sorted({n for n in names if names.count(n) > 1}):
+            problems.append(SelftestError(
+                f"tests named twice: {', '.join(dups)}", fix="name each test once",
+                status=Status.SETUP_ERROR))
+        known: set[str] = set()
+        with _collected(problems):
+            known = {f.name for f in features.known_features()}
+        for ref in refs:
+            if unknown := [n for r in ref.requires for n in r.split("|") if n not in known]:
+                problems.append(SelftestError(
+                    f"test {ref.name} requires unknown feature(s) {', '.join(unknown)}",
+                    fix=f"use the names the feature probe knows: {', '.join(sorted(known))} "
+                        "(or declare them in a series' provides.toml)",
+                    status=Status.SETUP_ERROR))
+        host_only = [r.name for r in refs
+                     if r.kind in (testkinds.PERF.name, testkinds.TEST_PROGS.name)]
+        if tgt is not None and tgt.cross and host_only:
+            problems.append(SelftestError(
+                f"{', '.join(host_only)}: built for the host's arch ({tgt.host_uname}); "
+                f"an {tgt.arch.name} guest cannot run them yet (its root is bash, "
+                "coreutils and busybox)",
+                fix=f"run them in an {tgt.host_uname} cell", status=Status.SETUP_ERROR))
+        fragments: dict[str, Path] = {}
+        for c in cell.configs:
+            if not kconfig.is_tree_fragment(c):
+                with _collected(problems):
+                    fragments[c] = kconfig.checked_fragment(c)
+        patches: tuple[series.Patch, ...] = ()
+        if spec is not None and spec.kind is SourceKind.IMAGE:
+            if cell.series or cell.patches:
+                problems.append(sources.SourceError(
+                    f"{spec.text} is a prebuilt image: it cannot take patches",
+                    fix="drop --series/--patch, or use debian:/git:"))
+            if bad := [r.name for r in refs if testkinds.kind_of(r).from_tree]:
+                problems.append(SelftestError(
+                    f"{', '.join(bad)} need(s) a kernel source tree; {spec.text} has none",
+                    fix="use a debian:/git: kernel for tests built from the tree",
+                    status=Status.SETUP_ERROR))
+        elif spec is not None:
+            # Reads and checks every patch file of the series (not yet the tree).
+            with _collected(problems):
+                patches = tuple(series.collect(cell.series,
+                                               [_patch_path(p) for p in cell.patches],
+                                               series.base_name(spec)))
+        if len(problems) == 1:
+            raise problems[0]
+        if problems:
+            raise HarnessError(
+                f"{len(problems)} problems, found before anything was built:\n" + "\n".join(
+                    "  " + str(p).replace("\n", "\n    ") for p in problems),
+                status=worst([p.status or Status.SETUP_ERROR for p in problems]))
+    assert spec is not None and tgt is not None
+    return CellPlan(spec=spec, tests=refs, patches=patches, fragments=fragments, target=tgt)
+
+
+def _patch_path(text: str) -> Path:
+    path = Path(text)
+    if not path.is_absolute():
+        in_repo = paths.repo_root() / path
+        path = in_repo if in_repo.exists() else path.resolve()
+    return path
+
+
+def _kernel(cell: Cell, plan: CellPlan, logs: Path,
+            stages: StageLog) -> Generator[Known, None, BuiltKernel]:
+    """The kernel to boot: a prebuilt image, or the tree patched, configured and built."""
+    # our own tests print KTAP through a kernel tree's kselftest.h
+    wants_kselftest_h = any(ref.kind == own.KIND.name for ref in plan.tests)
+    header: KselftestHeader | None = None
+    if plan.spec.kind is SourceKind.IMAGE:
+        with stages.stage("image", Status.SETUP_ERROR):
+            image = build.image_from_file(Path(plan.spec.value))
+            if image.arch != cell.arch and cell.arch != target.DEFAULT_ARCH:
+                raise sources.SourceError(
+                    f"{plan.spec.value} is an {image.arch} kernel image; the cell asks for "
+                    f"{cell.arch}", fix=f"drop --arch (the image's arch is read from it), "
+                                        f"or give an {cell.arch} image")
+        yield Known(image=image, source=(f"prebuilt image {plan.spec.value}", None))
+        with stages.stage("features", Status.SETUP_ERROR):
+            found = features.of_image(image)
+            yield Known(features=found)
+            if wants_kselftest_h:
+                header = own.stored_kselftest_h(image.version)
+                yield Known(kselftest_h=header.origin)
+        return BuiltKernel(image=image, features=found, kselftest=header)
+    with stages.stage("source", Status.SETUP_ERROR):
+        tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs, checked=plan.fragments,
+                               target=plan.target)
+    yield Known(source=(tree.source.describe, tree.source.package_version))
+    # One lock from checkout to the end of the build: no other run moves this tree.
+    with tree.locked():
+        prepared = yield from _series(cell, plan, tree, logs, stages)
+        with stages.stage("kconfig", Status.CONFIG_ERROR):
+            yield Known(config=tree.configure(log_dir=logs))
+        with stages.stage("build", Status.BUILD_ERROR):
+            image = tree.build(log_dir=logs)
+        yield Known(image=image, built=True)
+        if image.config is not None:
+            (logs / "config").write_bytes(image.config.read_bytes())
+        with stages.stage("features", Status.BUILD_ERROR):
+            applied = {p.series for p, r in zip(plan.patches, prepared.patches, strict=False)
+                       if r.state is PatchState.APPLIED}
+            found = features.of_built_kernel(prepared.features, image)
+            yield Known(features=found)  # reported even when what follows refuses them
+            features.check_declared(found, applied, log_path=logs / "config")
+        used_for = describe(cell)
+        for entry in (image.boot_image.parent, tree.path, tree.source.repo):
+            cache.note_use(entry, used_for)
+        # kselftests build from the same tree state: still under the lock.
+        with stages.stage("kselftests-build", Status.BUILD_ERROR):
+            tree_tests = _build_tests_of(plan.tests, found, BuildContext(
+                kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir),
+                from_tree=True)
+        # kept for images of this version whatever this cell runs (even --boot-only)
+        header = own.capture_kselftest_h(tree.path, image.version, tree.source.describe)
+        if wants_kselftest_h:
+            if header is None:
+                raise own.no_kselftest_h(tree.source.describe)
+            yield Known(kselftest_h=header.origin)
+        head = tree.rev()
+    return BuiltKernel(image=image, features=found, tree_tests=tree_tests,
+                       kselftest=header, tree=tree, head=head)
+
+
+def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
+            stages: StageLog) -> Generator[Known, None, PreparedTree]:
+    with stages.stage("series", Status.PATCH_CONFLICT):
+        known = features.known_features()
+        base_defs = features.source_definitions(tree.source.repo, tree.base_commit, known)
+        provided = features.series_in_base(
+            {name: series.series_dir(name) for name in cell.series
+             if not series.from_the_list(name)}, base_defs)
+        try:
+            patches = tree.apply(plan.patches, log_dir=logs, in_base=provided)
+        except series.PatchConflictError as exc:
+            yield Known(patches=exc.results)
+            raise
+        yield Known(patches=patches)
+        if cell.coverage:
+            profiled = gcov.profile(tree.path, tree.base_commit)
+            log.info("[%s] coverage: gcov for %s", cell.name, ", ".join(profiled) or
+                     "no C file (the series adds none)")
+        head_defs = features.definitions_after(tree.path, tree.base_commit, base_defs, "HEAD",
+                                               known)
+        from_sources = features.from_sources(known, base_defs, head_defs)
+        yield Known(features=from_sources)
+        # Tests from the tree itself: checked now, before any build.
+        for ref in plan.tests:
+            testkinds.kind_of(ref).check_in_tree(ref, tree.path)
+    return PreparedTree(tree=tree, patches=patches, features=from_sources)
+
+
+def _coverage(kernel: BuiltKernel, patch_results: tuple[PatchResult, ...],
+              logs: Path) -> tuple[PatchCoverage, ...]:
+    """Per patch of the series, its lines gcov counts and which the tests ran: each test's
+    counters (guest/gcov/TEST/) read against the tree as it was built."""
+    tree = kernel.tree
+    if tree is None:
+        raise gcov.CoverageError("--coverage needs a kernel built from source here",
+                                 fix="use a debian: or git: kernel, not image:")
+    with tree.locked():
+        if tree.rev() != kernel.head:
+            raise gcov.CoverageError(
+                "the kernel tree moved on before the counters were read (another run?)",
+                fix="run again, one run per tree at a time")
+        commits = tree.git("log", "--reverse", "--format=%H%x09%s",
+                           f"{tree.base_commit}..{kernel.head}", what="git log").splitlines()
+        applied = [p for p in patch_results if p.state is PatchState.APPLIED]
+        ours = [c.split("\t", 1) for c in commits if not c.endswith("\t" + gcov.SUBJECT)]
+        patches = [(commit, p.name, p.subject) for (commit, _), p in
+                   zip(ours, applied, strict=False)]
+        files = gcov.series_c_files(tree.path, tree.base_commit, kernel.head)
+        blamed = gcov.blame(tree.path, files, kernel.head)
+        per_test = {}
+        guest = logs / "guest" / "gcov"
+        notes = build.gcno_dir(kernel.image) or tree.build_dir
+        for test_dir in sorted(guest.iterdir()) if guest.is_dir() else []:
+            counts = gcov.counts(test_dir, tree.build_dir, tree.path, gcno_dir=notes,
+                                 gcov="gcov", log_path=logs / "gcovr.log")
+            per_test[test_dir.name] = {f: c for f, c in counts.items() if f in files}
+    if not per_test:
+        raise gcov.CoverageError(f"no gcov counters in {guest}: the guest wrote none",
+                                 fix="is CONFIG_GCOV_KERNEL in the kernel? see its config")
+    return coverage.patch_coverage(patches, blamed, per_test)
+
+
+def _build_tests_of(refs: tuple[TestRef, ...], reports: tuple[FeatureReport, ...],
+                    ctx: BuildContext, *, from_tree: bool) -> dict[str, Path]:
+    """Build the runnable tests of the kinds built from the tree (or not), each kind's
+    tests at once; ref name -> the directory the guest runs them from."""
+    built: dict[str, Path] = {}
+    for kind in testkinds.KINDS:
+        mine = [r for r in refs
+                if r.kind == kind.name and not features.missing_for(r.requires, reports)]
+        if kind.from_tree is from_tree and mine:
+            built.update(kind.build(mine, ctx))
+    return built
+
+
+def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog,
+               repeat: int | None = None) -> Generator[Known, None, TestPlan]:
+    # Not built, not booted: what the kernel cannot run.
+    skipped = tuple(
+        TestResult(name=ref.name, status=Status.SKIP, duration_s=0.0, exit_code=None,
+                   ktap=None, reason="skipped by the harness: the kernel lacks "
+                                     + ", ".join(missing))
+        for ref in plan.tests if (missing := features.missing_for(ref.requires, kernel.features)))
+    yield Known(tests=skipped)
+    planned: list[protocol.GuestTest] = []
+    with stages.stage("selftests-build", Status.BUILD_ERROR):
+        built = {**kernel.tree_tests, **_build_tests_of(
+            plan.tests, kernel.features, BuildContext(
+                kernel=kernel.image, log_dir=logs, kselftest=kernel.kselftest),
+            from_tree=False)}
+        for ref in plan.tests:
+            if ref.name in built:
+                times = repeat or (ref.manifest.repeat if ref.manifest is not None else 1)
+                planned += attempts.expand(testkinds.kind_of(ref).plan(ref, built[ref.name]),
+                                           times)
+    return TestPlan(planned=tuple(planned), skipped=skipped)
+
+
+def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],
+                   skipped: tuple[TestResult, ...], logs: Path, stages: StageLog,
+                   options: RunOptions,
+                   accel_request: Accel) -> Generator[Known, None, BootOutcome]:
+    """Boot once (twice when the first never reached the runner and did not panic); the
+    results, after the harness's own skips, are known as each boot ends."""
+    with stages.stage("accel", Status.BOOT_ERROR):
+        accel, why = vm.choose_accel(accel_request, kernel.boot_image, arch=kernel.arch,
+                                     log_path=logs / "kvm-probe.log")
+    chosen = f"{accel.value} ({why})"
+    yield Known(accel=chosen)
+    retries: tuple[str, ...] = ()
+    earlier: list[Splat] = []
+    for attempt in (1, 2):
+        guest_dir = logs / "guest" if attempt == 1 else logs / f"guest-{attempt}"
+        name = "boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})"
+        with stages.stage(name, Status.BOOT_ERROR):
+            results = _one_boot(cell, kernel, accel, list(planned), guest_dir,
+                                fail_fast=options.fail_fast)
+            boot = results[0]
+            if earlier:
+                boot = replace(boot, splats=(*earlier, *boot.splats))
+                results[0] = boot
+            yield Known(tests=(*skipped, *results))
+            if boot.status is Status.BOOT_ERROR:
+                panicked = any(s.kind == "PANIC" for s in boot.splats)
+                # The splats are the boot result's, shown with it.
+                if attempt > 1 or panicked or not options.retry_boot:
+                    raise vm.BootError(boot.reason, log=guest_dir / "console.log")
+        if boot.status is not Status.BOOT_ERROR:
+            return BootOutcome(results=tuple(results), accel=chosen, retries=retries)
+        # A guest that never reached the runner (and did not panic) gets one more boot;
+        # what its kernel printed still counts.
+        stages.stages[-1] = replace(stages.stages[-1], status=Status.BOOT_ERROR,
+                                    detail=boot.reason)
+        retry = f"boot: {boot.reason}; booted again"
+        retries = (*retries, retry)
+        yield Known(retry=retry)
+        log.warning("[%s] %s; booting once more", cell.name, boot.reason)
+        earlier = [replace(s, where="first boot (failed; booted again)") for s in boot.splats]
+    raise AssertionError("the second attempt returns or raises")  # pragma: no cover
+
+
+def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
+              planned: list[protocol.GuestTest], guest_dir: Path, *,
+              fail_fast: bool = False) -> list[TestResult]:
+    guest_dir.mkdir(parents=True, exist_ok=True)
+    plan_file = guest_dir / "plan.tsv"
+    protocol.write_plan(planned, plan_file)
+    timeout = BOOT_ALLOWANCE_S + sum(t.timeout_s + PER_TEST_ALLOWANCE_S for t in planned)
+    console = guest_dir / "console.log"
+    guest = vm.run_guest(kernel, accel, rwdirs=[guest_dir],
+                         command=protocol.runner_argv(guest_dir, plan_file,
+                                                      fail_fast=fail_fast,
+                                                      gcov=cell.coverage),
+                         timeout=timeout, console_log=console, memory=cell.memory,
+                         cpus=cell.cpus, append=cell.append,
+                         shared=[protocol.RUNNER.parent, *(t.cwd for t in planned)])
+
+    def read(name: str) -> str:
+        path = guest_dir / name
+        return read_bounded(path) if path.exists() else ""
+
+    record = outcome.BootRecord(
+        status_text=read("status.tsv"), info_text=read("guest-info.tsv"),
+        outputs={t.name: read(f"{t.name}.out") for t in planned
+                 if (guest_dir / f"{t.name}.out").exists()},
+        # Result files a test wrote next to its output (test_progs -J), bounded like logs.
+        artifacts={t.name: read(f"{t.name}.json") for t in planned
+                   if (guest_dir / f"{t.name}.json").exists()
+                   and (guest_dir / f"{t.name}.json").stat().st_size <= LOG_READ_CAP},
+        dmesg=read("dmesg.txt"), console=read("console.log"),
+        runner_done=(guest_dir / "runner-done").exists(),
+        vm_timed_out=guest.timed_out, vm_exit=guest.returncode)
+    final = []
+    shown = {t.name for t in planned if t.show_output}
+    for res in outcome.evaluate(planned, record):
+        extra = dict(res.extra)
+        if res.name in shown and res.name in record.outputs:
+            lines = record.outputs[res.name].splitlines()
+            extra.update(output_tail=lines[-OUTPUT_SHOWN:], output_lines=len(lines))
+        metrics = guest_dir / f"{res.name}.metrics.json"
+        if metrics.exists() and metrics.stat().st_size > MAX_METRICS_BYTES:
+            extra["metrics_error"] = (f"{metrics.name}: {metrics.stat().st_size} bytes, over "
+                                      f"the {MAX_METRICS_BYTES}-byte limit: not read")
+        elif metrics.exists():
+            try:
+                extra["metrics"] = json.loads(metrics.read_text())
+            except ValueError as exc:
+                extra["metrics_error"] = f"{metrics.name}: {exc}"
+        final.append(replace(res, splats=tuple(_decode(s, kernel) for s in res.splats),
+                             log=guest_dir / res.log if res.log and
+                             (guest_dir / res.log).exists() else None, extra=extra))
+    return attempts.fold(final)
+
+
+LOG_READ_CAP = 32 * 2**20
+OUTPUT_SHOWN = 30  # lines of a command's output kept in its result and shown
+
+
+def read_bounded(path: Path, cap: int = LOG_READ_CAP) -> str:
+    """A guest file whole, or, past `cap` (a kernel printing in a loop fills the console),
+    its first and last halves with a line that says what was left out. The boot is at the
+    start, the shutdown at the end."""
+    size = path.stat().st_size
+    if size <= cap:
+        return path.read_text(errors="replace")
+    with path.open("rb") as f:
+        head = f.read(cap // 2)
+        f.seek(size - cap // 2)
+        tail = f.read()
+    return (head.decode(errors="replace")
+            + f"\n[harness: {size - cap} bytes of {path.name} not read]\n"
+            + tail.decode(errors="replace"))
+
+
+def _decode(s: Splat, kernel: KernelImage) -> Splat:
+    """file:line for each frame, with the tree's own scripts/decode_stacktrace.sh."""
+    if kernel.vmlinux is None or kernel.source_dir is None or s.decoded:
+        return s
+    script = kernel.source_dir / "scripts" / "decode_stacktrace.sh"
+    if not script.exists():
+        return s
+    built = target.select(kernel.arch, kernel.toolchain or target.DEFAULT_TOOLCHAIN)
+    res = proc.run([str(script), str(kernel.vmlinux), str(kernel.source_dir)],
+                   stdin_data=s.text.encode(), timeout=120, env=built.script_env())
+    if not res.ok:
+        return replace(s, decoded=f"decode failed: {res.tail(5)}")
+    return splat.relative_to_tree(replace(s, decoded=res.output), kernel.source_dir.name)
+
+
+def describe(cell: Cell) -> str:
+    """What a cell builds, in a few words (what a cache entry was last used for)."""
+    extras = [f"series {'+'.join(cell.series)}" if cell.series else "",
+              f"{len(cell.patches)} patch(es)" if cell.patches else "",
+              f"config {'+'.join(cell.configs)}",
+              target.label(cell.arch, cell.toolchain)]
+    return " + ".join(e for e in [cell.kernel, *extras] if e)
+
+
+def cell_argv(cell: Cell, accel: Accel) -> list[str]:
+    """The harness command line that reruns exactly this cell."""
+    argv = ["run", "--kernel", cell.kernel]
+    for s in cell.series:
+        argv += ["--series", s]
+    for c in cell.configs:
+        argv += ["--config", c]
+    for t in cell.tests:
+        argv += ["--test", t]
+    for p in cell.patches:
+        argv += ["--patch", p]
+    if cell.boot_only:
+        argv.append("--boot-only")
+    if cell.append:
+        argv += ["--append", cell.append]
+    if cell.memory != Cell.memory:
+        argv += ["--memory", cell.memory]
+    if cell.cpus != Cell.cpus:
+        argv += ["--cpus", str(cell.cpus)]
+    if cell.arch != Cell.arch:
+        argv += ["--arch", cell.arch]
+    if cell.toolchain != Cell.toolchain:
+        argv += ["--toolchain", cell.toolchain]
+    argv += ["--accel", accel.value]
+    if cell.command:
+        argv += ["--cwd", cell.command_cwd, "--timeout", str(cell.command_timeout),
+                 "--", *cell.command]
+    return argv

@@ -1,0 +1,252 @@
+"""`harness run`: cells, one after another, into one results directory, judged.
+
+`RunRequest -> RunReport`, as check, mutate, bisect and shell have theirs; the CLI turns
+its options into the request (which cells, what they are told) and prints the report.
+Each cell goes through `pipeline.run_cell`. results.json is written before the first cell
+(a run stopped from there on says so), after every cell (a killed run keeps what it
+finished) and when a signal stops the run (its state, the cell and stage it stopped in,
+the cells not run).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.base import atomic, paths
+from harness.base.errors import signal_of
+from harness.base.model import Accel, CellResult
+from harness.drivers import doctor, matrix, pipeline
+from harness.drivers.matrix import Cell, Tier
+from harness.kernel import sources
+from harness.output import results
+from harness.testkinds import command
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRequest:
+    cells: tuple[Cell, ...]
+    what: str  # what this run tests, as the terminal's first lines said it
+    out: Path  # the results directory (prepared: new, empty or an earlier run's)
+    accel: Accel = Accel.AUTO
+    strict: bool = False  # an unexpected pass fails the run
+    repeat: int | None = None  # each test N times in one boot
+    build_only: bool = False
+    baseline: bool = False  # the cells come in (base, cell) pairs: compare each pair
+    bisect_exit: bool = False  # exit codes for `git bisect run`
+    argv: tuple[str, ...] = ("run",)  # the command line (reproduce.sh, results.json)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunReport:
+    cells: tuple[CellResult, ...]
+    results: Path  # results.json
+    exit_code: int
+
+
+DEFAULT_KERNEL = "debian:6.12"  # outside a kernel tree, when no kernel is named
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selection:
+    """What `harness run`'s options name: matrix cells (a tier, cell names) or an ad-hoc
+    cell per kernel, with what overrides the guest and the target."""
+
+    kernels: tuple[str, ...] = ()
+    series: tuple[str, ...] = ()
+    configs: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    patches: tuple[str, ...] = ()
+    boot_only: bool = False
+    build_only: bool = False
+    coverage: bool = False
+    append: str = ""
+    tier: str | None = None
+    cells: tuple[str, ...] = ()
+    matrix: Path | None = None
+    memory: str | None = None
+    cpus: int | None = None
+    arch: str | None = None
+    toolchain: str | None = None
+    guest_command: tuple[str, ...] = ()  # after --: run in the guest as one more test
+    cwd: str | None = None  # the command's directory
+    timeout: int = command.DEFAULT_TIMEOUT_S  # the command's time limit
+
+
+def cells_for(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
+    """The cells a selection names, and the first lines of output: what this run tests.
+    `here`: where the command runs (inside a kernel git tree, that tree by default)."""
+    explicit = (sel.kernels or sel.series or sel.configs or sel.tests or sel.patches
+                or sel.boot_only or sel.append)
+    cmd: list[str] = list(sel.guest_command)
+    if sel.boot_only and (sel.tests or cmd):
+        raise matrix.MatrixError("--boot-only runs no test; drop it or the --test options "
+                                 "and the -- command")
+    if sel.build_only and (sel.boot_only or cmd or sel.coverage):
+        raise matrix.MatrixError("--build-only boots nothing: drop it, or --boot-only, "
+                                 "--coverage and the -- command")
+    if explicit and (sel.tier or sel.cells):
+        raise matrix.MatrixError("--tier/--cell select matrix cells; do not combine them with "
+                                 "--kernel/--series/--config/--test/--patch/--boot-only/"
+                                 "--append")
+    if (sel.cwd is not None or sel.timeout != command.DEFAULT_TIMEOUT_S) and not cmd:
+        raise matrix.MatrixError("--cwd and --timeout are about a command: give it after --",
+                                 fix="harness run [OPTIONS] -- CMD [ARGS...]")
+    guest: dict[str, Any] = {}
+    if sel.memory is not None:
+        guest["memory"] = sel.memory
+    if sel.cpus is not None:
+        guest["cpus"] = sel.cpus
+    # what the kernel is built for and with: also for the matrix cells selected
+    if sel.arch is not None:
+        guest["arch"] = sel.arch
+    if sel.toolchain is not None:
+        guest["toolchain"] = sel.toolchain
+    if cmd:
+        cwd = str(Path(sel.cwd).resolve()) if sel.cwd else str(here)
+        command.ref(cmd, cwd=cwd, timeout_s=sel.timeout)  # a bad command: told now
+        guest.update(command=tuple(cmd), command_cwd=cwd, command_timeout=sel.timeout)
+    matrix.check_guest_size(guest.get("memory", Cell.memory), guest.get("cpus", Cell.cpus))
+    after = f"; then the command: {shlex.join(cmd)}" if cmd else ""
+    # Your tree by default: run from inside a kernel git tree, with no kernel or cells named,
+    # tests that tree (read-only: HEAD plus uncommitted changes, as git:PATH does).
+    tree = None if sel.kernels or sel.tier or sel.cells else \
+        sources.enclosing_kernel_tree(here)
+    if not explicit and not tree and (sel.tier or sel.cells or not cmd):
+        tier = Tier(sel.tier or "default")
+        cells = [replace(c, **guest) for c in matrix.select(matrix.load(sel.matrix), tier,
+                                                            sel.cells)]
+        what = (f"matrix cells {', '.join(c.name for c in cells)}" if sel.cells else
+                f"the {tier.value} tier of the matrix: {', '.join(c.name for c in cells)}")
+        where = "" if sel.tier or sel.cells else " (not inside a kernel tree)"
+        return cells, f"testing {what}{where}{after}"
+    kernels = sel.kernels or ((f"git:{tree}",) if tree else (DEFAULT_KERNEL,))
+    cells = []
+    lines = []
+    for i, k in enumerate(kernels):
+        name = f"adhoc-{i}" if len(kernels) > 1 else "adhoc"
+        tests: tuple[str, ...] = sel.tests
+        origin = "the tests asked for"
+        if cmd and not tests:
+            origin = "the command alone (no --test given)"
+        elif not tests and not sel.boot_only:
+            tests, origin = matrix.default_tests(k, matrix.load(sel.matrix))
+            origin += " (no --test given)"
+        elif sel.boot_only:
+            origin = "no tests (--boot-only)"
+        cells.append(Cell(name=name, tier=Tier.DEFAULT, kernel=k, series=sel.series,
+                          configs=sel.configs or ("base",), tests=tests,
+                          patches=tuple(str(Path(p).resolve()) for p in sel.patches),
+                          boot_only=sel.boot_only, append=sel.append, **guest))
+        extras = [f"series {', '.join(sel.series)}" if sel.series else "",
+                  f"{len(sel.patches)} patch file(s)" if sel.patches else "",
+                  f"config {'+'.join(sel.configs)}" if sel.configs else ""]
+        source = f"your tree {tree} (HEAD + uncommitted changes)" if tree else k
+        what = " + ".join(e for e in [source, *extras] if e)
+        lines.append(f"testing {what} (cell {name}): {origin}" +
+                     (f": {', '.join(tests)}" if tests else "") + after)
+    return cells, "\n".join(lines)
+
+
+
+def baseline_cells(cells: list[Cell]) -> list[Cell]:
+    """Each cell preceded by its base: the same kernel, configs and tests without the series
+    and patches, and without the cell's expectations (they are about the series)."""
+    bare = [c.name for c in cells if not c.series and not c.patches]
+    if bare:
+        raise matrix.MatrixError(f"--baseline: cell(s) {', '.join(bare)} apply no series or "
+                                 "patch: there is nothing to compare with the base",
+                                 fix="give --series/--patch, or select cells that have one")
+    return [x for c in cells for x in (replace(c, name=f"{c.name}.base", series=(), patches=(),
+                                               expect_status=None, expect=()), c)]
+
+
+def _baseline_comparison(out: Path, cells: tuple[Cell, ...], done: list[CellResult]) -> int:
+    """Compare each cell with its base (as results.json has them); print and write it.
+    1 when the series made anything worse."""
+    from harness.output import compare
+
+    doc = {"cells": [results.cell_json(c, base=out) for c in done]}
+    ran = {c.cell for c in done}
+    pairs = [(f"{c.name}.base", c.name) for c in cells
+             if not c.name.endswith(".base") and {c.name, f"{c.name}.base"} <= ran]
+    merged = [compare.compare(doc, doc, labels=(a, b), cells=(a, b)) for a, b in pairs]
+    result = compare.Comparison(before="the base", after="the series",
+                                cells=tuple(p for m in merged for p in m.cells),
+                                differences=tuple(d for m in merged for d in m.differences))
+    atomic.write_json(out / "comparison.json", compare.to_json(result))
+    atomic.write_text(out / "comparison.md", compare.render_markdown(result))
+    print("\nwhat the series changed (--baseline):")
+    print(compare.render_terminal(result))
+    return 1 if result.regressed else 0
+
+
+def run(request: RunRequest) -> RunReport:
+    """Every cell, judged; the summary printed; the exit code of the whole."""
+    out, cells, accel = request.out, request.cells, request.accel
+    meta: dict[str, Any] = {
+        "run_id": out.name,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": ["harness", *request.argv],
+        "host": {"kernel": os.uname().release, "cpus": os.cpu_count()},
+        "strict": request.strict,
+        "repeat": request.repeat,
+        "what": request.what,
+    }
+    done: list[CellResult] = []
+    current = ""
+    try:
+        # First thing: a run stopped from here on leaves a results.json that says so.
+        results.write_json(out / "results.json", done, meta=meta, state="running")
+        meta["harness_rev"] = results.harness_rev()
+        meta["tools"] = doctor.tool_versions()
+        results.write_reproduce(out / "reproduce.sh", argv=list(request.argv),
+                                repo=paths.repo_root(), harness_rev=meta["harness_rev"])
+        for cell in cells:
+            current = cell.name
+            cell_dir = out / cell.name
+            cell_dir.mkdir(parents=True, exist_ok=True)
+            results.write_reproduce(cell_dir / "reproduce.sh",
+                                    argv=pipeline.cell_argv(cell, accel),
+                                    repo=paths.repo_root(), harness_rev=meta["harness_rev"])
+            res = pipeline.run_cell(cell, cell_dir, accel=accel,
+                                    options=pipeline.RunOptions(strict=request.strict,
+                                                                repeat=request.repeat,
+                                                                build_only=request.build_only))
+            done.append(res)
+            # Written after every cell, so a killed run still leaves what it finished.
+            results.write_json(out / "results.json", done, meta=meta,
+                               state="complete" if len(done) == len(cells) else "running")
+    except KeyboardInterrupt as exc:
+        # Finish the record: a second signal must not cut it short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stage = ""
+        if isinstance(exc, pipeline.CellInterrupted):
+            done.append(exc.partial)
+            stage = exc.where
+        not_run = [c.name for c in cells if c.name not in {d.cell for d in done}]
+        meta["interrupted"] = {"signal": str(exc), "cell": current, "stage": stage,
+                               "not_run": not_run}
+        results.write_json(out / "results.json", done, meta=meta, state="interrupted",
+                           code=128 + signal_of(exc))
+        print(results.summary(done, base=out))
+        print(f"\ninterrupted ({exc}) in cell {current}" + (f", stage {stage}" if stage else "")
+              + (f"; not run: {', '.join(not_run)}" if not_run else "")
+              + f"\nresults: {out / 'results.json'}", flush=True)
+        raise
+    print(results.summary(done, base=out))
+    if request.baseline:  # the base cells say what the series changed, not whether it passed
+        code = max(results.exit_code([c for c in done if not c.cell.endswith(".base")]),
+                   _baseline_comparison(out, cells, done))
+        print(f"comparison: {out / 'comparison.md'}")
+    else:
+        code = results.exit_code(done)
+    if request.bisect_exit:
+        code = results.bisect_exit_code(done)
+    return RunReport(cells=tuple(done), results=out / "results.json", exit_code=code)

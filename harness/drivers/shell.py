@@ -1,0 +1,98 @@
+"""`harness shell`: the kernel of a run (built or taken from the store) booted into an
+interactive shell on the user's terminal, with the run's selftests built and a results
+directory the guest can write.
+
+The guest sees the host's files read-only; the results directory is writable and is the
+shell's working directory. `tests.sh` there lists the selftests and runs one by name, with
+the environment the runner gives them. When the shell is left, what the kernel printed
+on the console is judged as a run judges it: a splat is told, kept in shell.json, and
+makes the exit code 1.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.base import atomic
+from harness.base.model import Accel, Splat
+from harness.drivers import pipeline
+from harness.drivers.matrix import Cell
+from harness.guest import protocol, vm
+from harness.judge import splat
+from harness.output import results
+
+
+@dataclass(frozen=True, kw_only=True)
+class Session:
+    kernel_version: str
+    image: str
+    accel: str
+    exit_code: int | None  # vng's
+    splats: tuple[Splat, ...]
+    console_log: Path
+
+    @property
+    def code(self) -> int:
+        return 1 if self.splats else 0
+
+
+def tests_script(planned: tuple[protocol.GuestTest, ...], out: Path) -> str:
+    """`sh tests.sh` lists the tests; `sh tests.sh NAME` runs one as the runner would."""
+    cases = "".join(
+        f"{shlex.quote(t.name)})\n\tcd {shlex.quote(str(t.cwd))} && exec sh -c "
+        f"{shlex.quote(t.command)} ;;\n" for t in planned)
+    names = " ".join(shlex.quote(t.name) for t in planned) or "(none)"
+    return (
+        "#!/bin/sh\n"
+        "# The selftests of this shell's kernel, run as the harness's guest runner runs them.\n"
+        f"export HARNESS_OUT={shlex.quote(str(out))} HARNESS_SCRATCH=/tmp\n"
+        'export HARNESS_METRICS="$HARNESS_OUT/${1:-none}.metrics.json"\n'
+        f'[ $# -gt 0 ] || {{ echo "tests: {names}"; echo "run one: sh $0 NAME"; exit 0; }}\n'
+        'case "$1" in\n'
+        f"{cases}"
+        '*)\techo "no test $1; tests: ' + names.replace('"', "") + '" >&2; exit 2 ;;\n'
+        "esac\n")
+
+
+def run(cell: Cell, out: Path, *, accel: Accel) -> Session:
+    built, tests, facts = pipeline.prepare_shell(cell, out)
+    chosen, why = vm.choose_accel(accel, built.image.boot_image, log_path=out / "kvm-probe.log",
+                                  arch=built.image.arch)
+    atomic.write_text(out / "tests.sh", tests_script(tests.planned, out))
+    skipped = [f"{t.name} ({t.reason})" for t in tests.skipped]
+    sees = (f"an {built.image.arch} root of bash and busybox, the selftests and {out} "
+            "(writable) at their host paths" if vm.is_foreign(built.image.arch) else
+            f"the host's files read-only; {out} writable")
+    print(f"kernel {built.image.version} ({built.image.boot_image}), {chosen.value} ({why})\n"
+          f"in the guest: {sees}, the shell starts there\n"
+          f"  sh tests.sh         lists the selftests built for this kernel: "
+          f"{', '.join(t.name for t in tests.planned) or 'none'}\n"
+          f"  sh tests.sh NAME    runs one"
+          + (f"\n  not built (the kernel lacks what they need): {'; '.join(skipped)}"
+             if skipped else "")
+          + "\nleave with exit (or Ctrl-D)", flush=True)
+    console = out / "console.log"
+    code = vm.shell(built.image, chosen, rwdirs=[out], cwd=out, console_log=console,
+                    memory=cell.memory, cpus=cell.cpus, append=cell.append,
+                    shared=[t.cwd for t in tests.planned])
+    text = pipeline.read_bounded(console) if console.exists() else ""
+    return Session(kernel_version=facts.kernel_version, image=facts.image,
+                   accel=f"{chosen.value} ({why})", exit_code=code,
+                   splats=tuple(splat.find_splats(text)), console_log=console)
+
+
+def summary(s: Session) -> str:
+    if not s.splats:
+        return (f"shell closed; kernel log: no splat on the console "
+                f"(console: {s.console_log})")
+    lines = [f"shell closed; the kernel logged {len(s.splats)} splat(s):"]
+    lines += [line for x in s.splats for line in results.splat_lines(x, "  ")]
+    return "\n".join([*lines, f"console: {s.console_log}"])
+
+
+def to_json(s: Session) -> dict[str, object]:
+    return {"kernel_version": s.kernel_version, "image": s.image, "accel": s.accel,
+            "vng_exit": s.exit_code, "console": str(s.console_log),
+            "splats": [results.splat_json(x) for x in s.splats]}

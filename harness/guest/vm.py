@@ -1,0 +1,250 @@
+"""Boot a kernel under virtme-ng and run the guest runner; probe whether KVM really works.
+
+The KVM probe is a short real boot with QEMU alone (`-accel kvm`, no root fs: the
+kernel reaches "Linux version" then panics on the missing root and `-no-reboot` ends
+QEMU). On a host whose /dev/kvm opens but cannot run a kernel, QEMU says so on stderr
+at once and the probe kills it instead of waiting. The verdict is remembered per
+(host kernel, QEMU version).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import target
+from harness.base import atomic, paths, proc
+from harness.base.errors import HarnessError
+from harness.base.model import Accel, KernelImage, Status
+from harness.guest import rootfs
+
+log = logging.getLogger(__name__)
+
+QEMU = "qemu-system-x86_64"
+# Under working KVM the banner comes within a second or two of "Booting from ROM"; here
+# (nested PVM) nothing ever comes and QEMU says nothing either.
+PROBE_TIMEOUT_S = 20.0
+# What QEMU prints when KVM exists but cannot run the guest (seen here: a nested,
+# paravirtual KVM) or cannot be opened at all.
+KVM_FAILURE_PATTERNS = tuple(
+    re.compile(p)
+    for p in (
+        r"emulation failure",
+        r"KVM internal error",
+        r"kvm run failed",
+        r"failed to initialize kvm",
+        r"Could not access KVM kernel module",
+        r"KVM_CREATE_VM",
+        r"KVM: entry failed",
+        r"kvm_init_vcpu",
+    )
+)
+_KVM_SUCCESS = re.compile(r"Linux version \d")
+
+
+class BootError(HarnessError):
+    """The guest did not come up, or the VM could not be started."""
+
+    status = Status.BOOT_ERROR
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccelVerdict:
+    kvm_works: bool
+    reason: str
+    cached: bool = False
+
+
+def _verdict_key(qemu: str) -> str:
+    qemu_version = proc.run([qemu, "--version"], timeout=30).output.splitlines()
+    return f"{os.uname().release}|{qemu_version[0] if qemu_version else '?'}"
+
+
+def probe_kvm(kernel: Path, *, qemu: str = QEMU, timeout: float = PROBE_TIMEOUT_S,
+              cache_file: Path | None = None, log_path: Path | None = None) -> AccelVerdict:
+    """Does KVM really boot a kernel here? A short real boot decides; the verdict is cached."""
+    if not Path("/dev/kvm").exists():
+        return AccelVerdict(kvm_works=False, reason="/dev/kvm does not exist")
+    cache_file = cache_file or paths.cache_root() / "kvm-verdict.json"
+    key = _verdict_key(qemu)
+    cache: dict[str, dict[str, object]] = {}
+    if cache_file.exists():
+        try:
+            cache = json.loads(cache_file.read_text())
+        except ValueError:
+            cache = {}
+    if key in cache:
+        entry = cache[key]
+        return AccelVerdict(kvm_works=bool(entry["kvm_works"]), reason=str(entry["reason"]),
+                            cached=True)
+    argv = [qemu, "-accel", "kvm", "-cpu", "host", "-m", "256", "-smp", "1", "-nographic",
+            "-no-reboot", "-kernel", str(kernel),
+            "-append", "console=ttyS0 panic=-1 root=/dev/nonexistent loglevel=7"]
+    res = proc.run(argv, timeout=timeout, stop_patterns=(*KVM_FAILURE_PATTERNS, _KVM_SUCCESS),
+                   log_path=log_path)
+    if res.stopped_by and res.stopped_by == _KVM_SUCCESS.pattern:
+        verdict = AccelVerdict(kvm_works=True,
+                               reason=f"a kernel booted under KVM in {res.duration_s:.1f}s")
+    elif res.stopped_by:
+        line = next((ln for ln in res.output.splitlines()
+                     if re.search(res.stopped_by, ln)), res.stopped_by)
+        verdict = AccelVerdict(kvm_works=False,
+                               reason=f"QEMU reported a KVM failure: {line.strip()[:200]}")
+    elif res.timed_out:
+        verdict = AccelVerdict(kvm_works=False,
+                               reason=f"no kernel output under KVM within {timeout:.0f}s")
+    else:
+        verdict = AccelVerdict(kvm_works=False,
+                               reason=f"QEMU exited {res.returncode} before the kernel printed "
+                                      f"its banner: {res.tail(3).strip()[:200]}")
+    cache[key] = {"kvm_works": verdict.kvm_works, "reason": verdict.reason,
+                  "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    atomic.write_text(cache_file, json.dumps(cache, indent=2) + "\n")
+    return verdict
+
+
+def choose_accel(requested: Accel, kernel: Path, *, log_path: Path | None = None,
+                 arch: str = target.DEFAULT_ARCH) -> tuple[Accel, str]:
+    """auto -> kvm if the probe boots a kernel, else tcg (saying why)."""
+    if requested is Accel.TCG:
+        return Accel.TCG, "TCG requested"
+    if is_foreign(arch):
+        if requested is Accel.KVM:
+            raise BootError(f"--accel kvm requested for an {arch} kernel on an "
+                            f"{os.uname().machine} host: KVM runs only the host's arch",
+                            fix="use --accel tcg (or auto)")
+        return Accel.TCG, f"an {arch} guest on an {os.uname().machine} host: TCG"
+    verdict = probe_kvm(kernel, log_path=log_path)
+    if verdict.kvm_works:
+        return Accel.KVM, verdict.reason
+    if requested is Accel.KVM:
+        raise BootError(f"--accel kvm requested but KVM does not work here: {verdict.reason}; "
+                        "fix: use --accel tcg (or auto)")
+    note = " (cached verdict)" if verdict.cached else ""
+    log.warning("KVM unusable: %s%s; using TCG (slower)", verdict.reason, note)
+    return Accel.TCG, f"KVM unusable: {verdict.reason}; TCG"
+
+
+def is_foreign(arch: str) -> bool:
+    """A guest of another arch than the host's (it boots on a root of its own)."""
+    return target.foreign(arch)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForeignRoot:
+    """A guest of another arch than the host's: it boots on a root of its own (rootfs.py)
+    and sees the host's directories it needs at their host paths."""
+
+    arch: str  # vng's --arch
+    root: Path  # exported as the guest's /
+    shared: tuple[Path, ...]  # host directories it reads, at the same paths
+
+    def mount_points(self, rwdirs: list[Path]) -> None:
+        """The directories vng mounts the host's on, made in the root beforehand: the
+        guest's root is read-only to it."""
+        for d in (*rwdirs, *self.shared):
+            (self.root / d.relative_to("/")).mkdir(parents=True, exist_ok=True)
+
+
+def foreign_root(kernel: KernelImage, shared: list[Path], *, log_dir: Path) -> ForeignRoot | None:
+    """None for a kernel of the host's arch (its guest runs on the host's root)."""
+    if not is_foreign(kernel.arch):
+        return None
+    arch = target.arch(kernel.arch)
+    root = rootfs.root_of(rootfs.guest_root(arch, log_dir=log_dir))
+    # the least set of directories: one under another is shared with it, and the test
+    # builds in the cache as the cache (each shared directory costs the guest three boot
+    # parameters, and init takes at most 32 environment variables from the command line)
+    cache = paths.cache_root().resolve()
+    wanted = sorted({cache if p.resolve().is_relative_to(cache) else p.resolve()
+                     for p in shared})
+    top = [p for p in wanted if not any(q != p and p.is_relative_to(q) for q in wanted)]
+    return ForeignRoot(arch=arch.name, root=root, shared=tuple(top))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuestRun:
+    returncode: int | None
+    timed_out: bool
+    duration_s: float
+    console_log: Path
+    argv: tuple[str, ...]
+
+
+def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
+             command: list[str] | None, memory: str = "2G", cpus: int = 2,
+             cwd: Path | None = None, append: str = "",
+             foreign: ForeignRoot | None = None) -> list[str]:
+    """vng's command line; `command` None: an interactive shell on the console."""
+    # --force-9p: virtiofsd is not usable here and vng would retry it for seconds first.
+    argv = [proc.require("vng"), "--run", str(kernel.boot_image), "--verbose", "--force-9p",
+            "--memory", memory, "--cpus", str(cpus),
+            # The kernel must tell us it is broken: panic ends the VM; the hung-task and
+            # soft-lockup detectors stay on.
+            "--append", "panic=-1 panic_on_warn=0 hung_task_panic=0 "
+                        "softlockup_panic=0 printk.devkmsg=on"]
+    if append:
+        # After ours, so that the user's value of the same parameter wins; except what
+        # judging the kernel needs: every message on the console (the shutdown is only
+        # there) and the runner's markers never rate-limited.
+        argv += ["--append", append, "--append", "printk.devkmsg=on ignore_loglevel"]
+    if accel is Accel.TCG:
+        argv.append("--disable-kvm")
+    if foreign is not None:
+        argv += ["--arch", foreign.arch, "--root", str(foreign.root)]
+        # GUEST=HOST: the same path in a root that is not the host's
+        for d in rwdirs:
+            argv += ["--rwdir", f"{d}={d}"]
+        for d in foreign.shared:
+            argv += ["--rodir", f"{d}={d}"]
+        rwdirs = []
+    for d in rwdirs:
+        argv += ["--rwdir", str(d)]
+    if cwd is not None:
+        # vng takes the guest's directory as a host path inside the root it exports
+        where = foreign.root / cwd.relative_to("/") if foreign is not None else cwd
+        argv += ["--cwd", str(where)]
+    return argv if command is None else [*argv, "--", *command]
+
+
+def shell(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], cwd: Path,
+          console_log: Path, memory: str = "2G", cpus: int = 2, append: str = "",
+          shared: list[Path] | None = None) -> int | None:
+    """Boot into an interactive shell on this terminal until the user leaves it; the
+    console (the kernel's messages and the session) is saved to `console_log` too."""
+    foreign = foreign_root(kernel, [*(shared or []), cwd], log_dir=console_log.parent)
+    if foreign is not None:
+        foreign.mount_points(rwdirs)
+    argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=None, memory=memory, cpus=cpus,
+                    cwd=cwd, append=append, foreign=foreign)
+    log.info("booting %s under %s: a shell (exit or Ctrl-D leaves it)", kernel.version,
+             accel.value.upper())
+    bindir = str(Path(argv[0]).parent)
+    return proc.interactive(argv, log_path=console_log,
+                            env={"PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
+
+
+def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],
+              timeout: float, console_log: Path, memory: str = "2G",
+              cpus: int = 2, append: str = "", shared: list[Path] | None = None) -> GuestRun:
+    """Boot, run the command, power off. Killed (whole process group) at the timeout.
+    `shared`: the host directories the command reads (a guest of another arch sees only
+    these of the host's files; a native guest sees them all)."""
+    foreign = foreign_root(kernel, shared or [], log_dir=console_log.parent)
+    if foreign is not None:
+        foreign.mount_points(rwdirs)
+    argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=command, memory=memory, cpus=cpus,
+                    cwd=Path("/"), append=append, foreign=foreign)
+    log.info("booting %s under %s", kernel.version, accel.value.upper())
+    # vng runs its helpers (virtme-run, virtme-ng-init) from its own bin directory.
+    bindir = str(Path(argv[0]).parent)
+    res = proc.run(argv, timeout=timeout, log_path=console_log, keep_output=False,
+                   env={"TERM": "dumb", "PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
+    return GuestRun(returncode=res.returncode, timed_out=res.timed_out,
+                    duration_s=res.duration_s, console_log=console_log, argv=res.argv)
+

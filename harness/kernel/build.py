@@ -1,0 +1,317 @@
+"""Out-of-tree kernel build with ccache, progress, and a store of finished kernels.
+
+A kernel is identified by (tree id, .config hash, toolchain): when that key is in the
+store, no make runs at all. Otherwise make runs in the persistent O= directory for the
+(source, config) pair, under a lock, and the result is copied into the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import target
+from harness.base import atomic, paths, proc
+from harness.base.errors import HarnessError
+from harness.base.gitcmd import git
+from harness.base.model import KernelImage, Status
+from harness.kernel.sources import locked
+from harness.target import Target
+
+log = logging.getLogger(__name__)
+
+BUILD_TIMEOUT_S = 3 * 3600
+# Fixed build identity: otherwise init/version.c and everything that embeds the
+# timestamp differ on every build and ccache cannot hit.
+_BUILD_ENV = {
+    "KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 1970",
+    "KBUILD_BUILD_USER": "harness",
+    "KBUILD_BUILD_HOST": "harness",
+}
+_OBJ_LINE = re.compile(r"^\s+(CC|AS|LD|AR|HOSTCC|BTF|OBJCOPY|GEN|CHK|UPD|BTFIDS|SORTTAB)\s")
+
+
+class BuildError(HarnessError):
+    status = Status.BUILD_ERROR
+
+    def __init__(self, message: str, log_path: Path, *, fix: str = "") -> None:
+        super().__init__(message, fix=fix, log=log_path)
+        self.log_path = log_path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tools:
+    """The target a build is for and with, and the versions of the tools that make it."""
+
+    target: Target
+    compiler: str  # the first line of the C compiler's --version
+    pahole: str
+    ccache: bool
+
+    @property
+    def ident(self) -> str:
+        """What a stored kernel's key carries of its tools (the default pair's as it
+        always was, so its stored kernels keep their keys)."""
+        base = f"{self.compiler}|{self.pahole}"
+        return base if self.target.is_default else f"{base}|{self.target.name}"
+
+
+def tools(tgt: Target | None = None) -> Tools:
+    """The tools of a target on this host; the default target when none is given."""
+    tgt = tgt or target.default()
+    cc = proc.run([tgt.cc, "--version"], timeout=30) if proc.which(tgt.cc) else None
+    pahole = proc.run(["pahole", "--version"], timeout=30)
+    lines = cc.output.splitlines() if cc is not None else []
+    return Tools(
+        target=tgt,
+        compiler=lines[0] if lines else "missing",
+        pahole=pahole.output.strip() if pahole.ok else "missing",
+        ccache=proc.which("ccache") is not None,
+    )
+
+
+def kernel_key(tree_id: str, config_path: Path, tools: Tools) -> str:
+    h = hashlib.sha256()
+    h.update(tree_id.encode() + b"\n")
+    h.update(config_path.read_bytes())
+    h.update(tools.ident.encode())
+    return h.hexdigest()[:20]
+
+
+def make_env(tools: Tools) -> dict[str, str]:
+    env = dict(_BUILD_ENV)
+    if tools.ccache:
+        root = paths.cache_root()
+        env.update(
+            {
+                "CCACHE_DIR": str(root / "ccache"),
+                # Relative paths in the hash: worktrees at other paths still hit.
+                "CCACHE_BASEDIR": str(root),
+                "CCACHE_NOHASHDIR": "1",
+                "CCACHE_SLOPPINESS": "time_macros,include_file_mtime,include_file_ctime",
+                # objtool, resolve_btfids and their libbpf/libsubcmd name each object's
+                # absolute path as its dependency target (-Wp,-MT,...), which put the
+                # worktree into every key: they missed in each new tree (57 of 59 misses,
+                # ~25 s). The target only names the rule in the .d file, and the tools'
+                # fixdep drops it, so it may stay out of the hash.
+                "CCACHE_IGNOREOPTIONS": "-Wp,-MT,*",
+                "CCACHE_MAXSIZE": os.environ.get("CCACHE_MAXSIZE", "20G"),
+            }
+        )
+    return env
+
+
+def lock_name(tree: Path) -> str:
+    """The lock of the build directory of a worktree (one per worktree)."""
+    return f"build-{tree.name}"
+
+
+def make_argv(tree: Path, build_dir: Path, tools: Tools, *targets: str,
+              jobs: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    argv = ["make", "-C", str(tree), f"O={build_dir}", f"-j{jobs or os.cpu_count() or 1}",
+            # The debug info names sources from the tree's top (comp_dir .harness-build,
+            # files ../kernel/...), not from this worktree, so an object ccache compiled
+            # in another tree carries exactly the debug info this tree's compile would.
+            f"KCFLAGS=-fdebug-prefix-map={tree}/="]
+    tgt = tools.target
+    if not tgt.native_default:
+        argv += tgt.make_vars()
+    if tools.ccache:
+        argv += [f"CC=ccache {tgt.cc}", f"HOSTCC=ccache {tgt.toolchain.hostcc}"]
+    elif not tgt.native_default:
+        argv += [f"CC={tgt.cc}", f"HOSTCC={tgt.toolchain.hostcc}"]
+    return [*argv, *extra, *targets]
+
+
+def read_count(path: Path, default: int) -> int:
+    """A step count an earlier build wrote; the default when there is none or it is bad."""
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
+class Progress:
+    """A progress line on a terminal (stage, elapsed, steps, percent); periodic log lines if not."""
+
+    def __init__(self, stage: str, expected: int | None) -> None:
+        self.stage = stage
+        self.expected = expected
+        self.count = 0
+        self.start = time.monotonic()
+        self.tty = sys.stderr.isatty() and not os.environ.get("CI")
+        self.last = 0.0
+
+    def line(self, text: str) -> None:
+        if not _OBJ_LINE.match(text):
+            return
+        self.count += 1
+        now = time.monotonic()
+        if self.tty and now - self.last > 0.5:
+            self.last = now
+            sys.stderr.write("\r\x1b[K" + self.render())
+            sys.stderr.flush()
+        elif not self.tty and now - self.last > 120:
+            self.last = now
+            log.info("%s", self.render())
+
+    def render(self) -> str:
+        elapsed = time.monotonic() - self.start
+        pct = ""
+        if self.expected:
+            pct = f" ~{min(99, 100 * self.count // self.expected)}%"
+        return f"[{self.stage}] {elapsed:5.0f}s  {self.count} steps{pct}"
+
+    def done(self) -> None:
+        if self.tty:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Tools,
+          jobs: int | None = None) -> KernelImage:
+    """Build (or take from the store) the kernel for the tree's HEAD and build_dir/.config."""
+    config = build_dir / ".config"
+    tree_id = git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
+    key = kernel_key(tree_id, config, tools)
+    stored = paths.sub("kernels") / key
+    if stored_image(stored).exists() and not _gcov_without_notes(stored):
+        log.info("kernel %s already built (%s); not building again", key, stored)
+        return _image_from_store(stored, tree, build_dir, cached=True)
+    build_log = log_dir / "build.log"
+    with locked(lock_name(tree), wait_message=f"building in {build_dir}"):
+        stats = build_dir / ".harness-steps"
+        expected = read_count(stats, 2600)
+        progress = Progress("build", expected)
+        # A dirty tree inside the source dir makes out-of-tree builds refuse to start.
+        argv = make_argv(tree, build_dir, tools, tools.target.arch.make_target, jobs=jobs)
+        result = proc.run(argv, env=make_env(tools), timeout=BUILD_TIMEOUT_S,
+                          log_path=build_log, on_line=progress.line, keep_output=False)
+        progress.done()
+        if not result.ok:
+            raise BuildError(_build_failure(build_log, result), build_log)
+        if progress.count > 100:
+            atomic.write_text(stats, str(progress.count))
+        log.info("built in %.0fs (%d steps)", result.duration_s, progress.count)
+        _store(build_dir, stored, key=key, tree_id=tree_id, tools=tools,
+               seconds=result.duration_s)
+    return _image_from_store(stored, tree, build_dir, cached=False)
+
+
+def _build_failure(build_log: Path, result: proc.Completed) -> str:
+    if result.timed_out:
+        return f"kernel build timed out after {result.duration_s:.0f}s (log: {build_log})"
+    text = build_log.read_text(errors="replace").splitlines()
+    errors = [ln for ln in text if re.search(r"\berror\b|Error \d|undefined reference", ln)]
+    shown = "\n".join((errors or text)[-20:])
+    return f"kernel build failed (exit {result.returncode}); log: {build_log}\n{shown}"
+
+
+def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Tools,
+           seconds: float) -> None:
+    """Copy the artifacts in, atomically: a half-copied kernel is never seen as built."""
+    with atomic.directory(stored, prefix=".store-") as scratch:
+        arch = tools.target.arch
+        shutil.copyfile(build_dir / arch.image, scratch / arch.image_name)
+        shutil.copyfile(build_dir / "vmlinux", scratch / "vmlinux")
+        shutil.copyfile(build_dir / ".config", scratch / "config")
+        shutil.copyfile(build_dir / "System.map", scratch / "System.map")
+        # A gcov kernel's notes files: its counters are read against these, not against
+        # the build directory, which the next build in this tree (a mutant, another
+        # revision) rewrites with notes that no longer match this kernel's counters.
+        for gcno in _gcno_files(build_dir):
+            dest = scratch / GCNO_DIR / gcno.relative_to(build_dir)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(gcno, dest)
+        release = (build_dir / "include/config/kernel.release").read_text().strip()
+        meta = {"key": key, "tree_id": tree_id, "release": release,
+                "compiler": tools.compiler, "pahole": tools.pahole,
+                "arch": arch.name, "toolchain": tools.target.toolchain.name,
+                "image": arch.image_name, "build_seconds": round(seconds, 1)}
+        (scratch / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+GCNO_DIR = "gcno"  # in a stored gcov kernel: its .gcno files at their objects' paths
+
+
+def _is_gcov(config: Path) -> bool:
+    """Was the kernel of this .config built with CONFIG_GCOV_KERNEL."""
+    return config.exists() and re.search(r"^CONFIG_GCOV_KERNEL=y$", config.read_text(
+        errors="replace"), re.M) is not None
+
+
+def _gcno_files(build_dir: Path) -> list[Path]:
+    return sorted(build_dir.rglob("*.gcno")) if _is_gcov(build_dir / ".config") else []
+
+
+def _gcov_without_notes(stored: Path) -> bool:
+    """A gcov kernel stored without its notes files: its counters cannot be read, so it is
+    built again (the build directory's notes may belong to a later build)."""
+    return _is_gcov(stored / "config") and not (stored / GCNO_DIR).is_dir()
+
+
+def gcno_dir(image: KernelImage) -> Path | None:
+    """The notes files stored with a gcov kernel, or None (a kernel stored without them)."""
+    stored = image.boot_image.parent / GCNO_DIR
+    return stored if stored.is_dir() else None
+
+
+def stored_image(stored: Path) -> Path:
+    """A stored kernel's image: named in its meta.json (bzImage when it predates that)."""
+    with contextlib.suppress(OSError, ValueError):
+        return stored / str(json.loads((stored / "meta.json").read_text()).get(
+            "image", "bzImage"))
+    return stored / "bzImage"
+
+
+def stored_build_seconds() -> dict[str, float]:
+    """image path -> how long its build took, for every stored kernel (from the meta.json
+    _store wrote); a kernel without a readable record is left out."""
+    found: dict[str, float] = {}
+    for meta in paths.sub("kernels").glob("*/meta.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            found[str(stored_image(meta.parent))] = float(
+                json.loads(meta.read_text())["build_seconds"])
+    return found
+
+
+def _image_from_store(stored: Path, tree: Path, build_dir: Path, *, cached: bool) -> KernelImage:
+    meta = json.loads((stored / "meta.json").read_text())
+    return KernelImage(
+        boot_image=stored_image(stored),
+        arch=str(meta.get("arch", target.DEFAULT_ARCH)),
+        toolchain=str(meta.get("toolchain", target.DEFAULT_TOOLCHAIN)),
+        compiler=str(meta.get("compiler") or meta.get("gcc") or ""),
+        vmlinux=stored / "vmlinux",
+        config=stored / "config",
+        version=str(meta["release"]),
+        build_dir=build_dir,
+        source_dir=tree,
+        cached=cached,
+    )
+
+
+def image_from_file(path: Path) -> KernelImage:
+    """`image:PATH`: a prebuilt kernel image (bzImage, vmlinuz, arm64 Image); vmlinux with
+    BTF next to it if present. Its arch is what `file` says it is."""
+    if not path.is_file():
+        raise BuildError(f"kernel image {path} does not exist", path)
+    out = proc.run(["file", "-bL", str(path)], timeout=30).output
+    m = re.search(r"version (\S+)", out)
+    version = m.group(1) if m else "unknown"
+    vmlinux = next((c for c in (path.parent / "vmlinux", path.with_name(f"vmlinux-{version}"))
+                    if c.exists()), None)
+    config = next((c for c in (path.parent / "config", path.parent / f"config-{version}")
+                   if c.exists()), None)
+    arch = target.arch_of_image(out) or target.DEFAULT_ARCH
+    return KernelImage(boot_image=path, arch=arch, toolchain="", vmlinux=vmlinux,
+                       config=config, version=version)

@@ -1,0 +1,109 @@
+"""`harness run --coverage`: a kernel whose series' C files are compiled with gcov, and the
+counters its tests left, read with gcovr (which runs the host's gcov) into line counts.
+
+The kernel side is kbuild's own (Documentation/dev-tools/gcov.rst): CONFIG_GCOV_KERNEL
+(kconfigs/gcov.config) and `GCOV_PROFILE_obj.o := y` in the Makefile of each profiled
+object's directory, committed on top of the series so that the kernel store keys it
+apart. The guest runner resets the counters before each test and copies them after it
+(harness/guest/runner.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from harness.base import gitcmd, proc
+from harness.base.errors import HarnessError
+from harness.base.model import FileLine, Status
+from harness.judge import coverage
+
+SUBJECT = "harness: profile the series' C files with gcov"
+# the commit's dates and author are fixed: the same series gives the same commit, and the
+# kernel store finds the kernel built before
+_COMMIT_ENV = {"GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+               "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+               "GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
+               "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost"}
+
+
+class CoverageError(HarnessError):
+    status = Status.SETUP_ERROR
+
+
+def series_c_files(tree: Path, base: str, head: str = "HEAD") -> list[str]:
+    out = gitcmd.git(tree, "diff", "--name-only", base, head, "--", "*.c",
+                     what="git diff --name-only")
+    return sorted(line for line in out.splitlines() if line)
+
+
+def profile(tree: Path, base: str) -> list[str]:
+    """Commit, on top of the series, the Makefile lines that profile its C files; the files
+    profiled. Nothing to profile: no commit."""
+    files = series_c_files(tree, base)
+    changed = False
+    for makefile, lines in coverage.profile_lines(files).items():
+        path = tree / makefile
+        text = path.read_text() if path.exists() else ""
+        have = set(text.splitlines())
+        add = [line for line in lines if line not in have]
+        if add:
+            path.write_text(text.rstrip("\n") + ("\n" if text else "") + "\n".join(add) + "\n")
+            changed = True
+    if changed:
+        env = {**os.environ, **_COMMIT_ENV}
+        gitcmd.git(tree, "add", "-A", what="git add", env=env)
+        gitcmd.git(tree, "commit", "-q", "-m", SUBJECT, what="git commit", env=env)
+    return files
+
+
+def blame(tree: Path, files: list[str], rev: str = "HEAD"
+          ) -> dict[str, list[tuple[str, FileLine]]]:
+    """Which commit gave each line of each file (git blame of `rev`)."""
+    return {f: coverage.blamed_lines(gitcmd.git(tree, "blame", "--line-porcelain", rev, "--", f,
+                                                what=f"git blame {f}"), f)
+            for f in files}
+
+
+def counts(gcda_dir: Path, build_dir: Path, tree: Path, *, gcno_dir: Path, gcov: str,
+           log_path: Path) -> dict[str, dict[int, int]]:
+    """Line counts of one test's counters: each .gcda of `gcda_dir` (at the path the guest
+    saw it, which contains the build directory's) beside a copy of its .gcno from
+    `gcno_dir` (the notes of the kernel that ran), read by gcovr with the tree as the root
+    of the sources."""
+    with tempfile.TemporaryDirectory(prefix="harness-gcov-") as tmp:
+        scratch = Path(tmp)
+        found = 0
+        for gcda in gcda_dir.rglob("*.gcda"):
+            rel = _object_path(gcda.relative_to(gcda_dir), build_dir)
+            gcno = gcno_dir / rel.with_suffix(".gcno")
+            if not gcno.exists():
+                continue
+            (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(gcda, scratch / rel)
+            shutil.copyfile(gcno, scratch / rel.with_suffix(".gcno"))
+            found += 1
+        if not found:
+            return {}
+        out = scratch / "gcovr.json"
+        # the objects' directory: where gcov resolves the sources' relative paths from
+        proc.check([sys.executable, "-m", "gcovr", "--gcov-executable", gcov, "--root",
+                    str(tree), "--object-directory", str(build_dir), "--json", str(out),
+                    "--gcov-ignore-parse-errors=all", str(scratch)],
+                   what="gcovr", timeout=600, log_path=log_path, cwd=scratch)
+        return coverage.gcovr_counts(json.loads(out.read_text()))
+
+
+def _object_path(guest_rel: Path, build_dir: Path) -> Path:
+    """mm/x.gcda of `root/.cache/.../TREE/.harness-build/mm/x.gcda`: the part after the
+    build directory's name (the guest sees the absolute path the kernel was built at)."""
+    parts = guest_rel.parts
+    if build_dir.name in parts:
+        i = len(parts) - 1 - parts[::-1].index(build_dir.name)
+        return Path(*parts[i + 1:])
+    raise CoverageError(f"{guest_rel}: not under a build directory named {build_dir.name}",
+                        fix="the kernel was not built by this harness: run again")
