@@ -9,31 +9,27 @@ cause and fix, never a traceback); 128+N killed by signal N (130 SIGINT, 143 SIG
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import shutil
 import signal
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from harness import target
-from harness.base import atomic, paths, proc
-from harness.base.errors import EnvironmentProblem, HarnessError, Stopped, from_os_error, signal_of
-from harness.base.model import Accel, CellResult, Status, TestResult
-from harness.drivers import doctor, matrix, run
+from harness.base import proc
+from harness.base.errors import HarnessError, Stopped, from_os_error, signal_of
+from harness.base.model import Accel, Status
+from harness.drivers import doctor, matrix, run, runs
 from harness.drivers.matrix import Cell, Tier
-from harness.judge import ktap
 from harness.kernel import cache, sources
 from harness.output import results
 from harness.testkinds import command
 
 if TYPE_CHECKING:
-    from harness.ci.shard import Planned
+    pass
 
 log = logging.getLogger("harness")
 DEFAULT_KERNEL = run.DEFAULT_KERNEL
@@ -184,49 +180,66 @@ def build_parser() -> argparse.ArgumentParser:
                         "pipeline from the matrix, the cache keys of its build jobs, a run's "
                         "failures as GitHub annotations, what the matrix costs in "
                         "runner-minutes")
-    ci.add_argument("what", choices=["github", "gitlab", "cache-key", "annotate", "minutes"])
-    ci.add_argument("runs", nargs="*", type=Path, metavar="RUN",
-                    help="annotate: the runs (directories or results.json) whose failures "
-                         "to annotate; minutes: earlier runs measuring the cells")
-    ci.add_argument("--setup-minutes", type=float, default=1.5, metavar="M",
-                    help="minutes: a job's set-up before the harness runs (bootstrap, cache "
-                    "restore and save; 1.5: bootstrap measured on a fresh machine, see README)")
-    ci.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
-    ci.add_argument("--cell", action="append", default=[], metavar="NAME",
-                    help="cache-key: the cells whose kernels the keys cover (repeatable)")
-    ci.add_argument("--accel", choices=[Accel.TCG.value, Accel.KVM.value],
-                    default=Accel.TCG.value,
-                    help="github, gitlab: the guests' accelerator (default tcg, on any "
-                         "runner; kvm needs --runs-on or --tag naming runners with /dev/kvm)")
-    ci.add_argument("--runs-on", action="append", default=[], metavar="LABEL",
-                    help="github: the runner label(s) of the jobs that build and boot "
-                         "(repeatable; default ubuntu-latest)")
-    ci.add_argument("--container-options", default=None, metavar="OPTS",
-                    help="github: docker options of their debian:12 container (default "
-                         "--privileged)")
-    ci.add_argument("--tag", action="append", default=[], metavar="TAG",
-                    help="gitlab: the runner tag(s) of the jobs that build and boot "
-                         "(repeatable; default none: any runner)")
-    ci.add_argument("--summary", type=Path, default=None, metavar="FILE",
-                    help="annotate: also append a markdown summary of the runs to FILE "
+    ci_sub = ci.add_subparsers(dest="what", required=True, metavar="SUBCOMMAND")
+    for system, runners in (("github", "GitHub Actions workflow"),
+                            ("gitlab", "GitLab CI pipeline")):
+        gen = ci_sub.add_parser(system, help=f"the {runners} of the tier's cells")
+        gen.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
+        gen.add_argument("--accel", choices=[Accel.TCG.value, Accel.KVM.value],
+                         default=Accel.TCG.value,
+                         help="the guests' accelerator (default tcg, on any runner; kvm "
+                              "needs " + ("--runs-on" if system == "github" else "--tag")
+                              + " naming runners with /dev/kvm)")
+        if system == "github":
+            gen.add_argument("--runs-on", action="append", default=[], metavar="LABEL",
+                             help="the runner label(s) of the jobs that build and boot "
+                                  "(repeatable; default ubuntu-latest)")
+            gen.add_argument("--container-options", default=None, metavar="OPTS",
+                             help="docker options of their debian:12 container (default "
+                                  "--privileged)")
+        else:
+            gen.add_argument("--tag", action="append", default=[], metavar="TAG",
+                             help="the runner tag(s) of the jobs that build and boot "
+                                  "(repeatable; default none: any runner)")
+        gen.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
+                         help="write the file here (default: stdout)")
+    key = ci_sub.add_parser("cache-key", help="the cache keys of the cells' build jobs")
+    key.add_argument("--cell", action="append", default=[], metavar="NAME",
+                     help="the cells whose kernels the keys cover (repeatable)")
+    an = ci_sub.add_parser("annotate", help="runs' failures as GitHub annotations")
+    an.add_argument("runs", nargs="*", type=Path, metavar="RUN",
+                    help="the runs (directories or results.json) whose failures to annotate")
+    an.add_argument("--summary", type=Path, default=None, metavar="FILE",
+                    help="also append a markdown summary of the runs to FILE "
                          "(\"$GITHUB_STEP_SUMMARY\")")
-    ci.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
-                    help="github, gitlab: write the file here (default: stdout)")
+    mi = ci_sub.add_parser("minutes", help="what the matrix costs in runner-minutes, from "
+                           "runs that measured its cells")
+    mi.add_argument("runs", nargs="*", type=Path, metavar="RUN",
+                    help="earlier runs measuring the cells")
+    mi.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
+    mi.add_argument("--setup-minutes", type=float, default=1.5, metavar="M",
+                    help="a job's set-up before the harness runs (bootstrap, cache restore "
+                         "and save; 1.5: bootstrap measured on a fresh machine, see README)")
     ex = sub.add_parser("export", help="a run's results in a format CI systems read "
                         "(junit, kcidb)")
-    ex.add_argument("format", choices=["junit", "kcidb"])
-    ex.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
-    ex.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
-                    help="write it here (default: stdout)")
-    ex.add_argument("--run-id", default=None, metavar="ID",
-                    help="kcidb: the run's id, unique per run, in every object's id (default: "
-                         "GITHUB_RUN_ID and GITHUB_RUN_ATTEMPT, or CI_PIPELINE_ID, when set; "
-                         "else derived from the run's start time and its results.json)")
-    ex.add_argument("--origin", default=None, metavar="NAME",
-                    help="kcidb: the submitting CI system, [a-z0-9_] (default harness)")
-    ex.add_argument("--include-broken", action="store_true",
-                    help="kcidb: also export broken-variant cells, their declared results "
-                         "marked misc.expected (default: left out, they are no regressions)")
+    ex_sub = ex.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    for fmt, what in (("junit", "JUnit XML"), ("kcidb", "KCIDB JSON (schema 4)")):
+        e = ex_sub.add_parser(fmt, help=f"the run as {what}")
+        e.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
+        e.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
+                       help="write it here (default: stdout)")
+        if fmt == "kcidb":
+            e.add_argument("--run-id", default=None, metavar="ID",
+                           help="the run's id, unique per run, in every object's id "
+                                "(default: GITHUB_RUN_ID and GITHUB_RUN_ATTEMPT, or "
+                                "CI_PIPELINE_ID, when set; else derived from the run's start "
+                                "time and its results.json)")
+            e.add_argument("--origin", default=None, metavar="NAME",
+                           help="the submitting CI system, [a-z0-9_] (default harness)")
+            e.add_argument("--include-broken", action="store_true",
+                           help="also export broken-variant cells, their declared results "
+                                "marked misc.expected (default: left out, they are no "
+                                "regressions)")
     mg = sub.add_parser("merge", help="join the run directories of shards into one: "
                         "results.json, summary, exit code; with the plan (--tier, --cell or "
                         "--plan), a cell no run holds is MISSING")
@@ -313,26 +326,30 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: RUN/report)")
     ca = sub.add_parser("cache", help="what the cache holds (size, last use, what for); "
                         "prune or drop entries; export them to an archive, import one")
-    ca.add_argument("action", nargs="?", choices=["list", "prune", "drop", "export", "import"],
-                    default="list")
-    ca.add_argument("names", nargs="*", metavar="NAME",
-                    help="drop: the entries to remove (globs, e.g. 'git-linux-*'); import: "
-                         "the archive")
-    ca.add_argument("--max-size", default=None, metavar="SIZE",
-                    help="prune: evict least recently used until the cache fits in SIZE "
-                         "(default $HARNESS_CACHE_MAX, else 40G)")
-    ca.add_argument("--dry-run", action="store_true", help="prune/drop: say what would go")
-    ca.add_argument("--run", action="append", default=[], metavar="RUN",
-                    help="export: a run (directory or results.json) whose cells' stored "
-                         "kernels, and the test builds used while it ran, go in "
-                         "(repeatable)")
-    ca.add_argument("--cell", action="append", default=[], metavar="NAME",
-                    help="export: only these cells of the runs (repeatable)")
-    ca.add_argument("--entry", action="append", default=[], metavar="NAME",
-                    help="export: these entries, named as `harness cache` lists them "
-                         "(globs; kernels and test builds; repeatable)")
-    ca.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.tar",
-                    help="export: the archive to write (.tar, .tar.gz or .tar.xz)")
+    ca_sub = ca.add_subparsers(dest="action", metavar="ACTION")  # none: list
+    ca_sub.add_parser("list", help="the entries, their size, last use and what for")
+    pr = ca_sub.add_parser("prune", help="evict least recently used entries until the cache "
+                           "fits in its limit")
+    pr.add_argument("--max-size", default=None, metavar="SIZE",
+                    help="the limit (default $HARNESS_CACHE_MAX, else 40G)")
+    pr.add_argument("--dry-run", action="store_true", help="say what would go")
+    dr = ca_sub.add_parser("drop", help="remove the entries named")
+    dr.add_argument("names", nargs="*", metavar="NAME",
+                    help="the entries to remove (globs, e.g. 'git-linux-*')")
+    dr.add_argument("--dry-run", action="store_true", help="say what would go")
+    cx = ca_sub.add_parser("export", help="entries into an archive another machine imports")
+    cx.add_argument("--run", action="append", default=[], metavar="RUN",
+                    help="a run (directory or results.json) whose cells' stored kernels, and "
+                         "the test builds used while it ran, go in (repeatable)")
+    cx.add_argument("--cell", action="append", default=[], metavar="NAME",
+                    help="only these cells of the runs (repeatable)")
+    cx.add_argument("--entry", action="append", default=[], metavar="NAME",
+                    help="these entries, named as `harness cache` lists them (globs; "
+                         "kernels and test builds; repeatable)")
+    cx.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.tar",
+                    help="the archive to write (.tar, .tar.gz or .tar.xz)")
+    ci_ = ca_sub.add_parser("import", help="an archive's entries into this cache")
+    ci_.add_argument("archive", type=Path, metavar="FILE.tar")
     sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
     ls = sub.add_parser("matrix", help="list the matrix cells")
     ls.add_argument("--tier", choices=[t.value for t in Tier], default="default",
@@ -340,169 +357,68 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], str]:
-    """The cells to run, and the first line of output: what this run tests."""
-    return run.cells_for(run.Selection(
+def selection(args: argparse.Namespace) -> run.Selection:
+    """What `harness run`'s options select (run.plan turns it into cells)."""
+    return run.Selection(
         kernels=tuple(args.kernel), series=tuple(args.series), configs=tuple(args.config),
         tests=tuple(args.test), patches=tuple(args.patch), boot_only=args.boot_only,
         build_only=args.build_only, coverage=args.coverage, append=args.append,
         tier=args.tier, cells=tuple(args.cell), matrix=args.matrix, memory=args.memory,
         cpus=args.cpus, arch=args.arch, toolchain=args.toolchain,
-        guest_command=tuple(args.guest_command), cwd=args.cwd, timeout=args.timeout),
-        here=Path.cwd())
+        guest_command=tuple(args.guest_command), cwd=args.cwd, timeout=args.timeout,
+        shard=args.shard, costs=args.costs, baseline=args.baseline)
 
 
-def _results_dir(out: Path | None, kind: str = "", *, marker: str = "results.json") -> Path:
-    """--out, else results/[KIND-]<run id>; new, empty, or an earlier run's of this kind
-    (emptied first)."""
-    path = (out or Path("results") / f"{kind + '-' if kind else ''}{results.new_run_id()}"
-            ).resolve()
-    results.prepare_out(path, marker=marker)
-    return path
+def planned(args: argparse.Namespace) -> tuple[list[Cell], str]:
+    """The cells `harness run` with these options runs, and what it says first: the plan
+    alone, nothing built or run (CI job generation and tests read it)."""
+    return run.plan(selection(args), here=Path.cwd())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.ci import shard
-
-    cells, what = _cells_from_args(args)
-    if args.coverage:
-        cells = [matrix.with_coverage(c) for c in cells]
-        what += "\ncoverage: the series' C files built with gcov (a kernel of their own)"
-    if args.costs is not None and args.shard is None:
-        raise EnvironmentProblem("--costs balances shards: give --shard K/N with it")
-    if args.shard is not None:
-        k, n = shard.parse(args.shard)
-        costs = shard.costs_from(args.costs) if args.costs is not None else {}
-        cells = shard.plan(cells, n, costs)[k - 1]
-        what += (f"\nshard {k}/{n}: " + (", ".join(c.name for c in cells) or
-                                        "no cell (more shards than kernels)"))
-    if args.baseline:
-        cells = run.baseline_cells(cells)
-        what += "\n(--baseline: each cell also on its base without the series: <cell>.base)"
-    print(what, flush=True)
-    out = _results_dir(args.out)
-    log.info("results: %s", out)
-    report = run.run(run.RunRequest(
-        cells=tuple(cells), what=what, out=out, accel=Accel(args.accel), strict=args.strict,
-        repeat=args.repeat, build_only=args.build_only, baseline=args.baseline,
-        bisect_exit=args.bisect_exit, argv=tuple(sys.argv[1:]) or ("run",)))
-    print(f"\nresults: {report.results}  (exit {report.exit_code})")
-    return report.exit_code
-
-
-def _your_tree_or(kernel: str | None) -> tuple[str, str]:
-    """--kernel, else the kernel git tree the user is in, else the default; and how to say
-    it."""
-    if kernel:
-        return kernel, kernel
-    here = sources.enclosing_kernel_tree(Path.cwd())
-    if here is None:
-        return DEFAULT_KERNEL, DEFAULT_KERNEL
-    return f"git:{here}", f"your tree {here} (HEAD + uncommitted changes)"
+    return run.command(selection(args), out=args.out, here=Path.cwd(), accel=Accel(args.accel),
+                       strict=args.strict, repeat=args.repeat, bisect_exit=args.bisect_exit,
+                       argv=_argv())
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
     from harness.drivers import shell
 
-    if not sys.stdin.isatty():
-        raise EnvironmentProblem("harness shell needs a terminal: its input is not one",
-                                 fix="run it from a terminal; to run a command in the "
-                                     "guest without one: harness run [OPTIONS] -- CMD")
-    memory = args.memory or Cell.memory
-    cpus = Cell.cpus if args.cpus is None else args.cpus  # 0 is refused, not defaulted
-    matrix.check_guest_size(memory, cpus)
-    kernel, where = _your_tree_or(args.kernel)
-    tests = tuple(args.test) or matrix.default_tests(kernel, matrix.load())[0]
-    cell = Cell(name="shell", tier=Tier.DEFAULT, kernel=kernel, series=tuple(args.series),
-                configs=tuple(args.config or ["base"]), tests=tests,
-                patches=tuple(str(Path(p).resolve()) for p in args.patch),
-                append=args.append, memory=memory, cpus=cpus,
-                arch=args.arch or Cell.arch, toolchain=args.toolchain or Cell.toolchain)
-    out = _results_dir(args.out, "shell", marker="shell.json")
-    print(f"shell on {where}" + (f" + series {', '.join(args.series)}" if args.series else "")
-          + f"; results: {out}", flush=True)
-    session = shell.run(cell, out, accel=Accel(args.accel))
-    atomic.write_json(out / "shell.json", shell.to_json(session))
-    print(shell.summary(session))
-    return session.code
+    request = shell.Request(
+        kernel=args.kernel, series=tuple(args.series), configs=tuple(args.config),
+        tests=tuple(args.test), patches=tuple(args.patch), append=args.append,
+        memory=args.memory, cpus=args.cpus, arch=args.arch, toolchain=args.toolchain,
+        accel=Accel(args.accel))
+    return shell.command(request, args.out, here=Path.cwd(), interactive=sys.stdin.isatty())
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
-        raise EnvironmentProblem(f"--out {args.out} is a file, not a directory",
-                                 fix="give a new or empty directory")
-    if args.file == "-":
-        parsed = ktap.parse(sys.stdin)
-        name = args.name or "stdin"
-    else:
-        path = Path(args.file)
-        if path.is_dir():
-            raise EnvironmentProblem(f"{path} is a directory, not a log file",
-                                     fix="give the log file itself (e.g. a test's .out file "
-                                         "in a run's guest/ directory), or - for stdin")
-        try:
-            with path.open(errors="replace") as stream:
-                parsed = ktap.parse(stream)
-        except OSError as exc:
-            raise from_os_error(exc, f"reading {path}") from None
-        name = args.name or path.name
-    status = parsed.status
-    test = TestResult(name=name, status=status, duration_s=0.0, exit_code=None, ktap=parsed,
-                      reason="; ".join(parsed.errors))
-    cell = CellResult(cell="parse", kernel="", kernel_version="", status=status, patches=(),
-                      config=None, stages=(), tests=(test,))
-    print(results.summary([cell]))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        results.write_json(args.out / "results.json", [cell],
-                           meta={"command": ["harness", *sys.argv[1:]], "source_log": args.file})
-    return results.exit_code([cell])
+    return runs.parse_log(args.file, name=args.name, out=args.out, argv=_argv())
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from harness.drivers import check
 
-    kernel, where = _your_tree_or(args.kernel)
+    kernel, where = sources.kernel_or_yours(args.kernel, Path.cwd())
     print(f"checking against {where}", flush=True)
     request = check.CheckRequest(kernel=kernel, series=tuple(args.series),
                                  patches=tuple(Path(p).resolve() for p in args.patch),
                                  configs=tuple(args.config or ["base"]),
                                  arch=args.arch or target.DEFAULT_ARCH,
                                  toolchain=args.toolchain or target.DEFAULT_TOOLCHAIN)
-    out = _results_dir(args.out, "check", marker="check.json")
-    log.info("results: %s", out)
-    meta = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": ["harness", *sys.argv[1:]], "harness_rev": results.harness_rev()}
-    report = check.run(request, out)
-    check.write_json(out / "check.json", report, meta=meta)
-    if report.error:
-        log.error("%s", report.error)
-    print(check.summary_table(report))
-    print(f"\ncheck: {out / 'check.json'}  (exit {report.exit_code})")
-    return report.exit_code
+    out = results.out_dir(args.out, "check", marker="check.json")
+    return check.command(request, out, argv=_argv())
 
 
 def cmd_mutate(args: argparse.Namespace) -> int:
     from harness.drivers import mutate
 
-    out = _results_dir(args.out, "mutate", marker="mutants.json")
-    log.info("results: %s", out)
-    request = mutate.Request(series=args.series, targets=tuple(args.target),
-                             tests=tuple(args.test), cell=args.cell, max=args.max,
-                             seed=args.seed, accel=Accel(args.accel),
-                             only=tuple(args.mutant), fresh=args.fresh,
-                             baseline_runs=args.baseline_runs, scope=args.scope,
-                             coverage=args.coverage)
-    state = mutate.State(request=request, out=out, cell=mutate.choose_cell(request,
-                                                                            matrix.load()))
-    try:
-        state = mutate.run(request, out)
-    finally:
-        atomic.write_json(out / "mutants.json", mutate.to_json(state))
-    print(mutate.summary(state))
-    code = mutate.exit_code(state)
-    print(f"\nmutants: {out / 'mutants.json'}  (exit {code})")
-    return code
+    out = results.out_dir(args.out, "mutate", marker="mutants.json")
+    return mutate.command(mutate.Request(
+        series=args.series, targets=tuple(args.target), tests=tuple(args.test),
+        cell=args.cell, max=args.max, seed=args.seed, accel=Accel(args.accel),
+        only=tuple(args.mutant), fresh=args.fresh, baseline_runs=args.baseline_runs,
+        scope=args.scope, coverage=args.coverage), out)
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -511,285 +427,65 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     request = bisect.Request(series=args.series, test=args.test, cell=args.cell,
                              good=args.good or bisect.DEFAULT_GOOD,
                              bad=args.bad or bisect.DEFAULT_BAD, accel=Accel(args.accel))
-    if request.good & request.bad:
-        raise EnvironmentProblem("--good and --bad share " + ", ".join(
-            sorted(s.value for s in request.good & request.bad)),
-            fix="a status is either good or bad")
-    out = _results_dir(args.out, "bisect", marker="bisect.json")
-    log.info("results: %s", out)
-    outcome = bisect.run(request, out)
-    atomic.write_json(out / "bisect.json", bisect.to_json(outcome))
-    print(bisect.summary(outcome))
-    print(f"\nbisect: {out / 'bisect.json'}  (exit {outcome.exit_code})")
-    return outcome.exit_code
+    out = results.out_dir(args.out, "bisect", marker="bisect.json")
+    return bisect.command(request, out)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.output import compare
-
-    a, cell_a, _ = results.load_run(args.before)
-    b, cell_b, _ = results.load_run(args.after)
-    label_a, label_b = args.before, args.after
-    try:
-        result = compare.compare(a, b, labels=(label_a, label_b), cells=(cell_a, cell_b))
-    except KeyError as exc:
-        raise EnvironmentProblem(str(exc.args[0]), fix="name a cell the run has") from None
-    if not result.cells:
-        raise EnvironmentProblem(f"{label_a} and {label_b} have no cell in common",
-                                 fix="compare one cell of each: A:CELL B:CELL")
-    print(compare.render_terminal(result))
-    if args.json:
-        atomic.write_json(args.json, compare.to_json(result))
-    if args.markdown:
-        atomic.write_text(args.markdown, compare.render_markdown(result))
-    if args.html:
-        from harness.output import report
-
-        atomic.write_text(args.html, report.render_comparison(result))
-    return 1 if result.regressed else 0
+    return runs.compare(runs.CompareRequest(before=args.before, after=args.after,
+                                            json=args.json, markdown=args.markdown,
+                                            html=args.html))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.output import report
-
-    doc, _cell, file = results.load_run(args.run)
-    out = (args.out or file.parent / "report").resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(out / "index.html",
-                      report.render(doc, results.log_tails(doc, file.parent)))
-    print(f"report: {out / 'index.html'}")
-    return 0
+    return runs.write_report(args.run, args.out)
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
-    from harness.ci import ciplan, gitlab, workflow
+    from harness.ci import ciplan, commands
 
-    if args.what != "minutes" and args.what != "annotate" and args.runs:
-        raise EnvironmentProblem(f"harness ci {args.what} takes no runs",
-                                 fix="runs go to harness ci annotate or harness ci minutes")
-    for option, given, takes in (("--cell", args.cell, ("cache-key",)),
-                                 ("--summary", args.summary, ("annotate",)),
-                                 ("-o", args.output, ("github", "gitlab"))):
-        if given and args.what not in takes:
-            raise EnvironmentProblem(f"{option}: an option of harness ci {' and '.join(takes)}",
-                                     fix=f"leave it out of harness ci {args.what}")
     if args.what == "cache-key":
-        if not args.cell:
-            raise EnvironmentProblem("harness ci cache-key needs --cell",
-                                     fix="harness ci cache-key --cell 6.12 [--cell ...]")
-        keys = workflow.cache_key(matrix.select(matrix.load(), Tier.FULL, tuple(args.cell)))
-        print(f"store_key={keys.store}\nccache_prefix={keys.ccache_prefix}")
-        return 0
-    if args.what == "minutes":
-        return _ci_minutes(args)
+        return commands.cache_key(tuple(args.cell))
     if args.what == "annotate":
-        return _ci_annotate(args)
-    github_only = [o for o, v in (("--runs-on", args.runs_on),
-                                  ("--container-options", args.container_options)) if v]
-    if args.what == "gitlab" and github_only:
-        raise EnvironmentProblem(f"{', '.join(github_only)}: options of harness ci github",
-                                 fix="harness ci gitlab takes --tag for its runners")
-    if args.what == "github" and args.tag:
-        raise EnvironmentProblem("--tag: an option of harness ci gitlab",
-                                 fix="harness ci github takes --runs-on LABEL")
+        return commands.annotate(tuple(args.runs), args.summary)
+    if args.what == "minutes":
+        return commands.minutes(tuple(args.runs), Tier(args.tier), args.setup_minutes)
+    github = args.what == "github"
     settings = ciplan.Settings(
-        accel=Accel(args.accel), runs_on=tuple(args.runs_on), tags=tuple(args.tag),
-        container_options=ciplan.DEFAULT_CONTAINER_OPTIONS if args.container_options is None
-        else args.container_options)
-    cells = matrix.select(matrix.load(), Tier(args.tier))
-    render = workflow.render if args.what == "github" else gitlab.render
-    what = "workflow" if args.what == "github" else "pipeline"
-    return _write_or_print(render(cells, args.tier, settings), args.output, what)
-
-
-def _ci_annotate(args: argparse.Namespace) -> int:
-    from harness.output import annotate
-
-    if not args.runs:
-        raise EnvironmentProblem("harness ci annotate needs the runs",
-                                 fix="harness ci annotate results/RUN [--summary FILE]")
-    docs = [(results.load_run(str(r))[0], r) for r in args.runs]
-    several = len(docs) > 1
-    for doc, given in docs:
-        label = (given.parent if given.name == "results.json" else given).name if several else ""
-        for line in annotate.annotation_lines(doc, label=label):
-            print(line)
-    if args.summary is not None:
-        with args.summary.open("a") as out:
-            for doc, given in docs:
-                label = (given.parent if given.name == "results.json" else given).name
-                out.write(annotate.summary(doc, label=label) + "\n")
-    return 0
-
-
-def _ci_minutes(args: argparse.Namespace) -> int:
-    from harness.ci import workflow
-
-    if not args.runs:
-        raise EnvironmentProblem("harness ci minutes needs the runs that measured the cells",
-                                 fix="harness ci minutes results/run-A results/run-B "
-                                 "--tier full (the runs first, then the options)")
-    from harness.kernel.build import stored_build_seconds
-
-    docs = [results.load_run(str(r))[0] for r in args.runs]
-    costs = workflow.job_costs(matrix.select(matrix.load(), Tier(args.tier)), docs,
-                               stored_build_seconds())
-    print(workflow.render_minutes(costs, args.setup_minutes * 60))
-    return 0
+        accel=Accel(args.accel), runs_on=tuple(args.runs_on) if github else (),
+        tags=() if github else tuple(args.tag),
+        container_options=args.container_options if github and args.container_options
+        is not None else ciplan.DEFAULT_CONTAINER_OPTIONS)
+    return commands.pipeline(commands.PipelineRequest(system=args.what, tier=Tier(args.tier),
+                                                      settings=settings, output=args.output))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from harness.output import junit, kcidb
-
-    doc, _cell, _file = results.load_run(args.run)
+    options = runs.KcidbOptions()
     if args.format == "kcidb":
-        run_id = kcidb.resolve_run_id(doc, given=args.run_id, env=os.environ)
-        text = json.dumps(kcidb.export(doc, run_id=run_id, origin=args.origin or kcidb.ORIGIN,
-                                       include_broken=args.include_broken), indent=1) + "\n"
-    else:
-        given = [o for o, v in (("--run-id", args.run_id), ("--origin", args.origin),
-                                ("--include-broken", args.include_broken)) if v]
-        if given:
-            raise EnvironmentProblem(f"{', '.join(given)}: options of the kcidb export",
-                                     fix="leave them out of harness export junit")
-        text = junit.render(doc)
-    return _write_or_print(text, args.output, args.format)
-
-
-def _write_or_print(text: str, output: Path | None, what: str) -> int:
-    """-o FILE (written whole or not at all, and said), or standard output."""
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        atomic.write_text(output, text)
-        print(f"{what}: {output}")
-    return 0
-
-
-def _merge_plan(args: argparse.Namespace) -> tuple[Planned, ...] | None:
-    """The cells `harness merge` expects (shard.Planned), or None: no plan given."""
-    from harness.ci import shard
-
-    if args.plan is not None:
-        if args.tier or args.cell:
-            raise EnvironmentProblem("--plan and --tier/--cell both name the cells expected",
-                                     fix="give the plan file, or the matrix cells")
-        return shard.read_plan(args.plan)
-    if not (args.tier or args.cell):
-        return None
-    every = matrix.load(args.matrix)
-    names = {c.name for c in matrix.select(every, Tier.FULL, tuple(args.cell))} \
-        if args.cell else set()
-    if args.tier:
-        names |= {c.name for c in matrix.select(every, Tier(args.tier))}
-    return shard.planned([c for c in every if c.name in names])
+        options = runs.KcidbOptions(run_id=args.run_id, origin=args.origin or options.origin,
+                                    include_broken=args.include_broken)
+    return runs.export(args.run, args.format, args.output, options)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    """Exit: the merged run's (shard.merge): 1 also for a MISSING cell, 2 for a conflict,
-    an incomplete run, or an unreadable run when no plan says what it held."""
-    import uuid
-
-    from harness.ci import shard
-
-    out = args.out.resolve()
-    runs = [r.resolve() for r in args.runs]
-    if out in runs:
-        raise EnvironmentProblem("--out is one of the runs merged", fix="give a new directory")
-    expected = _merge_plan(args)
-    results.prepare_out(out)
-    merged = shard.merge(runs, expected=expected,
-                         run_id=f"merge-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}",
-                         merged_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    for cell, source in merged.sources.items():
-        if (source / cell).is_dir():
-            shutil.copytree(source / cell, out / cell, symlinks=True)
-    merged.doc["command"] = ["harness", *sys.argv[1:]]
-    atomic.write_json(out / "results.json", merged.doc)
-    print(shard.summary(merged))
-    code = int(merged.doc["exit_code"])
-    print(f"\nresults: {out / 'results.json'}  (exit {code})")
-    return code
+    return runs.merge(runs.MergeRequest(runs=tuple(args.runs), out=args.out, tier=args.tier,
+                                        cells=tuple(args.cell), matrix=args.matrix,
+                                        plan=args.plan), argv=_argv())
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from harness.kernel import cache
+    from harness.drivers import store
 
-    export_only = [o for o, v in (("--run", args.run), ("--cell", args.cell),
-                                  ("--entry", args.entry), ("-o", args.output)) if v]
-    if export_only and args.action != "export":
-        raise EnvironmentProblem(f"{', '.join(export_only)}: options of harness cache export",
-                                 fix=f"leave them out of harness cache {args.action}")
-    if args.action == "export":
-        return _cache_export(args)
-    if args.action == "import":
-        return _cache_import(args)
-    limit = cache.parse_size(args.max_size) if args.max_size else cache.max_size()
-    if args.action == "list":
-        if args.names:
-            raise EnvironmentProblem("harness cache list takes no names",
-                                     fix="harness cache drop NAME... removes entries")
-        print(cache.render(cache.entries(), limit))
-        return 0
+    if args.action in (None, "list"):
+        return store.show(None)
+    if args.action == "prune":
+        return store.prune(args.max_size, dry_run=args.dry_run)
     if args.action == "drop":
-        if not args.names:
-            raise EnvironmentProblem("harness cache drop needs the names of the entries",
-                                     fix="harness cache lists them")
-        done = cache.drop(tuple(args.names), dry_run=args.dry_run)
-    else:
-        done = cache.prune(limit, dry_run=args.dry_run)
-    verb = "would evict" if args.dry_run else "evicted"
-    for e in done.evicted:
-        print(f"{verb} {e.kind.value} {e.name} ({cache.human(e.size)}; {e.used_for or '-'})")
-    if done.skipped_reason:
-        print(f"nothing evicted: {done.skipped_reason}; try again when it is done")
-        return 1
-    left = done.total_before - sum(e.size for e in done.evicted)
-    print(f"{len(done.evicted)} entries {verb}; the cache holds {cache.human(left)}"
-          + (f" (limit {cache.human(limit)})" if args.action == "prune" else ""))
-    return 0
-
-
-def _cache_export(args: argparse.Namespace) -> int:
-    from harness.kernel import cache
-
-    if args.names:
-        raise EnvironmentProblem("harness cache export takes no names",
-                                 fix="name the entries with --entry NAME, or the runs with "
-                                     "--run RUN")
-    if args.cell and not args.run:
-        # a cell's kernel is named by its tree id and .config, known once a run made them
-        raise EnvironmentProblem("--cell picks cells of the runs given: there is none",
-                                 fix="give the run that ran them: --run results/RUN --cell C")
-    if args.output is None or not (args.run or args.entry):
-        raise EnvironmentProblem("harness cache export needs what to export and where",
-                                 fix="harness cache export --run results/RUN [--cell C]... "
-                                     "[--entry NAME]... -o FILE.tar")
-    runs = [(doc, file) for doc, _cell, file in (results.load_run(r) for r in args.run)]
-    names = cache.run_entries(runs, tuple(args.cell)) if runs else {}
-    if args.entry:
-        names.update(cache.named_entries(tuple(args.entry)))
-    done = cache.export(names, args.output)
-    for name, what in done.entries.items():
-        print(f"exported {name} ({what or '-'})")
-    print(f"{len(done.entries)} entries, {cache.human(done.size)}: {done.archive}")
-    return 0
-
-
-def _cache_import(args: argparse.Namespace) -> int:
-    from harness.kernel import cache
-
-    if len(args.names) != 1:
-        raise EnvironmentProblem("harness cache import takes one archive",
-                                 fix="harness cache import FILE.tar")
-    done = cache.import_archive(Path(args.names[0]))
-    for name, what in done.added.items():
-        print(f"imported {name} ({what or '-'})")
-    for name, what in done.present.items():
-        print(f"already in the cache: {name} ({what or '-'})")
-    print(f"{len(done.added)} entries imported, {len(done.present)} already there, into "
-          f"{paths.cache_root()}")
-    return 0
+        return store.drop(tuple(args.names), dry_run=args.dry_run)
+    if args.action == "export":
+        return store.export(tuple(args.run), tuple(args.cell), tuple(args.entry), args.output)
+    return store.import_archive(args.archive)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -799,21 +495,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    every = matrix.load()
-    shown = matrix.select(every, Tier(args.tier))
-    for c in shown:
-        expect = ""
-        if c.has_expectations:
-            parts = [f"all={c.expect_status}"] if c.expect_status else []
-            expect = " expect=" + ",".join(parts + [f"{t}={s}" for t, s in c.expect])
-        built = f" arch={c.arch} toolchain={c.toolchain}" \
-            if target.label(c.arch, c.toolchain) else ""
-        print(f"{c.name:<28} {c.tier.value:<8} {c.kernel:<14} series={','.join(c.series) or '-'}"
-              f" configs={','.join(c.configs)}{built} tests={','.join(c.tests)}{expect}")
-    if len(shown) < len(every):
-        print(f"({len(shown)} of {len(every)} cells: the {args.tier} tier; --tier full lists "
-              "them all)")
+    print(matrix.listing(matrix.load(), Tier(args.tier)))
     return 0
+
+
+def _argv() -> tuple[str, ...]:
+    """The command line as given, for results.json and reproduce.sh."""
+    return tuple(sys.argv[1:]) or ("run",)
 
 
 TAKE_A_COMMAND = ("run",)
@@ -834,6 +522,17 @@ def _prune_after(command: str) -> None:
                     done.skipped_reason)  # the subcommands that take `-- CMD ARGS...`
 
 
+def _deepest(parser: argparse.ArgumentParser,
+             args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)subcommand's parser the arguments reached, e.g. `harness ci github`'s."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _deepest(chosen, args)
+    return parser
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """argparse, with what follows the first `--` kept apart as the guest's command."""
     parser = build_parser()
@@ -842,7 +541,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if separated:
         at = argv.index("--")
         argv, cmd = argv[:at], argv[at + 1:]
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # told by the subcommand that was given them, with its own usage
+        _deepest(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if separated and args.command not in TAKE_A_COMMAND:
         parser.error(f"harness {args.command} takes no -- CMD; harness run [OPTIONS] -- CMD "
                      "runs a command in the guest")
@@ -853,7 +554,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:  # argparse told the user (usage, or --help): its exit code
+        return exc.code if isinstance(exc.code, int) else 2
     _setup_logging(args.verbose)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)

@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass
 
 from harness import cli
-from harness.ci import shard
+from harness.drivers import shard
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +39,7 @@ def builds(script: str) -> list[Built]:
     found = []
     for a in harness_runs(script):
         if a.build_only:
-            cells, _what = cli._cells_from_args(a)
+            cells, _what = cli.planned(a)
             assert len(cells) == 1, [c.name for c in cells]
             found.append(Built(kernel=shard.kernel_of(cells[0]), out=str(a.out)))
     return found

@@ -1,2 +1,2 @@
-"""CI systems: the GitHub and GitLab pipelines made from the matrix, their plan and cache
-keys, and shards of a run and their merge."""
+"""`harness ci`: the GitHub and GitLab pipelines made from the matrix, their plan and
+cache keys, annotations of runs' failures, and what the matrix costs in runner-minutes."""

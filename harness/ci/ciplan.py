@@ -30,7 +30,7 @@ from typing import Any
 from harness import target
 from harness.base.errors import HarnessError
 from harness.base.model import Accel, Status
-from harness.ci import shard
+from harness.drivers import shard
 from harness.drivers.matrix import Cell
 from harness.kernel import kconfig
 

@@ -33,8 +33,9 @@ from typing import Any
 from harness import target
 from harness.base import paths
 from harness.base.model import Accel, Status
-from harness.ci import ciplan, shard
+from harness.ci import ciplan
 from harness.ci.ciplan import BuildJob, Plan, Settings, sh
+from harness.drivers import shard
 from harness.drivers.matrix import Cell
 from harness.kernel import build, kconfig, series, sources
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harness.base import atomic
 from harness.base.errors import HarnessError
 from harness.base.model import Accel, CellResult, Phase, Status, TestCase
 from harness.drivers import matrix, pipeline
@@ -50,6 +51,12 @@ class Request:
     good: frozenset[Status] = DEFAULT_GOOD
     bad: frozenset[Status] = DEFAULT_BAD
     accel: Accel = Accel.AUTO
+
+    def __post_init__(self) -> None:
+        if self.good & self.bad:
+            raise BisectError("--good and --bad share " + ", ".join(
+                sorted(s.value for s in self.good & self.bad)),
+                fix="a status is either good or bad")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,3 +244,12 @@ def to_json(o: Outcome) -> dict[str, Any]:
                        "verdict": s.verdict.value, "reason": s.reason,
                        "failing": list(s.failing), "splats": list(s.splats), "log": s.log}
                       for s in o.steps]}
+
+
+def command(request: Request, out: Path) -> int:
+    """`harness bisect`: the bisection, bisect.json, and the verdict on the terminal."""
+    outcome = run(request, out)
+    atomic.write_json(out / "bisect.json", to_json(outcome))
+    print(summary(outcome))
+    print(f"\nbisect: {out / 'bisect.json'}  (exit {outcome.exit_code})")
+    return outcome.exit_code

@@ -39,6 +39,7 @@ from harness.base.model import PatchResult, PatchState, SourceKind, StageTiming,
 from harness.drivers.stages import StageLog
 from harness.kernel import build, kconfig, series, sources
 from harness.kernel.tree import KernelTree
+from harness.output import results
 
 log = logging.getLogger(__name__)
 
@@ -687,3 +688,16 @@ def summary_table(report: CheckReport) -> str:
                f"all {len(report.patches)} patch(es) clean")
     lines += ["", f"{verdict}; {report.duration_s:.0f}s"]
     return "\n".join(lines)
+
+
+def command(request: CheckRequest, out: Path, *, argv: tuple[str, ...]) -> int:
+    """`harness check`: every patch checked, check.json written, the table printed."""
+    meta = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": ["harness", *argv], "harness_rev": results.harness_rev()}
+    report = run(request, out)
+    write_json(out / "check.json", report, meta=meta)
+    if report.error:
+        log.error("%s", report.error)
+    print(summary_table(report))
+    print(f"\ncheck: {out / 'check.json'}  (exit {report.exit_code})")
+    return report.exit_code

@@ -179,3 +179,24 @@ def default_tests(kernel: str, cells: list[Cell]) -> tuple[tuple[str, ...], str]
         return (), "no default-tier cell in the matrix"
     return default.tests, (f"the tests of the default cell {default.name}, each skipped if "
                            "the kernel lacks a feature it requires")
+
+
+def listing(every: list[Cell], tier: Tier) -> str:
+    """`harness matrix`: one line per cell of the tier (name, tier, kernel, series, configs,
+    target when not the default, tests, expectations), and how many were left out."""
+    shown = select(every, tier)
+    lines = []
+    for c in shown:
+        expect = ""
+        if c.has_expectations:
+            parts = [f"all={c.expect_status}"] if c.expect_status else []
+            expect = " expect=" + ",".join(parts + [f"{t}={s}" for t, s in c.expect])
+        built = f" arch={c.arch} toolchain={c.toolchain}" \
+            if target.label(c.arch, c.toolchain) else ""
+        lines.append(f"{c.name:<28} {c.tier.value:<8} {c.kernel:<14} "
+                     f"series={','.join(c.series) or '-'} configs={','.join(c.configs)}"
+                     f"{built} tests={','.join(c.tests)}{expect}")
+    if len(shown) < len(every):
+        lines.append(f"({len(shown)} of {len(every)} cells: the {tier.value} tier; --tier full "
+                     "lists them all)")
+    return "\n".join(lines)

@@ -631,3 +631,17 @@ def exit_code(state: State) -> int:
         return 1
     return 2 if any(v.outcome == "error" for v in state.verdicts) else 0
 
+
+
+def command(request: Request, out: Path) -> int:
+    """`harness mutate`: the mutants run, mutants.json written even when the run stops
+    (what was judged so far is kept), and the verdict on the terminal."""
+    state = State(request=request, out=out, cell=choose_cell(request, matrix.load()))
+    try:
+        state = run(request, out)
+    finally:
+        atomic.write_json(out / "mutants.json", to_json(state))
+    print(summary(state))
+    code = exit_code(state)
+    print(f"\nmutants: {out / 'mutants.json'}  (exit {code})")
+    return code

@@ -25,7 +25,7 @@ from harness.drivers import doctor, matrix, pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.kernel import sources
 from harness.output import results
-from harness.testkinds import command
+from harness.testkinds import command as command_kind
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +49,7 @@ class RunReport:
     exit_code: int
 
 
-DEFAULT_KERNEL = "debian:6.12"  # outside a kernel tree, when no kernel is named
+DEFAULT_KERNEL = sources.DEFAULT_KERNEL
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +75,34 @@ class Selection:
     toolchain: str | None = None
     guest_command: tuple[str, ...] = ()  # after --: run in the guest as one more test
     cwd: str | None = None  # the command's directory
-    timeout: int = command.DEFAULT_TIMEOUT_S  # the command's time limit
+    timeout: int = command_kind.DEFAULT_TIMEOUT_S  # the command's time limit
+    shard: str | None = None  # K/N: only this shard of the cells
+    costs: Path | None = None  # an earlier run whose cell durations balance the shards
+    baseline: bool = False  # each cell also on its base without the series
+
+
+def plan(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
+    """The cells `harness run` runs, in order, and what the terminal says first: the
+    selection's cells, built with gcov under --coverage, cut to one shard, each preceded
+    by its base under --baseline."""
+    from harness.drivers import shard
+
+    cells, what = cells_for(sel, here=here)
+    if sel.coverage:
+        cells = [matrix.with_coverage(c) for c in cells]
+        what += "\ncoverage: the series' C files built with gcov (a kernel of their own)"
+    if sel.costs is not None and sel.shard is None:
+        raise matrix.MatrixError("--costs balances shards: give --shard K/N with it")
+    if sel.shard is not None:
+        k, n = shard.parse(sel.shard)
+        costs = shard.costs_from(sel.costs) if sel.costs is not None else {}
+        cells = shard.plan(cells, n, costs)[k - 1]
+        what += (f"\nshard {k}/{n}: " + (", ".join(c.name for c in cells) or
+                                        "no cell (more shards than kernels)"))
+    if sel.baseline:
+        cells = baseline_cells(cells)
+        what += "\n(--baseline: each cell also on its base without the series: <cell>.base)"
+    return cells, what
 
 
 def cells_for(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
@@ -94,7 +121,7 @@ def cells_for(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
         raise matrix.MatrixError("--tier/--cell select matrix cells; do not combine them with "
                                  "--kernel/--series/--config/--test/--patch/--boot-only/"
                                  "--append")
-    if (sel.cwd is not None or sel.timeout != command.DEFAULT_TIMEOUT_S) and not cmd:
+    if (sel.cwd is not None or sel.timeout != command_kind.DEFAULT_TIMEOUT_S) and not cmd:
         raise matrix.MatrixError("--cwd and --timeout are about a command: give it after --",
                                  fix="harness run [OPTIONS] -- CMD [ARGS...]")
     guest: dict[str, Any] = {}
@@ -109,7 +136,7 @@ def cells_for(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
         guest["toolchain"] = sel.toolchain
     if cmd:
         cwd = str(Path(sel.cwd).resolve()) if sel.cwd else str(here)
-        command.ref(cmd, cwd=cwd, timeout_s=sel.timeout)  # a bad command: told now
+        command_kind.ref(cmd, cwd=cwd, timeout_s=sel.timeout)  # a bad command: told now
         guest.update(command=tuple(cmd), command_cwd=cwd, command_timeout=sel.timeout)
     matrix.check_guest_size(guest.get("memory", Cell.memory), guest.get("cpus", Cell.cpus))
     after = f"; then the command: {shlex.join(cmd)}" if cmd else ""
@@ -250,3 +277,17 @@ def run(request: RunRequest) -> RunReport:
     if request.bisect_exit:
         code = results.bisect_exit_code(done)
     return RunReport(cells=tuple(done), results=out / "results.json", exit_code=code)
+
+
+def command(sel: Selection, *, out: Path | None, here: Path, accel: Accel, strict: bool,
+            repeat: int | None, bisect_exit: bool, argv: tuple[str, ...]) -> int:
+    """`harness run`: the cells the selection names (plan), what they test on the first
+    lines, the run into --out (default results/<run id>), and where its results are."""
+    cells, what = plan(sel, here=here)
+    print(what, flush=True)
+    where = results.out_dir(out)
+    report = run(RunRequest(cells=tuple(cells), what=what, out=where, accel=accel,
+                            strict=strict, repeat=repeat, build_only=sel.build_only,
+                            baseline=sel.baseline, bisect_exit=bisect_exit, argv=argv))
+    print(f"\nresults: {report.results}  (exit {report.exit_code})")
+    return report.exit_code

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.base import atomic
+from harness.base.errors import EnvironmentProblem
 from harness.base.model import Accel, Splat
-from harness.drivers import pipeline
-from harness.drivers.matrix import Cell
+from harness.drivers import matrix, pipeline
+from harness.drivers.matrix import Cell, Tier
 from harness.guest import protocol, vm
 from harness.judge import splat
+from harness.kernel import sources
 from harness.output import results
 
 
@@ -54,6 +56,55 @@ def tests_script(planned: tuple[protocol.GuestTest, ...], out: Path) -> str:
         f"{cases}"
         '*)\techo "no test $1; tests: ' + names.replace('"', "") + '" >&2; exit 2 ;;\n'
         "esac\n")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """What `harness shell`'s options name: the kernel (None: the tree you are in, else
+    the default), what goes on it, the tests built for it, and the guest."""
+
+    kernel: str | None = None
+    series: tuple[str, ...] = ()
+    configs: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()  # default: the kernel's default tests, as run
+    patches: tuple[str, ...] = ()
+    append: str = ""
+    memory: str | None = None
+    cpus: int | None = None
+    arch: str | None = None
+    toolchain: str | None = None
+    accel: Accel = Accel.AUTO
+
+
+def cell_of(request: Request, *, here: Path) -> tuple[Cell, str]:
+    """The cell a shell boots, and how to name its kernel."""
+    memory = request.memory or Cell.memory
+    cpus = Cell.cpus if request.cpus is None else request.cpus  # 0 is refused, not defaulted
+    matrix.check_guest_size(memory, cpus)
+    kernel, where = sources.kernel_or_yours(request.kernel, here)
+    tests = request.tests or matrix.default_tests(kernel, matrix.load())[0]
+    cell = Cell(name="shell", tier=Tier.DEFAULT, kernel=kernel, series=request.series,
+                configs=request.configs or ("base",), tests=tests,
+                patches=tuple(str(Path(p).resolve()) for p in request.patches),
+                append=request.append, memory=memory, cpus=cpus,
+                arch=request.arch or Cell.arch, toolchain=request.toolchain or Cell.toolchain)
+    return cell, where
+
+
+def command(request: Request, out: Path | None, *, here: Path, interactive: bool) -> int:
+    """`harness shell`: the session, shell.json, and what the kernel logged meanwhile."""
+    if not interactive:
+        raise EnvironmentProblem("harness shell needs a terminal: its input is not one",
+                                 fix="run it from a terminal; to run a command in the "
+                                     "guest without one: harness run [OPTIONS] -- CMD")
+    cell, where = cell_of(request, here=here)
+    where_to = results.out_dir(out, "shell", marker="shell.json")
+    print(f"shell on {where}" + (f" + series {', '.join(cell.series)}" if cell.series else "")
+          + f"; results: {where_to}", flush=True)
+    session = run(cell, where_to, accel=request.accel)
+    atomic.write_json(where_to / "shell.json", to_json(session))
+    print(summary(session))
+    return session.code
 
 
 def run(cell: Cell, out: Path, *, accel: Accel) -> Session:

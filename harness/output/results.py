@@ -14,6 +14,7 @@ import os
 import shlex
 import shutil
 import stat
+import sys
 import textwrap
 import time
 from collections.abc import Mapping
@@ -487,6 +488,24 @@ def prepare_out(out: Path, *, marker: str = "results.json") -> None:
             else:
                 entry.unlink()
     out.mkdir(parents=True, exist_ok=True)
+
+
+def out_dir(out: Path | None, kind: str = "", *, marker: str = "results.json") -> Path:
+    """--out, else results/[KIND-]<run id>; prepared (prepare_out): new, empty, or an
+    earlier run's of this kind, emptied."""
+    path = (out or Path("results") / f"{kind + '-' if kind else ''}{new_run_id()}").resolve()
+    prepare_out(path, marker=marker)
+    log.info("results: %s", path)
+    return path
+
+
+def write_or_print(text: str, output: Path | None, what: str) -> None:
+    """-o FILE (written whole or not at all, and said), or standard output."""
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        atomic.write_text(output, text)
+        print(f"{what}: {output}")
 
 
 def load_run(spec: str) -> tuple[dict[str, Any], str | None, Path]:

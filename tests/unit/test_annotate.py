@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness import cli
-from harness.ci import shard
+from harness.drivers import shard
 from harness.output import annotate
 from tests.shards import ADHOC_BROKEN, FAULTS, VERIFY
 

@@ -270,4 +270,4 @@ def test_build_only_refuses_what_needs_a_boot(extra: list[str]) -> None:
 
     args = cli.parse_args(["run", "--build-only", *extra])
     with pytest.raises(matrix.MatrixError, match="--build-only boots nothing"):
-        cli._cells_from_args(args)
+        cli.planned(args)

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.ci import shard
-from harness.drivers import matrix
+from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
 from tests.shards import VERIFY
 

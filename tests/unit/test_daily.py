@@ -19,7 +19,7 @@ from harness.testkinds import SelftestError, command
 
 
 def cells(*argv: str) -> tuple[list[Cell], str]:
-    return cli._cells_from_args(cli.parse_args(["run", *argv]))
+    return cli.planned(cli.parse_args(["run", *argv]))
 
 
 def test_what_follows_the_separator_is_the_guests_command() -> None:
@@ -90,7 +90,7 @@ def test_reproduce_sh_gives_back_the_same_cell() -> None:
                 tests=("memcg_kfuncs",), append="quiet foo=1", memory="1536M", cpus=1,
                 command=("sh", "-c", "exit 0"), command_cwd="/tmp", command_timeout=30)
     argv = pipeline.cell_argv(cell, Accel.TCG)
-    [again], _ = cli._cells_from_args(cli.parse_args(argv))
+    [again], _ = cli.planned(cli.parse_args(argv))
     assert again == replace(cell)
     plain = replace(cell, memory="2G", cpus=2, command=())
     assert "--memory" not in pipeline.cell_argv(plain, Accel.TCG)

@@ -15,8 +15,8 @@ from ruamel.yaml import YAML
 
 from harness import cli
 from harness.base.model import Accel
-from harness.ci import ciplan, gitlab, shard
-from harness.drivers import matrix
+from harness.ci import ciplan, gitlab
+from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
 from tests.cijobs import builds, harness_runs
 

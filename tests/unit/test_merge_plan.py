@@ -18,8 +18,7 @@ import xmlschema
 
 from harness import cli
 from harness.base.model import Status
-from harness.ci import shard
-from harness.drivers import matrix
+from harness.drivers import matrix, shard
 from harness.drivers.matrix import Cell, Tier
 from harness.output import junit, kcidb
 from tests import shards

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.ci import shard
-from harness.drivers import matrix
+from harness.drivers import matrix, shard
 from harness.drivers.matrix import Cell, Tier
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "compare"

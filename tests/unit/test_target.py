@@ -9,8 +9,8 @@ import pytest
 
 from harness import cli, target
 from harness.base.model import Accel
-from harness.ci import ciplan, shard
-from harness.drivers import matrix, pipeline
+from harness.ci import ciplan
+from harness.drivers import matrix, pipeline, shard
 from harness.drivers.matrix import Cell, Tier
 from harness.kernel import build, kconfig
 
@@ -132,9 +132,9 @@ def test_matrix_cells_and_the_command_line_name_the_pair(tmp_path: Path) -> None
     with pytest.raises(matrix.MatrixError, match="cell #1: unknown toolchain 'icc'"):
         matrix.load(m)
     args = cli.parse_args(["run", "--kernel", "debian:6.12", "--toolchain", "llvm"])
-    [cell], _ = cli._cells_from_args(args)
+    [cell], _ = cli.planned(args)
     assert cell.toolchain == "llvm" and cell.arch == "x86_64"
-    [picked], _ = cli._cells_from_args(cli.parse_args(["run", "--cell", "6.12",
+    [picked], _ = cli.planned(cli.parse_args(["run", "--cell", "6.12",
                                                        "--toolchain", "llvm"]))
     assert (picked.name, picked.toolchain) == ("6.12", "llvm")
     for command in ("check", "shell"):
@@ -252,7 +252,7 @@ def test_every_command_the_extending_guide_gives_parses() -> None:
         argv = shlex.split(line)[1:]
         args = cli.parse_args(argv)  # exits (a test error) on what the parser refuses
         if args.command == "run":
-            cli._cells_from_args(args)  # and the cells it names exist
+            cli.planned(args)  # and the cells it names exist
 
 
 def test_what_a_make_in_the_targets_tree_and_its_selftests_are_told() -> None:

@@ -66,6 +66,20 @@ def version_of(spec: KernelSpec) -> str:
     return kind_of(spec).version(spec)
 
 
+DEFAULT_KERNEL = "debian:6.12"  # outside a kernel tree, when no kernel is named
+
+
+def kernel_or_yours(kernel: str | None, here: Path) -> tuple[str, str]:
+    """The kernel named, else the kernel git tree `here` is in, else the default; and how
+    to say it."""
+    if kernel:
+        return kernel, kernel
+    tree = enclosing_kernel_tree(here)
+    if tree is None:
+        return DEFAULT_KERNEL, DEFAULT_KERNEL
+    return f"git:{tree}", f"your tree {tree} (HEAD + uncommitted changes)"
+
+
 def enclosing_kernel_tree(start: Path) -> Path | None:
     """The top of the kernel git tree `start` is in (the user's own tree), or None."""
     res = git_run(start, "rev-parse", "--show-toplevel", timeout=30)

@@ -1,0 +1,171 @@
+"""The commands over finished runs and saved logs: parse, compare, report, export, merge.
+
+Each takes what its options name and returns the command's exit code; what it prints is
+what the user reads. None of them builds or boots anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.base import atomic
+from harness.base.errors import EnvironmentProblem, from_os_error
+from harness.base.model import CellResult, TestResult
+from harness.drivers import matrix, shard
+from harness.drivers.matrix import Tier
+from harness.judge import ktap
+from harness.output import compare as comparison
+from harness.output import junit, kcidb, report, results
+
+
+def parse_log(file: str, *, name: str | None, out: Path | None, argv: tuple[str, ...]) -> int:
+    """A saved KTAP log (or - for stdin) judged as a run judges a test's output."""
+    if out is not None and out.exists() and not out.is_dir():
+        raise EnvironmentProblem(f"--out {out} is a file, not a directory",
+                                 fix="give a new or empty directory")
+    if file == "-":
+        parsed = ktap.parse(sys.stdin)
+        name = name or "stdin"
+    else:
+        path = Path(file)
+        if path.is_dir():
+            raise EnvironmentProblem(f"{path} is a directory, not a log file",
+                                     fix="give the log file itself (e.g. a test's .out file "
+                                         "in a run's guest/ directory), or - for stdin")
+        try:
+            with path.open(errors="replace") as stream:
+                parsed = ktap.parse(stream)
+        except OSError as exc:
+            raise from_os_error(exc, f"reading {path}") from None
+        name = name or path.name
+    test = TestResult(name=name, status=parsed.status, duration_s=0.0, exit_code=None,
+                      ktap=parsed, reason="; ".join(parsed.errors))
+    cell = CellResult(cell="parse", kernel="", kernel_version="", status=parsed.status,
+                      patches=(), config=None, stages=(), tests=(test,))
+    print(results.summary([cell]))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        results.write_json(out / "results.json", [cell],
+                           meta={"command": ["harness", *argv], "source_log": file})
+    return results.exit_code([cell])
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareRequest:
+    before: str  # RUN, RUN/results.json or RUN:CELL
+    after: str
+    json: Path | None = None  # also written as JSON, markdown, a web page
+    markdown: Path | None = None
+    html: Path | None = None
+
+
+def compare(request: CompareRequest) -> int:
+    """What changed from one run to the other; 1 when anything regressed."""
+    a, cell_a, _ = results.load_run(request.before)
+    b, cell_b, _ = results.load_run(request.after)
+    labels = (request.before, request.after)
+    try:
+        result = comparison.compare(a, b, labels=labels, cells=(cell_a, cell_b))
+    except KeyError as exc:
+        raise EnvironmentProblem(str(exc.args[0]), fix="name a cell the run has") from None
+    if not result.cells:
+        raise EnvironmentProblem(f"{labels[0]} and {labels[1]} have no cell in common",
+                                 fix="compare one cell of each: A:CELL B:CELL")
+    print(comparison.render_terminal(result))
+    if request.json:
+        atomic.write_json(request.json, comparison.to_json(result))
+    if request.markdown:
+        atomic.write_text(request.markdown, comparison.render_markdown(result))
+    if request.html:
+        atomic.write_text(request.html, report.render_comparison(result))
+    return 1 if result.regressed else 0
+
+
+def write_report(run: str, out: Path | None) -> int:
+    """A run's HTML page, into `out` (default: RUN/report)."""
+    doc, _cell, file = results.load_run(run)
+    where = (out or file.parent / "report").resolve()
+    where.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(where / "index.html",
+                      report.render(doc, results.log_tails(doc, file.parent)))
+    print(f"report: {where / 'index.html'}")
+    return 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class KcidbOptions:
+    run_id: str | None = None  # None: from the CI system's environment, else the run's
+    origin: str = kcidb.ORIGIN
+    include_broken: bool = False
+
+
+def export(run: str, fmt: str, output: Path | None, kcidb_options: KcidbOptions) -> int:
+    """A run in a format CI systems read: junit or kcidb."""
+    doc, _cell, _file = results.load_run(run)
+    if fmt == "kcidb":
+        run_id = kcidb.resolve_run_id(doc, given=kcidb_options.run_id, env=os.environ)
+        text = json.dumps(kcidb.export(doc, run_id=run_id, origin=kcidb_options.origin,
+                                       include_broken=kcidb_options.include_broken),
+                          indent=1) + "\n"
+    else:
+        text = junit.render(doc)
+    results.write_or_print(text, output, fmt)
+    return 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeRequest:
+    runs: tuple[Path, ...]
+    out: Path
+    tier: str | None = None  # the cells expected: a tier's, named cells', or a plan's
+    cells: tuple[str, ...] = ()
+    matrix: Path | None = None
+    plan: Path | None = None
+
+
+def expected_cells(request: MergeRequest) -> tuple[shard.Planned, ...] | None:
+    """The cells a merge expects, or None: no plan given (then nothing can be MISSING)."""
+    if request.plan is not None:
+        if request.tier or request.cells:
+            raise EnvironmentProblem("--plan and --tier/--cell both name the cells expected",
+                                     fix="give the plan file, or the matrix cells")
+        return shard.read_plan(request.plan)
+    if not (request.tier or request.cells):
+        return None
+    every = matrix.load(request.matrix)
+    names = {c.name for c in matrix.select(every, Tier.FULL, request.cells)} \
+        if request.cells else set()
+    if request.tier:
+        names |= {c.name for c in matrix.select(every, Tier(request.tier))}
+    return shard.planned([c for c in every if c.name in names])
+
+
+def merge(request: MergeRequest, argv: tuple[str, ...]) -> int:
+    """Shards' run directories joined into one. Exit: the merged run's (shard.merge): 1
+    also for a MISSING cell, 2 for a conflict, an incomplete run, or an unreadable run
+    when no plan says what it held."""
+    out = request.out.resolve()
+    runs = [r.resolve() for r in request.runs]
+    if out in runs:
+        raise EnvironmentProblem("--out is one of the runs merged", fix="give a new directory")
+    expected = expected_cells(request)
+    results.prepare_out(out)
+    merged = shard.merge(runs, expected=expected,
+                         run_id=f"merge-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}",
+                         merged_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    for cell, source in merged.sources.items():
+        if (source / cell).is_dir():
+            shutil.copytree(source / cell, out / cell, symlinks=True)
+    merged.doc["command"] = ["harness", *argv]
+    atomic.write_json(out / "results.json", merged.doc)
+    print(shard.summary(merged))
+    code = int(merged.doc["exit_code"])
+    print(f"\nresults: {out / 'results.json'}  (exit {code})")
+    return code
