@@ -1,19 +1,22 @@
 """Benchmark: the developer's loop through the harness against the same make + vng by hand.
 
-    .venv/bin/python bench/pipeline.py [--rounds N] [--out FILE]
+    .venv/bin/python bench/pipeline.py [--rounds N] [--quick] [--out FILE]
 
 The loop: a one-line change in mm/memcontrol.c (on top of the memcg-kfuncs series) ->
-the memcg_kfuncs selftest's result. Each round, in one run so machine noise hits both
-sides alike, and in alternating order (by hand first in even rounds, the harness first in
-odd ones):
+the memcg_kfuncs selftest's result. First a warm-up `harness run` of the same test (the
+kernel built or taken from the store, the selftest built; it says which worktree, build
+directory and test directory the harness uses). Then each round, in one run so machine
+noise hits both sides alike, and in alternating order (by hand first in even rounds, the
+harness first in odd ones):
   - by hand, in the harness's own worktree and O= build directory (same .config, BTF on,
     same ccache): edit the line, `make bzImage`, then `vng --run bzImage` with the same
     options the harness uses, running the already-built selftest; its KTAP must be all ok;
   - the harness: `harness run --series memcg-kfuncs --patch ONE-LINE.patch --test
     memcg_kfuncs` (a fresh change each round, so it builds too), exit 0 and PASS.
 Each change is new (a counter and the time in a comment), so both sides rebuild
-memcontrol.o and relink (lz4, BTF) every round. Needs the 6.12 + memcg-kfuncs kernel in the
-cache (`harness run` once first). Prints a table with the ratio and writes JSON.
+memcontrol.o and relink (BTF) every round. Prints a table with the ratio and writes JSON.
+--quick: one round, written to a scratch file unless --out is given: the smoke run CI
+makes so that the script keeps working (a timing of one round is no figure).
 """
 
 from __future__ import annotations
@@ -24,19 +27,26 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import selftests
-from harness.base import paths
-from harness.base.model import Accel
-from harness.guest import vm
-from harness.kernel import build, kconfig, series, sources
+from harness.base import paths  # noqa: E402
+from harness.base.model import Accel, KernelImage  # noqa: E402
+from harness.guest import vm  # noqa: E402
+from harness.kernel import build, sources  # noqa: E402
+from harness.kernel.tree import KernelTree  # noqa: E402
 
 ANCHOR = "#include <linux/page_counter.h>\n"
+# The test needs swap (test.toml: needs = ["swap"]); by hand, as the guest runner does it.
+SWAP_ON = ("echo 1G > /sys/block/zram0/disksize && mkswap /dev/zram0 > /dev/null && "
+           "swapon /dev/zram0")
+HARNESS = [sys.executable, "-m", "harness", "run", "--series", "memcg-kfuncs",
+           "--test", "memcg_kfuncs"]
 
 
 def timed(argv: list[str], **kw: object) -> tuple[float, subprocess.CompletedProcess[str]]:
@@ -45,51 +55,70 @@ def timed(argv: list[str], **kw: object) -> tuple[float, subprocess.CompletedPro
     return time.monotonic() - start, res
 
 
+def warm_up(tmp: Path) -> tuple[KernelImage, Path]:
+    """One harness run of the test: the kernel (image, version) and the selftest's
+    directory the rounds use, as that run recorded them."""
+    out = tmp / "warm-up"
+    res = subprocess.run([*HARNESS, "--out", str(out)], cwd=REPO, text=True,
+                         capture_output=True, check=False)
+    data = json.loads((out / "results.json").read_text())
+    cell = data["cells"][0]
+    if res.returncode != 0 or cell["status"] != "PASS":
+        raise SystemExit(f"the warm-up run: {cell['status']} {cell['error']}\n"
+                         f"{res.stderr[-2000:]}")
+    plan = (out / cell["cell"] / "guest" / "plan.tsv").read_text().splitlines()
+    test_dir = Path(next(ln.split("\t")[2] for ln in plan
+                         if ln.split("\t")[0] == "memcg_kfuncs"))
+    image = Path(cell["image"])
+    return KernelImage(boot_image=image, vmlinux=None, config=None,
+                       version=cell["kernel_version"]), test_dir
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "pipeline-results.json")
+    ap.add_argument("--quick", action="store_true",
+                    help="one round, results to a scratch file (CI's smoke run)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="the JSON written (default bench/pipeline-results.json; with "
+                         "--quick, a scratch file)")
     args = ap.parse_args()
-    tmp = Path(paths.sub("bench"))
-    spec = sources.parse_spec("debian:6.12")
-    source = sources.prepare(spec, log_dir=tmp)
-    tree = sources.worktree(source, kconfig.config_slug(["base"]), log_dir=tmp)
-    build_dir = paths.build_dir(tree)
+    rounds = 1 if args.quick else args.rounds
+    out_file = args.out or (Path(tempfile.mkdtemp()) / "pipeline-results.json" if args.quick
+                            else REPO / "bench" / "pipeline-results.json")
+    tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-", dir=paths.sub("bench")))
+    kernel, test_dir = warm_up(tmp)
+    tree = KernelTree.open(sources.parse_spec("debian:6.12"), ["base"], log_dir=tmp)
+    with tree.locked():
+        with_series = tree.rev()  # the series as the warm-up applied it
+    build_dir = tree.build_dir
     tools = build.tools()
     env = {**os.environ, **build.make_env(tools)}
-    make = build.make_argv(tree, build_dir, tools, "bzImage")
-    patches = series.collect(["memcg-kfuncs"], [], "6.12")
-    with sources.locked(f"tree-{tree.name}", wait_message="bench"):
-        series.apply(tree, source.base_commit, patches, log_dir=tmp)
-        with_series = sources.git(tree, "rev-parse", "HEAD", what="rev-parse").strip()
-        kernel = build.build(tree, build_dir, log_dir=tmp, tools=tools)
-    manifest = selftests.resolve("memcg_kfuncs").manifest
-    assert manifest is not None
-    test_dir = selftests.build_own(manifest, kernel, log_dir=tmp)
+    make = build.make_argv(tree.path, build_dir, tools, tree.target.arch.make_target)
     bindir = Path(sys.executable).parent
     vng_env = {**os.environ, "TERM": "dumb", "PATH": f"{bindir}:{os.environ['PATH']}"}
     rows: dict[str, list[float]] = {"by hand (make + vng)": [], "harness run": []}
     parts: dict[str, list[float]] = {"make": [], "vng": []}
     stages: list[dict[str, float]] = []
-    target = tree / "mm" / "memcontrol.c"
+    target = tree.path / "mm" / "memcontrol.c"
 
     def one_line(r: int, side: str) -> str:
         return f"{ANCHOR}/* bench round {r} {side} {time.time():.6f} */\n"
 
     def by_hand(r: int) -> None:
-        with sources.locked(f"tree-{tree.name}", wait_message="bench"):
-            sources.git(tree, "checkout", "-q", "-f", "--detach", with_series, what="checkout")
+        with tree.locked():
+            tree.reset_to(with_series)
             target.write_text(target.read_text().replace(ANCHOR, one_line(r, "hand"), 1))
             t_make, res = timed(make, env=env)
             if res.returncode != 0:
                 raise SystemExit(f"make failed: {res.stdout[-2000:]}")
-            image = build_dir / "arch/x86/boot/bzImage"
-            argv = vm.vng_argv(kernel.__class__(boot_image=image, vmlinux=None, config=None,
-                                                version=kernel.version), Accel.TCG, rwdirs=[],
-                               command=["sh", "-c", f"cd {test_dir} && ./memcg_kfuncs"],
+            image = build_dir / tree.target.arch.image
+            argv = vm.vng_argv(replace(kernel, boot_image=image), Accel.TCG, rwdirs=[],
+                               command=["sh", "-c", f"{SWAP_ON}; cd {test_dir} && "
+                                        "./memcg_kfuncs"],
                                memory="2G", cpus=2, cwd=Path("/"))
             t_vng, out = timed(argv, env=vng_env, timeout=600)
-            sources.git(tree, "checkout", "-q", "-f", "--detach", with_series, what="checkout")
+            tree.reset_to(with_series)
         # (vng 1.42 exits 255 with this kernel whatever the command did: its own
         # exit-code channel is not there; the guest's init says what the command did.)
         text = out.stdout + out.stderr
@@ -102,18 +131,16 @@ def main() -> int:
         rows["by hand (make + vng)"].append(t_make + t_vng)
 
     def by_harness(r: int) -> None:
-        with sources.locked(f"tree-{tree.name}", wait_message="bench"):
-            sources.git(tree, "checkout", "-q", "-f", "--detach", with_series, what="checkout")
+        with tree.locked():
+            tree.reset_to(with_series)
             target.write_text(target.read_text().replace(ANCHOR, one_line(r, "harness"), 1))
-            diff = sources.git(tree, "diff", what="git diff")
-            sources.git(tree, "checkout", "-q", "-f", "--detach", with_series, what="checkout")
+            diff = tree.git("diff", what="git diff")
+            tree.reset_to(with_series)
         patch = tmp / f"0001-round-{r}.patch"
         patch.write_text("From: Bench <bench@example.org>\nSubject: [PATCH] mm: memcontrol: "
                          f"one-line change {r}\n\n---\n{diff}")
         out = tmp / f"run-{r}"
-        t, res = timed([sys.executable, "-m", "harness", "run", "--series", "memcg-kfuncs",
-                        "--patch", str(patch), "--test", "memcg_kfuncs", "--out", str(out)],
-                       cwd=REPO)
+        t, res = timed([*HARNESS, "--patch", str(patch), "--out", str(out)], cwd=REPO)
         data = json.loads((out / "results.json").read_text())
         cell = data["cells"][0]
         if res.returncode != 0 or cell["status"] != "PASS":
@@ -121,7 +148,7 @@ def main() -> int:
         stages.append({s["stage"]: s["duration_s"] for s in cell["stages"]})
         rows["harness run"].append(t)
 
-    for r in range(args.rounds):
+    for r in range(rounds):
         for side in ((by_hand, by_harness) if r % 2 == 0 else (by_harness, by_hand)):
             side(r)
     med = {k: statistics.median(v) for k, v in {**rows, **parts}.items()}
@@ -133,11 +160,12 @@ def main() -> int:
     stage_med = {k: statistics.median(s[k] for s in stages) for k in stages[0]}
     print("harness stages (median s): " + ", ".join(f"{k} {v:.1f}"
                                                    for k, v in stage_med.items()))
-    args.out.write_text(json.dumps({
-        "command": "bench/pipeline.py --rounds " + str(args.rounds),
+    out_file.write_text(json.dumps({
+        "command": "bench/pipeline.py " + (f"--rounds {rounds}" if not args.quick else "--quick"),
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rows": rows, "parts": parts,
         "median": med, "ratio": ratio, "harness_stages": stages,
         "harness_stage_median": stage_med}, indent=2) + "\n")
+    print(f"results: {out_file}")
     return 0
 
 
