@@ -42,9 +42,13 @@ from harness.kernel import build, sources  # noqa: E402
 from harness.kernel.tree import KernelTree  # noqa: E402
 
 ANCHOR = "#include <linux/page_counter.h>\n"
-# The test needs swap (test.toml: needs = ["swap"]); by hand, as the guest runner does it.
+# The test needs swap and a disk file system for its page cache (test.toml: needs =
+# ["swap", "scratch"]); by hand, set up as the guest runner sets them up: without them the
+# test takes other paths (page cache on tmpfs) or fails (no swap), and is not the same test.
 SWAP_ON = ("echo 1G > /sys/block/zram0/disksize && mkswap /dev/zram0 > /dev/null && "
-           "swapon /dev/zram0")
+           "swapon /dev/zram0 && mkdir -p /run/s && truncate -s 1G /run/s.img && "
+           "mkfs.ext2 -q -F /run/s.img && mount -o loop /run/s.img /run/s && "
+           "export HARNESS_SCRATCH=/run/s")
 HARNESS = [sys.executable, "-m", "harness", "run", "--series", "memcg-kfuncs",
            "--test", "memcg_kfuncs"]
 

@@ -15,6 +15,11 @@ Each use of an entry touches its `.harness-use.json` (the time, and what it was 
 entry never noted (made before this existed, or a test build: `paths.touch()` sets its
 modification time on each use) counts as used when it was last modified.
 
+Sizes are measured by walking an entry's files (a worktree holds ~100,000), which for a
+whole cache takes seconds; every command that uses the cache prunes it when it ends, so
+each entry's size is remembered (sizes.json) and measured again only once the entry has
+been used since, or the size is an hour old.
+
 Eviction goes least recently used first until the cache fits its limit
 ($HARNESS_CACHE_MAX, default 40G), and only while no other harness command that uses the
 cache runs: every such command holds `in_use()` (a shared lock) from start to end, and
@@ -59,6 +64,8 @@ from harness.kernel import build
 log = logging.getLogger(__name__)
 
 USE_FILE = ".harness-use.json"
+SIZES_FILE = "sizes.json"  # path -> [last use seen, when measured, bytes]
+SIZE_TTL_S = 3600.0  # a remembered size older than this is measured again
 DEFAULT_MAX = "40G"
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)i?B?", re.IGNORECASE)
 
@@ -162,31 +169,68 @@ def _kernel_for(entry: Path) -> str:
     return ""
 
 
+class _Sizes:
+    """Entry sizes, remembered across commands: a size is measured again when its entry
+    has been used since (its use time changed) or the size is older than SIZE_TTL_S."""
+
+    def __init__(self, root: Path) -> None:
+        self.file = root / SIZES_FILE
+        self.now = time.time()
+        self.known: dict[str, list[float]] = {}
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            self.known = {str(k): [float(x) for x in v]
+                          for k, v in json.loads(self.file.read_text()).items()}
+        self.seen: dict[str, list[float]] = {}
+
+    def of(self, path: Path, used: float) -> int:
+        memo = self.known.get(str(path))
+        if memo and len(memo) == 3 and memo[0] == used and self.now - memo[1] < SIZE_TTL_S:
+            self.seen[str(path)] = memo
+            return int(memo[2])
+        size = _size(path)
+        self.seen[str(path)] = [used, self.now, float(size)]
+        return size
+
+    def save(self) -> None:
+        # best effort: a size not remembered is measured again next time
+        with contextlib.suppress(OSError):
+            atomic.write_text(self.file, json.dumps(self.seen) + "\n")
+
+
 def entries() -> list[Entry]:
     root = paths.cache_root()
+    sizes = _Sizes(root)
+    found = _entries(root, sizes)
+    sizes.save()
+    return found
+
+
+def _entries(root: Path, sizes: _Sizes) -> list[Entry]:
     found: list[Entry] = []
     for d in sorted((root / "kernels").glob("[!.]*")):
         when, used_for = _use(d)
-        found.append(Entry(kind=Kind.KERNEL, name=d.name, paths=(d,), size=_size(d),
+        found.append(Entry(kind=Kind.KERNEL, name=d.name, paths=(d,), size=sizes.of(d, when),
                            last_used=when, used_for=used_for or _kernel_for(d)))
     for d in sorted((root / "work").glob("[!.]*")):
         build = root / "build" / d.name
         when, used_for = _use(d)
         both = (d, build) if build.exists() else (d,)
         found.append(Entry(kind=Kind.WORKTREE, name=d.name, paths=both,
-                           size=sum(_size(p) for p in both), last_used=when, used_for=used_for))
+                           size=sum(sizes.of(p, when) for p in both), last_used=when,
+                           used_for=used_for))
     for d in sorted((root / "src").glob("[!.]*")):
         when, used_for = _use(d)
-        found.append(Entry(kind=Kind.SOURCE, name=d.name, paths=(d,), size=_size(d),
+        found.append(Entry(kind=Kind.SOURCE, name=d.name, paths=(d,), size=sizes.of(d, when),
                            last_used=when, used_for=used_for))
     for sub, what in TEST_BUILDS.items():
         # an O= directory whose install failed is an entry too
         tops = (root / sub, root / "kselftest-build") if sub == "kselftests" else (root / sub,)
         for name in sorted({d.name for top in tops for d in top.glob("[!.]*") if d.is_dir()}):
             parts = tuple(top / name for top in tops if (top / name).is_dir())
+            used = max(_use(p)[0] for p in parts)
             found.append(Entry(kind=Kind.TESTS, name=f"{sub}/{name}", paths=parts,
-                               size=sum(_size(p) for p in parts),
-                               last_used=max(_use(p)[0] for p in parts), used_for=what))
+                               size=sum(sizes.of(p, _use(p)[0]) for p in parts),
+                               last_used=used, used_for=what))
     return found
 
 
