@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import target
 from harness.base import paths, proc
+from harness.base.errors import HarnessError
 from harness.guest import vm
+from harness.kernel import build
 
 MIN_FREE_GB = 15  # a 6.12 source import + worktree + O= build with BTF, plus the store
 
@@ -54,6 +58,7 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
     out.append(Check(name="libelf headers", ok=Path("/usr/include/libelf.h").exists(),
                      detail="/usr/include/libelf.h", fix="apt-get install -y libelf-dev"))
     out += target_checks()
+    out += remote_cache_checks()
     root = paths.cache_root()
     free_gb = shutil.disk_usage(root).free / 2**30
     out.append(Check(name="disk", ok=free_gb >= MIN_FREE_GB,
@@ -75,6 +80,37 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
                          detail=("usable: " if verdict.kvm_works else "NOT usable, TCG will be "
                                  "used: ") + verdict.reason + note))
     return out
+
+
+def remote_cache_checks() -> list[Check]:
+    """$HARNESS_CCACHE_REMOTE, when set: a URL ccache takes, and a server that answers
+    (a TCP connection; for file:, a directory). Unreachable is not fatal: ccache then
+    compiles, but nothing is shared."""
+    if not os.environ.get("HARNESS_CCACHE_REMOTE", "").strip():
+        return []
+    name = "ccache remote"
+    try:
+        url = build.ccache_remote()
+    except HarnessError as exc:
+        return [Check(name=name, ok=False, detail=exc.message, fix=exc.fix)]
+    assert url is not None
+    where = url.split("|", 1)[0]
+    parsed = urllib.parse.urlsplit(where)
+    if parsed.scheme == "file":
+        directory = Path(parsed.path)
+        ok = directory.is_dir() and os.access(directory, os.W_OK)
+        return [Check(name=name, ok=ok, detail=f"{where}: " + (
+            "a writable directory" if ok else "not a writable directory"),
+            fix="" if ok else f"mkdir -p {directory}, or fix HARNESS_CCACHE_REMOTE")]
+    port = parsed.port or {"http": 80, "redis": 6379}[parsed.scheme]
+    try:
+        with socket.create_connection((parsed.hostname or "localhost", port), timeout=3):
+            pass
+    except OSError as exc:
+        return [Check(name=name, ok=False, detail=f"{where}: {exc}",
+                      fix="start the server, or unset HARNESS_CCACHE_REMOTE (builds work "
+                          "without it, from the local cache alone)")]
+    return [Check(name=name, ok=True, detail=f"{where}: answers")]
 
 
 def target_checks() -> list[Check]:

@@ -87,10 +87,33 @@ def kernel_key(tree_id: str, config_path: Path, tools: Tools) -> str:
     return h.hexdigest()[:20]
 
 
+# ccache's remote storage backends (ccache 4.7, Debian 12's): URL schemes
+REMOTE_SCHEMES = ("http", "redis", "file")
+REMOTE_FORMS = "http://HOST[:PORT][/PATH], redis://HOST[:PORT] or file:/DIRECTORY"
+
+
+def ccache_remote() -> str | None:
+    """$HARNESS_CCACHE_REMOTE: a ccache remote storage that machines and CI runners share
+    (read after the local cache; what is compiled is written to both), or None."""
+    url = os.environ.get("HARNESS_CCACHE_REMOTE", "").strip()
+    if not url:
+        return None
+    scheme, colon, _rest = url.partition(":")
+    if not colon or scheme not in REMOTE_SCHEMES:
+        raise HarnessError(f"HARNESS_CCACHE_REMOTE={url!r} is not a storage ccache can use",
+                           fix=f"give {REMOTE_FORMS} (ccache's attributes may follow a |), or "
+                               "unset it to use the local cache alone")
+    return url
+
+
 def make_env(tools: Tools) -> dict[str, str]:
     env = dict(_BUILD_ENV)
     if tools.ccache:
         root = paths.cache_root()
+        remote = ccache_remote()
+        if remote:
+            # a remote that cannot be reached is a miss for ccache, never a failed build
+            env["CCACHE_REMOTE_STORAGE"] = remote
         env.update(
             {
                 "CCACHE_DIR": str(root / "ccache"),
