@@ -180,6 +180,8 @@ class KernelImage:
     arch: str = "x86_64"  # the arch it was built for (harness/target/arches/ARCH.toml)
     toolchain: str = "gcc"  # and with (harness/target/toolchains/NAME.toml); "" if unknown
     compiler: str = ""  # its compiler's --version first line, as the build recorded it
+    # what its build spent where (build.BUILD_PHASES), seconds; empty: taken from the store
+    build_parts: tuple[tuple[str, float], ...] = ()
 
 
 # What differs between two reports of the same splat: CPU and PID numbers, addresses and
@@ -296,6 +298,7 @@ class StageTiming:
     status: Status
     duration_s: float
     detail: str = ""
+    parts: tuple[tuple[str, float], ...] = ()  # where the stage's time went, seconds
 
 
 class FeatureKind(enum.Enum):

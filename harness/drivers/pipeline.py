@@ -409,6 +409,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
             yield Known(config=tree.configure(log_dir=logs))
         with stages.stage("build", Status.BUILD_ERROR):
             image = tree.build(log_dir=logs)
+            stages.parts(image.build_parts)
         yield Known(image=image, built=True)
         if image.config is not None:
             (logs / "config").write_bytes(image.config.read_bytes())
@@ -555,6 +556,9 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
             results = _one_boot(cell, kernel, accel, list(planned), guest_dir,
                                 fail_fast=options.fail_fast)
             boot = results[0]
+            # the kernel's boot to the runner, the tests; "other": QEMU's start, shutdown
+            stages.parts((("boot", round(boot.duration_s, 2)),
+                          ("tests", round(sum(t.duration_s for t in results[1:]), 2))))
             if earlier:
                 boot = replace(boot, splats=(*earlier, *boot.splats))
                 results[0] = boot

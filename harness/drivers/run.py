@@ -227,6 +227,7 @@ def run(request: RunRequest) -> RunReport:
     }
     done: list[CellResult] = []
     current = ""
+    started = time.monotonic()
     try:
         # First thing: a run stopped from here on leaves a results.json that says so.
         results.write_json(out / "results.json", done, meta=meta, state="running")
@@ -246,6 +247,8 @@ def run(request: RunRequest) -> RunReport:
                                                                 repeat=request.repeat,
                                                                 build_only=request.build_only))
             done.append(res)
+            # the run's wall time so far, its own work (start, records) included
+            meta["duration_s"] = round(time.monotonic() - started, 2)
             # Written after every cell, so a killed run still leaves what it finished.
             results.write_json(out / "results.json", done, meta=meta,
                                state="complete" if len(done) == len(cells) else "running")

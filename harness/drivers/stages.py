@@ -25,6 +25,11 @@ class StageLog:
     stages: list[StageTiming] = field(default_factory=list)
     current: str = ""  # the stage running now, "" between stages
     announce: bool = True  # log each stage's start (a driver with its own lines says no)
+    pending_parts: tuple[tuple[str, float], ...] = ()  # the running stage's, when told
+
+    def parts(self, parts: tuple[tuple[str, float], ...]) -> None:
+        """Where the running stage's time went (recorded with it when it ends)."""
+        self.pending_parts = parts
 
     @contextmanager
     def stage(self, name: str, error_status: Status) -> Iterator[None]:
@@ -51,8 +56,12 @@ class StageLog:
         self.current = ""
 
     def record(self, name: str, status: Status, duration_s: float, detail: str = "") -> None:
+        parts = self.pending_parts
+        if parts and (rest := duration_s - sum(s for _, s in parts)) >= 0.01:
+            parts = (*parts, ("other", round(rest, 2)))  # the stage's time no part names
         self.stages.append(StageTiming(stage=name, status=status, duration_s=duration_s,
-                                       detail=detail))
+                                       detail=detail, parts=parts))
+        self.pending_parts = ()
 
     def where(self) -> str:
         """Where a signal stopped the driver: in a stage, or between two."""

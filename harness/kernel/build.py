@@ -16,7 +16,8 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness import target
@@ -163,6 +164,47 @@ def read_count(path: Path, default: int) -> int:
         return default
 
 
+# Where a kernel build's time goes. kbuild's quiet output names each command as it starts,
+# so the time from one line to the next is the named command's; each command belongs to a
+# phase, and a line that names none stays in the phase before it. "compile" is all before
+# vmlinux.o (compiling, archiving); "kallsyms" its symbol tables for each link pass;
+# "link" the passes that link vmlinux for them and for BTF; "image" the bootable image.
+BUILD_PHASES = (
+    ("vmlinux.o", re.compile(r"^\s+LD\s+vmlinux\.o$")),
+    ("kallsyms", re.compile(r"^\s+(KSYMS|NM)\s+\.tmp_vmlinux|^\s+AS\s+\.tmp_vmlinux.*kallsyms")),
+    ("link", re.compile(r"^\s+LD\s+\.tmp_vmlinux")),
+    ("btf", re.compile(r"^\s+BTF\s+")),
+    ("vmlinux", re.compile(r"^\s+(LD|BTFIDS|SORTTAB)\s+vmlinux$|^\s+NM\s+System\.map$")),
+    ("image", re.compile(r"^\s+\S+\s+arch/\S+/boot/")),
+)
+
+
+class PhaseClock:
+    """The phases of one build, timed from make's output lines as they come."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.current = "compile"
+        self.since = clock()
+        self.spent: dict[str, float] = {}
+
+    def line(self, text: str) -> None:
+        phase = next((name for name, pattern in BUILD_PHASES if pattern.match(text)), None)
+        if phase is not None and phase != self.current:
+            self._close()
+            self.current = phase
+
+    def _close(self) -> None:
+        now = self.clock()
+        self.spent[self.current] = self.spent.get(self.current, 0.0) + now - self.since
+        self.since = now
+
+    def parts(self) -> tuple[tuple[str, float], ...]:
+        """Each phase that happened and its seconds, in the order first met."""
+        self._close()
+        return tuple((name, round(s, 2)) for name, s in self.spent.items())
+
+
 class Progress:
     """A progress line on a terminal (stage, elapsed, steps, percent); periodic log lines if not."""
 
@@ -215,19 +257,28 @@ def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Tools,
         stats = build_dir / ".harness-steps"
         expected = read_count(stats, 2600)
         progress = Progress("build", expected)
+        phases = PhaseClock()
+
+        def each_line(text: str) -> None:
+            progress.line(text)
+            phases.line(text)
+
         # A dirty tree inside the source dir makes out-of-tree builds refuse to start.
         argv = make_argv(tree, build_dir, tools, tools.target.arch.make_target, jobs=jobs)
         result = proc.run(argv, env=make_env(tools), timeout=BUILD_TIMEOUT_S,
-                          log_path=build_log, on_line=progress.line, keep_output=False)
+                          log_path=build_log, on_line=each_line, keep_output=False)
         progress.done()
         if not result.ok:
             raise BuildError(_build_failure(build_log, result), build_log)
         if progress.count > 100:
             atomic.write_text(stats, str(progress.count))
-        log.info("built in %.0fs (%d steps)", result.duration_s, progress.count)
+        parts = phases.parts()
+        log.info("built in %.0fs (%d steps: %s)", result.duration_s, progress.count,
+                 ", ".join(f"{name} {s:.1f}s" for name, s in parts))
         _store(build_dir, stored, key=key, tree_id=tree_id, tools=tools,
                seconds=result.duration_s)
-    return _image_from_store(stored, tree, build_dir, cached=False)
+    return replace(_image_from_store(stored, tree, build_dir, cached=False),
+                   build_parts=parts)
 
 
 def _build_failure(build_log: Path, result: proc.Completed) -> str:

@@ -135,8 +135,11 @@ def _feature_json(r: FeatureReport) -> dict[str, Any]:
 
 
 def _stage_json(s: StageTiming) -> dict[str, Any]:
-    return {"stage": s.stage, "status": s.status.value, "duration_s": round(s.duration_s, 2),
-            "detail": s.detail}
+    out: dict[str, Any] = {"stage": s.stage, "status": s.status.value,
+                           "duration_s": round(s.duration_s, 2), "detail": s.detail}
+    if s.parts:  # where the time went (the build: build.BUILD_PHASES)
+        out["parts"] = dict(s.parts)
+    return out
 
 
 def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:

@@ -185,7 +185,7 @@ def schema_of(data: Any, path: str = "$") -> dict[str, str]:
     out: dict[str, str] = {}
     if isinstance(data, dict):
         out[path] = "object"
-        if path.endswith((".extra", ".metrics", ".counts")):
+        if path.endswith((".extra", ".metrics", ".counts", ".parts")):
             return out
         for k, v in data.items():
             out.update(schema_of(v, f"{path}.{k}"))
