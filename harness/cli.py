@@ -31,10 +31,34 @@ from harness.testkinds import command
 if TYPE_CHECKING:
     pass
 
+USAGE = """\
+Take a kernel tree, apply a patch series, configure, build, boot it under QEMU and run
+selftests inside; judge everything the kernel says, from boot to power-off.
+
+  harness run                       the default matrix cell (or your tree, from inside it)
+  harness run --series NAME --test T    a series and a test on Debian's 6.12
+  harness shell                     the same kernel, booted into a shell here
+
+exit codes: 0 passed; 1 a test failed, crashed or timed out, or nothing was tested;
+2 a set-up, patch, config, build or boot error, or bad input (told as cause and fix);
+128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM)."""
+
 log = logging.getLogger("harness")
 DEFAULT_KERNEL = run.DEFAULT_KERNEL
 KERNEL_HELP = (f"debian:6.12, debian:6.1, git:PATH[@REV], tarball:PATH (a kernel release "
                f"tarball) (default: the kernel git tree you are in, else {DEFAULT_KERNEL})")
+
+
+def _version() -> str:
+    """The installed harness's version, and the commit of this checkout when it is one."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        number = version("harness")
+    except PackageNotFoundError:
+        number = "unknown"
+    rev = results.harness_rev()
+    return number if rev == "unknown" else f"{number} ({rev[:12]})"
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -111,10 +135,12 @@ def _accel_option(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="harness", description=__doc__,
+    p = argparse.ArgumentParser(prog="harness", description=USAGE,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = p.add_subparsers(dest="command", required=True)
+    p.add_argument("--version", action="version", version=f"harness {_version()}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           title="commands (harness COMMAND --help says more)")
 
     r = sub.add_parser("run", help="source -> series -> config -> build -> boot -> selftests",
                        usage="harness run [OPTIONS] [-- CMD [ARGS...]]",
@@ -176,6 +202,106 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--out", type=Path, metavar="DIR",
                     help="the shell's results directory (default results/shell-<timestamp>)")
 
+    c = sub.add_parser("check", help="per patch: checkpatch, every prefix builds, no new W=1 "
+                       "warnings")
+    _tree_options(c)
+    c.add_argument("--out", type=Path, metavar="DIR",
+                   help="results directory (default results/check-<timestamp>)")
+
+    cmp = sub.add_parser("compare", help="what changed between two runs: newly failing, fixed, "
+                         "new splats, metrics beyond their spread (exit 1: regressed)")
+    cmp.add_argument("before", metavar="A", help="a run directory or results.json, or RUN:CELL "
+                     "for one cell of it")
+    cmp.add_argument("after", metavar="B", help="the same for the run to judge")
+    cmp.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as "
+                     "JSON")
+    cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write it as markdown "
+                     "(for a pull request or a mail)")
+    cmp.add_argument("--html", type=Path, metavar="FILE", help="also write it as a web page")
+    bi = sub.add_parser("bisect", help="the first patch of a series at which a test goes from "
+                        "good to bad (SKIP and stage errors stepped over)")
+    bi.add_argument("--series", required=True, metavar="NAME")
+    bi.add_argument("--test", required=True, metavar="T")
+    bi.add_argument("--cell", metavar="C", help="the matrix cell to bisect in (default: the "
+                    "first one that applies the series)")
+    bi.add_argument("--good", type=_statuses, default=None, metavar="S[,S]",
+                    help="statuses that count as good (default PASS)")
+    bi.add_argument("--bad", type=_statuses, default=None, metavar="S[,S]",
+                    help="statuses that count as bad (default FAIL,CRASHED,TIMEOUT,FLAKY)")
+    _accel_option(bi)
+    bi.add_argument("--out", type=Path, metavar="DIR")
+    mu = sub.add_parser("mutate", help="mutation testing: which one-line bugs in a series (or "
+                        "a kernel function) do the tests miss?")
+    mu.add_argument("--series", required=True, metavar="NAME",
+                    help="the series whose added C lines are mutated")
+    mu.add_argument("--target", action="append", default=[], metavar="FILE[:FUNCTION]",
+                    help="also mutate this kernel function (or file), e.g. "
+                         "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked (repeatable)")
+    mu.add_argument("--test", action="append", default=[], metavar="NAME",
+                    help="the tests that must kill them (default: the cell's)")
+    mu.add_argument("--cell", default=None, metavar="NAME",
+                    help="matrix cell to mutate in (default: the first default/ci cell that "
+                         "applies the series and declares no expectations)")
+    mu.add_argument("--max", type=int, default=None, metavar="N",
+                    help="run at most N mutants, drawn by --seed (default: all)")
+    mu.add_argument("--seed", type=int, default=0, metavar="S")
+    mu.add_argument("--mutant", action="append", default=[], metavar="ID",
+                    help="run only these mutants (ids from mutants.json; repeatable)")
+    mu.add_argument("--scope", default="series", metavar="series|callees|FILE[:FUNCTION]",
+                    help="what to mutate: the lines the series adds (default), those and the "
+                         "functions of .c files its changed functions call, or that code")
+    mu.add_argument("--coverage", action="store_true",
+                    help="run the baseline with gcov: a mutant on a series line no test runs "
+                         "is reported 'not covered' without a run")
+    mu.add_argument("--fresh", action="store_true",
+                    help="judge every mutant anew: ignore cached verdicts")
+    mu.add_argument("--baseline-runs", type=int, default=2, metavar="N",
+                    help="run the unmutated kernel N times; a result not PASS in each "
+                         "cannot judge a mutant (default 2)")
+    _accel_option(mu)
+    mu.add_argument("--out", type=Path, metavar="DIR",
+                    help="results directory (default results/mutate-<timestamp>)")
+
+    rep = sub.add_parser("report", help="a static HTML page of a run: the matrix grid, "
+                         "details, splats, features, patches, benchmark plots")
+    rep.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
+    rep.add_argument("--out", type=Path, metavar="DIR", help="where index.html goes "
+                     "(default: RUN/report)")
+    ps = sub.add_parser("parse", help="parse a saved KTAP log offline, like run does")
+    ps.add_argument("file", help="log file, or - for stdin")
+    ps.add_argument("--out", type=Path, metavar="DIR")
+    ps.add_argument("--name", default=None, help="test name (default: the file name)")
+
+    ls = sub.add_parser("matrix", help="list the matrix cells")
+    ls.add_argument("--tier", choices=[t.value for t in Tier], default="default",
+                    help="the cells of this tier (default: default, what `harness run` runs)")
+    sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
+    ca = sub.add_parser("cache", help="what the cache holds (size, last use, what for); "
+                        "prune or drop entries; export them to an archive, import one")
+    ca_sub = ca.add_subparsers(dest="action", metavar="ACTION")  # none: list
+    ca_sub.add_parser("list", help="the entries, their size, last use and what for")
+    pr = ca_sub.add_parser("prune", help="evict least recently used entries until the cache "
+                           "fits in its limit")
+    pr.add_argument("--max-size", default=None, metavar="SIZE",
+                    help="the limit (default $HARNESS_CACHE_MAX, else 40G)")
+    pr.add_argument("--dry-run", action="store_true", help="say what would go")
+    dr = ca_sub.add_parser("drop", help="remove the entries named")
+    dr.add_argument("names", nargs="*", metavar="NAME",
+                    help="the entries to remove (globs, e.g. 'git-linux-*')")
+    dr.add_argument("--dry-run", action="store_true", help="say what would go")
+    cx = ca_sub.add_parser("export", help="entries into an archive another machine imports")
+    cx.add_argument("--run", action="append", default=[], metavar="RUN",
+                    help="a run (directory or results.json) whose cells' stored kernels, and "
+                         "the test builds used while it ran, go in (repeatable)")
+    cx.add_argument("--cell", action="append", default=[], metavar="NAME",
+                    help="only these cells of the runs (repeatable)")
+    cx.add_argument("--entry", action="append", default=[], metavar="NAME",
+                    help="these entries, named as `harness cache` lists them (globs; "
+                         "kernels and test builds; repeatable)")
+    cx.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.tar",
+                    help="the archive to write (.tar, .tar.gz or .tar.xz)")
+    ci_ = ca_sub.add_parser("import", help="an archive's entries into this cache")
+    ci_.add_argument("archive", type=Path, metavar="FILE.tar")
     ci = sub.add_parser("ci", help="CI systems: a GitHub Actions workflow or a GitLab CI "
                         "pipeline from the matrix, the cache keys of its build jobs, a run's "
                         "failures as GitHub annotations, what the matrix costs in "
@@ -254,106 +380,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="expect the cells this plan file lists (JSON: {\"cells\": [NAME, "
                          "...]}, as shard.write_plan writes it)")
 
-    ps = sub.add_parser("parse", help="parse a saved KTAP log offline, like run does")
-    ps.add_argument("file", help="log file, or - for stdin")
-    ps.add_argument("--out", type=Path, metavar="DIR")
-    ps.add_argument("--name", default=None, help="test name (default: the file name)")
-
-    c = sub.add_parser("check", help="per patch: checkpatch, every prefix builds, no new W=1 "
-                       "warnings")
-    _tree_options(c)
-    c.add_argument("--out", type=Path, metavar="DIR",
-                   help="results directory (default results/check-<timestamp>)")
-
-    mu = sub.add_parser("mutate", help="mutation testing: which one-line bugs in a series (or "
-                        "a kernel function) do the tests miss?")
-    mu.add_argument("--series", required=True, metavar="NAME",
-                    help="the series whose added C lines are mutated")
-    mu.add_argument("--target", action="append", default=[], metavar="FILE[:FUNCTION]",
-                    help="also mutate this kernel function (or file), e.g. "
-                         "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked (repeatable)")
-    mu.add_argument("--test", action="append", default=[], metavar="NAME",
-                    help="the tests that must kill them (default: the cell's)")
-    mu.add_argument("--cell", default=None, metavar="NAME",
-                    help="matrix cell to mutate in (default: the first default/ci cell that "
-                         "applies the series and declares no expectations)")
-    mu.add_argument("--max", type=int, default=None, metavar="N",
-                    help="run at most N mutants, drawn by --seed (default: all)")
-    mu.add_argument("--seed", type=int, default=0, metavar="S")
-    mu.add_argument("--mutant", action="append", default=[], metavar="ID",
-                    help="run only these mutants (ids from mutants.json; repeatable)")
-    mu.add_argument("--scope", default="series", metavar="series|callees|FILE[:FUNCTION]",
-                    help="what to mutate: the lines the series adds (default), those and the "
-                         "functions of .c files its changed functions call, or that code")
-    mu.add_argument("--coverage", action="store_true",
-                    help="run the baseline with gcov: a mutant on a series line no test runs "
-                         "is reported 'not covered' without a run")
-    mu.add_argument("--fresh", action="store_true",
-                    help="judge every mutant anew: ignore cached verdicts")
-    mu.add_argument("--baseline-runs", type=int, default=2, metavar="N",
-                    help="run the unmutated kernel N times; a result not PASS in each "
-                         "cannot judge a mutant (default 2)")
-    _accel_option(mu)
-    mu.add_argument("--out", type=Path, metavar="DIR",
-                    help="results directory (default results/mutate-<timestamp>)")
-
-    bi = sub.add_parser("bisect", help="the first patch of a series at which a test goes from "
-                        "good to bad (SKIP and stage errors stepped over)")
-    bi.add_argument("--series", required=True, metavar="NAME")
-    bi.add_argument("--test", required=True, metavar="T")
-    bi.add_argument("--cell", metavar="C", help="the matrix cell to bisect in (default: the "
-                    "first one that applies the series)")
-    bi.add_argument("--good", type=_statuses, default=None, metavar="S[,S]",
-                    help="statuses that count as good (default PASS)")
-    bi.add_argument("--bad", type=_statuses, default=None, metavar="S[,S]",
-                    help="statuses that count as bad (default FAIL,CRASHED,TIMEOUT,FLAKY)")
-    _accel_option(bi)
-    bi.add_argument("--out", type=Path, metavar="DIR")
-    cmp = sub.add_parser("compare", help="what changed between two runs: newly failing, fixed, "
-                         "new splats, metrics beyond their spread (exit 1: regressed)")
-    cmp.add_argument("before", metavar="A", help="a run directory or results.json, or RUN:CELL "
-                     "for one cell of it")
-    cmp.add_argument("after", metavar="B", help="the same for the run to judge")
-    cmp.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as "
-                     "JSON")
-    cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write it as markdown "
-                     "(for a pull request or a mail)")
-    cmp.add_argument("--html", type=Path, metavar="FILE", help="also write it as a web page")
-    rep = sub.add_parser("report", help="a static HTML page of a run: the matrix grid, "
-                         "details, splats, features, patches, benchmark plots")
-    rep.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
-    rep.add_argument("--out", type=Path, metavar="DIR", help="where index.html goes "
-                     "(default: RUN/report)")
-    ca = sub.add_parser("cache", help="what the cache holds (size, last use, what for); "
-                        "prune or drop entries; export them to an archive, import one")
-    ca_sub = ca.add_subparsers(dest="action", metavar="ACTION")  # none: list
-    ca_sub.add_parser("list", help="the entries, their size, last use and what for")
-    pr = ca_sub.add_parser("prune", help="evict least recently used entries until the cache "
-                           "fits in its limit")
-    pr.add_argument("--max-size", default=None, metavar="SIZE",
-                    help="the limit (default $HARNESS_CACHE_MAX, else 40G)")
-    pr.add_argument("--dry-run", action="store_true", help="say what would go")
-    dr = ca_sub.add_parser("drop", help="remove the entries named")
-    dr.add_argument("names", nargs="*", metavar="NAME",
-                    help="the entries to remove (globs, e.g. 'git-linux-*')")
-    dr.add_argument("--dry-run", action="store_true", help="say what would go")
-    cx = ca_sub.add_parser("export", help="entries into an archive another machine imports")
-    cx.add_argument("--run", action="append", default=[], metavar="RUN",
-                    help="a run (directory or results.json) whose cells' stored kernels, and "
-                         "the test builds used while it ran, go in (repeatable)")
-    cx.add_argument("--cell", action="append", default=[], metavar="NAME",
-                    help="only these cells of the runs (repeatable)")
-    cx.add_argument("--entry", action="append", default=[], metavar="NAME",
-                    help="these entries, named as `harness cache` lists them (globs; "
-                         "kernels and test builds; repeatable)")
-    cx.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.tar",
-                    help="the archive to write (.tar, .tar.gz or .tar.xz)")
-    ci_ = ca_sub.add_parser("import", help="an archive's entries into this cache")
-    ci_.add_argument("archive", type=Path, metavar="FILE.tar")
-    sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
-    ls = sub.add_parser("matrix", help="list the matrix cells")
-    ls.add_argument("--tier", choices=[t.value for t in Tier], default="default",
-                    help="the cells of this tier (default: default, what `harness run` runs)")
     return p
 
 

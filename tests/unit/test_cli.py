@@ -271,3 +271,16 @@ def test_build_only_refuses_what_needs_a_boot(extra: list[str]) -> None:
     args = cli.parse_args(["run", "--build-only", *extra])
     with pytest.raises(matrix.MatrixError, match="--build-only boots nothing"):
         cli.planned(args)
+
+
+def test_version_and_the_help_a_user_meets_first(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness import cli
+
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("harness 0.1.0")
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "Only main()" not in out and "exit codes:" in out  # for users, not the code
+    listed = [ln.split()[0] for ln in out.split("harness COMMAND --help says more", 1)[1]
+              .splitlines()[2:] if ln.startswith("    ") and not ln.startswith("     ")]
+    assert listed[:3] == ["run", "shell", "check"]  # in the order a user meets them
