@@ -272,7 +272,7 @@ def test_every_declared_equivalent_is_listed_for_a_reviewer() -> None:
 
 
 def test_the_readme_yardstick_table_has_every_operator_and_a_not_covered_column() -> None:
-    """The yardstick of record in README.md: one row per operator of
+    """The yardstick of record in docs/mutate.md: one row per operator of
     harness/judge/mutation_operators.toml (a row of dashes where the scope has no such code), with
     the outcomes harness mutate gives, "not covered" among them."""
     import tomllib
@@ -280,7 +280,7 @@ def test_the_readme_yardstick_table_has_every_operator_and_a_not_covered_column(
     repo = Path(__file__).resolve().parents[2]
     ops = [o["name"] for o in tomllib.loads(
         (repo / "harness" / "judge" / "mutation_operators.toml").read_text())["operator"]]
-    readme = (repo / "README.md").read_text()
+    readme = (repo / "docs" / "mutate.md").read_text()
     head = "| operator | killed | survived | not covered | equivalent | stillborn | error |"
     assert head in readme
     table = readme.split(head, 1)[1].split("\n\n", 1)[0]

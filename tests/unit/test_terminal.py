@@ -5,7 +5,7 @@ results.summary) from what a real run saw: `git apply --check -v` of the 6.1 bac
 patch 2 against the Debian 6.12 base; the real 6.12 .config of the base fragment with the
 real Kconfig entries behind CONFIG_IPV6 and a typo; and the console text and
 decode_stacktrace.sh output of the patches/warn-boot-shutdown kernel (2026-11-23). The
-README's failure examples are these renderings: `test_readme_examples_are_current` keeps
+docs/results.md's failure examples are these renderings: `test_readme_examples_are_current` keeps
 them in step (`python -m tests.unit.test_terminal` rewrites them).
 """
 
@@ -159,7 +159,7 @@ def readme_with_examples(readme: str) -> str:
 
 
 def test_readme_examples_are_current() -> None:
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "results.md").read_text()
     for name in EXAMPLES:
         assert f"<!-- example: {name} -->" in readme, name
     assert readme == readme_with_examples(readme), \
@@ -167,6 +167,6 @@ def test_readme_examples_are_current() -> None:
 
 
 if __name__ == "__main__":
-    path = REPO / "README.md"
+    path = REPO / "docs" / "results.md"
     path.write_text(readme_with_examples(path.read_text()))
     sys.exit(0)
