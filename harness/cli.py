@@ -267,6 +267,19 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
     rep.add_argument("--out", type=Path, metavar="DIR", help="where index.html goes "
                      "(default: RUN/report)")
+    hi = sub.add_parser("history", help="each test's record over the last runs: pass "
+                        "rate, flips, first and last failure; `history import RUN...` "
+                        "records runs made elsewhere",
+                        epilog="e.g. harness history memcg_kfuncs; harness history "
+                               "memcg_kfuncs:offline_memcg_handed_out --last 20 --json")
+    hi.add_argument("what", nargs="*", metavar="CELL|TEST|TEST:SUBTEST",
+                    help="what to show (default: every test); or: import RUN...")
+    hi.add_argument("--last", type=int, default=10, metavar="N",
+                    help="the last N runs of each (default 10)")
+    hi.add_argument("--json", action="store_true", help="as JSON")
+    hi.add_argument("--history", type=Path, default=None, metavar="FILE",
+                    help="the database (default $HARNESS_HISTORY, else "
+                         "~/.cache/harness/history.sqlite)")
     ps = sub.add_parser("parse", help="parse a saved KTAP log offline, like run does")
     ps.add_argument("file", help="log file, or - for stdin")
     ps.add_argument("--out", type=Path, metavar="DIR")
@@ -514,6 +527,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return store.import_archive(args.archive)
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    return runs.history(tuple(args.what), last=args.last, as_json=args.json,
+                        path=args.history)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     found = doctor.checks()
     print(doctor.render(found))
@@ -591,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
         "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
         "bisect": cmd_bisect, "report": cmd_report, "shell": cmd_shell, "cache": cmd_cache,
-        "merge": cmd_merge, "ci": cmd_ci, "export": cmd_export}
+        "merge": cmd_merge, "ci": cmd_ci, "export": cmd_export, "history": cmd_history}
     try:
         if args.command not in USE_THE_CACHE:
             return handlers[args.command](args)

@@ -10,6 +10,8 @@ the cells not run).
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import shlex
 import signal
@@ -26,6 +28,8 @@ from harness.drivers.matrix import Cell, Tier
 from harness.kernel import sources
 from harness.output import results
 from harness.testkinds import command as command_kind
+
+log = logging.getLogger("harness")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,5 +296,26 @@ def command(sel: Selection, *, out: Path | None, here: Path, accel: Accel, stric
     report = run(RunRequest(cells=tuple(cells), what=what, out=where, accel=accel,
                             strict=strict, repeat=repeat, build_only=sel.build_only,
                             baseline=sel.baseline, bisect_exit=bisect_exit, argv=argv))
+    remember(report.results)
     print(f"\nresults: {report.results}  (exit {report.exit_code})")
     return report.exit_code
+
+
+def remember(results_json: Path, path: Path | None = None) -> None:
+    """Each failure of the run told "new" or "known since RUN" by the history, then the
+    run recorded in it. The history is a record beside the run: when it cannot be read
+    or written, a warning says why and what to do, and the run's results stand."""
+    from harness.output import history
+
+    try:
+        doc = json.loads(results_json.read_text())
+        with history.opened(path) as db:
+            told = history.labels(db, doc)
+            history.record(db, doc)
+    except (history.HistoryError, OSError, ValueError) as exc:
+        log.warning("history not recorded: %s", exc)
+        return
+    if told:
+        print("\nhistory (" + str(path or history.default_path()) + "):")
+        for (cell, test), label in told.items():
+            print(f"  {cell}/{test}: {label}")

@@ -166,6 +166,46 @@ def merge(request: MergeRequest, argv: tuple[str, ...]) -> int:
     merged.doc["command"] = ["harness", *argv]
     atomic.write_json(out / "results.json", merged.doc)
     print(shard.summary(merged))
+    from harness.drivers import run
+
+    run.remember(out / "results.json")
     code = int(merged.doc["exit_code"])
     print(f"\nresults: {out / 'results.json'}  (exit {code})")
     return code
+
+
+def history(what: tuple[str, ...], *, last: int, as_json: bool, path: Path | None) -> int:
+    """`harness history [CELL|TEST|TEST:SUBTEST]`, or `harness history import RUN...`."""
+    if what[:1] == ("import",):
+        return import_history(what[1:], path)
+    if len(what) > 1:
+        raise EnvironmentProblem("harness history shows one CELL, TEST or TEST:SUBTEST",
+                                 fix="harness history TEST (or none: every test)")
+    return show_history(what[0] if what else "", last=last, as_json=as_json, path=path)
+
+
+def show_history(selector: str, *, last: int, as_json: bool, path: Path | None) -> int:
+    """Each test's record over the last runs; exit 1 when the selector names nothing."""
+    from harness.output import history
+
+    with history.opened(path) as db:
+        found = history.records(db, selector, last=last)
+    if as_json:
+        print(json.dumps(history.to_json(found), indent=1))
+    else:
+        print(history.render(found))
+    return 0 if found or not selector else 1
+
+
+def import_history(runs: tuple[str, ...], path: Path | None) -> int:
+    """`harness history import RUN...`: runs made elsewhere (a CI merge job's shards)."""
+    from harness.output import history
+
+    if not runs:
+        raise EnvironmentProblem("harness history import needs the runs",
+                                 fix="harness history import results/RUN [RUN...]")
+    for given in runs:
+        _doc, _cell, file = results.load_run(given)
+        added = history.record_file(file, path)
+        print(f"{'recorded' if added else 'already recorded'}: {file}")
+    return 0

@@ -1,0 +1,289 @@
+"""Results with a memory: every run's cells, tests, subtests, splats and metrics in one
+SQLite database, so that a failure can be told "new" or "known since RUN", and a test's
+record over the last runs read (`harness history`).
+
+The database is $HARNESS_HISTORY, else ~/.cache/harness/history.sqlite. It is opened in
+WAL mode with a busy timeout, so parallel runs and a merge write one database; its schema
+carries a version and is migrated forward on open. A run is keyed by its run id and start:
+recording the same results.json again changes nothing. History is a record beside the
+run, never part of it: a database that cannot be written is told as a warning with its
+fix, and the run's results.json stands.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.base import paths
+from harness.base.errors import EnvironmentProblem
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 30_000
+PASSING = ("PASS", "XFAIL", "SKIP")  # what a later failure is not "known" from
+
+# Each migration takes the database from the version before it to its own.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE runs (
+        run_key TEXT PRIMARY KEY,   -- run_id and start: one per results.json
+        run_id TEXT NOT NULL, started TEXT NOT NULL, status TEXT, exit_code INTEGER,
+        harness_rev TEXT, host TEXT, command TEXT, recorded TEXT NOT NULL);
+    CREATE TABLE cells (
+        run_key TEXT NOT NULL REFERENCES runs, cell TEXT NOT NULL,
+        kernel TEXT, kernel_version TEXT, source TEXT, package_version TEXT,
+        arch TEXT, toolchain TEXT, status TEXT, patches TEXT, config TEXT,
+        PRIMARY KEY (run_key, cell));
+    CREATE TABLE tests (
+        run_key TEXT NOT NULL REFERENCES runs, cell TEXT NOT NULL, test TEXT NOT NULL,
+        status TEXT NOT NULL, duration_s REAL, reason TEXT,
+        PRIMARY KEY (run_key, cell, test));
+    CREATE TABLE subtests (
+        run_key TEXT NOT NULL REFERENCES runs, cell TEXT NOT NULL, test TEXT NOT NULL,
+        subtest TEXT NOT NULL, status TEXT NOT NULL,
+        PRIMARY KEY (run_key, cell, test, subtest));
+    CREATE TABLE splats (
+        run_key TEXT NOT NULL REFERENCES runs, cell TEXT NOT NULL, test TEXT NOT NULL,
+        fingerprint TEXT NOT NULL, title TEXT,
+        PRIMARY KEY (run_key, cell, test, fingerprint));
+    CREATE TABLE metrics (
+        run_key TEXT NOT NULL REFERENCES runs, cell TEXT NOT NULL, test TEXT NOT NULL,
+        metric TEXT NOT NULL, median REAL, spread REAL, unit TEXT,
+        PRIMARY KEY (run_key, cell, test, metric));
+    CREATE INDEX tests_by_name ON tests (test, cell);
+    """,
+)
+
+
+class HistoryError(EnvironmentProblem):
+    """The history database cannot be read or written."""
+
+
+def default_path() -> Path:
+    env = os.environ.get("HARNESS_HISTORY")
+    return Path(env) if env else paths.cache_root() / "history.sqlite"
+
+
+@contextmanager
+def opened(path: Path | None = None) -> Iterator[sqlite3.Connection]:
+    """The database, migrated to SCHEMA_VERSION; one transaction, committed on success."""
+    where = path or default_path()
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(where, timeout=BUSY_TIMEOUT_MS / 1000)) as conn:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            _migrate(conn, where)
+            with conn:
+                yield conn
+    except sqlite3.DatabaseError as exc:
+        raise HistoryError(
+            f"history database {where}: {exc}",
+            fix=f"if another harness holds it, wait; if it is damaged, move it away "
+                f"(mv {where} {where}.bad) and import the runs again: harness history "
+                "import RUN...") from None
+    except OSError as exc:
+        raise HistoryError(f"history database {where}: {exc.strerror or exc}",
+                           fix="free space there, or point HARNESS_HISTORY at a writable "
+                               "file") from None
+
+
+def _migrate(conn: sqlite3.Connection, where: Path) -> None:
+    """Forward to SCHEMA_VERSION, under the database's write lock (BEGIN IMMEDIATE): two
+    harnesses opening a new database at once migrate it once."""
+    if _version(conn, where) == SCHEMA_VERSION:
+        return
+    level = conn.isolation_level
+    conn.isolation_level = None  # the transaction is ours to begin and end
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for number in range(_version(conn, where) + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[number - 1].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.isolation_level = level
+
+
+def _version(conn: sqlite3.Connection, where: Path) -> int:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise HistoryError(f"history database {where} has schema {version}; this harness "
+                           f"knows up to {SCHEMA_VERSION}",
+                           fix="use the newer harness, or another HARNESS_HISTORY")
+    return version
+
+
+def run_key(doc: Mapping[str, Any]) -> str:
+    return f"{doc.get('run_id') or 'run'}@{doc.get('started') or ''}"
+
+
+def record(conn: sqlite3.Connection, doc: Mapping[str, Any]) -> bool:
+    """A results.json into the database; False when this run is there already."""
+    key = run_key(doc)
+    if conn.execute("SELECT 1 FROM runs WHERE run_key = ?", (key,)).fetchone():
+        return False
+    host = doc.get("host") or {}
+    conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (
+        key, str(doc.get("run_id") or ""), str(doc.get("started") or ""),
+        doc.get("status"), doc.get("exit_code"), doc.get("harness_rev"),
+        json.dumps(host, sort_keys=True) if isinstance(host, dict) else str(host),
+        json.dumps(doc.get("command") or []), time.strftime("%Y-%m-%dT%H:%M:%S%z")))
+    for c in doc.get("cells", []):
+        cell = str(c.get("cell"))
+        conn.execute("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
+            key, cell, c.get("kernel"), c.get("kernel_version"), c.get("source"),
+            c.get("package_version"), c.get("arch"), c.get("toolchain"), c.get("status"),
+            json.dumps([p.get("name") for p in c.get("patches") or []]),
+            json.dumps((c.get("config") or {}).get("fragments") or [])))
+        for t in c.get("tests", []):
+            name = str(t.get("name"))
+            conn.execute("INSERT OR IGNORE INTO tests VALUES (?, ?, ?, ?, ?, ?)", (
+                key, cell, name, t.get("status"), t.get("duration_s"), t.get("reason")))
+            for s in (t.get("ktap") or {}).get("subtests") or []:
+                conn.execute("INSERT OR IGNORE INTO subtests VALUES (?, ?, ?, ?, ?)", (
+                    key, cell, name, str(s.get("name")), s.get("status")))
+            for s in t.get("splats") or []:
+                conn.execute("INSERT OR IGNORE INTO splats VALUES (?, ?, ?, ?, ?)", (
+                    key, cell, name, s.get("fingerprint") or s.get("title"), s.get("title")))
+            for metric, m in _metrics(t).items():
+                conn.execute("INSERT OR IGNORE INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)", (
+                    key, cell, name, metric, m.get("median"), m.get("spread"),
+                    m.get("unit")))
+    return True
+
+
+def _metrics(t: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A test's measurements with a median, flattened to 'group/name'."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict) and "median" in node:
+            out[prefix] = node
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{prefix}/{k}" if prefix else str(k))
+
+    walk(((t.get("extra") or {}).get("metrics")) or {}, "")
+    return out
+
+
+def record_file(results_json: Path, path: Path | None = None) -> bool:
+    try:
+        doc = json.loads(results_json.read_text())
+    except (OSError, ValueError) as exc:
+        raise HistoryError(f"{results_json}: not a readable results.json: {exc}",
+                           fix="give a run's directory or its results.json") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
+        raise HistoryError(f"{results_json}: not a results.json of a run (no cells)",
+                           fix="give a run's directory or its results.json")
+    with opened(path) as conn:
+        return record(conn, doc)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One test (or subtest) of one cell over the last runs, oldest first."""
+
+    cell: str
+    test: str
+    kernel_version: str
+    outcomes: tuple[tuple[str, str], ...]  # (run_id, status)
+
+    @property
+    def passed(self) -> int:
+        return sum(s in PASSING for _, s in self.outcomes)
+
+    @property
+    def flips(self) -> int:
+        ok = [s in PASSING for _, s in self.outcomes]
+        return sum(a != b for a, b in itertools.pairwise(ok))
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        return tuple(r for r, s in self.outcomes if s not in PASSING)
+
+
+def records(conn: sqlite3.Connection, selector: str = "", last: int = 10) -> list[Record]:
+    """The record of each (cell, test) the selector names (a cell, a test, TEST:SUBTEST,
+    or all), over the last `last` runs that ran it."""
+    test, _, subtest = selector.partition(":") if ":" in selector else (selector, "", "")
+    if subtest:
+        rows = conn.execute(
+            "SELECT r.run_id, r.started, s.cell, s.test || ':' || s.subtest, s.status, "
+            "c.kernel_version FROM subtests s JOIN runs r USING (run_key) "
+            "JOIN cells c USING (run_key, cell) WHERE s.test = ? AND s.subtest = ? "
+            "ORDER BY r.started", (test, subtest)).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT r.run_id, r.started, t.cell, t.test, t.status, c.kernel_version "
+            "FROM tests t JOIN runs r USING (run_key) JOIN cells c USING (run_key, cell) "
+            "WHERE ? = '' OR t.cell = ? OR t.test = ? ORDER BY r.started",
+            (selector, selector, selector)).fetchall()
+    grouped: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for run_id, _started, cell, name, status, version in rows:
+        grouped.setdefault((cell, name), []).append((run_id, status, version or ""))
+    return [Record(cell=cell, test=name, kernel_version=seen[-1][2],
+                   outcomes=tuple((r, s) for r, s, _ in seen[-last:]))
+            for (cell, name), seen in sorted(grouped.items())]
+
+
+def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
+           ) -> dict[tuple[str, str], str]:
+    """(cell, test) -> "new" or "known since RUN (N of the last M runs)" for each failing
+    test of this run, judged by the runs recorded before it (this one left out)."""
+    key = run_key(doc)
+    out: dict[tuple[str, str], str] = {}
+    for c in doc.get("cells", []):
+        for t in c.get("tests", []):
+            if t.get("status") in PASSING:
+                continue
+            before = conn.execute(
+                "SELECT r.run_id, t.status FROM tests t JOIN runs r USING (run_key) "
+                "WHERE t.cell = ? AND t.test = ? AND r.run_key != ? AND r.started < ? "
+                "ORDER BY r.started DESC LIMIT ?",
+                (c.get("cell"), t.get("name"), key, str(doc.get("started") or "~"),
+                 last)).fetchall()
+            failed = [r for r, s in before if s not in PASSING]
+            out[(str(c.get("cell")), str(t.get("name")))] = (
+                f"known since {failed[-1]} ({len(failed)} of the last {len(before)} runs)"
+                if failed else "new")
+    return out
+
+
+def render(found: Sequence[Record]) -> str:
+    if not found:
+        return "no such test in the history (harness history lists what it holds)"
+    rows = [("cell", "test", "kernel", "passed", "flips", "first failure", "last failure",
+             "recent (oldest first)")]
+    for r in found:
+        fails = r.failures
+        rows.append((r.cell, r.test, r.kernel_version, f"{r.passed}/{len(r.outcomes)}",
+                     str(r.flips), fails[0] if fails else "-", fails[-1] if fails else "-",
+                     "".join("." if s in PASSING else "F" for _, s in r.outcomes)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)
+
+
+def to_json(found: Sequence[Record]) -> list[dict[str, Any]]:
+    return [{"cell": r.cell, "test": r.test, "kernel_version": r.kernel_version,
+             "runs": len(r.outcomes), "passed": r.passed, "flips": r.flips,
+             "first_failure": (r.failures or (None,))[0],
+             "last_failure": (r.failures or (None,))[-1],
+             "outcomes": [{"run_id": run, "status": s} for run, s in r.outcomes]}
+            for r in found]

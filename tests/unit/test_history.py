@@ -1,0 +1,130 @@
+"""The history database (harness/output/history.py) on real results.json files
+(tests/golden/compare/README.md): recorded once however often imported, records over
+runs with pass rates and flips, failures told new or known, subtests, a damaged or newer
+database told as cause and fix, and writers in parallel processes losing nothing."""
+
+from __future__ import annotations
+
+import copy
+import json
+import multiprocessing
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import cli
+from harness.drivers import run
+from harness.output import history
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "compare"
+
+
+def _broken() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((GOLDEN / "adhoc-memcg-kfuncs-broken.json").read_text())
+    return doc
+
+
+def _as_run(doc: dict[str, Any], n: int, memcg_status: str) -> dict[str, Any]:
+    """The real run, as the nth of a sequence in which memcg_kfuncs had this status."""
+    out = copy.deepcopy(doc)
+    out["run_id"], out["started"] = f"r{n}", f"2026-11-24T01:{n:02d}:00+0000"
+    for t in out["cells"][0]["tests"]:
+        if t["name"] == "memcg_kfuncs":
+            t["status"] = memcg_status
+    return out
+
+
+def test_a_run_is_recorded_once_however_often_imported(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    with history.opened(db) as conn:
+        assert history.record(conn, _broken())
+        assert not history.record(conn, _broken())
+        tests = conn.execute("SELECT count(*) FROM tests").fetchone()[0]
+        subtests = conn.execute("SELECT count(*) FROM subtests").fetchone()[0]
+    assert tests == 5 and subtests > 20  # memcg_kfuncs' KTAP cases are there
+    assert not history.record_file(GOLDEN / "adhoc-memcg-kfuncs-broken.json", db)
+
+
+def test_rates_flips_and_new_or_known(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    sequence = ["PASS", "PASS", "FAIL", "PASS", "FAIL"]
+    told = []
+    with history.opened(db) as conn:
+        for n, status in enumerate(sequence, start=1):
+            doc = _as_run(_broken(), n, status)
+            told.append(history.labels(conn, doc).get(("adhoc", "memcg_kfuncs")))
+            history.record(conn, doc)
+        [rec] = history.records(conn, "memcg_kfuncs")
+        [rstat] = history.records(conn, "rstat_propagation")
+    assert told == [None, None, "new", None, "known since r3 (1 of the last 4 runs)"]
+    assert (rec.passed, len(rec.outcomes), rec.flips) == (3, 5, 3)
+    assert rec.failures == ("r3", "r5") and rec.kernel_version == "6.12.117+"
+    assert (rstat.passed, rstat.flips) == (5, 0)
+    table = history.render([rec])
+    assert "3/5" in table and "..F.F" in table
+
+
+def test_a_subtest_has_its_own_record(tmp_path: Path) -> None:
+    doc = _broken()
+    memcg = next(t for t in doc["cells"][0]["tests"] if t["name"] == "memcg_kfuncs")
+    failing = next(s["name"] for s in memcg["ktap"]["subtests"] if s["status"] == "FAIL")
+    with history.opened(tmp_path / "h.sqlite") as conn:
+        history.record(conn, doc)
+        [rec] = history.records(conn, f"memcg_kfuncs:{failing}")
+    assert rec.test == f"memcg_kfuncs:{failing}" and rec.failures == ("r-adhoc-broken",)
+
+
+def test_a_damaged_database_is_told_and_the_run_stands(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    db = tmp_path / "h.sqlite"
+    db.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(history.HistoryError, match="history database") as exc, \
+            history.opened(db):
+        pass
+    assert "mv " in exc.value.fix and "harness history import" in exc.value.fix
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(_broken()))
+    run.remember(results, db)  # a warning, not an error
+    assert "history not recorded" in caplog.text
+    assert json.loads(results.read_text())["run_id"] == "r-adhoc-broken"
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"PRAGMA user_version = {history.SCHEMA_VERSION + 1}")
+    with pytest.raises(history.HistoryError, match="knows up to"), history.opened(db):
+        pass
+
+
+def _write(args: tuple[str, int]) -> None:
+    db, n = args
+    with history.opened(Path(db)) as conn:
+        history.record(conn, _as_run(_broken(), n, "FAIL"))
+
+
+def test_parallel_writers_lose_no_row(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        pool.map(_write, [(str(db), n) for n in range(1, 25)])
+    with history.opened(db) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 24
+        assert conn.execute("SELECT count(*) FROM tests").fetchone()[0] == 24 * 5
+
+
+def test_the_history_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "h.sqlite")
+    run_dir = GOLDEN / "adhoc-memcg-kfuncs-broken.json"
+    assert cli.main(["history", "import", str(run_dir), "--history", db]) == 0
+    assert cli.main(["history", "import", str(run_dir), "--history", db]) == 0
+    out = capsys.readouterr().out
+    assert "recorded:" in out and "already recorded:" in out
+    assert cli.main(["history", "memcg_kfuncs", "--json", "--history", db]) == 0
+    [rec] = json.loads(capsys.readouterr().out)
+    assert rec["runs"] == 1 and rec["first_failure"] == "r-adhoc-broken"
+    assert cli.main(["history", "no_such_test", "--history", db]) == 1
+    assert "no such test" in capsys.readouterr().out
+    assert cli.main(["history", "a", "b", "--history", db]) == 2
