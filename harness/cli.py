@@ -186,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "same kernel stay together; see harness merge)")
     r.add_argument("--costs", type=Path, default=None, metavar="RESULTS_JSON",
                    help="with --shard: balance by the cell durations of an earlier run")
+    r.add_argument("--retry-failed", type=int, default=0, metavar="N",
+                   help="each test that failed or timed out runs again in N fresh boots of "
+                        "the same kernel: one that then passes is FLAKY, with the share of "
+                        "boots it failed in; one that fails in every boot stays FAIL")
     r.add_argument("--repeat", type=_attempts, default=None, metavar="N",
                    help="run each selected test N times in one boot, each a fresh process; "
                         "judged as one, every attempt kept (default: each test's own "
@@ -417,7 +421,7 @@ def planned(args: argparse.Namespace) -> tuple[list[Cell], str]:
 def cmd_run(args: argparse.Namespace) -> int:
     return run.command(selection(args), out=args.out, here=Path.cwd(), accel=Accel(args.accel),
                        strict=args.strict, repeat=args.repeat, bisect_exit=args.bisect_exit,
-                       argv=_argv())
+                       argv=_argv(), retry_failed=args.retry_failed)
 
 
 def cmd_shell(args: argparse.Namespace) -> int:

@@ -231,6 +231,7 @@ class RunOptions:
     retry_boot: bool = True  # a first boot that never reached the runner gets a second
     repeat: int | None = None  # attempts of every test (--repeat); None: each test's own
     build_only: bool = False  # the kernel and the tests built (into the store), none booted
+    retry_failed: int = 0  # each failed test again in this many fresh boots (flaky?)
 
 
 def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
@@ -253,8 +254,11 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
         timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(
             attempts.base_name(t.name), t.timeout_s))) for t in tests.planned)
         if not options.build_only:
-            _drive(_boot_and_test(cell, kernel.image, timed, tests.skipped, out_dir, stages,
-                                  options, accel), facts)
+            boot = _drive(_boot_and_test(cell, kernel.image, timed, tests.skipped, out_dir,
+                                         stages, options, accel), facts)
+            if options.retry_failed:
+                _drive(_retry_failed(cell, kernel.image, timed, tests.skipped, boot, out_dir,
+                                     stages, options.retry_failed), facts)
         if cell.coverage and not options.build_only:
             with stages.stage("coverage", Status.SETUP_ERROR):
                 facts.coverage = _coverage(kernel, facts.patches, out_dir)
@@ -580,6 +584,50 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
         log.warning("[%s] %s; booting once more", cell.name, boot.reason)
         earlier = [replace(s, where="first boot (failed; booted again)") for s in boot.splats]
     raise AssertionError("the second attempt returns or raises")  # pragma: no cover
+
+
+# What --retry-failed runs again: a failure or a timeout may be the test's luck. A crash
+# is the kernel's (a splat, a taint) and stays what it is.
+RETRIED = (Status.FAIL, Status.TIMEOUT)
+
+
+def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],
+                  skipped: tuple[TestResult, ...], boot: BootOutcome, logs: Path,
+                  stages: StageLog, retries: int) -> Generator[Known, None, None]:
+    """--retry-failed N: the tests that failed run again in N fresh boots of the same
+    kernel (the guest's command line carries harness.retry=K, so a test can tell). One
+    that passes in any is FLAKY, its reason counting the boots it failed in: a rate
+    measured over independent boots, not attempts in one. One that fails in every boot
+    keeps its status, its reason saying so."""
+    failed = {t.name: t for t in boot.results if t.status in RETRIED}
+    again = tuple(t for t in planned if t.name in failed)
+    if not again:
+        return
+    passed = dict.fromkeys(failed, 0)
+    with stages.stage("retry-failed", Status.BOOT_ERROR):
+        for k in range(1, retries + 1):
+            log.info("[%s] retry %d/%d of %s in a fresh boot", cell.name, k, retries,
+                     ", ".join(failed))
+            rerun = replace(cell, append=f"{cell.append} harness.retry={k}".strip())
+            for res in _one_boot(rerun, kernel, Accel(boot.accel.split()[0]), list(again),
+                                 logs / f"guest-retry-{k}"):
+                if res.name in passed and res.status is Status.PASS and not res.splats:
+                    passed[res.name] += 1
+    boots = retries + 1
+    updated = []
+    for res in boot.results:
+        if res.name not in failed:
+            updated.append(res)
+        elif passed[res.name]:
+            first = f"{res.status.value}: {res.reason}" if res.reason else res.status.value
+            updated.append(replace(res, status=Status.FLAKY, reason=(
+                f"flaky: failed in {boots - passed[res.name]} of {boots} fresh boots "
+                f"(the first: {first})")))
+        else:
+            again_too = f"failed again in {retries} more fresh boot(s): not flaky"
+            updated.append(replace(res, reason=f"{res.reason}; {again_too}" if res.reason
+                                   else again_too))
+    yield Known(tests=(*skipped, *updated))
 
 
 def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,

@@ -40,6 +40,7 @@ class RunRequest:
     accel: Accel = Accel.AUTO
     strict: bool = False  # an unexpected pass fails the run
     repeat: int | None = None  # each test N times in one boot
+    retry_failed: int = 0  # each failed test again in N fresh boots: FLAKY if it passes
     build_only: bool = False
     baseline: bool = False  # the cells come in (base, cell) pairs: compare each pair
     bisect_exit: bool = False  # exit codes for `git bisect run`
@@ -247,9 +248,10 @@ def run(request: RunRequest) -> RunReport:
                                     argv=pipeline.cell_argv(cell, accel),
                                     repo=paths.repo_root(), harness_rev=meta["harness_rev"])
             res = pipeline.run_cell(cell, cell_dir, accel=accel,
-                                    options=pipeline.RunOptions(strict=request.strict,
-                                                                repeat=request.repeat,
-                                                                build_only=request.build_only))
+                                    options=pipeline.RunOptions(
+                                        strict=request.strict, repeat=request.repeat,
+                                        build_only=request.build_only,
+                                        retry_failed=request.retry_failed))
             done.append(res)
             # the run's wall time so far, its own work (start, records) included
             meta["duration_s"] = round(time.monotonic() - started, 2)
@@ -287,14 +289,16 @@ def run(request: RunRequest) -> RunReport:
 
 
 def command(sel: Selection, *, out: Path | None, here: Path, accel: Accel, strict: bool,
-            repeat: int | None, bisect_exit: bool, argv: tuple[str, ...]) -> int:
+            repeat: int | None, bisect_exit: bool, argv: tuple[str, ...],
+            retry_failed: int = 0) -> int:
     """`harness run`: the cells the selection names (plan), what they test on the first
     lines, the run into --out (default results/<run id>), and where its results are."""
     cells, what = plan(sel, here=here)
     print(what, flush=True)
     where = results.out_dir(out)
     report = run(RunRequest(cells=tuple(cells), what=what, out=where, accel=accel,
-                            strict=strict, repeat=repeat, build_only=sel.build_only,
+                            strict=strict, repeat=repeat, retry_failed=retry_failed,
+                            build_only=sel.build_only,
                             baseline=sel.baseline, bisect_exit=bisect_exit, argv=argv))
     remember(report.results)
     print(f"\nresults: {report.results}  (exit {report.exit_code})")

@@ -711,3 +711,33 @@ def test_two_shards_merged_equal_one_unsharded_run(world: Path,
     # the cells that share a kernel (s-a, s-b) ran in one shard
     assert sorted(map(sorted, (statuses("sh-1"), statuses("sh-2")))) == [["s-a", "s-b"],
                                                                          ["s-c"]]
+
+
+def test_retry_failed_tells_a_flaky_test_from_a_failing_one(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--retry-failed 1: each failed test runs again in a fresh boot. One that fails the
+    first time and passes after is FLAKY with the share of boots it failed in; one that
+    fails every time stays FAIL; one that passed is not run again."""
+    monkeypatch.setenv("FAKE_VNG", "")
+    monkeypatch.setenv("FAKE_VNG_STATE", str(world / "retry" / "vng-state"))
+    counter = world / "intermittent-runs"
+    intermittent = own_test(world, "intermittent", (
+        f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}\n'
+        f'if [ "$n" -ge 1 ]; then\n{KTAP_PASS}else exit 1; fi\n'))
+    always = own_test(world, "always_fails", "exit 3\n")
+    passes = own_test(world, "fake_pass", KTAP_PASS)
+    cell = Cell(name="retry", tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}",
+                configs=(str(FAKES / "fake.config"),), tests=(intermittent, always, passes))
+    r = pipeline.run_cell(cell, world / "retry", accel=Accel.TCG,
+                          options=pipeline.RunOptions(retry_failed=1))
+    by = {t.name: t for t in r.tests}
+    assert by["intermittent"].status is Status.FLAKY
+    assert by["intermittent"].reason.startswith("flaky: failed in 1 of 2 fresh boots")
+    assert by["always_fails"].status is Status.FAIL
+    assert "failed again in 1 more fresh boot(s): not flaky" in by["always_fails"].reason
+    assert by["fake_pass"].status is Status.PASS
+    assert counter.read_text().strip() == "2"  # ran in the first boot and in the retry
+    assert ("retry-failed", "PASS") in stage_statuses(r)
+    assert (world / "retry" / "guest-retry-1" / "always_fails.out").exists()
+    assert not (world / "retry" / "guest-retry-1" / "fake_pass.out").exists()
+    assert r.status is Status.FAIL
