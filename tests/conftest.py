@@ -12,3 +12,18 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     root = tmp_path / "cache"
     monkeypatch.setenv("HARNESS_CACHE", str(root))
     yield root
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs made by the tests (and the harness processes they start) are recorded in a
+    history of the test session's own, never in the user's."""
+    import os
+
+    before = os.environ.get("HARNESS_HISTORY")
+    os.environ["HARNESS_HISTORY"] = str(tmp_path_factory.mktemp("history") / "h.sqlite")
+    yield
+    if before is None:
+        os.environ.pop("HARNESS_HISTORY", None)
+    else:
+        os.environ["HARNESS_HISTORY"] = before

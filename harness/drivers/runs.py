@@ -7,6 +7,7 @@ what the user reads. None of them builds or boots anything.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
@@ -14,6 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.base import atomic
 from harness.base.errors import EnvironmentProblem, from_os_error
@@ -23,6 +25,8 @@ from harness.drivers.matrix import Tier
 from harness.judge import ktap
 from harness.output import compare as comparison
 from harness.output import junit, kcidb, report, results
+
+log = logging.getLogger("harness")
 
 
 def parse_log(file: str, *, name: str | None, out: Path | None, argv: tuple[str, ...]) -> int:
@@ -79,6 +83,7 @@ def compare(request: CompareRequest) -> int:
         raise EnvironmentProblem(f"{labels[0]} and {labels[1]} have no cell in common",
                                  fix="compare one cell of each: A:CELL B:CELL")
     print(comparison.render_terminal(result))
+    _tell_history(b)
     if request.json:
         atomic.write_json(request.json, comparison.to_json(result))
     if request.markdown:
@@ -86,6 +91,25 @@ def compare(request: CompareRequest) -> int:
     if request.html:
         atomic.write_text(request.html, report.render_comparison(result))
     return 1 if result.regressed else 0
+
+
+def _tell_history(doc: dict[str, Any]) -> None:
+    """Each failure of a run: new, or known since when, by the history (when there is one;
+    a history that cannot be read is a warning, not the comparison's failure)."""
+    from harness.output import history as recorded
+
+    if not recorded.default_path().exists():
+        return
+    try:
+        with recorded.opened() as db:
+            told = recorded.labels(db, doc)
+    except recorded.HistoryError as exc:
+        log.warning("history not read: %s", exc)
+        return
+    if told:
+        print("\nits failures in the history:")
+        for (cell, test), label in told.items():
+            print(f"  {cell}/{test}: {label}")
 
 
 def write_report(run: str, out: Path | None) -> int:
