@@ -284,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     hi.add_argument("--history", type=Path, default=None, metavar="FILE",
                     help="the database (default $HARNESS_HISTORY, else "
                          "~/.cache/harness/history.sqlite)")
+    sub.add_parser("mcp", help="the harness as an MCP server on stdin/stdout, for agents "
+                   "(tools: explain, history, compare, write_report; jobs: start, status, "
+                   "wait); needs the mcp extra: pip install -e '.[mcp]'")
     ps = sub.add_parser("parse", help="parse a saved KTAP log offline, like run does")
     ps.add_argument("file", help="log file, or - for stdin")
     ps.add_argument("--out", type=Path, metavar="DIR")
@@ -536,6 +539,12 @@ def cmd_history(args: argparse.Namespace) -> int:
                         path=args.history)
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from harness import mcp_server
+
+    return mcp_server.serve()
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     found = doctor.checks()
     print(doctor.render(found))
@@ -613,7 +622,8 @@ def main(argv: list[str] | None = None) -> int:
         "run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
         "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
         "bisect": cmd_bisect, "report": cmd_report, "shell": cmd_shell, "cache": cmd_cache,
-        "merge": cmd_merge, "ci": cmd_ci, "export": cmd_export, "history": cmd_history}
+        "merge": cmd_merge, "ci": cmd_ci, "export": cmd_export, "history": cmd_history,
+        "mcp": cmd_mcp}
     try:
         if args.command not in USE_THE_CACHE:
             return handlers[args.command](args)

@@ -4,6 +4,7 @@ broken link, no page left out: tox's lint step runs it as well)."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 import subprocess
@@ -16,8 +17,8 @@ from harness import cli
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-COMMANDS = {"run", "shell", "check", "compare", "bisect", "mutate", "report", "parse",
-            "matrix", "doctor", "cache", "ci", "export", "merge"}
+COMMANDS = {name for action in cli.build_parser()._actions
+            if isinstance(action, argparse._SubParsersAction) for name in action.choices}
 
 
 def commands_in(text: str) -> list[str]:
