@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -274,8 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     hi = sub.add_parser("history", help="each test's record over the last runs: pass "
                         "rate, flips, first and last failure; `history import RUN...` "
                         "records runs made elsewhere",
-                        epilog="e.g. harness history memcg_kfuncs; harness history "
-                               "memcg_kfuncs:offline_memcg_handed_out --last 20 --json")
+                        )
     hi.add_argument("what", nargs="*", metavar="CELL|TEST|TEST:SUBTEST",
                     help="what to show (default: every test); or: import RUN...")
     hi.add_argument("--last", type=int, default=10, metavar="N",
@@ -400,7 +400,37 @@ def build_parser() -> argparse.ArgumentParser:
                     help="expect the cells this plan file lists (JSON: {\"cells\": [NAME, "
                          "...]}, as shard.write_plan writes it)")
 
+    for name, parser in sub.choices.items():
+        shown = "\n".join(f"  {e}" for e in EXAMPLES[name])
+        parser.epilog = (f"{textwrap.fill(parser.epilog, 88)}\n\n" if parser.epilog
+                         else "") + f"examples:\n{shown}"
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
+
+
+# One or two commands each `--help` ends with (tests/unit/test_cli.py parses them all).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "run": ("harness run --series memcg-kfuncs --test memcg_kfuncs",
+            "harness run --cell 6.12 --retry-failed 2"),
+    "shell": ("harness shell --kernel debian:6.12 --series memcg-kfuncs",),
+    "check": ("harness check --series memcg-kfuncs",),
+    "compare": ("harness compare results/A results/B --markdown diff.md",),
+    "bisect": ("harness bisect --series memcg-kfuncs-broken --test memcg_kfuncs",),
+    "mutate": ("harness mutate --series memcg-kfuncs --max 20",),
+    "report": ("harness report results/RUN",),
+    "history": ("harness history memcg_kfuncs --last 20",
+                "harness history import results/RUN"),
+    "parse": ("harness parse guest/memcg_kfuncs.out",),
+    "matrix": ("harness matrix --tier full",),
+    "doctor": ("harness doctor",),
+    "cache": ("harness cache prune --dry-run --max-size 20G",
+              "harness cache export --run results/RUN -o kernels.tar"),
+    "ci": ("harness ci github -o .github/workflows/harness.yml",
+           "harness ci annotate results/RUN --summary summary.md"),
+    "export": ("harness export junit results/RUN -o junit.xml",),
+    "merge": ("harness merge results/shard-1 results/shard-2 --out results/all --tier ci",),
+    "mcp": ("harness mcp",),
+}
 
 
 def selection(args: argparse.Namespace) -> run.Selection:

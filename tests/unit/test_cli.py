@@ -7,8 +7,10 @@ the build would import Debian's tree into it, which these tests assert never hap
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -284,3 +286,15 @@ def test_version_and_the_help_a_user_meets_first(capsys: pytest.CaptureFixture[s
     listed = [ln.split()[0] for ln in out.split("harness COMMAND --help says more", 1)[1]
               .splitlines()[2:] if ln.startswith("    ") and not ln.startswith("     ")]
     assert listed[:3] == ["run", "shell", "check"]  # in the order a user meets them
+
+
+def test_every_command_ends_its_help_with_examples_that_parse() -> None:
+    from harness import cli
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(cli.EXAMPLES) == set(sub.choices)
+    for name, examples in cli.EXAMPLES.items():
+        assert "examples:" in (sub.choices[name].epilog or ""), name
+        for example in examples:
+            cli.parse_args(shlex.split(example)[1:])  # exits (a test error) if refused
