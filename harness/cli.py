@@ -281,6 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     hi.add_argument("--last", type=int, default=10, metavar="N",
                     help="the last N runs of each (default 10)")
     hi.add_argument("--json", action="store_true", help="as JSON")
+    hi.add_argument("--flakes", action="store_true",
+                    help="flakes measured over fresh boots: each declared-flaky test's "
+                         "failure rate (95%% interval), and tests not declared that fail "
+                         "intermittently")
     hi.add_argument("--history", type=Path, default=None, metavar="FILE",
                     help="the database (default $HARNESS_HISTORY, else "
                          "~/.cache/harness/history.sqlite)")
@@ -418,7 +422,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "bisect": ("harness bisect --series memcg-kfuncs-broken --test memcg_kfuncs",),
     "mutate": ("harness mutate --series memcg-kfuncs --max 20",),
     "report": ("harness report results/RUN",),
-    "history": ("harness history memcg_kfuncs --last 20",
+    "history": ("harness history memcg_kfuncs --last 20", "harness history --flakes",
                 "harness history import results/RUN"),
     "parse": ("harness parse guest/memcg_kfuncs.out",),
     "matrix": ("harness matrix --tier full",),
@@ -566,7 +570,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     return runs.history(tuple(args.what), last=args.last, as_json=args.json,
-                        path=args.history)
+                        path=args.history, flakes=args.flakes)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.base import atomic, paths
-from harness.base.errors import signal_of
+from harness.base.errors import HarnessError, signal_of
 from harness.base.model import Accel, CellResult
 from harness.drivers import doctor, matrix, pipeline
 from harness.drivers.matrix import Cell, Tier
+from harness.judge import verdict
 from harness.kernel import sources
 from harness.output import results
 from harness.testkinds import command as command_kind
@@ -313,13 +314,19 @@ def remember(results_json: Path, path: Path | None = None) -> None:
 
     try:
         doc = json.loads(results_json.read_text())
+        declared = verdict.load_expectations(pipeline.expectations_path()).failures
         with history.opened(path) as db:
             told = history.labels(db, doc)
             history.record(db, doc)
-    except (history.HistoryError, OSError, ValueError) as exc:
+            ran = {t["name"] for c in doc.get("cells", []) for t in c.get("tests", [])}
+            warned = [f for f in history.flakes(db, declared)
+                      if f.warn and f.test.split(":")[0] in ran]
+    except (HarnessError, OSError, ValueError) as exc:
         log.warning("history not recorded: %s", exc)
         return
-    if told:
+    if told or warned:
         print("\nhistory (" + str(path or history.default_path()) + "):")
         for (cell, test), label in told.items():
             print(f"  {cell}/{test}: {label}")
+        for f in warned:  # the data against a declaration, or a flake not declared
+            print(f"  {f.test} ({f.kernel}): {f.advice()}")

@@ -198,8 +198,11 @@ def merge(request: MergeRequest, argv: tuple[str, ...]) -> int:
     return code
 
 
-def history(what: tuple[str, ...], *, last: int, as_json: bool, path: Path | None) -> int:
-    """`harness history [CELL|TEST|TEST:SUBTEST]`, or `harness history import RUN...`."""
+def history(what: tuple[str, ...], *, last: int, as_json: bool, path: Path | None,
+            flakes: bool = False) -> int:
+    """`harness history [CELL|TEST|TEST:SUBTEST]`, `--flakes`, or `import RUN...`."""
+    if flakes:
+        return show_flakes(as_json=as_json, path=path)
     if what[:1] == ("import",):
         return import_history(what[1:], path)
     if len(what) > 1:
@@ -233,3 +236,26 @@ def import_history(runs: tuple[str, ...], path: Path | None) -> int:
         added = history.record_file(file, path)
         print(f"{'recorded' if added else 'already recorded'}: {file}")
     return 0
+
+
+def show_flakes(*, as_json: bool, path: Path | None) -> int:
+    """Flakes measured: every declared-flaky test's rate over fresh boots and every test
+    that fails intermittently without a declaration; exit 1 when the data contradicts a
+    declaration or its absence."""
+    from harness.drivers import pipeline
+    from harness.judge import verdict
+    from harness.output import history as recorded
+
+    declared = verdict.load_expectations(pipeline.expectations_path()).failures
+    with recorded.opened(path) as db:
+        found = recorded.flakes(db, declared)
+    if as_json:
+        print(json.dumps([{"test": f.test, "kernel": f.kernel, "failed": f.failed,
+                           "boots": f.boots, "declared": f.declared, "advice": f.advice()}
+                          for f in found], indent=1))
+    else:
+        for f in found:
+            print(f"{'!' if f.warn else ' '} {f.test} ({f.kernel}): {f.advice()}")
+        if not found:
+            print("no declared flaky test and no intermittent failure in the history")
+    return 1 if any(f.warn for f in found) else 0

@@ -287,3 +287,80 @@ def to_json(found: Sequence[Record]) -> list[dict[str, Any]]:
              "last_failure": (r.failures or (None,))[-1],
              "outcomes": [{"run_id": run, "status": s} for run, s in r.outcomes]}
             for r in found]
+
+
+# A boot in which a test (or subtest) failed: judged statuses included, since a declared
+# flaky test's failure is recorded as XFAIL.
+FAILED_IN_BOOT = ("FAIL", "TIMEOUT", "XFAIL", "FLAKY", "CRASHED")
+ENOUGH_BOOTS = 10  # fewer fresh boots than this tell nothing about a flake either way
+
+
+def wilson(failed: int, boots: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% (Wilson score) interval of a failure rate seen in `failed` of `boots`."""
+    if boots == 0:
+        return 0.0, 1.0
+    p = failed / boots
+    centre = (p + z * z / (2 * boots)) / (1 + z * z / boots)
+    half = z * ((p * (1 - p) / boots + z * z / (4 * boots * boots)) ** 0.5) / (1 + z * z / boots)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flake:
+    """A test's (or subtest's) failures over fresh boots: one recorded run is one boot."""
+
+    test: str
+    kernel: str  # the declaration's range, or the kernel's major.minor
+    failed: int
+    boots: int
+    declared: bool
+
+    def advice(self) -> str:
+        low, high = wilson(self.failed, self.boots)
+        rate = f"{self.failed} of {self.boots} fresh boots (95%: {low:.0%}-{high:.0%})"
+        if not self.declared:
+            return f"fails intermittently: {rate}; not declared flaky: declare it or fix it"
+        if self.boots < ENOUGH_BOOTS:
+            return f"declared flaky; {rate}: too few boots to tell"
+        if self.failed == 0:
+            return f"declared flaky, but no failure in {rate}: drop the declaration"
+        return f"declared flaky, measured: failed in {rate}"
+
+    @property
+    def warn(self) -> bool:
+        """The data contradicts the declaration (or its absence)."""
+        return not self.declared or (self.boots >= ENOUGH_BOOTS and self.failed == 0)
+
+
+def flakes(conn: sqlite3.Connection, declared: Sequence[Any]) -> list[Flake]:
+    """Each declared-flaky test with its measured failure rate (on the kernels its range
+    names), and each test not declared that failed in some fresh boots and passed in
+    others. `declared`: verdict.KnownFailure entries (expected failures are left alone)."""
+    from harness.judge.verdict import version_matches
+
+    rows = conn.execute(
+        "SELECT t.test, '', t.status, c.kernel_version FROM tests t "
+        "JOIN cells c USING (run_key, cell) UNION ALL "
+        "SELECT s.test, s.subtest, s.status, c.kernel_version FROM subtests s "
+        "JOIN cells c USING (run_key, cell)").fetchall()
+    out: list[Flake] = []
+    known = {(d.test, d.subtest or "") for d in declared}
+    for d in declared:
+        if not d.flaky:
+            continue
+        seen = [s for test, sub, s, v in rows if (test, sub) == (d.test, d.subtest or "")
+                and version_matches(v or "", d.kernel)]
+        out.append(Flake(test=f"{d.test}:{d.subtest}" if d.subtest else d.test,
+                         kernel=d.kernel, failed=sum(s in FAILED_IN_BOOT for s in seen),
+                         boots=len(seen), declared=True))
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for test, sub, status, version in rows:
+        if (test, sub) not in known and status != "SKIP":
+            line = ".".join((version or "?").split(".")[:2])
+            grouped.setdefault((test, sub, line), []).append(status)
+    for (test, sub, line), statuses in sorted(grouped.items()):
+        failed = sum(s in FAILED_IN_BOOT for s in statuses)
+        if 0 < failed < len(statuses) and "CRASHED" not in statuses:
+            out.append(Flake(test=f"{test}:{sub}" if sub else test, kernel=line,
+                             failed=failed, boots=len(statuses), declared=False))
+    return out

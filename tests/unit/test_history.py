@@ -128,3 +128,43 @@ def test_the_history_command(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert cli.main(["history", "no_such_test", "--history", db]) == 1
     assert "no such test" in capsys.readouterr().out
     assert cli.main(["history", "a", "b", "--history", db]) == 2
+
+
+def test_flakes_are_measured_over_fresh_boots_not_declared(tmp_path: Path) -> None:
+    from harness.judge.verdict import KnownFailure
+
+    low, high = history.wilson(0, 20)
+    assert low == 0.0 and 0.15 < high < 0.17
+    assert history.wilson(5, 10) == pytest.approx((0.237, 0.763), abs=0.001)
+    declared_stable = KnownFailure(test="rstat_propagation", subtest=None,
+                                   kernel=">=6.12,<6.13", reason="r", flaky=True)
+    declared_flaky = KnownFailure(test="memcg_kfuncs", subtest="parent_includes_child",
+                                  kernel=">=6.12,<6.13", reason="r", flaky=True)
+    on_61 = KnownFailure(test="memcg_kfuncs", subtest=None, kernel="<6.2", reason="r",
+                         flaky=True)
+    with history.opened(tmp_path / "h.sqlite") as conn:
+        for n in range(1, 13):  # memcg_kfuncs fails in every third boot
+            history.record(conn, _as_run(_broken(), n, "FAIL" if n % 3 == 0 else "PASS"))
+        found = {f.test: f for f in history.flakes(conn, [declared_stable, declared_flaky,
+                                                          on_61])}
+    stable = found["rstat_propagation"]
+    assert (stable.failed, stable.boots, stable.warn) == (0, 12, True)
+    assert stable.advice().startswith("declared flaky, but no failure in 0 of 12 fresh boots")
+    assert "drop the declaration" in stable.advice()
+    # the subtest failed in every recorded run (the golden's own FAIL): measured, kept
+    sub = found["memcg_kfuncs:parent_includes_child"]
+    assert (sub.failed, sub.boots, sub.warn) == (12, 12, False)
+    assert found["memcg_kfuncs"].declared and found["memcg_kfuncs"].boots == 0  # not 6.1
+    assert "too few boots to tell" in found["memcg_kfuncs"].advice()
+
+
+def test_an_intermittent_test_not_declared_is_told(tmp_path: Path) -> None:
+    with history.opened(tmp_path / "h.sqlite") as conn:
+        for n in range(1, 7):
+            history.record(conn, _as_run(_broken(), n, "FAIL" if n in (2, 5) else "PASS"))
+        found = {f.test: f for f in history.flakes(conn, [])}
+    flake = found["memcg_kfuncs"]
+    assert (flake.failed, flake.boots, flake.declared, flake.warn) == (2, 6, False, True)
+    assert flake.advice().startswith("fails intermittently: 2 of 6 fresh boots")
+    assert "declare it or fix it" in flake.advice()
+    assert "rstat_propagation" not in found  # passed every time: nothing to tell
