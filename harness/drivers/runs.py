@@ -93,6 +93,20 @@ def compare(request: CompareRequest) -> int:
     return 1 if result.regressed else 0
 
 
+def _strips(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """Each test's recent outcomes from the history, for the report; none without one."""
+    from harness.output import history as recorded
+
+    if not recorded.default_path().exists():
+        return {}
+    try:
+        with recorded.opened() as db:
+            return recorded.strips(db, doc)
+    except recorded.HistoryError as exc:
+        log.warning("history not read: %s", exc)
+        return {}
+
+
 def _tell_history(doc: dict[str, Any]) -> None:
     """Each failure of a run: new, or known since when, by the history (when there is one;
     a history that cannot be read is a warning, not the comparison's failure)."""
@@ -118,7 +132,7 @@ def write_report(run: str, out: Path | None) -> int:
     where = (out or file.parent / "report").resolve()
     where.mkdir(parents=True, exist_ok=True)
     atomic.write_text(where / "index.html",
-                      report.render(doc, results.log_tails(doc, file.parent)))
+                      report.render(doc, results.log_tails(doc, file.parent), _strips(doc)))
     print(f"report: {where / 'index.html'}")
     return 0
 

@@ -364,3 +364,21 @@ def flakes(conn: sqlite3.Connection, declared: Sequence[Any]) -> list[Flake]:
             out.append(Flake(test=f"{test}:{sub}" if sub else test, kernel=line,
                              failed=failed, boots=len(statuses), declared=False))
     return out
+
+
+def strips(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
+           ) -> dict[tuple[str, str], str]:
+    """(cell, test) -> its outcomes in the last runs up to this one, oldest first
+    (. passed, F failed): the strip the HTML report shows beside each test."""
+    out: dict[tuple[str, str], str] = {}
+    until = str(doc.get("started") or "~")
+    for c in doc.get("cells", []):
+        for t in c.get("tests", []):
+            rows = conn.execute(
+                "SELECT t.status FROM tests t JOIN runs r USING (run_key) WHERE t.cell = ? "
+                "AND t.test = ? AND r.started <= ? ORDER BY r.started DESC LIMIT ?",
+                (c.get("cell"), t.get("name"), until, last)).fetchall()
+            if rows:
+                out[(str(c.get("cell")), str(t.get("name")))] = "".join(
+                    "." if s in PASSING else "F" for (s,) in reversed(rows))
+    return out

@@ -131,9 +131,11 @@ def anchor(cell: str, test: str) -> str:
     return "r-" + re.sub(r"[^A-Za-z0-9_-]", "-", f"{cell}--{test}")
 
 
-def view(doc: Doc, logs: Mapping[tuple[str, str], str]) -> dict[str, Any]:
+def view(doc: Doc, logs: Mapping[tuple[str, str], str],
+         recent: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
     """What the template shows: results.json arranged for the page. `logs`: (cell, test)
-    -> the test's output, when the CLI could read it."""
+    -> the test's output, when the CLI could read it; `recent`: (cell, test) -> its
+    outcomes in the last runs the history holds, oldest first (. passed, F failed)."""
     cells = list(doc.get("cells", []))
     names: list[str] = []
     for c in cells:
@@ -159,6 +161,7 @@ def view(doc: Doc, logs: Mapping[tuple[str, str], str]) -> dict[str, Any]:
                                                              t.get("splats", [])],
                 "attempts": [a["status"] for a in t.get("attempts", [])],
                 "output": logs.get((c["cell"], t["name"]), ""),
+                "recent": (recent or {}).get((c["cell"], t["name"]), ""),
                 "plots": plots(metrics, t["name"]),
                 "summary": metrics.get("summary", "") if isinstance(metrics, Mapping) else ""})
         details.append({"cell": c["cell"], "status": c["status"], "error": c.get("error", ""),
@@ -181,8 +184,9 @@ def _env() -> jinja2.Environment:
                               trim_blocks=True, lstrip_blocks=True)
 
 
-def render(doc: Doc, logs: Mapping[tuple[str, str], str]) -> str:
-    return _env().get_template("report.html.j2").render(**view(doc, logs))
+def render(doc: Doc, logs: Mapping[tuple[str, str], str],
+           recent: Mapping[tuple[str, str], str] | None = None) -> str:
+    return _env().get_template("report.html.j2").render(**view(doc, logs, recent))
 
 
 def render_comparison(c: compare.Comparison) -> str:

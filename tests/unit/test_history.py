@@ -168,3 +168,19 @@ def test_an_intermittent_test_not_declared_is_told(tmp_path: Path) -> None:
     assert flake.advice().startswith("fails intermittently: 2 of 6 fresh boots")
     assert "declare it or fix it" in flake.advice()
     assert "rstat_propagation" not in found  # passed every time: nothing to tell
+
+
+def test_the_report_shows_each_tests_recent_outcomes(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_HISTORY", str(tmp_path / "h.sqlite"))
+    docs = [_as_run(_broken(), n, s) for n, s in enumerate(["PASS", "FAIL", "PASS"], 1)]
+    with history.opened() as conn:
+        for doc in docs:
+            history.record(conn, doc)
+        assert history.strips(conn, docs[1])[("adhoc", "memcg_kfuncs")] == ".F"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text(json.dumps(docs[2]))
+    assert cli.main(["report", str(run_dir)]) == 0
+    page = (run_dir / "report" / "index.html").read_text()
+    assert '<code class="strip">.F.</code>' in page
