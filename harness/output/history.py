@@ -18,7 +18,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,18 +82,38 @@ def opened(path: Path | None = None) -> Iterator[sqlite3.Connection]:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA journal_mode = WAL")
             _migrate(conn, where)
-            with conn:
+            try:
                 yield conn
+                conn.commit()
+            except BaseException:
+                # sqlite may have rolled back already (a full disk does): the first error
+                # is the one to tell
+                with suppress(sqlite3.Error):
+                    conn.rollback()
+                raise
     except sqlite3.DatabaseError as exc:
-        raise HistoryError(
-            f"history database {where}: {exc}",
-            fix=f"if another harness holds it, wait; if it is damaged, move it away "
-                f"(mv {where} {where}.bad) and import the runs again: harness history "
-                "import RUN...") from None
+        raise _told(where, exc) from None
     except OSError as exc:
         raise HistoryError(f"history database {where}: {exc.strerror or exc}",
                            fix="free space there, or point HARNESS_HISTORY at a writable "
                                "file") from None
+
+
+def _told(where: Path, exc: sqlite3.DatabaseError) -> HistoryError:
+    """What went wrong with the database, and what to do about it."""
+    text = str(exc)
+    if "full" in text:
+        return HistoryError(f"history database {where}: the disk under it is full ({text})",
+                            fix="free space there, or point HARNESS_HISTORY at another "
+                                "disk; then record the run: harness history import RUN")
+    if "locked" in text or "busy" in text:
+        return HistoryError(f"history database {where}: another harness held it longer "
+                            f"than {BUSY_TIMEOUT_MS // 1000} s ({text})",
+                            fix="record the run when it is done: harness history import RUN")
+    return HistoryError(
+        f"history database {where}: {text}",
+        fix=f"if it is damaged, move it away (mv {where} {where}.bad) and import the runs "
+            "again: harness history import RUN...")
 
 
 def _migrate(conn: sqlite3.Connection, where: Path) -> None:
@@ -113,7 +133,8 @@ def _migrate(conn: sqlite3.Connection, where: Path) -> None:
                 conn.execute(f"PRAGMA user_version = {number}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            with suppress(sqlite3.Error):  # sqlite may have rolled back itself (disk full)
+                conn.execute("ROLLBACK")
             raise
     finally:
         conn.isolation_level = level

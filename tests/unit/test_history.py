@@ -85,6 +85,7 @@ def test_a_damaged_database_is_told_and_the_run_stands(
             history.opened(db):
         pass
     assert "mv " in exc.value.fix and "harness history import" in exc.value.fix
+    assert "not a database" in exc.value.message
     results = tmp_path / "results.json"
     results.write_text(json.dumps(_broken()))
     run.remember(results, db)  # a warning, not an error
@@ -184,3 +185,32 @@ def test_the_report_shows_each_tests_recent_outcomes(tmp_path: Path,
     assert cli.main(["report", str(run_dir)]) == 0
     page = (run_dir / "report" / "index.html").read_text()
     assert '<code class="strip">.F.</code>' in page
+
+
+def test_a_full_disk_under_the_history_is_told_and_the_run_stands(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A real ENOSPC: the history on a 64 KiB tmpfs, a run with thousands of subtests."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.fail("this test mounts a tmpfs: run it as root (CI and this machine are)")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)
+    try:
+        doc = _broken()
+        memcg = next(t for t in doc["cells"][0]["tests"] if t["name"] == "memcg_kfuncs")
+        memcg["ktap"]["subtests"] = [{"name": f"case_{i}_" + "x" * 40, "status": "PASS"}
+                                     for i in range(4000)]
+        results = tmp_path / "results.json"
+        results.write_text(json.dumps(doc))
+        with pytest.raises(history.HistoryError) as exc:
+            history.record_file(results, mnt / "h.sqlite")
+        assert "the disk under it is full" in str(exc.value)
+        assert "free space there" in exc.value.fix
+        run.remember(results, mnt / "h.sqlite")  # a warning; the run's record stands
+        assert "history not recorded" in caplog.text
+        assert json.loads(results.read_text())["run_id"] == "r-adhoc-broken"
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
