@@ -51,15 +51,26 @@ KERNEL_HELP = (f"debian:6.12, debian:6.1, git:PATH[@REV], tarball:PATH (a kernel
 
 
 def _version() -> str:
-    """The installed harness's version, and the commit of this checkout when it is one."""
+    """The installed harness's version, and the commit of this checkout when it is one
+    (asked only for --version: every other command must run without git, doctor first)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         number = version("harness")
     except PackageNotFoundError:
         number = "unknown"
-    rev = results.harness_rev()
+    try:
+        rev = results.harness_rev()
+    except (HarnessError, OSError):
+        rev = "unknown"
     return number if rev == "unknown" else f"{number} ({rev[:12]})"
+
+
+class _Version(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"harness {_version()}")
+        parser.exit()
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -82,6 +93,26 @@ def _attempts(text: str) -> int:
         n = 0
     if not 1 <= n <= 1000:
         raise argparse.ArgumentTypeError(f"{text!r}: a number of attempts, 1 to 1000")
+    return n
+
+
+def _boots(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of fresh boots, 1 to 100")
+    return n
+
+
+def _last(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of runs, at least 1")
     return n
 
 
@@ -139,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description=USAGE,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    p.add_argument("--version", action="version", version=f"harness {_version()}")
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="the harness's version and commit, then exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            title="commands (harness COMMAND --help says more)")
 
@@ -187,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "same kernel stay together; see harness merge)")
     r.add_argument("--costs", type=Path, default=None, metavar="RESULTS_JSON",
                    help="with --shard: balance by the cell durations of an earlier run")
-    r.add_argument("--retry-failed", type=int, default=0, metavar="N",
+    r.add_argument("--retry-failed", type=_boots, default=0, metavar="N",
                    help="each test that failed or timed out runs again in N fresh boots of "
                         "the same kernel: one that then passes is FLAKY, with the share of "
                         "boots it failed in; one that fails in every boot stays FAIL")
@@ -278,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
                         )
     hi.add_argument("what", nargs="*", metavar="CELL|TEST|TEST:SUBTEST",
                     help="what to show (default: every test); or: import RUN...")
-    hi.add_argument("--last", type=int, default=10, metavar="N",
+    hi.add_argument("--last", type=_last, default=10, metavar="N",
                     help="the last N runs of each (default 10)")
     hi.add_argument("--json", action="store_true", help="as JSON")
     hi.add_argument("--flakes", action="store_true",

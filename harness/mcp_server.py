@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 JOB_COMMANDS = ("run", "bisect", "check", "parse")  # what `start` may run
+RESULT_FILES = ("results.json", "bisect.json", "check.json")  # what each writes
 TAIL_BYTES = 4000  # of each failing test's output, in `explain`
 PASSING = ("PASS", "XFAIL", "SKIP", "DONE")
 
@@ -60,13 +61,13 @@ class Job:
 
     def state(self) -> dict[str, Any]:
         running = self.thread is not None and self.thread.is_alive()
-        found = (self.out / "results.json").is_file()
+        found = next((self.out / name for name in RESULT_FILES
+                      if (self.out / name).is_file()), None)
         return {"job": self.id, "command": ["harness", *self.argv], "out": str(self.out),
                 "state": "running" if running else "done",
                 "exit_code": None if running or self.done is None else self.done.returncode,
                 "seconds": round(time.monotonic() - self.started, 1),
-                "results": str(self.out / "results.json") if found else None,
-                "log": str(self.log)}
+                "results": str(found) if found else None, "log": str(self.log)}
 
 
 def explain(run: str) -> dict[str, Any]:
@@ -161,7 +162,8 @@ def build(jobs_root: Path | None = None) -> MCPServer:
                     "fix": f"one of {', '.join(JOB_COMMANDS)}"}
         job_id = uuid.uuid4().hex[:12]
         out = root / job_id
-        argv = [command, *args, "--out", str(out)]
+        # --out first: what follows a `--` in args is the guest's command
+        argv = [command, "--out", str(out), *args]
         jobs[job_id] = Job(id=job_id, argv=argv, out=out, log=root / f"{job_id}.log")
         jobs[job_id].start()
         return jobs[job_id].state()

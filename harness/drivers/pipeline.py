@@ -36,6 +36,7 @@ from harness.base.model import (
     PatchCoverage,
     PatchResult,
     PatchState,
+    Phase,
     SourceKind,
     Splat,
     Status,
@@ -257,8 +258,11 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
             boot = _drive(_boot_and_test(cell, kernel.image, timed, tests.skipped, out_dir,
                                          stages, options, accel), facts)
             if options.retry_failed:
+                explained = frozenset(
+                    f.test for f in expectations.failures
+                    if verdicts.version_matches(facts.kernel_version, f.kernel))
                 _drive(_retry_failed(cell, kernel.image, timed, tests.skipped, boot, out_dir,
-                                     stages, options.retry_failed), facts)
+                                     stages, options.retry_failed, explained), facts)
         if cell.coverage and not options.build_only:
             with stages.stage("coverage", Status.SETUP_ERROR):
                 facts.coverage = _coverage(kernel, facts.patches, out_dir)
@@ -593,27 +597,45 @@ RETRIED = (Status.FAIL, Status.TIMEOUT)
 
 def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],
                   skipped: tuple[TestResult, ...], boot: BootOutcome, logs: Path,
-                  stages: StageLog, retries: int) -> Generator[Known, None, None]:
+                  stages: StageLog, retries: int,
+                  explained: frozenset[str]) -> Generator[Known, None, None]:
     """--retry-failed N: the tests that failed run again in N fresh boots of the same
     kernel (the guest's command line carries harness.retry=K, so a test can tell). One
     that passes in any is FLAKY, its reason counting the boots it failed in: a rate
     measured over independent boots, not attempts in one. One that fails in every boot
-    keeps its status, its reason saying so."""
-    failed = {t.name: t for t in boot.results if t.status in RETRIED}
-    again = tuple(t for t in planned if t.name in failed)
+    keeps its status, its reason saying so.
+
+    Only a test's own failures are retried (the kernel's boot, set-up and shutdown are
+    not), and none the expectations already explain (`explained`: declared failures and
+    flakes, judged as declared). A retry boot counts only when its runner started; what
+    the kernel said at a retry boot's start, set-up or end stays in the results as that
+    boot's own result, and a test that passed while the kernel complained did not pass."""
+    failed = {t.name: t for t in boot.results if t.status in RETRIED
+              and t.phase is Phase.TEST and t.name not in explained}
+    again = tuple(t for t in planned if attempts.base_name(t.name) in failed)
     if not again:
         return
     passed = dict.fromkeys(failed, 0)
+    counted = 0
+    kernel_said: list[TestResult] = []
     with stages.stage("retry-failed", Status.BOOT_ERROR):
         for k in range(1, retries + 1):
             log.info("[%s] retry %d/%d of %s in a fresh boot", cell.name, k, retries,
                      ", ".join(failed))
             rerun = replace(cell, append=f"{cell.append} harness.retry={k}".strip())
-            for res in _one_boot(rerun, kernel, Accel(boot.accel.split()[0]), list(again),
-                                 logs / f"guest-retry-{k}"):
-                if res.name in passed and res.status is Status.PASS and not res.splats:
+            results = _one_boot(rerun, kernel, Accel(boot.accel.split()[0]), list(again),
+                                logs / f"guest-retry-{k}")
+            kernel_said += [replace(r, name=f"{r.name} (retry {k})") for r in results
+                            if r.phase is not Phase.TEST
+                            and (r.status is not Status.PASS or r.splats)]
+            if results[0].status is Status.BOOT_ERROR:
+                continue  # the test never ran: this boot tells nothing about it
+            counted += 1
+            for res in results:
+                if (res.name in passed and res.status is Status.PASS and not res.splats
+                        and not res.taint):
                     passed[res.name] += 1
-    boots = retries + 1
+    boots = counted + 1
     updated = []
     for res in boot.results:
         if res.name not in failed:
@@ -623,11 +645,14 @@ def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Guest
             updated.append(replace(res, status=Status.FLAKY, reason=(
                 f"flaky: failed in {boots - passed[res.name]} of {boots} fresh boots "
                 f"(the first: {first})")))
-        else:
-            again_too = f"failed again in {retries} more fresh boot(s): not flaky"
+        elif counted:
+            again_too = f"failed again in {counted} more fresh boot(s): not flaky"
             updated.append(replace(res, reason=f"{res.reason}; {again_too}" if res.reason
                                    else again_too))
-    yield Known(tests=(*skipped, *updated))
+        else:
+            updated.append(replace(res, notes=(*res.notes, "no retry boot reached the "
+                                               "runner: flakiness not measured")))
+    yield Known(tests=(*skipped, *updated, *kernel_said))
 
 
 def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,

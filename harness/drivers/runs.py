@@ -93,6 +93,23 @@ def compare(request: CompareRequest) -> int:
     return 1 if result.regressed else 0
 
 
+def _shards_recorded(sources: set[Path]) -> bool:
+    """Whether the history holds every shard run the merge took cells from (shards run
+    on this machine recorded themselves: the merge would count their tests twice)."""
+    from harness.output import history as recorded
+
+    if not sources or not recorded.default_path().exists():
+        return False
+    try:
+        keys = {recorded.run_key(json.loads((s / "results.json").read_text()))
+                for s in sources}
+        with recorded.opened() as db:
+            return all(db.execute("SELECT 1 FROM runs WHERE run_key = ?", (k,)).fetchone()
+                       for k in keys)
+    except (OSError, ValueError, recorded.HistoryError):
+        return False
+
+
 def _strips(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
     """Each test's recent outcomes from the history, for the report; none without one."""
     from harness.output import history as recorded
@@ -204,9 +221,10 @@ def merge(request: MergeRequest, argv: tuple[str, ...]) -> int:
     merged.doc["command"] = ["harness", *argv]
     atomic.write_json(out / "results.json", merged.doc)
     print(shard.summary(merged))
-    from harness.drivers import run
+    if not _shards_recorded(set(merged.sources.values())):
+        from harness.drivers import run
 
-    run.remember(out / "results.json")
+        run.remember(out / "results.json")
     code = int(merged.doc["exit_code"])
     print(f"\nresults: {out / 'results.json'}  (exit {code})")
     return code

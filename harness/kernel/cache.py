@@ -18,7 +18,8 @@ modification time on each use) counts as used when it was last modified.
 Sizes are measured by walking an entry's files (a worktree holds ~100,000), which for a
 whole cache takes seconds; every command that uses the cache prunes it when it ends, so
 each entry's size is remembered (sizes.json) and measured again only once the entry has
-been used since, or the size is an hour old.
+been used or built into since (its use time, or the newest of its build directory, vmlinux,
+.config and built tools), or the size is an hour old.
 
 Eviction goes least recently used first until the cache fits its limit
 ($HARNESS_CACHE_MAX, default 40G), and only while no other harness command that uses the
@@ -169,6 +170,17 @@ def _kernel_for(entry: Path) -> str:
     return ""
 
 
+def _last_built(entry: Path) -> float:
+    """When a build last wrote into this entry (a worktree's build directory and its
+    products; the entry itself): a build that noted no use still changes its size."""
+    newest = 0.0
+    for p in (entry, entry / ".harness-build", entry / ".harness-build" / "vmlinux",
+              entry / ".harness-build" / ".config", entry / ".harness-build" / "tools"):
+        with contextlib.suppress(OSError):
+            newest = max(newest, p.stat().st_mtime)
+    return newest
+
+
 class _Sizes:
     """Entry sizes, remembered across commands: a size is measured again when its entry
     has been used since (its use time changed) or the size is older than SIZE_TTL_S."""
@@ -183,12 +195,13 @@ class _Sizes:
         self.seen: dict[str, list[float]] = {}
 
     def of(self, path: Path, used: float) -> int:
+        mark = max(used, _last_built(path))
         memo = self.known.get(str(path))
-        if memo and len(memo) == 3 and memo[0] == used and self.now - memo[1] < SIZE_TTL_S:
+        if memo and len(memo) == 3 and memo[0] == mark and self.now - memo[1] < SIZE_TTL_S:
             self.seen[str(path)] = memo
             return int(memo[2])
         size = _size(path)
-        self.seen[str(path)] = [used, self.now, float(size)]
+        self.seen[str(path)] = [mark, self.now, float(size)]
         return size
 
     def save(self) -> None:

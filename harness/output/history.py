@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,9 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE runs (
         run_key TEXT PRIMARY KEY,   -- run_id and start: one per results.json
-        run_id TEXT NOT NULL, started TEXT NOT NULL, status TEXT, exit_code INTEGER,
+        run_id TEXT NOT NULL, started TEXT NOT NULL,
+        started_epoch REAL NOT NULL,  -- the order of runs (started carries a time zone)
+        status TEXT, exit_code INTEGER,
         harness_rev TEXT, host TEXT, command TEXT, recorded TEXT NOT NULL);
     CREATE TABLE cells (
         run_key TEXT NOT NULL REFERENCES runs, cell TEXT NOT NULL,
@@ -45,6 +48,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE tests (
         run_key TEXT NOT NULL REFERENCES runs, cell TEXT NOT NULL, test TEXT NOT NULL,
         status TEXT NOT NULL, duration_s REAL, reason TEXT,
+        expected TEXT,  -- the status its cell declares for it (a broken variant's FAIL)
         PRIMARY KEY (run_key, cell, test));
     CREATE TABLE subtests (
         run_key TEXT NOT NULL REFERENCES runs, cell TEXT NOT NULL, test TEXT NOT NULL,
@@ -149,6 +153,11 @@ def _version(conn: sqlite3.Connection, where: Path) -> int:
     return version
 
 
+def _until(doc: Mapping[str, Any]) -> float:
+    """A run's start, for "the runs before it" (no start: after every recorded run)."""
+    return _epoch(str(doc.get("started") or "")) or float("inf")
+
+
 def run_key(doc: Mapping[str, Any]) -> str:
     return f"{doc.get('run_id') or 'run'}@{doc.get('started') or ''}"
 
@@ -159,8 +168,9 @@ def record(conn: sqlite3.Connection, doc: Mapping[str, Any]) -> bool:
     if conn.execute("SELECT 1 FROM runs WHERE run_key = ?", (key,)).fetchone():
         return False
     host = doc.get("host") or {}
-    conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (
+    conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
         key, str(doc.get("run_id") or ""), str(doc.get("started") or ""),
+        _epoch(str(doc.get("started") or "")),
         doc.get("status"), doc.get("exit_code"), doc.get("harness_rev"),
         json.dumps(host, sort_keys=True) if isinstance(host, dict) else str(host),
         json.dumps(doc.get("command") or []), time.strftime("%Y-%m-%dT%H:%M:%S%z")))
@@ -173,8 +183,9 @@ def record(conn: sqlite3.Connection, doc: Mapping[str, Any]) -> bool:
             json.dumps((c.get("config") or {}).get("fragments") or [])))
         for t in c.get("tests", []):
             name = str(t.get("name"))
-            conn.execute("INSERT OR IGNORE INTO tests VALUES (?, ?, ?, ?, ?, ?)", (
-                key, cell, name, t.get("status"), t.get("duration_s"), t.get("reason")))
+            conn.execute("INSERT OR IGNORE INTO tests VALUES (?, ?, ?, ?, ?, ?, ?)", (
+                key, cell, name, t.get("status"), _number(t.get("duration_s")),
+                t.get("reason"), t.get("expected_status")))
             for s in (t.get("ktap") or {}).get("subtests") or []:
                 conn.execute("INSERT OR IGNORE INTO subtests VALUES (?, ?, ?, ?, ?)", (
                     key, cell, name, str(s.get("name")), s.get("status")))
@@ -183,9 +194,26 @@ def record(conn: sqlite3.Connection, doc: Mapping[str, Any]) -> bool:
                     key, cell, name, s.get("fingerprint") or s.get("title"), s.get("title")))
             for metric, m in _metrics(t).items():
                 conn.execute("INSERT OR IGNORE INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)", (
-                    key, cell, name, metric, m.get("median"), m.get("spread"),
-                    m.get("unit")))
+                    key, cell, name, metric, _number(m.get("median")),
+                    _number(m.get("spread")), str(m.get("unit") or "")))
     return True
+
+
+def _epoch(started: str) -> float:
+    """results.json's start (%Y-%m-%dT%H:%M:%S%z) as seconds since the epoch: runs from
+    machines in other time zones, or across a clock change, order by when they ran."""
+    try:
+        return datetime.strptime(started, "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _number(value: Any) -> float | None:
+    """A measurement as SQLite can keep it (a u64 beyond its integers is a float here)."""
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _metrics(t: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -248,12 +276,12 @@ def records(conn: sqlite3.Connection, selector: str = "", last: int = 10) -> lis
             "SELECT r.run_id, r.started, s.cell, s.test || ':' || s.subtest, s.status, "
             "c.kernel_version FROM subtests s JOIN runs r USING (run_key) "
             "JOIN cells c USING (run_key, cell) WHERE s.test = ? AND s.subtest = ? "
-            "ORDER BY r.started", (test, subtest)).fetchall()
+            "ORDER BY r.started_epoch", (test, subtest)).fetchall()
     else:
         rows = conn.execute(
             "SELECT r.run_id, r.started, t.cell, t.test, t.status, c.kernel_version "
             "FROM tests t JOIN runs r USING (run_key) JOIN cells c USING (run_key, cell) "
-            "WHERE ? = '' OR t.cell = ? OR t.test = ? ORDER BY r.started",
+            "WHERE ? = '' OR t.cell = ? OR t.test = ? ORDER BY r.started_epoch",
             (selector, selector, selector)).fetchall()
     grouped: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for run_id, _started, cell, name, status, version in rows:
@@ -275,10 +303,9 @@ def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
                 continue
             before = conn.execute(
                 "SELECT r.run_id, t.status FROM tests t JOIN runs r USING (run_key) "
-                "WHERE t.cell = ? AND t.test = ? AND r.run_key != ? AND r.started < ? "
-                "ORDER BY r.started DESC LIMIT ?",
-                (c.get("cell"), t.get("name"), key, str(doc.get("started") or "~"),
-                 last)).fetchall()
+                "WHERE t.cell = ? AND t.test = ? AND r.run_key != ? AND r.started_epoch < ? "
+                "ORDER BY r.started_epoch DESC LIMIT ?",
+                (c.get("cell"), t.get("name"), key, _until(doc), last)).fetchall()
             failed = [r for r, s in before if s not in PASSING]
             out[(str(c.get("cell")), str(t.get("name")))] = (
                 f"known since {failed[-1]} ({len(failed)} of the last {len(before)} runs)"
@@ -359,30 +386,33 @@ def flakes(conn: sqlite3.Connection, declared: Sequence[Any]) -> list[Flake]:
     others. `declared`: verdict.KnownFailure entries (expected failures are left alone)."""
     from harness.judge.verdict import version_matches
 
+    # a result whose cell declares it (a broken variant's FAIL) is no evidence of a flake
     rows = conn.execute(
-        "SELECT t.test, '', t.status, c.kernel_version FROM tests t "
-        "JOIN cells c USING (run_key, cell) UNION ALL "
-        "SELECT s.test, s.subtest, s.status, c.kernel_version FROM subtests s "
-        "JOIN cells c USING (run_key, cell)").fetchall()
+        "SELECT t.cell, t.test, '', t.status, c.kernel_version FROM tests t "
+        "JOIN cells c USING (run_key, cell) WHERE coalesce(t.expected, 'PASS') = 'PASS' "
+        "UNION ALL SELECT s.cell, s.test, s.subtest, s.status, c.kernel_version "
+        "FROM subtests s JOIN cells c USING (run_key, cell) JOIN tests t "
+        "USING (run_key, cell, test) WHERE coalesce(t.expected, 'PASS') = 'PASS'").fetchall()
     out: list[Flake] = []
     known = {(d.test, d.subtest or "") for d in declared}
     for d in declared:
         if not d.flaky:
             continue
-        seen = [s for test, sub, s, v in rows if (test, sub) == (d.test, d.subtest or "")
-                and version_matches(v or "", d.kernel)]
+        seen = [s for _cell, test, sub, s, v in rows
+                if (test, sub) == (d.test, d.subtest or "") and version_matches(v or "",
+                                                                                  d.kernel)]
         out.append(Flake(test=f"{d.test}:{d.subtest}" if d.subtest else d.test,
                          kernel=d.kernel, failed=sum(s in FAILED_IN_BOOT for s in seen),
                          boots=len(seen), declared=True))
-    grouped: dict[tuple[str, str, str], list[str]] = {}
-    for test, sub, status, version in rows:
+    grouped: dict[tuple[str, str, str, str], list[str]] = {}
+    for cell, test, sub, status, version in rows:
         if (test, sub) not in known and status != "SKIP":
             line = ".".join((version or "?").split(".")[:2])
-            grouped.setdefault((test, sub, line), []).append(status)
-    for (test, sub, line), statuses in sorted(grouped.items()):
+            grouped.setdefault((cell, test, sub, line), []).append(status)
+    for (cell, test, sub, line), statuses in sorted(grouped.items()):
         failed = sum(s in FAILED_IN_BOOT for s in statuses)
         if 0 < failed < len(statuses) and "CRASHED" not in statuses:
-            out.append(Flake(test=f"{test}:{sub}" if sub else test, kernel=line,
+            out.append(Flake(test=f"{test}:{sub}" if sub else test, kernel=f"{cell}, {line}",
                              failed=failed, boots=len(statuses), declared=False))
     return out
 
@@ -392,13 +422,13 @@ def strips(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
     """(cell, test) -> its outcomes in the last runs up to this one, oldest first
     (. passed, F failed): the strip the HTML report shows beside each test."""
     out: dict[tuple[str, str], str] = {}
-    until = str(doc.get("started") or "~")
+    until = _until(doc)
     for c in doc.get("cells", []):
         for t in c.get("tests", []):
             rows = conn.execute(
                 "SELECT t.status FROM tests t JOIN runs r USING (run_key) WHERE t.cell = ? "
-                "AND t.test = ? AND r.started <= ? ORDER BY r.started DESC LIMIT ?",
-                (c.get("cell"), t.get("name"), until, last)).fetchall()
+                "AND t.test = ? AND r.started_epoch <= ? ORDER BY r.started_epoch DESC "
+                "LIMIT ?", (c.get("cell"), t.get("name"), until, last)).fetchall()
             if rows:
                 out[(str(c.get("cell")), str(t.get("name")))] = "".join(
                     "." if s in PASSING else "F" for (s,) in reversed(rows))
