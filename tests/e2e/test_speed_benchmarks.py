@@ -32,7 +32,7 @@ def test_the_loop_benchmark_runs_both_sides() -> None:
     assert isinstance(rows, dict) and all(len(v) == 1 and v[0] > 0 for v in rows.values())
     assert doc["command"] == "bench/pipeline.py --quick"
     stages = doc["harness_stage_median"]
-    assert isinstance(stages, dict) and {"build", "boot"} <= set(stages), stages
+    assert isinstance(stages, dict) and {"build", "boot+tests"} <= set(stages), stages
 
 
 def test_the_new_tree_benchmark_builds_a_user_tree_from_ccache() -> None:
