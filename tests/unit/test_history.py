@@ -214,3 +214,25 @@ def test_a_full_disk_under_the_history_is_told_and_the_run_stands(
         assert json.loads(results.read_text())["run_id"] == "r-adhoc-broken"
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_kselftest_runners_cases_are_recorded_by_their_own_names(tmp_path: Path) -> None:
+    """The kselftest runner wraps a program's cases in one result ("selftests: cgroup:
+    test_freezer"); declarations and TEST:SUBTEST name the cases."""
+    from harness.judge.verdict import KnownFailure
+
+    doc = _broken()
+    memcg = next(t for t in doc["cells"][0]["tests"] if t["name"] == "memcg_kfuncs")
+    memcg["ktap"]["subtests"] = [{"name": "selftests: x: memcg_kfuncs", "status": "XFAIL",
+                                  "subtests": [{"name": "case_a", "status": "PASS"},
+                                               {"name": "case_b", "status": "XFAIL"}]}]
+    memcg["status"] = "XFAIL"
+    declared = KnownFailure(test="memcg_kfuncs", subtest="case_b", kernel=">=6.12",
+                            reason="r", flaky=True)
+    with history.opened(tmp_path / "h.sqlite") as conn:
+        history.record(conn, doc)
+        [rec] = history.records(conn, "memcg_kfuncs:case_b")
+        found = {f.test: f for f in history.flakes(conn, [declared])}
+    assert rec.outcomes == (("r-adhoc-broken", "XFAIL"),)
+    assert found["memcg_kfuncs:case_b"].failed == 1
+    assert "memcg_kfuncs" not in found  # judged by its declared case, not as a whole
