@@ -149,9 +149,12 @@ def test_flakes_are_measured_over_fresh_boots_not_declared(tmp_path: Path) -> No
         found = {f.test: f for f in history.flakes(conn, [declared_stable, declared_flaky,
                                                           on_61])}
     stable = found["rstat_propagation"]
-    assert (stable.failed, stable.boots, stable.warn) == (0, 12, True)
-    assert stable.advice().startswith("declared flaky, but no failure in 0 of 12 fresh boots")
-    assert "drop the declaration" in stable.advice()
+    # 0 of 12 still allows a 24% failure rate: not enough to call it stable
+    assert (stable.failed, stable.boots, stable.warn) == (0, 12, False)
+    assert "not enough to drop it" in stable.advice()
+    # about 75 clean boots bring the interval under 5%: then drop it
+    many = history.Flake(test="t", kernel="k", failed=0, boots=80, declared=True)
+    assert many.warn and many.advice().endswith("drop the declaration")
     # the subtest failed in every recorded run (the golden's own FAIL): measured, kept
     sub = found["memcg_kfuncs:parent_includes_child"]
     assert (sub.failed, sub.boots, sub.warn) == (12, 12, False)
