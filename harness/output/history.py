@@ -165,6 +165,10 @@ def run_key(doc: Mapping[str, Any]) -> str:
 def record(conn: sqlite3.Connection, doc: Mapping[str, Any]) -> bool:
     """A results.json into the database; False when this run is there already."""
     key = run_key(doc)
+    if not conn.in_transaction:
+        # the write lock first: a reader that upgrades to a writer after another
+        # harness committed gets SQLITE_BUSY at once, whatever the busy timeout
+        conn.execute("BEGIN IMMEDIATE")
     if conn.execute("SELECT 1 FROM runs WHERE run_key = ?", (key,)).fetchone():
         return False
     host = doc.get("host") or {}
