@@ -10,12 +10,14 @@ import json
 import logging
 import os
 import shutil
+import sqlite3
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.base import atomic
 from harness.base.errors import EnvironmentProblem, from_os_error
@@ -27,6 +29,7 @@ from harness.output import compare as comparison
 from harness.output import junit, kcidb, report, results
 
 log = logging.getLogger("harness")
+T = TypeVar("T")
 
 
 def parse_log(file: str, *, name: str | None, out: Path | None, argv: tuple[str, ...]) -> int:
@@ -93,35 +96,42 @@ def compare(request: CompareRequest) -> int:
     return 1 if result.regressed else 0
 
 
+def _from_history(read: Callable[[sqlite3.Connection], T], otherwise: T) -> T:
+    """What `read` finds in the history; `otherwise` when there is none yet, or (with a
+    warning) when it cannot be read: the history informs a command, never fails it."""
+    from harness.output import history as recorded
+
+    if not recorded.default_path().exists():
+        return otherwise
+    try:
+        with recorded.opened() as db:
+            return read(db)
+    except recorded.HistoryError as exc:
+        log.warning("history not read: %s", exc)
+        return otherwise
+
+
 def _shards_recorded(sources: set[Path]) -> bool:
     """Whether the history holds every shard run the merge took cells from (shards run
     on this machine recorded themselves: the merge would count their tests twice)."""
     from harness.output import history as recorded
 
-    if not sources or not recorded.default_path().exists():
-        return False
     try:
         keys = {recorded.run_key(json.loads((s / "results.json").read_text()))
                 for s in sources}
-        with recorded.opened() as db:
-            return all(db.execute("SELECT 1 FROM runs WHERE run_key = ?", (k,)).fetchone()
-                       for k in keys)
-    except (OSError, ValueError, recorded.HistoryError):
+    except (OSError, ValueError):
         return False
+    return bool(keys) and _from_history(lambda db: all(
+        db.execute("SELECT 1 FROM runs WHERE run_key = ?", (k,)).fetchone() for k in keys),
+        False)
 
 
 def _strips(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
     """Each test's recent outcomes from the history, for the report; none without one."""
     from harness.output import history as recorded
 
-    if not recorded.default_path().exists():
-        return {}
-    try:
-        with recorded.opened() as db:
-            return recorded.strips(db, doc)
-    except recorded.HistoryError as exc:
-        log.warning("history not read: %s", exc)
-        return {}
+    nothing: dict[tuple[str, str], str] = {}
+    return _from_history(lambda db: recorded.strips(db, doc), nothing)
 
 
 def _tell_history(doc: dict[str, Any]) -> None:
@@ -129,14 +139,8 @@ def _tell_history(doc: dict[str, Any]) -> None:
     a history that cannot be read is a warning, not the comparison's failure)."""
     from harness.output import history as recorded
 
-    if not recorded.default_path().exists():
-        return
-    try:
-        with recorded.opened() as db:
-            told = recorded.labels(db, doc)
-    except recorded.HistoryError as exc:
-        log.warning("history not read: %s", exc)
-        return
+    nothing: dict[tuple[str, str], str] = {}
+    told = _from_history(lambda db: recorded.labels(db, doc), nothing)
     if told:
         print("\nits failures in the history:")
         for (cell, test), label in told.items():
@@ -264,8 +268,9 @@ def import_history(runs: tuple[str, ...], path: Path | None) -> int:
         raise EnvironmentProblem("harness history import needs the runs",
                                  fix="harness history import results/RUN [RUN...]")
     for given in runs:
-        _doc, _cell, file = results.load_run(given)
-        added = history.record_file(file, path)
+        doc, _cell, file = results.load_run(given)
+        with history.opened(path) as db:
+            added = history.record(db, doc)
         print(f"{'recorded' if added else 'already recorded'}: {file}")
     return 0
 

@@ -251,14 +251,10 @@ def _metrics(t: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def record_file(results_json: Path, path: Path | None = None) -> bool:
-    try:
-        doc = json.loads(results_json.read_text())
-    except (OSError, ValueError) as exc:
-        raise HistoryError(f"{results_json}: not a readable results.json: {exc}",
-                           fix="give a run's directory or its results.json") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
-        raise HistoryError(f"{results_json}: not a results.json of a run (no cells)",
-                           fix="give a run's directory or its results.json")
+    """A run's results.json (read and checked as every command reads one) recorded."""
+    from harness.output.results import load_run
+
+    doc, _cell, _file = load_run(str(results_json))
     with opened(path) as conn:
         return record(conn, doc)
 
