@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.base import atomic, proc
+from harness.base import proc
 from harness.base.errors import EnvironmentProblem, HarnessError
+from harness.drivers import runs
 from harness.output import compare as comparison
-from harness.output import report, results
+from harness.output import results
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -145,12 +146,7 @@ def build(jobs_root: Path | None = None) -> MCPServer:
     @server.tool(description="Write a run's static HTML page; returns its path.")
     def write_report(run: str) -> dict[str, Any]:
         def write() -> dict[str, Any]:
-            doc, _cell, file = results.load_run(run)
-            out = file.parent / "report"
-            out.mkdir(parents=True, exist_ok=True)
-            atomic.write_text(out / "index.html", report.render(doc, results.log_tails(
-                doc, file.parent)))
-            return {"report": str(out / "index.html")}
+            return {"report": str(runs.report_page(run))}
         return _told(write)
 
     @server.tool(description="Start a harness command as a job (run, bisect, check, "

@@ -126,12 +126,15 @@ def _shards_recorded(sources: set[Path]) -> bool:
         False)
 
 
-def _strips(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
-    """Each test's recent outcomes from the history, for the report; none without one."""
+def _memory(doc: dict[str, Any]) -> tuple[dict[tuple[str, str], str],
+                                          dict[tuple[str, str], str]]:
+    """Each test's recent outcomes and each failure's and splat's "new" or "known since"
+    from the history, for the report; nothing without one."""
     from harness.output import history as recorded
 
     nothing: dict[tuple[str, str], str] = {}
-    return _from_history(lambda db: recorded.strips(db, doc), nothing)
+    return _from_history(lambda db: (recorded.strips(db, doc), recorded.labels(db, doc)),
+                         (nothing, nothing))
 
 
 def _tell_history(doc: dict[str, Any]) -> None:
@@ -147,14 +150,21 @@ def _tell_history(doc: dict[str, Any]) -> None:
             print(f"  {cell}/{test}: {label}")
 
 
-def write_report(run: str, out: Path | None) -> int:
-    """A run's HTML page, into `out` (default: RUN/report)."""
+def report_page(run: str, out: Path | None = None) -> Path:
+    """A run's HTML page, with what the history says of it, into `out` (default:
+    RUN/report); its path."""
     doc, _cell, file = results.load_run(run)
     where = (out or file.parent / "report").resolve()
     where.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(where / "index.html",
-                      report.render(doc, results.log_tails(doc, file.parent), _strips(doc)))
-    print(f"report: {where / 'index.html'}")
+    recent, known = _memory(doc)
+    atomic.write_text(where / "index.html", report.render(
+        doc, results.log_tails(doc, file.parent), recent=recent, known=known))
+    return where / "index.html"
+
+
+def write_report(run: str, out: Path | None) -> int:
+    """`harness report RUN`."""
+    print(f"report: {report_page(run, out)}")
     return 0
 
 

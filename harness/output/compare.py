@@ -126,6 +126,13 @@ def _checks(cases: list[Doc], prefix: str = "") -> Iterator[tuple[str, str]]:
         yield from _checks(c.get("subtests", []), f"{name}/")
 
 
+def fingerprint(s: Doc) -> str:
+    """A splat's fingerprint (model.Splat.fingerprint: kind and faulting function), from
+    its JSON: what the history keys splats by."""
+    return str(s.get("fingerprint") or Splat(kind=str(s.get("kind", "")), title="", text="",
+                                             function=str(s.get("function", ""))).fingerprint)
+
+
 def identity(s: Doc) -> str:
     """A splat's identity across runs (model.Splat.identity), from its JSON."""
     return Splat(kind=str(s.get("kind", "")), function=str(s.get("function", "")),

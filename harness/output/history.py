@@ -26,6 +26,7 @@ from typing import Any
 
 from harness.base import paths
 from harness.base.errors import EnvironmentProblem
+from harness.output import compare
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 30_000
@@ -195,7 +196,7 @@ def record(conn: sqlite3.Connection, doc: Mapping[str, Any]) -> bool:
                     key, cell, name, leaf, status))
             for s in t.get("splats") or []:
                 conn.execute("INSERT OR IGNORE INTO splats VALUES (?, ?, ?, ?, ?)", (
-                    key, cell, name, s.get("fingerprint") or s.get("title"), s.get("title")))
+                    key, cell, name, compare.fingerprint(s), s.get("title")))
             for metric, m in _metrics(t).items():
                 conn.execute("INSERT OR IGNORE INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)", (
                     key, cell, name, metric, _number(m.get("median")),
@@ -260,6 +261,17 @@ def record_file(results_json: Path, path: Path | None = None) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SplatSeen:
+    """A splat fingerprint in a test's runs: the first and last run with it, how many."""
+
+    fingerprint: str
+    title: str
+    first_run: str
+    last_run: str
+    runs: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class Record:
     """One test (or subtest) of one cell over the last runs, oldest first."""
 
@@ -267,6 +279,7 @@ class Record:
     test: str
     kernel_version: str
     outcomes: tuple[tuple[str, str], ...]  # (run_id, status)
+    splats: tuple[SplatSeen, ...] = ()
 
     @property
     def passed(self) -> int:
@@ -302,8 +315,22 @@ def records(conn: sqlite3.Connection, selector: str = "", last: int = 10) -> lis
     for run_id, _started, cell, name, status, version in rows:
         grouped.setdefault((cell, name), []).append((run_id, status, version or ""))
     return [Record(cell=cell, test=name, kernel_version=seen[-1][2],
-                   outcomes=tuple((r, s) for r, s, _ in seen[-last:]))
+                   outcomes=tuple((r, s) for r, s, _ in seen[-last:]),
+                   splats=() if subtest else _splats_seen(conn, cell, name))
             for (cell, name), seen in sorted(grouped.items())]
+
+
+def _splats_seen(conn: sqlite3.Connection, cell: str, test: str) -> tuple[SplatSeen, ...]:
+    """Every splat fingerprint the test ever had in this cell, over all recorded runs."""
+    rows = conn.execute(
+        "SELECT s.fingerprint, s.title, r.run_id FROM splats s JOIN runs r USING (run_key) "
+        "WHERE s.cell = ? AND s.test = ? ORDER BY r.started_epoch", (cell, test)).fetchall()
+    seen: dict[str, list[tuple[str, str]]] = {}
+    for fp, title, run_id in rows:
+        seen.setdefault(fp, []).append((run_id, title or ""))
+    return tuple(SplatSeen(fingerprint=fp, title=runs[0][1], first_run=runs[0][0],
+                           last_run=runs[-1][0], runs=len(runs))
+                 for fp, runs in seen.items())
 
 
 def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
@@ -322,10 +349,26 @@ def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
                 "ORDER BY r.started_epoch DESC LIMIT ?",
                 (c.get("cell"), t.get("name"), key, _until(doc), last)).fetchall()
             failed = [r for r, s in before if s not in PASSING]
-            out[(str(c.get("cell")), str(t.get("name")))] = (
-                f"known since {failed[-1]} ({len(failed)} of the last {len(before)} runs)"
-                if failed else "new")
+            out[(str(c.get("cell")), str(t.get("name")))] = _known(failed, len(before))
+        for t in c.get("tests", []):
+            for fp in dict.fromkeys(compare.fingerprint(s) for s in t.get("splats") or []
+                                    if not s.get("expected")):
+                # a splat is the cell's kernel's, whichever test it came up in
+                before = conn.execute(
+                    "SELECT r.run_id, EXISTS (SELECT 1 FROM splats s WHERE s.run_key = "
+                    "r.run_key AND s.cell = c.cell AND s.fingerprint = ?) FROM cells c "
+                    "JOIN runs r USING (run_key) WHERE c.cell = ? AND r.run_key != ? AND "
+                    "r.started_epoch < ? ORDER BY r.started_epoch DESC LIMIT ?",
+                    (fp, c.get("cell"), key, _until(doc), last)).fetchall()
+                out[(str(c.get("cell")), f"{t.get('name')}: splat {fp}")] = _known(
+                    [r for r, seen in before if seen], len(before))
     return out
+
+
+def _known(failed: Sequence[str], runs: int) -> str:
+    """`failed`: the runs before this one that had it, newest first."""
+    return (f"known since {failed[-1]} ({len(failed)} of the last {runs} runs)"
+            if failed else "new")
 
 
 def render(found: Sequence[Record]) -> str:
@@ -339,8 +382,11 @@ def render(found: Sequence[Record]) -> str:
                      str(r.flips), fails[0] if fails else "-", fails[-1] if fails else "-",
                      "".join("." if s in PASSING else "F" for _, s in r.outcomes)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
-                     for row in rows)
+    table = ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+             for row in rows]
+    splats = [f"  {r.cell}/{r.test}: {p.fingerprint} first in {p.first_run}, last in "
+              f"{p.last_run}, in {p.runs} runs ({p.title})" for r in found for p in r.splats]
+    return "\n".join(table + (["", "splats (every recorded run):", *splats] if splats else []))
 
 
 def to_json(found: Sequence[Record]) -> list[dict[str, Any]]:
@@ -348,7 +394,10 @@ def to_json(found: Sequence[Record]) -> list[dict[str, Any]]:
              "runs": len(r.outcomes), "passed": r.passed, "flips": r.flips,
              "first_failure": (r.failures or (None,))[0],
              "last_failure": (r.failures or (None,))[-1],
-             "outcomes": [{"run_id": run, "status": s} for run, s in r.outcomes]}
+             "outcomes": [{"run_id": run, "status": s} for run, s in r.outcomes],
+             "splats": [{"fingerprint": p.fingerprint, "title": p.title,
+                         "first_run": p.first_run, "last_run": p.last_run, "runs": p.runs}
+                        for p in r.splats]}
             for r in found]
 
 

@@ -132,10 +132,14 @@ def anchor(cell: str, test: str) -> str:
 
 
 def view(doc: Doc, logs: Mapping[tuple[str, str], str],
-         recent: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
+         recent: Mapping[tuple[str, str], str] | None = None,
+         known: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
     """What the template shows: results.json arranged for the page. `logs`: (cell, test)
     -> the test's output, when the CLI could read it; `recent`: (cell, test) -> its
-    outcomes in the last runs the history holds, oldest first (. passed, F failed)."""
+    outcomes in the last runs the history holds, oldest first (. passed, F failed);
+    `known`: (cell, test) and (cell, "test: splat FINGERPRINT") -> "new" or "known since
+    RUN ..." (history.labels)."""
+    known = known or {}
     cells = list(doc.get("cells", []))
     names: list[str] = []
     for c in cells:
@@ -157,8 +161,11 @@ def view(doc: Doc, logs: Mapping[tuple[str, str], str],
                 "expected": t.get("expected_status"), "anchor": anchor(c["cell"], t["name"]),
                 "duration": t.get("duration_s", 0), "notes": t.get("notes", []),
                 "failing": [n for n, s in leaves if s in ("FAIL", "CRASHED", "TIMEOUT")],
-                "counts": ktap.get("counts", {}), "splats": [_splat(x) for x in
-                                                             t.get("splats", [])],
+                "counts": ktap.get("counts", {}),
+                "splats": [{**_splat(x), "known": known.get(
+                    (c["cell"], f"{t['name']}: splat {compare.fingerprint(x)}"), "")}
+                    for x in t.get("splats", [])],
+                "known": known.get((c["cell"], t["name"]), ""),
                 "attempts": [a["status"] for a in t.get("attempts", [])],
                 "output": logs.get((c["cell"], t["name"]), ""),
                 "recent": (recent or {}).get((c["cell"], t["name"]), ""),
@@ -185,8 +192,9 @@ def _env() -> jinja2.Environment:
 
 
 def render(doc: Doc, logs: Mapping[tuple[str, str], str],
-           recent: Mapping[tuple[str, str], str] | None = None) -> str:
-    return _env().get_template("report.html.j2").render(**view(doc, logs, recent))
+           recent: Mapping[tuple[str, str], str] | None = None,
+           known: Mapping[tuple[str, str], str] | None = None) -> str:
+    return _env().get_template("report.html.j2").render(**view(doc, logs, recent, known))
 
 
 def render_comparison(c: compare.Comparison) -> str:

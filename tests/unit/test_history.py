@@ -239,3 +239,107 @@ def test_a_kselftest_runners_cases_are_recorded_by_their_own_names(tmp_path: Pat
     assert rec.outcomes == (("r-adhoc-broken", "XFAIL"),)
     assert found["memcg_kfuncs:case_b"].failed == 1
     assert "memcg_kfuncs" not in found  # judged by its declared case, not as a whole
+
+
+def test_concurrent_runs_and_a_merge_write_one_history(tmp_path: Path) -> None:
+    """Real harness processes at once (`run` on the fake kernel tree and the fake vng,
+    `merge` of two shards recorded elsewhere), one database: no row lost."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    fakes = Path(__file__).resolve().parents[1] / "fakes"
+    tree = tmp_path / "linux"
+    shutil.copytree(fakes / "kernel-tree", tree)
+    for step in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "b"]):
+        subprocess.run(["git", "-C", str(tree), *step], check=True, capture_output=True)
+    test = tmp_path / "fake_pass"
+    test.mkdir()
+    (test / "run.sh").write_text("echo 'TAP version 13'; echo '1..2'; echo 'ok 1 - a'; "
+                                 "echo 'ok 2 - b'\n")
+    (test / "test.toml").write_text(f'name = "fake_pass"\n[run]\ncommand = ["sh", '
+                                    f'"{test / "run.sh"}"]\ntimeout = 5\n')
+    cells = "abcd"
+    (tmp_path / "m.toml").write_text("".join(
+        f'[[cell]]\nname = "{c}"\ntier = "default"\nkernel = "git:{tree}"\n'
+        f'configs = ["{fakes / "fake.config"}"]\ntests = ["{test}"]\n\n' for c in cells))
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"),
+           "PATH": f"{fakes / 'bin'}:{os.environ['PATH']}"}
+    env.pop("FAKE_VNG", None)
+
+    def harness(*args: str, db: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "harness", *args], text=True,
+                                cwd=tmp_path, env={**env, "HARNESS_HISTORY": db},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def done(procs: list[subprocess.Popen[str]]) -> None:
+        for p in procs:
+            out = p.communicate(timeout=300)[0]
+            assert p.returncode == 0, out[-3000:]
+
+    matrix = ("--matrix", str(tmp_path / "m.toml"))
+    # the kernel into the store, and two shards recorded in another database
+    done([harness("run", *matrix, "--cell", "a", "--out", str(tmp_path / "shard-a"),
+                  db=str(tmp_path / "elsewhere.sqlite"))])
+    done([harness("run", *matrix, "--cell", "b", "--out", str(tmp_path / "shard-b"),
+                  db=str(tmp_path / "elsewhere.sqlite"))])
+    shared = str(tmp_path / "shared.sqlite")
+    done([harness("run", *matrix, "--cell", "c", "--out", str(tmp_path / "run-c"), db=shared),
+          harness("run", *matrix, "--cell", "d", "--out", str(tmp_path / "run-d"), db=shared),
+          harness("merge", str(tmp_path / "shard-a"), str(tmp_path / "shard-b"), "--out",
+                  str(tmp_path / "merged"), db=shared)])
+    with history.opened(Path(shared)) as conn:
+        ids = {json.loads((tmp_path / d / "results.json").read_text())["run_id"]
+               for d in ("run-c", "run-d", "merged")}
+        assert {r for (r,) in conn.execute("SELECT run_id FROM runs")} == ids
+        by_run = dict(conn.execute(
+            "SELECT r.run_id, group_concat(DISTINCT t.cell) FROM tests t JOIN runs r "
+            "USING (run_key) WHERE t.test = 'fake_pass' GROUP BY r.run_id"))
+        assert sorted(",".join(sorted(v.split(","))) for v in by_run.values()) == [
+            "a,b", "c", "d"]
+        assert conn.execute("SELECT count(*) FROM subtests WHERE test = 'fake_pass'"
+                            ).fetchone()[0] == 4 * 2
+
+
+def _faults(n: int, *, bug: bool) -> dict[str, Any]:
+    """The real faults run (a WARN and a BUG provoked), as the nth of a sequence; without
+    its BUG splat when `bug` is False."""
+    doc: dict[str, Any] = json.loads((GOLDEN / "faults.json").read_text())
+    doc["run_id"], doc["started"] = f"f{n}", f"2026-11-24T02:{n:02d}:00+0000"
+    for t in doc["cells"][0]["tests"]:
+        if t["name"] == "lkdtm_bug" and not bug:
+            t["splats"], t["status"] = [], "PASS"
+    return doc
+
+
+def test_each_splat_is_told_new_or_known_and_its_first_run_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_HISTORY", str(tmp_path / "h.sqlite"))
+    warn = ("6.12-faults", "lkdtm_warn: splat WARNING:lkdtm_WARNING:WARNING: CPU PID at "
+                           "bugs.c lkdtm_WARNING")
+    bug = ("6.12-faults", "lkdtm_bug: splat BUG:lkdtm_BUG:kernel BUG at bugs.c!")
+    told = []
+    docs = [_faults(1, bug=True), _faults(2, bug=False), _faults(3, bug=True)]
+    with history.opened() as conn:
+        for doc in docs:
+            told.append(history.labels(conn, doc))
+            history.record(conn, doc)
+        [rec] = history.records(conn, "lkdtm_bug")
+    assert (told[0][warn], told[0][bug]) == ("new", "new")
+    assert told[1][warn] == "known since f1 (1 of the last 1 runs)" and bug not in told[1]
+    assert told[2][bug] == "known since f1 (1 of the last 2 runs)"
+    assert told[2][warn] == "known since f1 (2 of the last 2 runs)"
+    [seen] = rec.splats
+    assert (seen.first_run, seen.last_run, seen.runs) == ("f1", "f3", 2)
+    assert "lkdtm_bug: BUG:lkdtm_BUG" in history.render([rec])
+    assert history.to_json([rec])[0]["splats"][0]["first_run"] == "f1"
+    # the report of the third run says so beside the test and beside the splat
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text(json.dumps(docs[2]))
+    assert cli.main(["report", str(run_dir)]) == 0
+    page = (run_dir / "report" / "index.html").read_text()
+    assert "history: known since f1 (1 of the last 2 runs)" in page
+    assert "&middot; history: known since f1 (2 of the last 2 runs)" in page
