@@ -56,6 +56,20 @@ bool bu_has_func(const char *name)
 	return btf && btf__find_by_name_kind(btf, name, BTF_KIND_FUNC) >= 0;
 }
 
+long long bu_enum_value(const char *type, const char *name)
+{
+	struct btf *btf = vmlinux_btf();
+	int id = btf ? btf__find_by_name_kind(btf, type, BTF_KIND_ENUM) : -1;
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	const struct btf_enum *e = t ? btf_enum(t) : NULL;
+	int i;
+
+	for (i = 0; e && i < btf_vlen(t); i++, e++)
+		if (!strcmp(btf__name_by_offset(btf, e->name_off), name))
+			return e->val;
+	return -1;
+}
+
 bool bu_has_tracepoint(const char *name)
 {
 	struct btf *btf = vmlinux_btf();

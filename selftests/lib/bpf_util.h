@@ -27,6 +27,8 @@ void bu_print_log(void);
  * else a reason naming the first one missing, valid until the next call */
 const char *bu_missing_funcs(const char *const *names);
 bool bu_has_func(const char *name);
+/* the value of enumerator @name of enum @type in the kernel's BTF; -1 if absent */
+long long bu_enum_value(const char *type, const char *name);
 /* does the kernel's BTF have the tracepoint @name (for tp_btf programs) */
 bool bu_has_tracepoint(const char *name);
 /*

@@ -1,27 +1,32 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Shared between memcg_kfuncs_bench.bpf.c and memcg_kfuncs_bench.c: the
- * fields a monitoring agent reads from memory.stat, and the binary record
- * the iterator produces per cgroup.  Only slot numbers are shared; the BPF
- * program uses the enum constants of the kernel it is compiled against.
+ * binary record the programs produce per cgroup, and the items they read.
+ * Userspace fills the item list from memory.stat's own keys and the kernel's
+ * BTF before the first read, so the programs read every item memory.stat
+ * prints, on any kernel, in the order it prints them.
  */
 #ifndef MEMCG_KFUNCS_BENCH_H
 #define MEMCG_KFUNCS_BENCH_H
 
-/* X(key in memory.stat, the bpf_mem_cgroup_* kfunc reading it, its item) */
-#define MB_FIELDS(X)								\
-	X(anon, page_state, NR_ANON_MAPPED) X(file, page_state, NR_FILE_PAGES)	\
-	X(kernel, page_state, MEMCG_KMEM) X(shmem, page_state, NR_SHMEM)	\
-	X(file_mapped, page_state, NR_FILE_MAPPED)				\
-	X(workingset_refault_anon, page_state, WORKINGSET_REFAULT_ANON)	\
-	X(pgfault, vm_events, PGFAULT) X(pgmajfault, vm_events, PGMAJFAULT)
-#define MB_SLOT(key, ...) B_##key,
-enum mb_field { MB_FIELDS(MB_SLOT) NR_BFIELDS };
+/* kfunc reads per record: memory.stat prints about 60 items on 6.12 (a few
+ * of them, e.g. slab and pgscan, the sum of two or three counters) */
+#define MB_MAX_ITEMS 128
+
+enum mb_kind {
+	MB_PAGE_STATE,		/* bpf_mem_cgroup_page_state() */
+	MB_VM_EVENTS,		/* bpf_mem_cgroup_vm_events() */
+};
 
 struct mb_rec {
 	__u64 id;		/* cgrp->kn->id == st_ino of the cgroup directory */
-	__s64 flush_ret;	/* bpf_memcg_flush_stats() */
-	__s64 val[NR_BFIELDS];	/* as memory.stat shows them */
+	__s64 flush_ret;	/* -2: the cgroup has no memcg */
+	__s64 val[MB_MAX_ITEMS];	/* item i as the kfunc returns it */
+};
+
+/* where a program's time goes, summed over its runs while profile is set */
+struct mb_prof {
+	__u64 runs, get_ns, flush_ns, read_ns, put_ns;
 };
 
 enum mb_mode {
@@ -30,6 +35,6 @@ enum mb_mode {
 };
 
 /* capacity of recs[]: the most cgroups one DESCENDANTS_PRE walk reports */
-#define MB_MAX_TREE 4096
+#define MB_MAX_TREE 1024
 
 #endif /* MEMCG_KFUNCS_BENCH_H */
