@@ -9,6 +9,7 @@
       test_progs/, perf/, vmlinux-h/, kselftests/, kselftest-build/: other test builds
       rootfs/<arch>-<key>/   a guest root for another arch (rootfs.py)
       ccache/                CCACHE_DIR
+      results/<run id>/      runs started inside a kernel tree without --out
       kvm-verdict.json       accel probe verdict per (host kernel, qemu version)
       locks/                 one lock file per build directory
 """
@@ -39,6 +40,24 @@ def touch(entry: Path) -> None:
     # gone or read-only: eviction then judges it by the time it was built
     with contextlib.suppress(OSError):
         os.utime(entry)
+
+
+def is_kernel_tree(top: Path) -> bool:
+    """A Linux source tree: Kconfig, kernel/, and a top Makefile that sets VERSION."""
+    makefile = top / "Makefile"
+    if not ((top / "Kconfig").is_file() and (top / "kernel").is_dir() and makefile.is_file()):
+        return False
+    with makefile.open(errors="replace") as f:
+        return any(line.startswith("VERSION =") for line, _ in zip(f, range(20), strict=False))
+
+
+def results_root(start: Path) -> Path:
+    """Where runs go without --out: results/ in `start`, except inside a kernel source tree,
+    which the harness never writes to: then the cache's results/."""
+    here = start.resolve()
+    if any(is_kernel_tree(d) for d in (here, *here.parents)):
+        return cache_root() / "results"
+    return here / "results"
 
 
 def build_dir(worktree: Path) -> Path:

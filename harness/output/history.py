@@ -12,9 +12,11 @@ fix, and the run's results.json stands.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness import target
 from harness.base import paths
 from harness.base.errors import EnvironmentProblem
 from harness.output import compare
@@ -159,6 +162,29 @@ def _until(doc: Mapping[str, Any]) -> float:
     return _epoch(str(doc.get("started") or "")) or float("inf")
 
 
+def cell_key(c: Mapping[str, Any]) -> str:
+    """The name a cell's results are kept under. A matrix cell is its name (its definition
+    is what it tests); an ad-hoc cell ("adhoc", "adhoc-N") is named by what it was asked
+    to test: the kernel spec, the patches applied (how many, a hash of their names), the
+    config fragments and the target when not the defaults. Runs of other series are then
+    other records, and a run of your tree (git:PATH) continues its record as HEAD moves."""
+    name = str(c.get("cell"))
+    if not re.fullmatch(r"adhoc(-\d+)?", name):
+        return name
+    parts = [str(c.get("kernel") or "?")]
+    patches = [str(p.get("name")) for p in c.get("patches") or [] if isinstance(p, dict)]
+    if patches:
+        digest = hashlib.sha1("\n".join(patches).encode()).hexdigest()[:8]
+        parts.append(f"{len(patches)} patches {digest}")
+    fragments = [Path(str(f)).stem for f in (c.get("config") or {}).get("fragments") or []]
+    if fragments and fragments != ["base"]:
+        parts.append("config " + "+".join(fragments))
+    for key, default in (("arch", target.DEFAULT_ARCH), ("toolchain", target.DEFAULT_TOOLCHAIN)):
+        if c.get(key) and c.get(key) != default:
+            parts.append(str(c.get(key)))
+    return "adhoc " + ", ".join(parts)
+
+
 def run_key(doc: Mapping[str, Any]) -> str:
     return f"{doc.get('run_id') or 'run'}@{doc.get('started') or ''}"
 
@@ -180,7 +206,7 @@ def record(conn: sqlite3.Connection, doc: Mapping[str, Any]) -> bool:
         json.dumps(host, sort_keys=True) if isinstance(host, dict) else str(host),
         json.dumps(doc.get("command") or []), time.strftime("%Y-%m-%dT%H:%M:%S%z")))
     for c in doc.get("cells", []):
-        cell = str(c.get("cell"))
+        cell = cell_key(c)
         conn.execute("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
             key, cell, c.get("kernel"), c.get("kernel_version"), c.get("source"),
             c.get("package_version"), c.get("arch"), c.get("toolchain"), c.get("status"),
@@ -336,7 +362,8 @@ def _splats_seen(conn: sqlite3.Connection, cell: str, test: str) -> tuple[SplatS
 def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
            ) -> dict[tuple[str, str], str]:
     """(cell, test) -> "new" or "known since RUN (N of the last M runs)" for each failing
-    test of this run, judged by the runs recorded before it (this one left out)."""
+    test of this run, judged by the runs of the same cell (cell_key) recorded before it
+    (this one left out); (cell, "test: splat FINGERPRINT") the same for each splat."""
     key = run_key(doc)
     out: dict[tuple[str, str], str] = {}
     for c in doc.get("cells", []):
@@ -347,7 +374,7 @@ def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
                 "SELECT r.run_id, t.status FROM tests t JOIN runs r USING (run_key) "
                 "WHERE t.cell = ? AND t.test = ? AND r.run_key != ? AND r.started_epoch < ? "
                 "ORDER BY r.started_epoch DESC LIMIT ?",
-                (c.get("cell"), t.get("name"), key, _until(doc), last)).fetchall()
+                (cell_key(c), t.get("name"), key, _until(doc), last)).fetchall()
             failed = [r for r, s in before if s not in PASSING]
             out[(str(c.get("cell")), str(t.get("name")))] = _known(failed, len(before))
         for t in c.get("tests", []):
@@ -359,7 +386,7 @@ def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
                     "r.run_key AND s.cell = c.cell AND s.fingerprint = ?) FROM cells c "
                     "JOIN runs r USING (run_key) WHERE c.cell = ? AND r.run_key != ? AND "
                     "r.started_epoch < ? ORDER BY r.started_epoch DESC LIMIT ?",
-                    (fp, c.get("cell"), key, _until(doc), last)).fetchall()
+                    (fp, cell_key(c), key, _until(doc), last)).fetchall()
                 out[(str(c.get("cell")), f"{t.get('name')}: splat {fp}")] = _known(
                     [r for r, seen in before if seen], len(before))
     return out
@@ -501,7 +528,7 @@ def strips(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
             rows = conn.execute(
                 "SELECT t.status FROM tests t JOIN runs r USING (run_key) WHERE t.cell = ? "
                 "AND t.test = ? AND r.started_epoch <= ? ORDER BY r.started_epoch DESC "
-                "LIMIT ?", (c.get("cell"), t.get("name"), until, last)).fetchall()
+                "LIMIT ?", (cell_key(c), t.get("name"), until, last)).fetchall()
             if rows:
                 out[(str(c.get("cell")), str(t.get("name")))] = "".join(
                     "." if s in PASSING else "F" for (s,) in reversed(rows))

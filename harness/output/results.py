@@ -494,9 +494,10 @@ def prepare_out(out: Path, *, marker: str = "results.json") -> None:
 
 
 def out_dir(out: Path | None, kind: str = "", *, marker: str = "results.json") -> Path:
-    """--out, else results/[KIND-]<run id>; prepared (prepare_out): new, empty, or an
-    earlier run's of this kind, emptied."""
-    path = (out or Path("results") / f"{kind + '-' if kind else ''}{new_run_id()}").resolve()
+    """--out, else results/[KIND-]<run id> (paths.results_root: never inside a kernel
+    tree); prepared (prepare_out): new, empty, or an earlier run's of this kind, emptied."""
+    path = (out or paths.results_root(Path.cwd()) /
+            f"{kind + '-' if kind else ''}{new_run_id()}").resolve()
     prepare_out(path, marker=marker)
     log.info("results: %s", path)
     return path

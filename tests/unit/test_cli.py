@@ -298,3 +298,34 @@ def test_every_command_ends_its_help_with_examples_that_parse() -> None:
         assert "examples:" in (sub.choices[name].epilog or ""), name
         for example in examples:
             cli.parse_args(shlex.split(example)[1:])  # exits (a test error) if refused
+
+
+def test_a_run_inside_a_kernel_tree_writes_nothing_into_it(tmp_path: Path) -> None:
+    """Your tree by default, and its results in the cache, not in the tree (the fake kernel
+    tree and the fake vng: tests/fakes)."""
+    import shutil
+
+    fakes = REPO / "tests" / "fakes"
+    tree = tmp_path / "linux"
+    shutil.copytree(fakes / "kernel-tree", tree)
+    for step in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "b"]):
+        subprocess.run(["git", "-C", str(tree), *step], check=True, capture_output=True)
+    test = tmp_path / "t"
+    test.mkdir()
+    (test / "test.toml").write_text('name = "t"\n[run]\ncommand = ["sh", "-c", "echo \'TAP '
+                                    'version 13\'; echo 1..1; echo ok 1 - a"]\ntimeout = 5\n')
+    cache = tmp_path / "cache"
+    ran = subprocess.run([sys.executable, "-m", "harness", "run", "--config",
+                          str(fakes / "fake.config"), "--test", str(test)],
+                         cwd=tree / "kernel", text=True, capture_output=True, timeout=300,
+                         env={**os.environ, "HARNESS_CACHE": str(cache),
+                              "PATH": f"{fakes / 'bin'}:{os.environ['PATH']}",
+                              "HARNESS_HISTORY": str(tmp_path / "h.sqlite")})
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert f"testing your tree {tree}" in ran.stdout
+    [run_dir] = (cache / "results").iterdir()
+    assert f"results: {run_dir / 'results.json'}" in ran.stdout
+    status = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--ignored"],
+                            text=True, capture_output=True, check=True).stdout
+    assert status == "", status

@@ -343,3 +343,35 @@ def test_each_splat_is_told_new_or_known_and_its_first_run_kept(
     page = (run_dir / "report" / "index.html").read_text()
     assert "history: known since f1 (1 of the last 2 runs)" in page
     assert "&middot; history: known since f1 (2 of the last 2 runs)" in page
+
+
+def test_ad_hoc_runs_of_other_series_are_other_records(tmp_path: Path) -> None:
+    """Every ad-hoc run is cell "adhoc": its record is kept under what it tested, so a
+    deliberately broken series after runs of the good one is a new failure of its own
+    record, not a flip or an intermittent failure of the good one's."""
+    broken = _broken()
+    good = copy.deepcopy(broken)
+    cell = good["cells"][0]
+    cell["patches"] = [p for p in cell["patches"] if "BROKEN" not in p["name"]]
+    for t in cell["tests"]:
+        t["status"] = "PASS"
+    docs = []
+    for n, doc in enumerate((good, good, broken), start=1):
+        one = copy.deepcopy(doc)
+        one["run_id"], one["started"] = f"r{n}", f"2026-11-24T03:{n:02d}:00+0000"
+        docs.append(one)
+    with history.opened(tmp_path / "h.sqlite") as conn:
+        for doc in docs[:2]:
+            history.record(conn, doc)
+        told = history.labels(conn, docs[2])
+        history.record(conn, docs[2])
+        found = history.records(conn, "memcg_kfuncs")
+        flaky = history.flakes(conn, [])
+    assert told[("adhoc", "memcg_kfuncs")] == "new"
+    assert sorted((r.cell, r.passed, len(r.outcomes), r.flips) for r in found) == [
+        ("adhoc debian:6.12, 4 patches " + history.cell_key(good["cells"][0])[-8:], 2, 2, 0),
+        (history.cell_key(broken["cells"][0]), 0, 1, 0)]
+    assert history.cell_key(broken["cells"][0]).startswith("adhoc debian:6.12, 5 patches ")
+    assert not [f for f in flaky if f.test == "memcg_kfuncs"]
+    # a matrix cell is its name, whatever it applies
+    assert history.cell_key({"cell": "6.12", "kernel": "debian:6.12"}) == "6.12"

@@ -18,8 +18,9 @@ from pathlib import Path
 from harness.base import paths
 from harness.base.gitcmd import git, git_run
 from harness.base.model import KernelSpec, PreparedSource, SourceKind
+from harness.base.paths import is_kernel_tree
 from harness.kernel.sources import debian, gittree, image, tarball
-from harness.kernel.sources.base import Kind, SourceError, is_kernel_tree, locked
+from harness.kernel.sources.base import Kind, SourceError, locked
 from harness.kernel.sources.debian import debian_package_version
 
 __all__ = ["KINDS", "Kind", "SourceError", "base_name", "debian_package_version",

@@ -58,15 +58,6 @@ class Kind(Protocol):
         ...
 
 
-def is_kernel_tree(top: Path) -> bool:
-    """A Linux source tree: Kconfig, kernel/, and a top Makefile that sets VERSION."""
-    makefile = top / "Makefile"
-    if not ((top / "Kconfig").is_file() and (top / "kernel").is_dir() and makefile.is_file()):
-        return False
-    with makefile.open(errors="replace") as f:
-        return any(line.startswith("VERSION =") for line, _ in zip(f, range(20), strict=False))
-
-
 @contextmanager
 def locked(name: str, *, wait_message: str) -> Iterator[None]:
     """An exclusive lock on a cache resource; waits (saying so) if another run holds it."""

@@ -13,7 +13,8 @@ from pathlib import Path
 from harness.base import paths
 from harness.base.gitcmd import git
 from harness.base.model import KernelSpec, PreparedSource, SourceKind
-from harness.kernel.sources.base import SourceError, import_tarball, is_kernel_tree, locked
+from harness.base.paths import is_kernel_tree
+from harness.kernel.sources.base import SourceError, import_tarball, locked
 
 _SUFFIX = re.compile(r"\.tar(?:\.[a-z0-9]+)?$|\.t[gbx]z$")
 
