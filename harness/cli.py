@@ -299,6 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
     mu.add_argument("--out", type=Path, metavar="DIR",
                     help="results directory (default results/mutate-<timestamp>)")
 
+    why = sub.add_parser("explain", help="why a run failed, from its results: per cell its "
+                        "error and patches, per failing test its reason, failing checks, "
+                        "splats, whether the history knew it, and the end of its output")
+    why.add_argument("run", metavar="RUN[:CELL]", help="a run directory (or its "
+                     "results.json), or one cell of it")
+    why.add_argument("--json", action="store_true", help="the same as JSON")
     rep = sub.add_parser("report", help="a static HTML page of a run: the matrix grid, "
                          "details, splats, features, patches, benchmark plots")
     rep.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
@@ -453,6 +459,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "compare": ("harness compare results/A results/B --markdown diff.md",),
     "bisect": ("harness bisect --series memcg-kfuncs-broken --test memcg_kfuncs",),
     "mutate": ("harness mutate --series memcg-kfuncs --max 20",),
+    "explain": ("harness explain results/RUN", "harness explain results/RUN:6.12 --json"),
     "report": ("harness report results/RUN",),
     "history": ("harness history memcg_kfuncs --last 20", "harness history --flakes",
                 "harness history import results/RUN"),
@@ -547,6 +554,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return runs.compare(runs.CompareRequest(before=args.before, after=args.after,
                                             json=args.json, markdown=args.markdown,
                                             html=args.html))
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    return runs.explain_command(args.run, as_json=args.json)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -687,7 +698,8 @@ def main(argv: list[str] | None = None) -> int:
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
         "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
-        "bisect": cmd_bisect, "report": cmd_report, "shell": cmd_shell, "cache": cmd_cache,
+        "bisect": cmd_bisect, "report": cmd_report, "explain": cmd_explain,
+        "shell": cmd_shell, "cache": cmd_cache,
         "merge": cmd_merge, "ci": cmd_ci, "export": cmd_export, "history": cmd_history,
         "mcp": cmd_mcp}
     try:

@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 JOB_COMMANDS = ("run", "bisect", "check", "parse")  # what `start` may run
 RESULT_FILES = ("results.json", "bisect.json", "check.json")  # what each writes
-TAIL_BYTES = 4000  # of each failing test's output, in `explain`
-PASSING = ("PASS", "XFAIL", "SKIP", "DONE")
 
 
 JOB_TIMEOUT_S = 6 * 3600  # a job's whole command, as proc.run bounds every process
@@ -71,35 +69,6 @@ class Job:
                 "results": str(found) if found else None, "log": str(self.log)}
 
 
-def explain(run: str) -> dict[str, Any]:
-    """A run's failures, from its results.json: per cell its status and error (cause and
-    fix), per failing test its status, reason, failing checks, splats (with where the
-    kernel says they happened) and the end of its output."""
-    doc, only, file = results.load_run(run)
-    tails = results.log_tails(doc, file.parent, cap=TAIL_BYTES)
-    cells = []
-    for c in doc["cells"]:
-        if only and c["cell"] != only:
-            continue
-        failing = []
-        for t in c.get("tests", []):
-            if t.get("status") in PASSING:
-                continue
-            ktap = t.get("ktap") or {}
-            failing.append({
-                "test": t["name"], "status": t.get("status"), "reason": t.get("reason"),
-                "failing_checks": [s["name"] for s in ktap.get("subtests") or []
-                                   if s.get("status") not in PASSING],
-                "splats": [{"title": s.get("title"), "function": s.get("function"),
-                            "where": s.get("where")} for s in t.get("splats") or []],
-                "output_tail": tails.get((c["cell"], t["name"]), "")})
-        cells.append({"cell": c["cell"], "status": c.get("status"),
-                      "kernel": c.get("kernel_version"), "error": c.get("error") or "",
-                      "failing": failing})
-    return {"run": str(file.parent), "status": doc.get("status"),
-            "exit_code": doc.get("exit_code"), "cells": cells}
-
-
 def build(jobs_root: Path | None = None) -> MCPServer:
     """The server and its tools (the SDK imported here: it is an optional extra)."""
     try:
@@ -119,9 +88,9 @@ def build(jobs_root: Path | None = None) -> MCPServer:
             raise EnvironmentProblem(f"no job {job_id}", fix="start one: the start tool")
         return jobs[job_id]
 
-    @server.tool(name="explain", description=explain.__doc__)
+    @server.tool(name="explain", description=runs.explain.__doc__)
     def explain_run(run: str) -> dict[str, Any]:
-        return _told(lambda: explain(run))
+        return _told(lambda: runs.explain(run))
 
     @server.tool(description="Each test's record over the last runs (pass rate, flips, "
                              "first and last failure): a cell, a test or TEST:SUBTEST.")

@@ -150,6 +150,83 @@ def _tell_history(doc: dict[str, Any]) -> None:
             print(f"  {cell}/{test}: {label}")
 
 
+TAIL_BYTES = 4000  # of each failing test's output, in `explain`
+SHOWN_LINES = 12  # of that tail, on the terminal
+EXPLAINED_OK = ("PASS", "XFAIL", "SKIP", "DONE")  # statuses explain leaves out
+
+
+def explain(run: str) -> dict[str, Any]:
+    """A run's failures, from its results.json: per cell its status, error (cause and
+    fix) and the patches it applied; per failing test its status, reason, failing checks,
+    splats (with where the kernel says they happened), whether the history knew it, and
+    the end of its output."""
+    doc, only, file = results.load_run(run)
+    tails = results.log_tails(doc, file.parent, cap=TAIL_BYTES)
+    _recent, known = _memory(doc)
+    cells = []
+    for c in doc["cells"]:
+        if only and c["cell"] != only:
+            continue
+        failing = []
+        for t in c.get("tests", []):
+            if t.get("status") in EXPLAINED_OK:
+                continue
+            ktap = t.get("ktap") or {}
+            failing.append({
+                "test": t["name"], "status": t.get("status"), "reason": t.get("reason"),
+                "declared": t.get("expected_status") == t.get("status"),
+                "failing_checks": [s["name"] for s in ktap.get("subtests") or []
+                                   if s.get("status") not in EXPLAINED_OK],
+                "splats": [{"title": s.get("title"), "function": s.get("function"),
+                            "where": s.get("where")} for s in t.get("splats") or []],
+                "history": known.get((c["cell"], t["name"]), ""),
+                "output_tail": tails.get((c["cell"], t["name"]), "")})
+        cells.append({"cell": c["cell"], "status": c.get("status"),
+                      "kernel": c.get("kernel_version"), "error": c.get("error") or "",
+                      "patches": [{"name": p.get("name"), "state": p.get("state")}
+                                  for p in c.get("patches") or []],
+                      "failing": failing})
+    return {"run": str(file.parent), "status": doc.get("status"),
+            "exit_code": doc.get("exit_code"), "cells": cells}
+
+
+def explain_command(run: str, *, as_json: bool) -> int:
+    """`harness explain RUN[:CELL]`: why it failed, on the terminal (or as JSON). Exit 0
+    when it could be read."""
+    told = explain(run)
+    if as_json:
+        print(json.dumps(told, indent=2))
+        return 0
+    print(f"run {told['run']}: {told['status']} (exit {told['exit_code']})")
+    for c in told["cells"]:
+        print(f"\n== {c['cell']} [{c['kernel'] or '?'}] {c['status']}")
+        if c["error"]:
+            print("   " + c["error"].replace("\n", "\n   "))
+        if c["patches"]:
+            print(f"   patches ({len(c['patches'])}):")
+            for p in c["patches"]:
+                print(f"      {p['name']}" + ("" if p["state"] == "applied" else
+                                              f" ({p['state']})"))
+        for t in c["failing"]:
+            print(f"   {t['test']}  {t['status']}" +
+                  (" (as the cell declares)" if t["declared"] else "") +
+                  (f": {t['reason']}" if t["reason"] else ""))
+            if t["history"]:
+                print(f"      history: {t['history']}")
+            if t["failing_checks"]:
+                print("      failing checks: " + ", ".join(t["failing_checks"]))
+            for s in t["splats"]:
+                where = f" ({s['where']})" if s["where"] else ""
+                print(f"      splat: {s['title']} in {s['function'] or '?'}(){where}")
+            tail = t["output_tail"].rstrip("\n").splitlines()[-SHOWN_LINES:]
+            if tail:
+                print("      output, last lines:")
+                print("\n".join(f"        {line}" for line in tail))
+        if not c["failing"] and not c["error"]:
+            print("   nothing failed")
+    return 0
+
+
 def report_page(run: str, out: Path | None = None) -> Path:
     """A run's HTML page, with what the history says of it, into `out` (default:
     RUN/report); its path."""

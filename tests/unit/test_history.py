@@ -375,3 +375,23 @@ def test_ad_hoc_runs_of_other_series_are_other_records(tmp_path: Path) -> None:
     assert not [f for f in flaky if f.test == "memcg_kfuncs"]
     # a matrix cell is its name, whatever it applies
     assert history.cell_key({"cell": "6.12", "kernel": "debian:6.12"}) == "6.12"
+
+
+def test_explain_tells_why_a_run_failed_on_the_terminal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`harness explain` on the real run of the broken series: its failing checks, the
+    patches it applied (the broken one among them), and "new" from the history."""
+    monkeypatch.setenv("HARNESS_HISTORY", str(tmp_path / "h.sqlite"))
+    with history.opened() as conn:
+        history.record(conn, _as_run(_broken(), 1, "PASS"))
+    assert cli.main(["explain", str(GOLDEN / "adhoc-memcg-kfuncs-broken.json")]) == 0
+    out = capsys.readouterr().out
+    assert "memcg_kfuncs  FAIL" in out
+    assert "failing checks: parent_matches_memory_stat, parent_includes_child" in out
+    assert "0005-mm-DELIBERATELY-BROKEN-non-hierarchical-node-stats-i.patch" in out
+    assert "history: new" in out
+    assert cli.main(["explain", str(GOLDEN / "faults.json"), "--json"]) == 0
+    told = json.loads(capsys.readouterr().out)
+    hang = next(t for t in told["cells"][0]["failing"] if t["test"] == "hang")
+    assert hang["status"] == "TIMEOUT" and hang["declared"] is True
