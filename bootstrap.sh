@@ -37,6 +37,7 @@ if [ ! -x .venv/bin/python ] || [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
 	.venv/bin/pip install -q --upgrade pip >&2
 	.venv/bin/pip install -q -e '.[test]' tox >&2
 	echo "$want" > $stamp
+	say "ready: .venv/bin/harness (or '. .venv/bin/activate' to call it harness); next: .venv/bin/harness run"
 fi
 [ $# -gt 0 ] && exec "$@"
 exit 0

@@ -125,8 +125,14 @@ def choose_accel(requested: Accel, kernel: Path, *, log_path: Path | None = None
     if requested is Accel.KVM:
         raise BootError(f"--accel kvm requested but KVM does not work here: {verdict.reason}; "
                         "fix: use --accel tcg (or auto)")
-    note = " (cached verdict)" if verdict.cached else ""
-    log.warning("KVM unusable: %s%s; using TCG (slower)", verdict.reason, note)
+    # one line on the terminal (results.json keeps the whole reason); a verdict this host
+    # already gave is no news, so it is told quietly
+    first = verdict.reason.splitlines()[0][:160] if verdict.reason else "?"
+    if verdict.cached:
+        log.info("KVM unusable here (cached verdict: %s); TCG", first)
+    else:
+        log.warning("KVM unusable here: %s; using TCG, slower (--accel tcg skips this probe)",
+                    first)
     return Accel.TCG, f"KVM unusable: {verdict.reason}; TCG"
 
 

@@ -57,3 +57,26 @@ def test_the_docs_build_in_strict_mode(tmp_path: Path) -> None:
                            str(tmp_path / "site")], cwd=REPO, text=True, capture_output=True,
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_the_example_selftest_in_the_docs_is_one_the_harness_takes(tmp_path: Path) -> None:
+    """docs/selftests.md's complete example (test.toml and C), read as a test the way a run
+    reads it (it ran for real on 6.12 + memcg-kfuncs: 3 checks, PASS)."""
+    import shutil
+
+    from harness import testkinds
+
+    text = (REPO / "docs" / "selftests.md").read_text()
+    toml = re.search(r'```toml\n(name = "hello_cgroup".*?)```', text, re.S)
+    source = re.search(r"```c\n(// SPDX.*?)```", text, re.S)
+    assert toml and source
+    tests = tmp_path / "selftests"
+    shutil.copytree(REPO / "selftests" / "lib", tests / "lib")
+    (tests / "hello_cgroup").mkdir()
+    (tests / "hello_cgroup" / "test.toml").write_text(toml.group(1))
+    (tests / "hello_cgroup" / "hello_cgroup.c").write_text(source.group(1))
+    ref = testkinds.resolve(str(tests / "hello_cgroup"))
+    assert ref.name == "hello_cgroup" and ref.requires == ("cgroup",)
+    checks = re.findall(r"CHECK\((\w+)", source.group(1))
+    assert checks == ["root_found", "child_made_and_removed", "cleanup"]
+    assert all(f"static int check_{c}(void)" in source.group(1) for c in checks)
