@@ -19,7 +19,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,12 +31,13 @@ from harness.base import paths
 from harness.base.errors import EnvironmentProblem
 from harness.output import compare
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
 PASSING = ("PASS", "XFAIL", "SKIP")  # what a later failure is not "known" from
 
-# Each migration takes the database from the version before it to its own.
-MIGRATIONS: tuple[str, ...] = (
+# Each migration takes the database from the version before it to its own: SQL, or a
+# function for what SQL cannot compute.
+MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     """
     CREATE TABLE runs (
         run_key TEXT PRIMARY KEY,   -- run_id and start: one per results.json
@@ -68,6 +69,8 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_key, cell, test, metric));
     CREATE INDEX tests_by_name ON tests (test, cell);
     """,
+    # 2: ad-hoc cells kept under what they tested (cell_key), not all as "adhoc"
+    lambda conn: _rekey_ad_hoc(conn),
 )
 
 
@@ -135,9 +138,13 @@ def _migrate(conn: sqlite3.Connection, where: Path) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for number in range(_version(conn, where) + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[number - 1].split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                step = MIGRATIONS[number - 1]
+                if callable(step):
+                    step(conn)
+                else:
+                    for statement in step.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {number}")
             conn.execute("COMMIT")
         except BaseException:
@@ -183,6 +190,19 @@ def cell_key(c: Mapping[str, Any]) -> str:
         if c.get(key) and c.get(key) != default:
             parts.append(str(c.get(key)))
     return "adhoc " + ", ".join(parts)
+
+
+def _rekey_ad_hoc(conn: sqlite3.Connection) -> None:
+    """Every ad-hoc cell's rows renamed to its cell_key, from what the cells table kept."""
+    rows = conn.execute("SELECT run_key, cell, kernel, patches, config, arch, toolchain "
+                        "FROM cells WHERE cell = 'adhoc' OR cell LIKE 'adhoc-%'").fetchall()
+    for run, cell, kernel, patches, config, arch, toolchain in rows:
+        key = cell_key({"cell": cell, "kernel": kernel, "arch": arch, "toolchain": toolchain,
+                        "patches": [{"name": n} for n in json.loads(patches or "[]")],
+                        "config": {"fragments": json.loads(config or "[]")}})
+        for table in ("cells", "tests", "subtests", "splats", "metrics"):
+            conn.execute(f"UPDATE {table} SET cell = ? WHERE run_key = ? AND cell = ?",
+                         (key, run, cell))
 
 
 def run_key(doc: Mapping[str, Any]) -> str:

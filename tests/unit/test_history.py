@@ -109,7 +109,9 @@ def _write(args: tuple[str, int]) -> None:
 
 def test_parallel_writers_lose_no_row(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
-    with multiprocessing.get_context("fork").Pool(4) as pool:
+    # spawned, not forked: a child forked from a process that has used SQLite inherits its
+    # table of file locks, and the inode of a removed earlier database may be this one's
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
         pool.map(_write, [(str(db), n) for n in range(1, 25)])
     with history.opened(db) as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 24
@@ -395,3 +397,34 @@ def test_explain_tells_why_a_run_failed_on_the_terminal(
     told = json.loads(capsys.readouterr().out)
     hang = next(t for t in told["cells"][0]["failing"] if t["test"] == "hang")
     assert hang["status"] == "TIMEOUT" and hang["declared"] is True
+
+
+def test_a_version_1_database_is_migrated_forward(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Version 1 kept every ad-hoc run as cell "adhoc"; opening it renames those rows to
+    what each run tested, once, and keeps matrix cells as they were."""
+    db = tmp_path / "h.sqlite"
+    doc = _broken()
+    matrix_run = _faults(1, bug=True)
+    with closing_db(db) as conn:
+        first = history.MIGRATIONS[0]
+        assert isinstance(first, str)
+        conn.executescript(first)
+        conn.execute("PRAGMA user_version = 1")
+        with monkeypatch.context() as m:
+            m.setattr(history, "cell_key", lambda c: str(c.get("cell")))
+            history.record(conn, doc)
+            history.record(conn, matrix_run)
+        conn.commit()
+    with history.opened(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == history.SCHEMA_VERSION
+        cells = {c for (c,) in conn.execute("SELECT DISTINCT cell FROM tests")}
+        [rec] = history.records(conn, "memcg_kfuncs")
+    assert cells == {history.cell_key(doc["cells"][0]), "6.12-faults"}
+    assert rec.cell.startswith("adhoc debian:6.12, 5 patches ")
+
+
+def closing_db(path: Path) -> Any:
+    from contextlib import closing
+
+    return closing(sqlite3.connect(path))
