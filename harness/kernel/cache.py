@@ -65,7 +65,7 @@ from harness.kernel import build
 log = logging.getLogger(__name__)
 
 USE_FILE = ".harness-use.json"
-SIZES_FILE = "sizes.json"  # path -> [last use seen, when measured, bytes]
+SIZES_FILE = "sizes.json"  # path -> [last write seen, when measured, bytes]
 SIZE_TTL_S = 3600.0  # a remembered size older than this is measured again
 DEFAULT_MAX = "40G"
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)i?B?", re.IGNORECASE)
@@ -145,9 +145,12 @@ def _alone() -> Iterator[bool]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _size(path: Path) -> int:
+def _size(path: Path, *, without: str = "") -> int:
+    """Bytes on disk under path, leaving out its top-level directory `without`."""
     total = 0
-    for root, _dirs, files in os.walk(path):
+    for root, dirs, files in os.walk(path):
+        if without and root == str(path) and without in dirs:
+            dirs.remove(without)
         for f in files:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, f)).st_blocks * 512
@@ -171,19 +174,25 @@ def _kernel_for(entry: Path) -> str:
 
 
 def _last_built(entry: Path) -> float:
-    """When a build last wrote into this entry (a worktree's build directory and its
-    products; the entry itself): a build that noted no use still changes its size."""
+    """When a build or a fetch last wrote into this entry (a worktree's build directory
+    and its products; a repository's object store): what changes an entry's size. A use
+    alone (a kernel booted, a series checked out again, the use file written into the
+    entry) does not; an entry none of these exist in (a stored kernel, a test build) is
+    written once."""
     newest = 0.0
-    for p in (entry, entry / ".harness-build", entry / ".harness-build" / "vmlinux",
-              entry / ".harness-build" / ".config", entry / ".harness-build" / "tools"):
+    for p in (entry / ".harness-build", entry / ".harness-build" / "vmlinux",
+              entry / ".harness-build" / ".config", entry / ".harness-build" / "tools",
+              entry / "objects", entry / "objects" / "pack", entry / ".git" / "objects",
+              entry / ".git" / "objects" / "pack"):
         with contextlib.suppress(OSError):
             newest = max(newest, p.stat().st_mtime)
     return newest
 
 
 class _Sizes:
-    """Entry sizes, remembered across commands: a size is measured again when its entry
-    has been used since (its use time changed) or the size is older than SIZE_TTL_S."""
+    """Entry sizes, remembered across commands: a size is measured again when a build or
+    a fetch wrote into its entry since (_last_built) or the size is older than SIZE_TTL_S.
+    Walking a worktree's 80,000 files after every run cost about a second each."""
 
     def __init__(self, root: Path) -> None:
         self.file = root / SIZES_FILE
@@ -194,14 +203,24 @@ class _Sizes:
                           for k, v in json.loads(self.file.read_text()).items()}
         self.seen: dict[str, list[float]] = {}
 
-    def of(self, path: Path, used: float) -> int:
-        mark = max(used, _last_built(path))
-        memo = self.known.get(str(path))
+    def of(self, path: Path) -> int:
+        """A worktree's checkout (measured again only when old: a series checked out
+        changes it little) apart from its build directory (measured again after a build),
+        any other entry whole."""
+        build = paths.build_dir(path)
+        if not build.is_dir():
+            return self._of(path, _last_built(path))
+        return (self._of(path, 0.0, without=build.name) +
+                self._of(build, _last_built(path)))
+
+    def _of(self, path: Path, mark: float, *, without: str = "") -> int:
+        key = f"{path}!{without}" if without else str(path)
+        memo = self.known.get(key)
         if memo and len(memo) == 3 and memo[0] == mark and self.now - memo[1] < SIZE_TTL_S:
-            self.seen[str(path)] = memo
+            self.seen[key] = memo
             return int(memo[2])
-        size = _size(path)
-        self.seen[str(path)] = [mark, self.now, float(size)]
+        size = _size(path, without=without)
+        self.seen[key] = [mark, self.now, float(size)]
         return size
 
     def save(self) -> None:
@@ -222,18 +241,18 @@ def _entries(root: Path, sizes: _Sizes) -> list[Entry]:
     found: list[Entry] = []
     for d in sorted((root / "kernels").glob("[!.]*")):
         when, used_for = _use(d)
-        found.append(Entry(kind=Kind.KERNEL, name=d.name, paths=(d,), size=sizes.of(d, when),
+        found.append(Entry(kind=Kind.KERNEL, name=d.name, paths=(d,), size=sizes.of(d),
                            last_used=when, used_for=used_for or _kernel_for(d)))
     for d in sorted((root / "work").glob("[!.]*")):
         build = root / "build" / d.name
         when, used_for = _use(d)
         both = (d, build) if build.exists() else (d,)
         found.append(Entry(kind=Kind.WORKTREE, name=d.name, paths=both,
-                           size=sum(sizes.of(p, when) for p in both), last_used=when,
+                           size=sum(sizes.of(p) for p in both), last_used=when,
                            used_for=used_for))
     for d in sorted((root / "src").glob("[!.]*")):
         when, used_for = _use(d)
-        found.append(Entry(kind=Kind.SOURCE, name=d.name, paths=(d,), size=sizes.of(d, when),
+        found.append(Entry(kind=Kind.SOURCE, name=d.name, paths=(d,), size=sizes.of(d),
                            last_used=when, used_for=used_for))
     for sub, what in TEST_BUILDS.items():
         # an O= directory whose install failed is an entry too
@@ -242,7 +261,7 @@ def _entries(root: Path, sizes: _Sizes) -> list[Entry]:
             parts = tuple(top / name for top in tops if (top / name).is_dir())
             used = max(_use(p)[0] for p in parts)
             found.append(Entry(kind=Kind.TESTS, name=f"{sub}/{name}", paths=parts,
-                               size=sum(sizes.of(p, _use(p)[0]) for p in parts),
+                               size=sum(sizes.of(p) for p in parts),
                                last_used=used, used_for=what))
     return found
 

@@ -409,32 +409,34 @@ def test_export_keeps_each_entry_whole_and_refuses_links_out(
     assert not (tmp_path / "bad.tar").exists() and not list(tmp_path.glob(".bad.tar.*"))
 
 
-def test_a_size_is_measured_again_once_its_entry_was_used_or_it_is_old(
+def test_a_size_is_measured_again_once_its_entry_was_built_into_or_it_is_old(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every run prunes the cache when it ends: a walk of every worktree's files each time
-    took seconds of the developer's loop. Sizes are remembered; an entry used or built
-    into since (a build may have grown it) and a size an hour old are measured again."""
+    took seconds of the developer's loop. Sizes are remembered; an entry built into since
+    (a build may have grown it) and a size an hour old are measured again, an entry only
+    used is not."""
     now = time.time()
     tree = _entry(root, "work/debian-6.12-base", 4096 * 10, now - 100, "debian:6.12")
     (tree / "mm").mkdir()
-    (tree / ".harness-build").mkdir()
+    (tree / ".harness-build" / "mm").mkdir(parents=True)
     (tree / ".harness-build" / "vmlinux").write_bytes(b"v")
     kernel = _entry(root, "kernels/k", 4096 * 10, now - 100, "debian:6.12")
     (kernel / "sub").mkdir()
     for d in (tree, kernel, tree / ".harness-build", tree / ".harness-build" / "vmlinux"):
         os.utime(d, (now - 100, now - 100))
     size = {e.name: e.size for e in cache.entries()}
-    (tree / "mm" / "grown.o").write_bytes(b"x" * 4096 * 20)  # deep in the tree, no use
+    # an object compiled, the build not yet linked: no build seen
+    (tree / ".harness-build" / "mm" / "grown.o").write_bytes(b"x" * 4096 * 20)
     (kernel / "sub" / "grown").write_bytes(b"x" * 4096 * 20)
     assert {e.name: e.size for e in cache.entries()} == size  # remembered
     os.utime(tree / ".harness-build" / "vmlinux")  # a build relinked it, noting no use
     after = {e.name: e.size for e in cache.entries()}
     assert after["debian-6.12-base"] >= size["debian-6.12-base"] + 4096 * 20
     assert after["k"] == size["k"]  # not used or built since: still remembered
-    cache.note_use(kernel, "debian:6.12 + series a")  # used: measured again
-    assert {e.name: e.size for e in cache.entries()}["k"] >= size["k"] + 4096 * 20
+    cache.note_use(kernel, "debian:6.12 + series a")  # a use alone writes nothing
+    assert {e.name: e.size for e in cache.entries()}["k"] == size["k"]
     (kernel / "sub" / "more").write_bytes(b"x" * 4096 * 20)
-    monkeypatch.setattr(cache, "SIZE_TTL_S", 0.0)  # an hour later
+    monkeypatch.setattr(cache, "SIZE_TTL_S", 0.0)  # an hour later: measured again
     assert {e.name: e.size for e in cache.entries()}["k"] >= size["k"] + 2 * 4096 * 20
     # an unreadable memory of sizes is no error: everything is measured
     (root / cache.SIZES_FILE).write_text("{not json")
