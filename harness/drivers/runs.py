@@ -161,6 +161,10 @@ def explain(run: str) -> dict[str, Any]:
     splats (with where the kernel says they happened), whether the history knew it, and
     the end of its output."""
     doc, only, file = results.load_run(run)
+    names = [str(c.get("cell")) for c in doc.get("cells", [])]
+    if only and only not in names:
+        raise EnvironmentProblem(f"{run}: the run has no cell {only}",
+                                 fix=f"name one of its cells: {', '.join(names) or 'none'}")
     tails = results.log_tails(doc, file.parent, cap=TAIL_BYTES)
     _recent, known = _memory(doc)
     cells = []
@@ -175,8 +179,8 @@ def explain(run: str) -> dict[str, Any]:
             failing.append({
                 "test": t["name"], "status": t.get("status"), "reason": t.get("reason"),
                 "declared": t.get("expected_status") == t.get("status"),
-                "failing_checks": [s["name"] for s in ktap.get("subtests") or []
-                                   if s.get("status") not in EXPLAINED_OK],
+                "failing_checks": [name for name, status in _leaves(ktap.get("subtests") or [])
+                                   if status not in EXPLAINED_OK],
                 "splats": [{"title": s.get("title"), "function": s.get("function"),
                             "where": s.get("where")} for s in t.get("splats") or []],
                 "history": known.get((c["cell"], t["name"]), ""),
@@ -188,6 +192,17 @@ def explain(run: str) -> dict[str, Any]:
                       "failing": failing})
     return {"run": str(file.parent), "status": doc.get("status"),
             "exit_code": doc.get("exit_code"), "cells": cells}
+
+
+def _leaves(cases: list[Any], prefix: str = "") -> list[tuple[str, str]]:
+    """A KTAP tree's leaf checks, named by their path below the test ("selftests: cgroup:
+    test_freezer/test_cgfreezer_ptrace" for a kselftest program's case)."""
+    out: list[tuple[str, str]] = []
+    for c in cases:
+        name = f"{prefix}{c.get('name')}"
+        out += (_leaves(c["subtests"], f"{name}/") if c.get("subtests")
+                else [(name, str(c.get("status")))])
+    return out
 
 
 def explain_command(run: str, *, as_json: bool) -> int:

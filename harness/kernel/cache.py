@@ -17,9 +17,10 @@ modification time on each use) counts as used when it was last modified.
 
 Sizes are measured by walking an entry's files (a worktree holds ~100,000), which for a
 whole cache takes seconds; every command that uses the cache prunes it when it ends, so
-each entry's size is remembered (sizes.json) and measured again only once the entry has
-been used or built into since (its use time, or the newest of its build directory, vmlinux,
-.config and built tools), or the size is an hour old.
+each entry's size is remembered (sizes.json) and measured again only once a build or a
+fetch wrote into it since (the newest of its build directory, vmlinux, .config, built
+tools and a repository's object store; a worktree's checkout apart from its build
+directory), or the size is an hour old. A use alone changes no size.
 
 Eviction goes least recently used first until the cache fits its limit
 ($HARNESS_CACHE_MAX, default 40G), and only while no other harness command that uses the

@@ -176,7 +176,7 @@ def cell_key(c: Mapping[str, Any]) -> str:
     config fragments and the target when not the defaults. Runs of other series are then
     other records, and a run of your tree (git:PATH) continues its record as HEAD moves."""
     name = str(c.get("cell"))
-    if not re.fullmatch(r"adhoc(-\d+)?", name):
+    if not re.fullmatch(r"adhoc(-\d+)?(\.base)?", name):
         return name
     parts = [str(c.get("kernel") or "?")]
     patches = [str(p.get("name")) for p in c.get("patches") or [] if isinstance(p, dict)]
@@ -189,20 +189,44 @@ def cell_key(c: Mapping[str, Any]) -> str:
     for key, default in (("arch", target.DEFAULT_ARCH), ("toolchain", target.DEFAULT_TOOLCHAIN)):
         if c.get(key) and c.get(key) != default:
             parts.append(str(c.get(key)))
-    return "adhoc " + ", ".join(parts)
+    return ("adhoc " + ", ".join(parts) +
+            (" (baseline)" if name.endswith(".base") else ""))
+
+
+def cell_keys(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each cell's cell_key, made unique within its run: two ad-hoc cells asked to test
+    the same thing (--kernel X --kernel X) are "KEY" and "KEY #2"."""
+    out: list[str] = []
+    for c in cells:
+        key = cell_key(c)
+        n = 1
+        while (f"{key} #{n}" if n > 1 else key) in out:
+            n += 1
+        out.append(f"{key} #{n}" if n > 1 else key)
+    return out
 
 
 def _rekey_ad_hoc(conn: sqlite3.Connection) -> None:
     """Every ad-hoc cell's rows renamed to its cell_key, from what the cells table kept."""
     rows = conn.execute("SELECT run_key, cell, kernel, patches, config, arch, toolchain "
-                        "FROM cells WHERE cell = 'adhoc' OR cell LIKE 'adhoc-%'").fetchall()
+                        "FROM cells ORDER BY run_key, rowid").fetchall()
+    by_run: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for run, cell, kernel, patches, config, arch, toolchain in rows:
-        key = cell_key({"cell": cell, "kernel": kernel, "arch": arch, "toolchain": toolchain,
-                        "patches": [{"name": n} for n in json.loads(patches or "[]")],
-                        "config": {"fragments": json.loads(config or "[]")}})
+        by_run.setdefault(run, []).append((cell, {
+            "cell": cell, "kernel": kernel, "arch": arch, "toolchain": toolchain,
+            "patches": [{"name": n} for n in json.loads(patches or "[]")],
+            "config": {"fragments": json.loads(config or "[]")}}))
+    for run, cells in by_run.items():
+        renamed = [(old, new) for (old, _), new in zip(
+            cells, cell_keys([c for _, c in cells]), strict=True) if old != new]
         for table in ("cells", "tests", "subtests", "splats", "metrics"):
-            conn.execute(f"UPDATE {table} SET cell = ? WHERE run_key = ? AND cell = ?",
-                         (key, run, cell))
+            # through a name no cell has, so that no rename meets a row not yet renamed
+            for old, _new in renamed:
+                conn.execute(f"UPDATE {table} SET cell = ? WHERE run_key = ? AND cell = ?",
+                             (f"\0{old}", run, old))
+            for old, new in renamed:
+                conn.execute(f"UPDATE {table} SET cell = ? WHERE run_key = ? AND cell = ?",
+                             (new, run, f"\0{old}"))
 
 
 def run_key(doc: Mapping[str, Any]) -> str:
@@ -225,8 +249,8 @@ def record(conn: sqlite3.Connection, doc: Mapping[str, Any]) -> bool:
         doc.get("status"), doc.get("exit_code"), doc.get("harness_rev"),
         json.dumps(host, sort_keys=True) if isinstance(host, dict) else str(host),
         json.dumps(doc.get("command") or []), time.strftime("%Y-%m-%dT%H:%M:%S%z")))
-    for c in doc.get("cells", []):
-        cell = cell_key(c)
+    cells = list(doc.get("cells", []))
+    for c, cell in zip(cells, cell_keys(cells), strict=True):
         conn.execute("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
             key, cell, c.get("kernel"), c.get("kernel_version"), c.get("source"),
             c.get("package_version"), c.get("arch"), c.get("toolchain"), c.get("status"),
@@ -240,7 +264,8 @@ def record(conn: sqlite3.Connection, doc: Mapping[str, Any]) -> bool:
             for leaf, status in _leaves((t.get("ktap") or {}).get("subtests") or []):
                 conn.execute("INSERT OR IGNORE INTO subtests VALUES (?, ?, ?, ?, ?)", (
                     key, cell, name, leaf, status))
-            for s in t.get("splats") or []:
+            # declared noise is no splat of the kernel's to know a later one by
+            for s in [s for s in t.get("splats") or [] if not s.get("expected")]:
                 conn.execute("INSERT OR IGNORE INTO splats VALUES (?, ?, ?, ?, ?)", (
                     key, cell, name, compare.fingerprint(s), s.get("title")))
             for metric, m in _metrics(t).items():
@@ -344,7 +369,16 @@ class Record:
 def records(conn: sqlite3.Connection, selector: str = "", last: int = 10) -> list[Record]:
     """The record of each (cell, test) the selector names (a cell, a test, TEST:SUBTEST,
     or all), over the last `last` runs that ran it."""
-    test, _, subtest = selector.partition(":") if ":" in selector else (selector, "", "")
+    # a cell first: an ad-hoc cell's name holds colons ("adhoc debian:6.12, ...");
+    # "adhoc" names every ad-hoc cell (a word that begins cell names, when no cell is it)
+    exact = bool(selector) and conn.execute(
+        "SELECT 1 FROM cells WHERE cell = ? LIMIT 1", (selector,)).fetchone() is not None
+    prefix = "" if exact or not selector else _like_prefix(selector) + " %"
+    is_cell = exact or (bool(prefix) and conn.execute(
+        "SELECT 1 FROM cells WHERE cell LIKE ? ESCAPE '!' LIMIT 1", (prefix,)
+    ).fetchone() is not None)
+    test, _, subtest = ((selector, "", "") if is_cell or ":" not in selector
+                        else selector.partition(":"))
     if subtest:
         rows = conn.execute(
             "SELECT r.run_id, r.started, s.cell, s.test || ':' || s.subtest, s.status, "
@@ -355,8 +389,9 @@ def records(conn: sqlite3.Connection, selector: str = "", last: int = 10) -> lis
         rows = conn.execute(
             "SELECT r.run_id, r.started, t.cell, t.test, t.status, c.kernel_version "
             "FROM tests t JOIN runs r USING (run_key) JOIN cells c USING (run_key, cell) "
-            "WHERE ? = '' OR t.cell = ? OR t.test = ? ORDER BY r.started_epoch",
-            (selector, selector, selector)).fetchall()
+            "WHERE ? = '' OR t.cell = ? OR t.cell LIKE ? ESCAPE '!' OR t.test = ? "
+            "ORDER BY r.started_epoch",
+            (selector, selector, prefix or "\0", selector)).fetchall()
     grouped: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for run_id, _started, cell, name, status, version in rows:
         grouped.setdefault((cell, name), []).append((run_id, status, version or ""))
@@ -364,6 +399,11 @@ def records(conn: sqlite3.Connection, selector: str = "", last: int = 10) -> lis
                    outcomes=tuple((r, s) for r, s, _ in seen[-last:]),
                    splats=() if subtest else _splats_seen(conn, cell, name))
             for (cell, name), seen in sorted(grouped.items())]
+
+
+def _like_prefix(text: str) -> str:
+    """text as a LIKE pattern matching itself only (escaped with '!')."""
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
 
 
 def _splats_seen(conn: sqlite3.Connection, cell: str, test: str) -> tuple[SplatSeen, ...]:
@@ -386,7 +426,8 @@ def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
     (this one left out); (cell, "test: splat FINGERPRINT") the same for each splat."""
     key = run_key(doc)
     out: dict[tuple[str, str], str] = {}
-    for c in doc.get("cells", []):
+    cells = list(doc.get("cells", []))
+    for c, held in zip(cells, cell_keys(cells), strict=True):
         for t in c.get("tests", []):
             if t.get("status") in PASSING:
                 continue
@@ -394,7 +435,7 @@ def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
                 "SELECT r.run_id, t.status FROM tests t JOIN runs r USING (run_key) "
                 "WHERE t.cell = ? AND t.test = ? AND r.run_key != ? AND r.started_epoch < ? "
                 "ORDER BY r.started_epoch DESC LIMIT ?",
-                (cell_key(c), t.get("name"), key, _until(doc), last)).fetchall()
+                (held, t.get("name"), key, _until(doc), last)).fetchall()
             failed = [r for r, s in before if s not in PASSING]
             out[(str(c.get("cell")), str(t.get("name")))] = _known(failed, len(before))
         for t in c.get("tests", []):
@@ -406,7 +447,7 @@ def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
                     "r.run_key AND s.cell = c.cell AND s.fingerprint = ?) FROM cells c "
                     "JOIN runs r USING (run_key) WHERE c.cell = ? AND r.run_key != ? AND "
                     "r.started_epoch < ? ORDER BY r.started_epoch DESC LIMIT ?",
-                    (fp, cell_key(c), key, _until(doc), last)).fetchall()
+                    (fp, held, key, _until(doc), last)).fetchall()
                 out[(str(c.get("cell")), f"{t.get('name')}: splat {fp}")] = _known(
                     [r for r, seen in before if seen], len(before))
     return out
@@ -543,12 +584,13 @@ def strips(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
     (. passed, F failed): the strip the HTML report shows beside each test."""
     out: dict[tuple[str, str], str] = {}
     until = _until(doc)
-    for c in doc.get("cells", []):
+    cells = list(doc.get("cells", []))
+    for c, held in zip(cells, cell_keys(cells), strict=True):
         for t in c.get("tests", []):
             rows = conn.execute(
                 "SELECT t.status FROM tests t JOIN runs r USING (run_key) WHERE t.cell = ? "
                 "AND t.test = ? AND r.started_epoch <= ? ORDER BY r.started_epoch DESC "
-                "LIMIT ?", (cell_key(c), t.get("name"), until, last)).fetchall()
+                "LIMIT ?", (held, t.get("name"), until, last)).fetchall()
             if rows:
                 out[(str(c.get("cell")), str(t.get("name")))] = "".join(
                     "." if s in PASSING else "F" for (s,) in reversed(rows))

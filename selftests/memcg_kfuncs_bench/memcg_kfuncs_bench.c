@@ -33,9 +33,11 @@ static struct key {
 	char name[48];
 	size_t len;
 	int first, count;
-	bool event;
+	bool count_unit;	/* a count (events, workingset, pgdemote...), not bytes */
+	bool kib_unit;		/* kernel_stack: KiB */
 } keys[MAX_KEYS];
 static int nkeys, nitems, k_anon = -1, k_shmem = -1, k_pgfault = -1;
+static bool unmapped;	/* memory.stat's items could not be mapped: nothing to measure */
 
 /* memory.stat keys whose counter is not NR_<KEY> or <KEY> (mm/memcontrol.c's
  * memory_stats[] and vm_event_name()); a sum where the kernel prints one */
@@ -209,12 +211,19 @@ static int map_items(const char *stat, size_t len)
 				} else {
 					v = bu_enum_value("vm_event_item", name);
 				}
-				if (v < 0 || nitems == MB_MAX_ITEMS)
+				if (v < 0)
 					continue;
+				if (nitems == MB_MAX_ITEMS)
+					return check_fail("memory.stat: more counters than the %d a record holds",
+							  MB_MAX_ITEMS);
 				skel->bss->kind[nitems] = e < 2 ? MB_PAGE_STATE : MB_VM_EVENTS;
 				skel->bss->item[nitems++] = v;
 				k->count++;
-				k->event = e == 2;
+				/* memory.stat prints bytes for most page states; these are counts */
+				k->count_unit = e == 2 || !strncmp(name, "WORKINGSET_", 11) ||
+						!strncmp(name, "PGDEMOTE_", 9) ||
+						!strncmp(name, "PGPROMOTE_", 10);
+				k->kib_unit = !strcmp(name, "NR_KERNEL_STACK_KB");
 			}
 		}
 		if (!k->count)
@@ -357,13 +366,18 @@ static int check_setup(void)
 	err = cg_find_root(&root, "memory") ?: cg_tree_create(root, name, c->tree, c->n + 1);
 	if (err)
 		return err;
+	if (unmapped)
+		return check_fail("memory.stat's items were not mapped (see the first setup)");
 	if (!nkeys) {	/* the items memory.stat prints: the same for every cgroup */
 		ssize_t n = cg_read(c->cg[0].path, "memory.stat", membuf, sizeof(membuf));
 
 		err = n > 0 ? map_items(membuf, n) :
 			      check_fail("%s/memory.stat: %zd", c->cg[0].path, n);
-		if (err)
+		if (err) {
+			unmapped = true;
+			nkeys = nitems = 0;
 			return err;
+		}
 	}
 	for (i = 1; i < c->n; i++)
 		if ((err = cg_run(c->cg[i].path, charge, (void *)(long)i)))
@@ -438,9 +452,10 @@ static int check_agree(void)
 			       (long long)rec_val(r, k_shmem),
 			       (long long)file_pages(i) * page_size);
 			for (f = 0; f < nkeys; f++) {
-				/* tol_units pages for a page state (in bytes; looser for the
-				 * few in counts or KiB), tol_units for an event */
-				long long tol = tol_units * (keys[f].event ? 1 : page_size);
+				/* tol_units pages, in the item's unit */
+				long long tol = keys[f].count_unit ? tol_units :
+						keys[f].kib_unit ? tol_units * page_size / 1024 :
+						tol_units * page_size;
 				long long d = rec_val(r, f) - ms[f];
 
 				compared++;
@@ -492,6 +507,8 @@ static bool profile(struct config *c)
 			t1 = now_ns();
 			if (fd < 0 || read(fd, &c->recs[i], sizeof(c->recs[i])) !=
 				      sizeof(c->recs[i])) {
+				if (fd >= 0)
+					close(fd);
 				skel->bss->profile = 0;
 				return !check_fail("iterator on %s: no record", c->cg[i].path);
 			}

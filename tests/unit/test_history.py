@@ -428,3 +428,53 @@ def closing_db(path: Path) -> Any:
     from contextlib import closing
 
     return closing(sqlite3.connect(path))
+
+
+def test_ad_hoc_cells_twice_in_a_run_their_baselines_and_lookup_by_cell(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--kernel X --kernel X: two cells asking for the same thing are kept apart (also
+    when a version-1 database is migrated); a baseline cell is its own record; an ad-hoc
+    cell is found by its name (which holds colons) and by "adhoc"."""
+    doc = _broken()
+    one = doc["cells"][0]
+    base = {**copy.deepcopy(one), "cell": "adhoc.base", "patches": []}
+    doc["cells"] = [{**copy.deepcopy(one), "cell": "adhoc-0"},
+                    {**copy.deepcopy(one), "cell": "adhoc-1"}, base]
+    keys = history.cell_keys(doc["cells"])
+    assert keys[1] == keys[0] + " #2" and keys[2] == "adhoc debian:6.12 (baseline)"
+    db = tmp_path / "h.sqlite"
+    with closing_db(db) as conn:
+        first = history.MIGRATIONS[0]
+        assert isinstance(first, str)
+        conn.executescript(first)
+        conn.execute("PRAGMA user_version = 1")
+        with monkeypatch.context() as m:
+            m.setattr(history, "cell_keys", lambda cells: [str(c["cell"]) for c in cells])
+            history.record(conn, doc)
+        conn.commit()
+    with history.opened(db) as conn:
+        for table in ("cells", "tests", "subtests"):
+            assert {c for (c,) in conn.execute(f"SELECT DISTINCT cell FROM {table}")} == \
+                set(keys), table
+        assert {r.cell for r in history.records(conn, keys[0])} == {keys[0]}
+        assert {r.cell for r in history.records(conn, "adhoc")} == set(keys)
+        assert history.records(conn, "memcg_kfuncs:parent_includes_child")
+
+
+def test_declared_noise_is_not_kept_as_a_splat(tmp_path: Path) -> None:
+    doc = _faults(1, bug=True)
+    warn = next(t for t in doc["cells"][0]["tests"] if t["name"] == "lkdtm_warn")
+    warn["splats"][0]["expected"] = "declared in a test"
+    with history.opened(tmp_path / "h.sqlite") as conn:
+        history.record(conn, doc)
+        kept = {fp for (fp,) in conn.execute("SELECT fingerprint FROM splats")}
+    assert kept == {"BUG:lkdtm_BUG:kernel BUG at bugs.c!"}
+
+
+def test_explain_of_a_cell_the_run_lacks_says_which_it_has() -> None:
+    from harness.base.errors import EnvironmentProblem
+    from harness.drivers import runs
+
+    with pytest.raises(EnvironmentProblem) as exc:
+        runs.explain(f"{GOLDEN / 'faults.json'}:nosuch")
+    assert "no cell nosuch" in str(exc.value) and "6.12-faults" in exc.value.fix
