@@ -27,3 +27,20 @@ def _private_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         os.environ.pop("HARNESS_HISTORY", None)
     else:
         os.environ["HARNESS_HISTORY"] = before
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A file system that is full after 64 KiB: a real ENOSPC."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.fail("this test mounts a tmpfs: run it as root (CI and this machine are)")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

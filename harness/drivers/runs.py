@@ -137,13 +137,18 @@ def _memory(doc: dict[str, Any]) -> tuple[dict[tuple[str, str], str],
                          (nothing, nothing))
 
 
-def _tell_history(doc: dict[str, Any]) -> None:
-    """Each failure of a run: new, or known since when, by the history (when there is one;
-    a history that cannot be read is a warning, not the comparison's failure)."""
+def _labels(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """Each failure's and splat's "new" or "known since" by the history; none without one
+    (a history that cannot be read is a warning, not the command's failure)."""
     from harness.output import history as recorded
 
     nothing: dict[tuple[str, str], str] = {}
-    told = _from_history(lambda db: recorded.labels(db, doc), nothing)
+    return _from_history(lambda db: recorded.labels(db, doc), nothing)
+
+
+def _tell_history(doc: dict[str, Any]) -> None:
+    """Each failure of a run: new, or known since when, by the history."""
+    told = _labels(doc)
     if told:
         print("\nits failures in the history:")
         for (cell, test), label in told.items():
@@ -166,7 +171,7 @@ def explain(run: str) -> dict[str, Any]:
         raise EnvironmentProblem(f"{run}: the run has no cell {only}",
                                  fix=f"name one of its cells: {', '.join(names) or 'none'}")
     tails = results.log_tails(doc, file.parent, cap=TAIL_BYTES)
-    _recent, known = _memory(doc)
+    known = _labels(doc)
     cells = []
     for c in doc["cells"]:
         if only and c["cell"] != only:
@@ -179,7 +184,8 @@ def explain(run: str) -> dict[str, Any]:
             failing.append({
                 "test": t["name"], "status": t.get("status"), "reason": t.get("reason"),
                 "declared": t.get("expected_status") == t.get("status"),
-                "failing_checks": [name for name, status in _leaves(ktap.get("subtests") or [])
+                "failing_checks": [name for name, status
+                                   in report.leaves(ktap.get("subtests") or [])
                                    if status not in EXPLAINED_OK],
                 "splats": [{"title": s.get("title"), "function": s.get("function"),
                             "where": s.get("where")} for s in t.get("splats") or []],
@@ -192,17 +198,6 @@ def explain(run: str) -> dict[str, Any]:
                       "failing": failing})
     return {"run": str(file.parent), "status": doc.get("status"),
             "exit_code": doc.get("exit_code"), "cells": cells}
-
-
-def _leaves(cases: list[Any], prefix: str = "") -> list[tuple[str, str]]:
-    """A KTAP tree's leaf checks, named by their path below the test ("selftests: cgroup:
-    test_freezer/test_cgfreezer_ptrace" for a kselftest program's case)."""
-    out: list[tuple[str, str]] = []
-    for c in cases:
-        name = f"{prefix}{c.get('name')}"
-        out += (_leaves(c["subtests"], f"{name}/") if c.get("subtests")
-                else [(name, str(c.get("status")))])
-    return out
 
 
 def explain_command(run: str, *, as_json: bool) -> int:

@@ -111,11 +111,13 @@ def plots(metrics: Any, title: str) -> list[Plot]:
     return out
 
 
-def _leaves(cases: Sequence[Doc], prefix: str = "") -> list[tuple[str, str]]:
+def leaves(cases: Sequence[Doc], prefix: str = "") -> list[tuple[str, str]]:
+    """A KTAP tree's leaf checks, named by their path below the test ("selftests:
+    cgroup: test_freezer/test_cgfreezer_ptrace" for a kselftest program's case)."""
     out: list[tuple[str, str]] = []
     for c in cases:
         name = f"{prefix}{c['name']}"
-        out += _leaves(c["subtests"], f"{name}/") if c.get("subtests") else [
+        out += leaves(c["subtests"], f"{name}/") if c.get("subtests") else [
             (name, str(c["status"]))]
     return out
 
@@ -155,12 +157,12 @@ def view(doc: Doc, logs: Mapping[tuple[str, str], str],
         for t in c.get("tests", []):
             ktap = t.get("ktap") or {}
             metrics = (t.get("extra") or {}).get("metrics")
-            leaves = _leaves(ktap.get("subtests", []))
+            checks = leaves(ktap.get("subtests", []))
             tests.append({
                 "name": t["name"], "status": t["status"], "reason": t.get("reason", ""),
                 "expected": t.get("expected_status"), "anchor": anchor(c["cell"], t["name"]),
                 "duration": t.get("duration_s", 0), "notes": t.get("notes", []),
-                "failing": [n for n, s in leaves if s in ("FAIL", "CRASHED", "TIMEOUT")],
+                "failing": [n for n, s in checks if s in ("FAIL", "CRASHED", "TIMEOUT")],
                 "counts": ktap.get("counts", {}),
                 "splats": [{**_splat(x), "known": known.get(
                     (c["cell"], f"{t['name']}: splat {compare.fingerprint(x)}"), "")}

@@ -195,20 +195,6 @@ def test_parse_of_a_missing_file(tmp_path: Path, cache: Path) -> None:
     assert "No such file or directory" in ran.out
 
 
-@pytest.fixture
-def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A file system that is full after 64 KiB: a real ENOSPC."""
-    if os.geteuid() != 0:
-        pytest.fail("this test mounts a tmpfs: run it as root (CI and this machine are)")
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
 def test_a_full_disk_is_told_as_cause_and_fix_and_leaves_no_partial_file(
         tmp_path: Path, cache: Path, tiny_disk: Path) -> None:
     log = tmp_path / "many.tap"
@@ -303,25 +289,18 @@ def test_every_command_ends_its_help_with_examples_that_parse() -> None:
 def test_a_run_inside_a_kernel_tree_writes_nothing_into_it(tmp_path: Path) -> None:
     """Your tree by default, and its results in the cache, not in the tree (the fake kernel
     tree and the fake vng: tests/fakes)."""
-    import shutil
+    from tests.faketree import FAKES, committed_tree, fake_vng_env
 
-    fakes = REPO / "tests" / "fakes"
-    tree = tmp_path / "linux"
-    shutil.copytree(fakes / "kernel-tree", tree)
-    for step in (["init", "-q", "-b", "main"], ["add", "-A"],
-                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "b"]):
-        subprocess.run(["git", "-C", str(tree), *step], check=True, capture_output=True)
+    tree = committed_tree(tmp_path / "linux")
     test = tmp_path / "t"
     test.mkdir()
     (test / "test.toml").write_text('name = "t"\n[run]\ncommand = ["sh", "-c", "echo \'TAP '
                                     'version 13\'; echo 1..1; echo ok 1 - a"]\ntimeout = 5\n')
     cache = tmp_path / "cache"
     ran = subprocess.run([sys.executable, "-m", "harness", "run", "--config",
-                          str(fakes / "fake.config"), "--test", str(test)],
+                          str(FAKES / "fake.config"), "--test", str(test)],
                          cwd=tree / "kernel", text=True, capture_output=True, timeout=300,
-                         env={**os.environ, "HARNESS_CACHE": str(cache),
-                              "PATH": f"{fakes / 'bin'}:{os.environ['PATH']}",
-                              "HARNESS_HISTORY": str(tmp_path / "h.sqlite")})
+                         env=fake_vng_env(cache, HARNESS_HISTORY=str(tmp_path / "h.sqlite")))
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert f"testing your tree {tree}" in ran.stdout
     [run_dir] = (cache / "results").iterdir()

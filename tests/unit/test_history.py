@@ -176,6 +176,15 @@ def test_an_intermittent_test_not_declared_is_told(tmp_path: Path) -> None:
     assert "rstat_propagation" not in found  # passed every time: nothing to tell
 
 
+def _report_page(tmp_path: Path, doc: dict[str, Any]) -> str:
+    """`harness report` of this run (the history as $HARNESS_HISTORY holds it)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text(json.dumps(doc))
+    assert cli.main(["report", str(run_dir)]) == 0
+    return (run_dir / "report" / "index.html").read_text()
+
+
 def test_the_report_shows_each_tests_recent_outcomes(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS_HISTORY", str(tmp_path / "h.sqlite"))
@@ -184,41 +193,26 @@ def test_the_report_shows_each_tests_recent_outcomes(tmp_path: Path,
         for doc in docs:
             history.record(conn, doc)
         assert history.strips(conn, docs[1])[("adhoc", "memcg_kfuncs")] == ".F"
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "results.json").write_text(json.dumps(docs[2]))
-    assert cli.main(["report", str(run_dir)]) == 0
-    page = (run_dir / "report" / "index.html").read_text()
+    page = _report_page(tmp_path, docs[2])
     assert '<code class="strip">.F.</code>' in page
 
 
 def test_a_full_disk_under_the_history_is_told_and_the_run_stands(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, tiny_disk: Path) -> None:
     """A real ENOSPC: the history on a 64 KiB tmpfs, a run with thousands of subtests."""
-    import os
-    import subprocess
-
-    if os.geteuid() != 0:
-        pytest.fail("this test mounts a tmpfs: run it as root (CI and this machine are)")
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)
-    try:
-        doc = _broken()
-        memcg = next(t for t in doc["cells"][0]["tests"] if t["name"] == "memcg_kfuncs")
-        memcg["ktap"]["subtests"] = [{"name": f"case_{i}_" + "x" * 40, "status": "PASS"}
-                                     for i in range(4000)]
-        results = tmp_path / "results.json"
-        results.write_text(json.dumps(doc))
-        with pytest.raises(history.HistoryError) as exc:
-            history.record_file(results, mnt / "h.sqlite")
-        assert "the disk under it is full" in str(exc.value)
-        assert "free space there" in exc.value.fix
-        run.remember(results, mnt / "h.sqlite")  # a warning; the run's record stands
-        assert "history not recorded" in caplog.text
-        assert json.loads(results.read_text())["run_id"] == "r-adhoc-broken"
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    doc = _broken()
+    memcg = next(t for t in doc["cells"][0]["tests"] if t["name"] == "memcg_kfuncs")
+    memcg["ktap"]["subtests"] = [{"name": f"case_{i}_" + "x" * 40, "status": "PASS"}
+                                 for i in range(4000)]
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(doc))
+    with pytest.raises(history.HistoryError) as exc:
+        history.record_file(results, tiny_disk / "h.sqlite")
+    assert "the disk under it is full" in str(exc.value)
+    assert "free space there" in exc.value.fix
+    run.remember(results, tiny_disk / "h.sqlite")  # a warning; the run's record stands
+    assert "history not recorded" in caplog.text
+    assert json.loads(results.read_text())["run_id"] == "r-adhoc-broken"
 
 
 def test_a_kselftest_runners_cases_are_recorded_by_their_own_names(tmp_path: Path) -> None:
@@ -246,17 +240,12 @@ def test_a_kselftest_runners_cases_are_recorded_by_their_own_names(tmp_path: Pat
 def test_concurrent_runs_and_a_merge_write_one_history(tmp_path: Path) -> None:
     """Real harness processes at once (`run` on the fake kernel tree and the fake vng,
     `merge` of two shards recorded elsewhere), one database: no row lost."""
-    import os
-    import shutil
     import subprocess
     import sys
 
-    fakes = Path(__file__).resolve().parents[1] / "fakes"
-    tree = tmp_path / "linux"
-    shutil.copytree(fakes / "kernel-tree", tree)
-    for step in (["init", "-q", "-b", "main"], ["add", "-A"],
-                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "b"]):
-        subprocess.run(["git", "-C", str(tree), *step], check=True, capture_output=True)
+    from tests.faketree import FAKES, committed_tree, fake_vng_env
+
+    tree = committed_tree(tmp_path / "linux")
     test = tmp_path / "fake_pass"
     test.mkdir()
     (test / "run.sh").write_text("echo 'TAP version 13'; echo '1..2'; echo 'ok 1 - a'; "
@@ -266,10 +255,8 @@ def test_concurrent_runs_and_a_merge_write_one_history(tmp_path: Path) -> None:
     cells = "abcd"
     (tmp_path / "m.toml").write_text("".join(
         f'[[cell]]\nname = "{c}"\ntier = "default"\nkernel = "git:{tree}"\n'
-        f'configs = ["{fakes / "fake.config"}"]\ntests = ["{test}"]\n\n' for c in cells))
-    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"),
-           "PATH": f"{fakes / 'bin'}:{os.environ['PATH']}"}
-    env.pop("FAKE_VNG", None)
+        f'configs = ["{FAKES / "fake.config"}"]\ntests = ["{test}"]\n\n' for c in cells))
+    env = fake_vng_env(tmp_path / "cache")
 
     def harness(*args: str, db: str) -> subprocess.Popen[str]:
         return subprocess.Popen([sys.executable, "-m", "harness", *args], text=True,
@@ -338,11 +325,7 @@ def test_each_splat_is_told_new_or_known_and_its_first_run_kept(
     assert "lkdtm_bug: BUG:lkdtm_BUG" in history.render([rec])
     assert history.to_json([rec])[0]["splats"][0]["first_run"] == "f1"
     # the report of the third run says so beside the test and beside the splat
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "results.json").write_text(json.dumps(docs[2]))
-    assert cli.main(["report", str(run_dir)]) == 0
-    page = (run_dir / "report" / "index.html").read_text()
+    page = _report_page(tmp_path, docs[2])
     assert "history: known since f1 (1 of the last 2 runs)" in page
     assert "&middot; history: known since f1 (2 of the last 2 runs)" in page
 

@@ -25,8 +25,8 @@ from harness.drivers import pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.output import results
 from harness.testkinds import SelftestError
+from tests.faketree import FAKES, committed_tree
 
-FAKES = Path(__file__).resolve().parents[1] / "fakes"
 RECORDED = (Path(__file__).resolve().parents[1] / "golden" / "recorded-runs" /
             "recorded-lkdtm-6.12.json")
 
@@ -40,11 +40,7 @@ def _git(repo: Path, *args: str) -> str:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A cache, a user's kernel tree (git), and the fake vng first on PATH."""
     root = tmp_path_factory.mktemp("orchestrator")
-    tree = root / "linux"
-    shutil.copytree(FAKES / "kernel-tree", tree)
-    _git(tree, "init", "-q", "-b", "main")
-    _git(tree, "add", "-A")
-    _git(tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+    committed_tree(root / "linux")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HARNESS_CACHE", str(root / "cache"))
         mp.setenv("PATH", f"{FAKES / 'bin'}:{os.environ['PATH']}")
