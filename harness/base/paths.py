@@ -7,6 +7,8 @@
       kernels/<key>/         finished images by (tree id, .config hash, toolchain)
       selftests/<key>/       built selftests by (kernel's BTF types, test sources)
       test_progs/, perf/, vmlinux-h/, kselftests/, kselftest-build/: other test builds
+      bpftool/<key>/         bpftool built from a tree's tools/ (testkinds/own.py)
+      debian/<suite>/        the apt configuration of a Debian suite the host does not list
       rootfs/<arch>-<key>/   a guest root for another arch (rootfs.py)
       ccache/                CCACHE_DIR
       results/<run id>/      runs started inside a kernel tree without --out

@@ -107,6 +107,8 @@ class BuiltKernel:
     # --coverage: the tree and the commit built (the counters are read against them)
     tree: KernelTree | None = None
     head: str = ""
+    # bpftool built from the tree, for our BPF tests' vmlinux.h (None: the host's)
+    bpftool: Path | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -308,6 +310,7 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
         spec: KernelSpec | None = None
         with _collected(problems):
             spec = sources.parse_spec(cell.kernel)
+            sources.check(spec)
         tgt: Target | None = None
         with _collected(problems):
             tgt = target.select(cell.arch, cell.toolchain)
@@ -435,6 +438,11 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
             tree_tests = _build_tests_of(plan.tests, found, BuildContext(
                 kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir),
                 from_tree=True)
+        bpftool = None
+        if any(r.manifest is not None and r.manifest.bpf for r in plan.tests
+               if not features.missing_for(r.requires, found)):
+            with stages.stage("bpftool", Status.BUILD_ERROR):
+                bpftool = own.tree_bpftool(tree.path, log_dir=logs)
         # kept for images of this version whatever this cell runs (even --boot-only)
         header = own.capture_kselftest_h(tree.path, image.version, tree.source.describe)
         if wants_kselftest_h:
@@ -443,7 +451,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
             yield Known(kselftest_h=header.origin)
         head = tree.rev()
     return BuiltKernel(image=image, features=found, tree_tests=tree_tests,
-                       kselftest=header, tree=tree, head=head)
+                       kselftest=header, tree=tree, head=head, bpftool=bpftool)
 
 
 def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
@@ -534,7 +542,8 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
     with stages.stage("selftests-build", Status.BUILD_ERROR):
         built = {**kernel.tree_tests, **_build_tests_of(
             plan.tests, kernel.features, BuildContext(
-                kernel=kernel.image, log_dir=logs, kselftest=kernel.kselftest),
+                kernel=kernel.image, log_dir=logs, kselftest=kernel.kselftest,
+                bpftool=kernel.bpftool),
             from_tree=False)}
         for ref in plan.tests:
             if ref.name in built:

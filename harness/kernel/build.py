@@ -169,6 +169,8 @@ def read_count(path: Path, default: int) -> int:
 # phase, and a line that names none stays in the phase before it. "compile" is all before
 # vmlinux.o (compiling, archiving); "kallsyms" its symbol tables for each link pass;
 # "link" the passes that link vmlinux for them and for BTF; "image" the bootable image.
+# No phase but "compile" begins before vmlinux.o is linked: since 6.16 x86 compiles
+# arch/x86/boot/startup/ into vmlinux, and those lines look like the image's.
 BUILD_PHASES = (
     ("vmlinux.o", re.compile(r"^\s+LD\s+vmlinux\.o$")),
     ("kallsyms", re.compile(r"^\s+(KSYMS|NM)\s+\.tmp_vmlinux|^\s+AS\s+\.tmp_vmlinux.*kallsyms")),
@@ -190,6 +192,8 @@ class PhaseClock:
 
     def line(self, text: str) -> None:
         phase = next((name for name, pattern in BUILD_PHASES if pattern.match(text)), None)
+        if self.current == "compile" and phase != BUILD_PHASES[0][0]:
+            return
         if phase is not None and phase != self.current:
             self._close()
             self.current = phase

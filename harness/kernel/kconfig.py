@@ -13,7 +13,7 @@ import hashlib
 import logging
 import re
 import shutil
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,12 @@ _UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 _IDENT = re.compile(r"\b([A-Z][A-Z0-9_]+)\b")
 # What a value can be in a .config: bool/tristate, int, hex, string.
 _VALUE = re.compile(r'^(?:[ymn]|-?\d+|0[xX][0-9a-fA-F]+|"(?:[^"\\]|\\.)*")$')
+# A fragment line that limits the option lines after it (up to the next blank line) to
+# some kernels: "# harness: kernel < 6.18", "# harness: kernel >= 6.2, < 6.18". An option
+# that exists only in some kernels is requested only there; the strict check stays strict
+# for everything requested.
+_DIRECTIVE = re.compile(r"^#\s*harness:\s*(.*)$")
+_BOUND = re.compile(r"^kernel\s*(<|<=|>=|>|==)\s*(\d+)\.(\d+)$")
 # kconfig's own complaints about a merged .config (scripts/kconfig/confdata.c).
 _KCONFIG_INVALID = re.compile(r"warning: symbol value '(.*)' invalid for (\w+)")
 
@@ -66,6 +72,11 @@ def fragment_problems(text: str) -> list[tuple[int, str]]:
     problems = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
+        if m := _DIRECTIVE.match(line):
+            if (bad := version_bounds(m.group(1))[1]) is not None:
+                problems.append((n, f"{line!r}: {bad} (write '# harness: kernel < 6.18' or "
+                                    "'# harness: kernel >= 6.2, < 6.18')"))
+            continue
         if not line or (line.startswith("#") and not _UNSET.match(line)):
             if line.startswith("#") and re.match(r"^#\s*CONFIG_\w+\s+is\s+not\s+set", line) \
                     and not _UNSET.match(line):
@@ -81,6 +92,76 @@ def fragment_problems(text: str) -> list[tuple[int, str]]:
             problems.append((n, f"{m.group(1)}={m.group(2)}: invalid value (y, m, n, a "
                                 'number, 0xHEX or a "string")'))
     return problems
+
+
+Bound = tuple[str, tuple[int, int]]
+
+
+def version_bounds(text: str) -> tuple[tuple[Bound, ...], str | None]:
+    """"kernel >= 6.2, < 6.18" -> ((">=", (6, 2)), ("<", (6, 18))), and what is wrong."""
+    bounds = []
+    for part in (p.strip() for p in text.split(",")):
+        part = part if part.startswith("kernel") else f"kernel {part}"
+        if not (m := _BOUND.match(part)):
+            return (), f"not a kernel version bound: {part!r}"
+        bounds.append((m.group(1), (int(m.group(2)), int(m.group(3)))))
+    return tuple(bounds), None
+
+
+def _holds(bounds: tuple[Bound, ...], version: tuple[int, int]) -> bool:
+    ops = {"<": version.__lt__, "<=": version.__le__, ">": version.__gt__,
+           ">=": version.__ge__, "==": version.__eq__}
+    return all(ops[op](v) for op, v in bounds)
+
+
+def for_kernel(text: str, version: tuple[int, int]) -> str:
+    """The fragment as this kernel takes it: an option line under a directive whose bounds
+    this version is outside becomes a comment that says why (line numbers stay, so
+    file:line in errors is the fragment's own)."""
+    out: list[str] = []
+    bounds: tuple[Bound, ...] = ()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if m := _DIRECTIVE.match(line):
+            bounds = version_bounds(m.group(1))[0]
+        elif not line:
+            bounds = ()
+        elif bounds and (_SET.match(line) or _UNSET.match(line)) \
+                and not _holds(bounds, version):
+            raw = f"# harness: not for {version[0]}.{version[1]}: {line}"
+        out.append(raw)
+    return "\n".join(out) + "\n"
+
+
+def kernel_release(tree: Path) -> tuple[int, int]:
+    """(VERSION, PATCHLEVEL) from the tree's top Makefile."""
+    head = "\n".join((tree / "Makefile").read_text(errors="replace").splitlines()[:10])
+    fields = dict(re.findall(r"^(VERSION|PATCHLEVEL) = (\d+)", head, re.M))
+    if len(fields) != 2:
+        raise ConfigError(f"{tree / 'Makefile'}: no VERSION and PATCHLEVEL in its first lines",
+                          fix="pass a Linux source tree")
+    return int(fields["VERSION"]), int(fields["PATCHLEVEL"])
+
+
+def rendered(fragments: list[Path], version: tuple[int, int]) -> tuple[list[Path],
+                                                                        dict[Path, Path]]:
+    """Each fragment as this kernel takes it (the file itself when no line is limited to
+    other kernels), and rendered copy -> the fragment it came from, for errors."""
+    out, origin = [], {}
+    for frag in fragments:
+        text = frag.read_text()
+        mine = for_kernel(text, version)
+        if mine == text or mine == text + "\n":
+            out.append(frag)
+            continue
+        digest = hashlib.sha256(mine.encode()).hexdigest()[:12]
+        path = paths.sub("kconfig") / "for-kernel" / digest / frag.name
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic.write_text(path, mine)
+        out.append(path)
+        origin[path] = frag
+    return out, origin
 
 
 def check_fragment(path: Path, display: str | None = None) -> None:
@@ -100,14 +181,16 @@ def check_fragment(path: Path, display: str | None = None) -> None:
                           fix="correct those lines (CONFIG_X=VALUE or '# CONFIG_X is not set')")
 
 
-def request_line(fragments: list[Path], symbol: str) -> str:
-    """"file:line" of the request that stands for symbol (the last fragment naming it)."""
+def request_line(fragments: list[Path], symbol: str,
+                 origin: Mapping[Path, Path] | None = None) -> str:
+    """"file:line" of the request that stands for symbol (the last fragment naming it);
+    a fragment rendered for one kernel is named by the file it came from."""
     found = ""
     for frag in fragments:
         for n, raw in enumerate(frag.read_text(errors="replace").splitlines(), 1):
             line = raw.strip()
             if line.startswith(f"{symbol}=") or line == f"# {symbol} is not set":
-                found = f"{paths.display(frag)}:{n}"
+                found = f"{paths.display((origin or {}).get(frag, frag))}:{n}"
     return found
 
 
@@ -380,7 +463,8 @@ def arch_fragment(target: Target) -> Path:
 
 
 def generate(tree: Path, fragments: list[Path], *, log_dir: Path,
-             target: Target | None = None) -> tuple[Path, str]:
+             target: Target | None = None,
+             origin: Mapping[Path, Path] | None = None) -> tuple[Path, str]:
     """Produce the merged, olddefconfig'd config in the cache; returns (path, its sha256).
 
     Cached by (the tree's kconfig inputs, the compiler, the fragments' contents): the same
@@ -415,8 +499,8 @@ def generate(tree: Path, fragments: list[Path], *, log_dir: Path,
     if invalid:
         lines = "\n".join(
             f"  CONFIG_{sym}={value}: kconfig: symbol value '{value}' invalid for {sym}"
-            + (f" (requested at {at})" if (at := request_line(fragments, f"CONFIG_{sym}"))
-               else "")
+            + (f" (requested at {at})"
+               if (at := request_line(fragments, f"CONFIG_{sym}", origin)) else "")
             for value, sym in invalid)
         raise ConfigError(f"kconfig rejected {len(invalid)} requested value(s):\n{lines}",
                           fix="give each option a value of its type (see its Kconfig "
@@ -441,12 +525,13 @@ def split_dropped(dropped: tuple[DroppedSymbol, ...], owner: dict[str, Path],
 
 def dropped_error(dropped: tuple[DroppedSymbol, ...], fragments: list[Path],
                   final: dict[str, str], index: dict[str, KconfigEntry], *,
-                  log: Path | None) -> ConfigError:
+                  log: Path | None, origin: Mapping[Path, Path] | None = None) -> ConfigError:
     """What the terminal says of options olddefconfig dropped: each with the fragment line
     that asked for it and why it is off, then the fix (the symbols to add, by name)."""
     lines = "\n".join(
         f"  {d.symbol}: asked {d.requested}, got {d.actual}"
-        + (f" (requested at {at})" if (at := request_line(fragments, d.symbol)) else "")
+        + (f" (requested at {at})" if (at := request_line(fragments, d.symbol, origin))
+           else "")
         + f"\n    {d.reason}" for d in dropped
     )
     needed = [f"CONFIG_{s}=y" for d in dropped if d.requested != "n"
@@ -478,8 +563,10 @@ def configure(tree: Path, build_dir: Path, fragments: list[Path], *,
     """
     target = target or default_target()
     asked = fragments  # what results name: the arch's own lines are the arch's, not a fragment
-    fragments = [arch_fragment(target), *fragments]
-    generated, _ = generate(tree, fragments, log_dir=log_dir, target=target)
+    # each fragment as this kernel takes it: lines limited to other kernels left out
+    fragments, origin = rendered([arch_fragment(target), *fragments], kernel_release(tree))
+    lenient = [f for f in fragments if origin.get(f, f) in lenient]
+    generated, _ = generate(tree, fragments, log_dir=log_dir, target=target, origin=origin)
     final = parse_config(generated.read_text())
     wanted = requested_symbols(fragments)
     owner = request_owners(fragments)
@@ -493,11 +580,13 @@ def configure(tree: Path, build_dir: Path, fragments: list[Path], *,
                         "olddefconfig (not fatal; each with its reason in results.json and "
                         "kconfig-dropped.txt): %s", len(tolerated),
                         " ".join(d.symbol.removeprefix("CONFIG_") for d in tolerated))
+            came = {d.symbol: origin.get(owner[d.symbol], owner[d.symbol]) for d in tolerated}
             (log_dir / "kconfig-dropped.txt").write_text("".join(
-                f"{d.symbol} (from {owner[d.symbol].relative_to(tree)}): asked {d.requested}, "
+                f"{d.symbol} (from {came[d.symbol].relative_to(tree)}): asked {d.requested}, "
                 f"got {d.actual}: {d.reason}\n" for d in tolerated))
         if dropped:
-            raise dropped_error(dropped, fragments, final, index, log=log_dir / "kconfig.log")
+            raise dropped_error(dropped, fragments, final, index, log=log_dir / "kconfig.log",
+                                origin=origin)
     build_dir.mkdir(parents=True, exist_ok=True)
     installed = build_dir / ".config"
     changed = not installed.exists() or installed.read_bytes() != generated.read_bytes()

@@ -91,6 +91,8 @@ class BuildContext:
     build_dir: Path | None = None  # its O= directory
     # the tree's kselftest.h (own tests print KTAP through it); None: none known
     kselftest: KselftestHeader | None = None
+    # bpftool built from the tree (vmlinux.h is its BTF dump); None: the host's
+    bpftool: Path | None = None
 
 
 class TestKind(Protocol):

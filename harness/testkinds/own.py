@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import logging
+import os
 import re
 import shlex
 import shutil
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from harness import target
 from harness.base import atomic, paths, proc
+from harness.base.gitcmd import git
 from harness.base.model import KERNEL_PHASES, KernelImage
 from harness.guest.protocol import GuestTest
 from harness.testkinds.base import (
@@ -28,6 +31,8 @@ from harness.testkinds.base import (
     TestRef,
     setup_error,
 )
+
+log = logging.getLogger(__name__)
 
 CLANG = "clang-19"
 BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-Wall", "-Werror")
@@ -153,30 +158,62 @@ def tree_hash(directory: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def vmlinux_h(kernel: KernelImage) -> Path:
-    """vmlinux.h from the kernel's BTF, once per kernel."""
+# What the tree's bpftool is built from: tools/ (bpftool, the libbpf it links, the headers
+# and build scripts) and the BPF disassembler it shares with the kernel.
+BPFTOOL_SOURCES = ("tools", "kernel/bpf/disasm.c", "kernel/bpf/disasm.h")
+
+
+def tree_bpftool(tree: Path, *, log_dir: Path) -> Path:
+    """bpftool built from the tree under test, as the kernel's own selftests and BPF CI use
+    it: its BTF dump knows the BTF that kernel writes, where an older bpftool writes a
+    vmlinux.h that clang rejects (Debian 12's bpftool 7.1 on 7.2's BTF). Built once per
+    content of its sources in the tree and host compiler; only the binary is kept."""
+    listing = git(tree, "ls-tree", "-r", "HEAD", "--", *BPFTOOL_SOURCES,
+                  what="git ls-tree", timeout=120)
+    cc = proc.run(["gcc", "--version"], timeout=30).output.splitlines()[:1]
+    key = hashlib.sha256(f"{listing}\n{cc}".encode()).hexdigest()[:16]
+    out = paths.sub("bpftool") / key
+    if (out / "bpftool").exists():
+        paths.touch(out)
+        return out / "bpftool"
+    log.info("building the tree's bpftool (once per its sources) into %s", out)
+    with atomic.directory(out, prefix=".bpftool-") as scratch:
+        objs = scratch / "objs"
+        proc.check(["make", "-s", "-C", str(tree / "tools/bpf/bpftool"), f"OUTPUT={objs}/",
+                    f"-j{os.cpu_count() or 1}"], what="building the tree's bpftool",
+                   timeout=1800, log_path=log_dir / "bpftool-build.log")
+        shutil.copy2(objs / "bpftool", scratch / "bpftool")
+        shutil.rmtree(objs)
+    return out / "bpftool"
+
+
+def vmlinux_h(kernel: KernelImage, bpftool: Path | None = None) -> Path:
+    """vmlinux.h from the kernel's BTF, once per kernel and bpftool: the tree's bpftool
+    when there is one (`tree_bpftool`), the host's for a prebuilt image."""
     if kernel.vmlinux is None:
         raise SelftestError(f"{kernel.boot_image} has no vmlinux with BTF next to it; BPF tests "
                             "need one (put vmlinux beside the image)")
+    tool = str(bpftool) if bpftool is not None else proc.require("bpftool")
     key = hashlib.sha256(str(kernel.vmlinux).encode() + str(kernel.vmlinux.stat().st_mtime_ns)
-                         .encode()).hexdigest()[:16]
+                         .encode() + tool.encode()).hexdigest()[:16]
     out = paths.sub("vmlinux-h") / key / "vmlinux.h"
     if out.exists():
         paths.touch(out.parent)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
-        res = proc.check([proc.require("bpftool"), "btf", "dump", "file", str(kernel.vmlinux),
-                          "format", "c"], what="bpftool btf dump", timeout=300,
-                         log_path=None)
+        res = proc.check([tool, "btf", "dump", "file", str(kernel.vmlinux), "format", "c"],
+                         what=f"{tool} btf dump", timeout=300, log_path=None)
         atomic.write_text(out, res.output)
     return out
 
 
 def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
-              kselftest: KselftestHeader | None) -> Path:
-    """Compile the BPF objects, skeletons and userspace; returns the output directory."""
+              kselftest: KselftestHeader | None, bpftool: Path | None = None) -> Path:
+    """Compile the BPF objects, skeletons and userspace; returns the output directory.
+    `bpftool` (the tree's) dumps vmlinux.h; the skeletons are the host's bpftool's, for
+    the host's libbpf that the tests link."""
     # A test without BPF programs needs no BTF (nor a vmlinux to read it from).
-    header = vmlinux_h(kernel) if manifest.bpf else None
+    header = vmlinux_h(kernel, bpftool) if manifest.bpf else None
     ksft_dirs = (kselftest.directory,) if kselftest is not None else ()
     trees = "|".join(tree_hash(d) for d in (manifest.directory, *manifest.include, *ksft_dirs))
     # The header's content, not the kernel: a kernel whose types did not change (a
@@ -192,7 +229,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
         paths.touch(out)
         return out
     blog = log_dir / f"build-{manifest.name}.log"
-    clang, bpftool = (proc.require(CLANG), proc.require("bpftool")) if manifest.bpf else ("", "")
+    clang, skeletons = (proc.require(CLANG), proc.require("bpftool")) if manifest.bpf else ("", "")
     includes = [f"-I{d}" for d in (*manifest.include, *ksft_dirs)]
     with atomic.directory(out, prefix=f".{manifest.name}-") as scratch:
         if header is not None:
@@ -204,7 +241,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
                         *manifest.bpf_cflags, f"-I{scratch}",
                         f"-I{manifest.directory}", *includes, "-c", str(manifest.directory / src),
                         "-o", str(obj)], what=f"clang {src}", timeout=300, log_path=blog)
-            skel = proc.check([bpftool, "gen", "skeleton", str(obj), "name",
+            skel = proc.check([skeletons, "gen", "skeleton", str(obj), "name",
                                skeleton_name(src)], what=f"bpftool gen skeleton {src}",
                               timeout=120, log_path=None)
             (scratch / f"{src.removesuffix('.bpf.c')}.skel.h").write_text(skel.output)
@@ -301,7 +338,7 @@ class OwnTests:
         for ref in refs:
             assert ref.manifest is not None
             out[ref.name] = build_own(ref.manifest, ctx.kernel, log_dir=ctx.log_dir,
-                                      kselftest=ctx.kselftest)
+                                      kselftest=ctx.kselftest, bpftool=ctx.bpftool)
         return out
 
     def plan(self, ref: TestRef, built: Path) -> list[GuestTest]:

@@ -135,7 +135,7 @@ class PerfTests:
         for ref in refs:
             assert ref.manifest is not None
             built = own.build_own(ref.manifest, ctx.kernel, log_dir=ctx.log_dir,
-                                  kselftest=ctx.kselftest)
+                                  kselftest=ctx.kselftest, bpftool=ctx.bpftool)
             out[ref.name] = _with_perf(built, binary)
         return out
 

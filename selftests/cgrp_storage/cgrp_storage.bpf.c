@@ -11,6 +11,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "cgrp_storage.h"
+#include "bpf_rstat.h"
 
 #define ENOENT 2
 
@@ -47,7 +48,6 @@ struct {
 	__type(value, __u64);
 } cgs_dying SEC(".maps");
 
-extern void cgroup_rstat_updated(struct cgroup *cgrp, int cpu) __ksym;
 
 __u64 ids[CGS_NR_IDS];	/* set by the test */
 struct cgs_value init_value;	/* set by the test */
@@ -138,7 +138,7 @@ int BPF_PROG(cgs_on_free, struct cgroup *cg)
 	if (watch_id && cg->kn->id == watch_id) {
 		life.free_seq = ++life.seq;
 		/* something for the flush that follows the free (cgroup_rstat_exit()) */
-		cgroup_rstat_updated(cg, bpf_get_smp_processor_id());
+		RSTAT_UPDATED(cg, bpf_get_smp_processor_id());
 	}
 	return 0;
 }

@@ -19,6 +19,7 @@
 #include <linux/types.h>
 #include "cgrp_storage.h"
 #include "cgrp_storage.skel.h"
+#include "cgrp_storage_css.skel.h"
 #include "cgrp_storage_lock.skel.h"
 #include "cgrp_storage_neg.skel.h"
 
@@ -67,14 +68,15 @@ static int expect_none(int i)
 
 static int check_load_attach(void)
 {
-	skel = cgrp_storage_bpf__open_and_load();
-	/* the sleepable iterator is attached to its cgroup by check_create_from_sleepable() */
-	if (skel)
-		bpf_program__set_autoattach(skel->progs.cgs_create_sleepable, false);
-	if (!skel || cgrp_storage_bpf__attach(skel)) {
-		bu_print_log();
-		return check_fail("open/load/attach failed: %s", strerror(errno));
-	}
+	/*
+	 * The object built for the rstat kfunc of the kernel's name (bpf_rstat.h), every
+	 * program attached but the sleepable iterator, which check_create_from_sleepable()
+	 * attaches to its cgroup.
+	 */
+	int err = BU_LOAD_RSTAT(skel, cgrp_storage, NULL);
+
+	if (err)
+		return check_fail("open/load/attach failed: %s", strerror(-err));
 	map_fd = bpf_map__fd(skel->maps.cgs);
 	return KSFT_PASS;
 }

@@ -33,6 +33,7 @@
 
 #include "memcg_kfuncs.h"
 #include "memcg_kfuncs.skel.h"
+#include "memcg_kfuncs_css.skel.h"
 #include "memcg_kfuncs_neg.skel.h"
 #include "memcg_kfuncs_extra.skel.h"
 
@@ -168,10 +169,14 @@ static int read_rec(int cgi, struct mk_rec *r)
 
 static int check_load_sleepable_iter(void)
 {
-	skel = memcg_kfuncs_bpf__open_and_load();
-	if (!skel)
-		bu_print_log();
-	return skel ? KSFT_PASS : check_fail("loading the iter.s/cgroup program: %s", strerror(errno));
+	/* the object built for the rstat flush kfunc of the kernel's name (bpf_rstat.h) */
+	int err = BU_LOAD_RSTAT(skel, memcg_kfuncs, NULL);
+
+	if (err) {
+		memcg_kfuncs_bpf__destroy(skel);
+		skel = NULL;
+	}
+	return err ? check_fail("loading the iter.s/cgroup program: %s", strerror(-err)) : KSFT_PASS;
 }
 
 static int check_cgroup_setup(void)
@@ -1254,7 +1259,7 @@ int main(void)
 	static const char *const need[] = { "bpf_iter_cgroup", "bpf_get_mem_cgroup",
 		"bpf_get_root_mem_cgroup", "bpf_put_mem_cgroup", "bpf_mem_cgroup_flush_stats",
 		"bpf_mem_cgroup_page_state", "bpf_mem_cgroup_vm_events",
-		"bpf_mem_cgroup_memory_events", "bpf_mem_cgroup_usage", "cgroup_rstat_flush", NULL };
+		"bpf_mem_cgroup_memory_events", "bpf_mem_cgroup_usage", NULL };
 	static const struct check checks[] = {
 		CHECK(load_sleepable_iter),
 		CHECK(cgroup_setup, load_sleepable_iter),
@@ -1290,5 +1295,7 @@ int main(void)
 	tol_units = 2LL * 64 /* MEMCG_CHARGE_BATCH */ * ncpus;
 	tp = tol_units * page_size;
 	kver = kernel_version();
-	return checks_run(checks, ARRAY_SIZE(checks), bu_missing_funcs(need));
+	return checks_run(checks, ARRAY_SIZE(checks), bu_missing_funcs(need) ?:
+			  bu_missing_funcs((const char *const[]){ bu_has_func("css_rstat_flush") ?
+				"css_rstat_flush" : "cgroup_rstat_flush", NULL }));
 }

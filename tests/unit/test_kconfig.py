@@ -83,3 +83,35 @@ def test_tree_fragment_losses_are_reported_not_fatal(tmp_path: Path) -> None:
     assert {d.symbol for d in tolerated} == {"CONFIG_B", "CONFIG_C"}
     assert kconfig.config_slug(["base", "tree:tools/testing/selftests/bpf/config"]) == \
         "base+bpf_config"
+
+
+def test_a_line_limited_to_some_kernels_is_requested_only_there() -> None:
+    text = ("CONFIG_A=y\n# why\n# harness: kernel < 6.18\nCONFIG_OLD=y\n# CONFIG_OLD2 is not set\n"
+            "\nCONFIG_B=y\n# harness: kernel >= 6.2, < 6.18\nCONFIG_MID=y\n")
+    old = kconfig.for_kernel(text, (6, 12))
+    assert kconfig.parse_config(old) == {"CONFIG_A": "y", "CONFIG_OLD": "y", "CONFIG_OLD2": "n",
+                                         "CONFIG_B": "y", "CONFIG_MID": "y"}
+    new = kconfig.for_kernel(text, (7, 2))
+    # the directive holds up to the next blank line; line numbers stay the fragment's
+    assert kconfig.parse_config(new) == {"CONFIG_A": "y", "CONFIG_B": "y"}
+    assert new.splitlines()[3] == "# harness: not for 7.2: CONFIG_OLD=y"
+    assert len(new.splitlines()) == len(text.splitlines())
+    assert kconfig.parse_config(kconfig.for_kernel(text, (6, 1))) == {
+        "CONFIG_A": "y", "CONFIG_OLD": "y", "CONFIG_OLD2": "n", "CONFIG_B": "y"}
+    assert kconfig.fragment_problems(text) == []
+    assert kconfig.fragment_problems("# harness: kernel < 6\nCONFIG_A=y\n") == [
+        (1, "'# harness: kernel < 6': not a kernel version bound: 'kernel < 6' (write "
+            "'# harness: kernel < 6.18' or '# harness: kernel >= 6.2, < 6.18')")]
+
+
+def test_base_config_asks_for_the_zswap_pool_only_where_it_exists() -> None:
+    base = (Path(__file__).resolve().parents[2] / "kconfigs" / "base.config").read_text()
+    assert "CONFIG_ZSWAP_ZPOOL_DEFAULT_ZSMALLOC" in kconfig.parse_config(
+        kconfig.for_kernel(base, (6, 12)))
+    assert "CONFIG_ZSWAP_ZPOOL_DEFAULT_ZSMALLOC" not in kconfig.parse_config(
+        kconfig.for_kernel(base, (7, 2)))
+
+
+def test_the_release_is_read_from_the_tree(tmp_path: Path) -> None:
+    (tmp_path / "Makefile").write_text("# SPDX\nVERSION = 7\nPATCHLEVEL = 2\nSUBLEVEL = 13\n")
+    assert kconfig.kernel_release(tmp_path) == (7, 2)

@@ -23,7 +23,7 @@ from harness.kernel.sources import debian, gittree, image, tarball
 from harness.kernel.sources.base import Kind, SourceError, locked
 from harness.kernel.sources.debian import debian_package_version
 
-__all__ = ["KINDS", "Kind", "SourceError", "base_name", "debian_package_version",
+__all__ = ["KINDS", "Kind", "SourceError", "base_name", "check", "debian_package_version",
            "enclosing_kernel_tree", "is_kernel_tree", "kind_of", "locked", "parse_spec",
            "prepare", "version_of", "worktree"]
 
@@ -51,6 +51,11 @@ def parse_spec(text: str) -> KernelSpec:
         raise SourceError(f"unknown kernel spec kind {kind_text!r} in {text!r}",
                           fix=f"use {_usage()}") from None
     return KINDS[kind].parse(rest)
+
+
+def check(spec: KernelSpec) -> None:
+    """What plan time can tell of the source (a pinned version no longer served)."""
+    kind_of(spec).check(spec)
 
 
 def prepare(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:

@@ -45,6 +45,11 @@ class Kind(Protocol):
         """VALUE -> the spec (paths made absolute), or SourceError."""
         ...
 
+    def check(self, spec: KernelSpec) -> None:
+        """At plan time, before any work: SourceError when the spec names something that
+        cannot be had (a package version Debian no longer serves)."""
+        ...
+
     def prepare(self, spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
         """The source as a git repository in the cache with the base commit to build on."""
         ...

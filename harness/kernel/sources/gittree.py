@@ -104,6 +104,9 @@ class Git:
     def prepare(self, spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
         return _prepare(spec, log_dir=log_dir)
 
+    def check(self, spec: KernelSpec) -> None:
+        """Nothing to look up before the work: prepare says what is missing."""
+
     def base_name(self, spec: KernelSpec) -> str | None:
         return None
 

@@ -20,6 +20,9 @@ class Image:
     def prepare(self, spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
         raise SourceError(f"{spec.text} is a prebuilt image and has no source tree")
 
+    def check(self, spec: KernelSpec) -> None:
+        """Nothing to look up before the work: prepare says what is missing."""
+
     def base_name(self, spec: KernelSpec) -> str | None:
         return None
 

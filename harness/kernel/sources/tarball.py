@@ -71,6 +71,9 @@ class Tarball:
                               describe=f"Linux {_release(dest)} from {path.name} "
                                        f"(sha256 {digest[:12]})")
 
+    def check(self, spec: KernelSpec) -> None:
+        """Nothing to look up before the work: prepare says what is missing."""
+
     def base_name(self, spec: KernelSpec) -> str | None:
         m = re.search(r"(?<![\d.])(\d+\.\d+)(?:\.\d+)?(?:-rc\d+)?(?=\.t)", Path(spec.value).name)
         return m.group(1) if m else None
