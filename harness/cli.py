@@ -189,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--build-only", action="store_true",
                    help="build the kernel (into the kernel store) and the tests, boot nothing "
                         "(a CI build job; PASS when every build stage passed)")
+    r.add_argument("--prebuilt", type=Path, metavar="BUILD_RUN",
+                   help="boot the kernel and tests a --build-only run of these cells made "
+                        "(its directory; the kernel and test builds imported with harness "
+                        "cache import): no source, no build (a CI test job)")
     r.add_argument("--coverage", action="store_true",
                    help="build with gcov for the series' C files and report, per patch, "
                         "which of its added lines the tests ran (a kernel of its own)")
@@ -485,7 +489,7 @@ def selection(args: argparse.Namespace) -> run.Selection:
         tier=args.tier, cells=tuple(args.cell), matrix=args.matrix, memory=args.memory,
         cpus=args.cpus, arch=args.arch, toolchain=args.toolchain,
         guest_command=tuple(args.guest_command), cwd=args.cwd, timeout=args.timeout,
-        shard=args.shard, costs=args.costs, baseline=args.baseline)
+        shard=args.shard, costs=args.costs, baseline=args.baseline, prebuilt=args.prebuilt)
 
 
 def planned(args: argparse.Namespace) -> tuple[list[Cell], str]:
