@@ -445,6 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--plan", type=Path, default=None, metavar="FILE",
                     help="expect the cells this plan file lists (JSON: {\"cells\": [NAME, "
                          "...]}, as shard.write_plan writes it)")
+    mg.add_argument("--builds", nargs="+", type=Path, default=[], metavar="DIR",
+                    help="CI build jobs' --build-only runs: a cell no run holds takes the "
+                         "build error that kept it from its test job, not MISSING")
 
     for name, parser in sub.choices.items():
         shown = "\n".join(f"  {e}" for e in EXAMPLES[name])
@@ -598,7 +601,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     return runs.merge(runs.MergeRequest(runs=tuple(args.runs), out=args.out, tier=args.tier,
                                         cells=tuple(args.cell), matrix=args.matrix,
-                                        plan=args.plan), argv=_argv())
+                                        plan=args.plan, builds=tuple(args.builds)),
+                      argv=_argv())
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
