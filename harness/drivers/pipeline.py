@@ -471,6 +471,8 @@ def _prebuilt_kernel(cell: Cell, run_dir: Path, logs: Path,
     from this machine's cache: what the source, series, config and build stages would
     have said, said again, and nothing built."""
     with stages.stage("prebuilt", Status.SETUP_ERROR):
+        if (failed := prebuilt.failed_build(run_dir, cell, logs)) is not None:
+            raise failed
         rec = prebuilt.read(run_dir, cell)
         yield Known(source=(rec.source, rec.package_version), patches=rec.patches)
         image = prebuilt.image(rec)

@@ -110,6 +110,32 @@ def write(out_dir: Path, rec: Record) -> None:
     atomic.write_json(out_dir / FILE, {"schema": SCHEMA, **_encode(rec)})
 
 
+class BuildFailed(HarnessError):
+    """The build-only run did not build the cell (its kernel, config, series or tests):
+    the cell's status is that run's, told again with its error and logs."""
+
+
+def failed_build(run_dir: Path, cell: Cell, logs: Path) -> BuildFailed | None:
+    """The build-only run's stage error for this cell, its logs copied into `logs/build-job`;
+    None when that run holds no such error for it."""
+    try:
+        doc = json.loads((run_dir / "results.json").read_text())
+        found = next(c for c in doc["cells"] if c.get("cell") == cell.name)
+        status = Status(found["status"])
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
+    if not status.is_stage_error:
+        return None
+    copied = logs / "build-job"
+    for log in sorted((run_dir / cell.name).glob("*.log")):
+        copied.mkdir(parents=True, exist_ok=True)
+        (copied / log.name).write_bytes(log.read_bytes())
+    return BuildFailed(f"{status.value} in the build-only run {run_dir} (its logs: "
+                       f"{copied if copied.is_dir() else run_dir / cell.name}): "
+                       f"{found.get('error') or 'no error recorded'}",
+                       fix="see the build job's log; the cell was not booted", status=status)
+
+
 def read(run_dir: Path, cell: Cell) -> Record:
     """The record of `cell` in a build-only run's directory; PrebuiltError (SETUP_ERROR)
     saying what is missing and how to get it."""

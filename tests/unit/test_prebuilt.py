@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,33 @@ def test_prebuilt_takes_matrix_cells_only(capsys: pytest.CaptureFixture[str]) ->
     assert cli.main(["run", "--kernel", "debian:6.12", "--prebuilt", "build/x"]) == 2
     assert "--prebuilt boots what a --build-only run" in capsys.readouterr().err
     assert cli.main(["run", "--cell", "6.12", "--build-only", "--prebuilt", "build/x"]) == 2
+
+
+def test_a_cell_whose_build_failed_reports_that_build_error_with_its_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel does not build: the build-only run's BUILD_ERROR is the test job's
+    result too (with the build's log), and nothing is booted."""
+    linux = committed_tree(tmp_path / "linux")
+    fake = linux / "kernel" / "fake.c"
+    original = fake.read_text()
+    fake.write_text(original.replace("\treturn 42;", "\treturn 42 +;"))
+    diff = subprocess.run(["git", "-C", str(linux), "diff"], capture_output=True, text=True,
+                          check=True).stdout
+    subprocess.run(["git", "-C", str(linux), "checkout", "kernel/fake.c"], check=True)
+    patch = tmp_path / "broken.patch"
+    patch.write_text("From 1 Mon Sep 17 00:00:00 2001\nFrom: T <t@t>\nSubject: [PATCH] "
+                     f"broken\n\n---\n{diff}-- \n2.39\n")
+    monkeypatch.setenv("PATH", f"{FAKES / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "matrix.toml").write_text(
+        f'[[cell]]\nname = "p-x"\ntier = "ci"\nkernel = "git:{linux}"\n'
+        f'configs = ["{FAKES / "fake.config"}"]\npatches = ["{patch}"]\n'
+        f'tests = ["{_own_test(tmp_path, "never", KTAP_PASS)}"]\n')
+    base = ["run", "--matrix", str(tmp_path / "matrix.toml"), "--cell", "p-x"]
+    assert cli.main([*base, "--build-only", "--out", str(tmp_path / "build")]) == 2
+    assert cli.main([*base, "--prebuilt", str(tmp_path / "build"), "--accel", "tcg",
+                     "--out", str(tmp_path / "res")]) == 2
+    cell = _cells(tmp_path / "res")["p-x"]
+    assert cell["status"] == "BUILD_ERROR" and cell["tests"] == []
+    assert "in the build-only run" in str(cell["error"]) and "fake.c" in str(cell["error"])
+    assert "error" in (tmp_path / "res" / "p-x" / "build-job" / "build.log").read_text()
