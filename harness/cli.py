@@ -377,22 +377,28 @@ def build_parser() -> argparse.ArgumentParser:
                             ("gitlab", "GitLab CI pipeline")):
         gen = ci_sub.add_parser(system, help=f"the {runners} of the tier's cells")
         gen.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
-        gen.add_argument("--accel", choices=[Accel.TCG.value, Accel.KVM.value],
-                         default=Accel.TCG.value,
-                         help="the guests' accelerator (default tcg, on any runner; kvm "
-                              "needs " + ("--runs-on" if system == "github" else "--tag")
+        gen.add_argument("--accel", choices=[a.value for a in Accel], default=Accel.AUTO.value,
+                         help="the guests' accelerator (default auto: KVM where the runner "
+                              "has it, else TCG, the reason in results.json; kvm needs "
+                              + ("--test-runs-on" if system == "github" else "--test-tag")
                               + " naming runners with /dev/kvm)")
+        flag, what = (("--runs-on", "label"), ("--tag", "tag"))[system == "gitlab"]
+        dest = "runs_on" if system == "github" else "tag"
+        gen.add_argument(flag, action="append", default=[], metavar=what.upper(), dest=dest,
+                         help=f"the runner {what}(s) of every job that builds or boots "
+                              "(repeatable; default: " + ("ubuntu-latest" if system ==
+                                                          "github" else "any runner") + ")")
+        gen.add_argument(f"--test-{flag[2:]}", action="append", default=[],
+                         metavar=what.upper(), dest=f"test_{dest}",
+                         help=f"the runner {what}(s) of the test jobs apart (runners with "
+                              "/dev/kvm, say; repeatable; default: as the build jobs')")
         if system == "github":
-            gen.add_argument("--runs-on", action="append", default=[], metavar="LABEL",
-                             help="the runner label(s) of the jobs that build and boot "
-                                  "(repeatable; default ubuntu-latest)")
             gen.add_argument("--container-options", default=None, metavar="OPTS",
-                             help="docker options of their debian:12 container (default "
-                                  "--privileged)")
-        else:
-            gen.add_argument("--tag", action="append", default=[], metavar="TAG",
-                             help="the runner tag(s) of the jobs that build and boot "
-                                  "(repeatable; default none: any runner)")
+                             help="docker options of the test jobs' debian:12 container "
+                                  "(default --device /dev/kvm, none with --accel tcg)")
+        gen.add_argument("--runner-disk", type=int, default=None, metavar="GB",
+                         help="the runners' free disk, which sizes ccache and the harness "
+                              "cache (default 14, a GitHub-hosted runner's)")
         gen.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                          help="write the file here (default: stdout)")
     key = ci_sub.add_parser("cache-key", help="the cache keys of the cells' build jobs")
@@ -583,9 +589,10 @@ def cmd_ci(args: argparse.Namespace) -> int:
     github = args.what == "github"
     settings = ciplan.Settings(
         accel=Accel(args.accel), runs_on=tuple(args.runs_on) if github else (),
-        tags=() if github else tuple(args.tag),
-        container_options=args.container_options if github and args.container_options
-        is not None else ciplan.DEFAULT_CONTAINER_OPTIONS)
+        test_runs_on=tuple(args.test_runs_on) if github else (),
+        tags=() if github else tuple(args.tag), test_tags=() if github else tuple(args.test_tag),
+        container_options=args.container_options if github else None,
+        disk_gb=args.runner_disk or ciplan.DEFAULT_DISK_GB)
     return commands.pipeline(commands.PipelineRequest(system=args.what, tier=Tier(args.tier),
                                                       settings=settings, output=args.output))
 

@@ -475,7 +475,7 @@ def _prebuilt_kernel(cell: Cell, run_dir: Path, logs: Path,
             raise failed
         rec = prebuilt.read(run_dir, cell)
         yield Known(source=(rec.source, rec.package_version), patches=rec.patches)
-        image = prebuilt.image(rec)
+        image = prebuilt.image(rec, run_dir)
         config = rec.config
         if image.config is not None:
             (logs / "config").write_bytes(image.config.read_bytes())

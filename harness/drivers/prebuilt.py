@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import logging
 import types
 import typing
 from pathlib import Path
@@ -33,8 +34,12 @@ from harness.base.model import (
     Status,
 )
 from harness.drivers.matrix import Cell
+from harness.kernel import cache
+
+log = logging.getLogger(__name__)
 
 FILE = "prebuilt.json"
+ARCHIVE = "kernel.tar"  # in the run's directory: imported when the cache lacks the kernel
 SCHEMA = 1
 CACHE = "cache:"  # a test build's path, relative to the cache root
 T = TypeVar("T")
@@ -163,10 +168,15 @@ def read(run_dir: Path, cell: Cell) -> Record:
     return rec
 
 
-def image(rec: Record) -> KernelImage:
-    """The stored kernel the record names, as this machine's cache holds it."""
+def image(rec: Record, run_dir: Path) -> KernelImage:
+    """The stored kernel the record names, as this machine's cache holds it (imported
+    first from the run's archive, `harness cache export --run RUN -o RUN/kernel.tar`, when
+    the cache lacks it)."""
     stored = paths.cache_root() / rec.kernel_entry
     boot = stored / rec.image_name
+    if not boot.is_file() and (run_dir / ARCHIVE).is_file():
+        done = cache.import_archive(run_dir / ARCHIVE)
+        log.info("imported %d cache entries from %s", len(done.added), run_dir / ARCHIVE)
     if not boot.is_file():
         raise PrebuiltError(f"kernel {rec.kernel_entry} of cell {rec.cell} is not in the "
                             f"cache {paths.cache_root()}",
