@@ -68,6 +68,7 @@ latest=$(for d in runs/run-*-*; do
   if [ -d "$d" ]; then echo "${d##*-} ${d%-*}"; fi
 done | sort -k2,2 -k1,1n \\
   | awk '{ last[$2] = $2 "-" $1 } END { for (c in last) print last[c] }' | sort)
+# shellcheck disable=SC2086 # one word per directory, none with a space
 set -- $latest
 [ $# -gt 0 ] || set -- runs/no-run-was-uploaded
 """

@@ -395,3 +395,21 @@ def test_ci_minutes_takes_build_times_from_the_kernel_store(
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:-1]}
     assert rows["6.12"].split()[1] == "10.0"
     assert rows["6.1"].split()[1:3] == ["not", "measured"]
+
+
+def test_the_lint_step_passes_the_committed_workflow_and_fails_an_unpinned_one(
+        tmp_path: Path) -> None:
+    """tox's lint step (tests/citools.py): actionlint, shellcheck on the run: blocks and
+    zizmor --offline with no high finding. A tag instead of a commit is a high finding; an
+    unquoted expansion is shellcheck's."""
+    from tests import citools
+
+    assert citools.lint_workflows([COMMITTED]) == 0
+    bad = tmp_path / "bad.yml"
+    text = COMMITTED.read_text()
+    pinned = text.split('uses: "actions/checkout@', 1)[1].split('"', 1)[0]
+    bad.write_text(text.replace(f"actions/checkout@{pinned}", "actions/checkout@v4"))
+    assert citools.lint_workflows([bad]) != 0
+    bad.write_text(text.replace('--summary "$GITHUB_STEP_SUMMARY"',
+                                "--summary $GITHUB_STEP_SUMMARY"))
+    assert citools.lint_workflows([bad]) != 0
