@@ -410,6 +410,7 @@ def test_the_lint_step_passes_the_committed_workflow_and_fails_an_unpinned_one(
     pinned = text.split('uses: "actions/checkout@', 1)[1].split('"', 1)[0]
     bad.write_text(text.replace(f"actions/checkout@{pinned}", "actions/checkout@v4"))
     assert citools.lint_workflows([bad]) != 0
-    bad.write_text(text.replace('--summary "$GITHUB_STEP_SUMMARY"',
-                                "--summary $GITHUB_STEP_SUMMARY"))
+    quoted = '--summary \\"$GITHUB_STEP_SUMMARY\\"'  # as the YAML escapes it
+    assert quoted in text
+    bad.write_text(text.replace(quoted, "--summary $GITHUB_STEP_SUMMARY"))
     assert citools.lint_workflows([bad]) != 0
