@@ -1,0 +1,147 @@
+"""The committed GitLab pipeline (the ci tier), executed by an engine: gitlab-ci-local with
+its shell executor and artifact isolation (each job gets only the artifacts of the jobs it
+needs), in a scratch clone of this repository whose bootstrap.sh is a stub that records
+its role and whose `harness run` is tests/fakes/ci/harness (the kernel build and the boot
+replaced by stubs that write real-shaped artifacts: a stored kernel exported by the real
+`harness cache export`, imported by the real `harness cache import`); the merge is the
+real `harness merge`. One kernel's build fails and one test job dies before uploading."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests import citools
+
+REPO = Path(__file__).resolve().parents[2]
+STUB = REPO / "tests" / "fakes" / "ci" / "harness"
+FAILING = "6.12-rstat-hook-not-called"  # its kernel does not build
+VANISHING = "6.1"  # its test job dies before writing anything
+
+BOOTSTRAP = """#!/bin/sh
+# the gitlab-ci-local test's stand-in: records the role; the harness is the stub
+set -eu
+echo "$*" >> bootstrap-roles.txt
+mkdir -p .venv/bin
+cp tests/fakes/ci/harness .venv/bin/harness
+"""
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    try:
+        tools = citools.ensure()
+    except citools.ToolError as exc:
+        pytest.fail(str(exc))
+    root = tmp_path_factory.mktemp("engine")
+    project = root / "project"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(project)], check=True)
+    shutil.copyfile(REPO / ".gitlab-ci.yml", project / ".gitlab-ci.yml")
+    (project / "tests" / "fakes" / "ci").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(STUB, project / "tests" / "fakes" / "ci" / "harness")
+    (project / "bootstrap.sh").write_text(BOOTSTRAP)
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "--allow-empty", "-m", "stubs")
+    env = {**tools.env(), "STUB_REAL_PYTHON": sys.executable}
+    env.pop("HARNESS_CACHE", None)
+    caches = root / "caches"
+    res = subprocess.run(
+        [str(tools.node), str(tools.gitlab_ci_local), "--force-shell-executor",
+         "--shell-isolation", "--no-color", "--home", str(root / "home"), "--concurrency", "4",
+         # the jobs' caches and stub kernels here, not under /builds
+         "--variable", f"HARNESS_CACHE={caches}",
+         "--variable", f"STUB_REAL_PYTHON={sys.executable}",
+         "--variable", f"STUB_FAIL_BUILD={FAILING}", "--variable", f"STUB_VANISH={VANISHING}"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=900)
+    log = res.stdout + res.stderr
+    (root / "gitlab-ci-local.log").write_text(log)
+    builds = project / ".gitlab-ci-local" / "builds"
+    return {"log": log, "code": res.returncode, "project": project, "builds": builds,
+            "doc": YAML(typ="safe").load((REPO / ".gitlab-ci.yml").read_text())}
+
+
+def _job_dirs(run: dict[str, Any]) -> list[Path]:
+    return sorted(d for d in run["builds"].iterdir() if d.is_dir())
+
+
+def _merged(run: dict[str, Any]) -> dict[str, Any]:
+    found = [d / "merged" / "results.json" for d in _job_dirs(run)
+             if (d / "merged" / "results.json").is_file()]
+    assert len(found) == 1, run["log"][-3000:]
+    doc: dict[str, Any] = json.loads(found[0].read_text())
+    return doc
+
+
+def test_a_failed_build_turns_exactly_its_cells_red_and_the_merge_runs(
+        pipeline_run: dict[str, Any]) -> None:
+    doc = _merged(pipeline_run)
+    by = {c["cell"]: c["status"] for c in doc["cells"]}
+    planned = [c for job in pipeline_run["doc"].values() if isinstance(job, dict)
+               for leg in job.get("parallel", {}).get("matrix", []) for c in leg["CELL"]]
+    assert sorted(by) == sorted(planned)
+    assert by.pop(FAILING) == "BUILD_ERROR"
+    assert by.pop(VANISHING) == "MISSING"  # its job uploaded nothing
+    assert set(by.values()) == {"PASS"}  # every other cell's result, in the merged run
+    assert doc["exit_code"] == 2 and doc["missing"] == [VANISHING]
+    assert any(line.strip().startswith("FAIL") and "merge" in line
+               for line in pipeline_run["log"].splitlines())  # the merge's exit code
+
+
+def test_each_test_job_receives_exactly_its_kernels_artifact(
+        pipeline_run: dict[str, Any]) -> None:
+    received: dict[str, dict[str, int]] = {}
+    for d in _job_dirs(pipeline_run):
+        for f in (d / "results").glob("*/received.json"):
+            received[f.parent.name] = json.loads(f.read_text())
+    kernel_of = {c: job["needs"][0]["job"].removeprefix("build:")
+                 for job in pipeline_run["doc"].values() if isinstance(job, dict)
+                 and job.get("stage") == "test" for c in job["parallel"]["matrix"][0]["CELL"]}
+    assert set(received) == set(kernel_of) - {VANISHING}
+    for cell, files in received.items():
+        kernels = {Path(p).parts[1] for p in files}  # build/<kernel>/...
+        assert len(kernels) == 1, (cell, files)
+        [kernel] = kernels
+        assert kernel.replace(".", "_") == kernel_of[cell]
+        tars = [p for p in files if p.endswith("/kernel.tar")]
+        if cell == FAILING:
+            assert tars == [] and f"build/{kernel}/{FAILING}/build.log" in files
+            continue
+        [tar] = tars
+        assert files[tar] > 4096 * len(f"kernel {kernel}\n")  # the stub's image, exported
+        with tarfile.open(pipeline_run["builds"] / _job_of(pipeline_run, cell) / tar) as t:
+            names = t.getnames()
+        assert f"kernels/stub-{kernel}/bzImage" in names
+        assert not [n for n in names if n.startswith("kernels/")
+                    and not n.startswith(f"kernels/stub-{kernel}")]
+
+
+def _job_of(run: dict[str, Any], cell: str) -> str:
+    for d in _job_dirs(run):
+        if (d / "results" / cell / "received.json").is_file():
+            return d.name
+    raise AssertionError(cell)
+
+
+def test_each_job_bootstraps_its_own_role(pipeline_run: dict[str, Any]) -> None:
+    roles = {}
+    for d in _job_dirs(pipeline_run):
+        if (d / "bootstrap-roles.txt").is_file():
+            roles[d.name] = (d / "bootstrap-roles.txt").read_text().split()
+    assert roles, pipeline_run["log"][-2000:]
+    seen = {tuple(r) for r in roles.values()}
+    assert seen == {("--role", "build"), ("--role", "test"), ("--role", "merge")}
+    assert os.environ.get("HARNESS_CACHE", "") != "/builds"
