@@ -90,11 +90,13 @@ def merge_job(plan: Plan) -> dict[str, Any]:
         "needs": [{"job": f"test:{b.slug}", "artifacts": True} for b in plan.builds],
         # the whole history: the harness revision is known
         "variables": {"GIT_DEPTH": "0"},
+        # the merge's exit code is the job's, after the JUnit XML is written (not in an
+        # after_script: gitlab-ci-local runs that in a fresh copy of the project)
         "script": ["./bootstrap.sh --role merge",
                    f"{ciplan.HARNESS} merge {ciplan.RESULTS_DIR}/* --tier {plan.tier} "
-                   "--out merged"],
-        # after_script runs after a failing script too; its exit code is not the job's
-        "after_script": [f"{ciplan.HARNESS} export junit merged -o merged/junit.xml"],
+                   "--out merged && code=0 || code=$?",
+                   f"{ciplan.HARNESS} export junit merged -o merged/junit.xml",
+                   'exit "$code"'],
         "artifacts": {"when": "always", "expire_in": "1 month", "paths": ["merged/"],
                       "reports": {"junit": "merged/junit.xml"}},
     }

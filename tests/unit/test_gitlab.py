@@ -116,7 +116,9 @@ def test_merge_light_junit_report_roles() -> None:
     merge = jobs["merge"]
     assert merge["when"] == "always" and merge["variables"] == {"GIT_DEPTH": "0"}
     assert merge["script"][0] == "./bootstrap.sh --role merge"
-    assert ".venv/bin/harness merge results/* --tier ci --out merged" in merge["script"]
+    assert merge["script"][1:] == [
+        ".venv/bin/harness merge results/* --tier ci --out merged && code=0 || code=$?",
+        ".venv/bin/harness export junit merged -o merged/junit.xml", 'exit "$code"']
     assert merge["artifacts"]["reports"]["junit"] == "merged/junit.xml"
     assert {n["job"] for n in merge["needs"]} == {n for n in jobs if n.startswith("test:")}
     assert jobs["build:6_12"]["script"][0] == "./bootstrap.sh --role build"
