@@ -15,7 +15,7 @@
 # of). --print lists the Debian packages and the pip extras, and installs nothing.
 set -eu
 cd "$(dirname "$0")"
-quiet= role=all arch= toolchain= print=
+quiet='' role=all arch='' toolchain='' print=''
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quiet) quiet=1 ;;
@@ -39,12 +39,12 @@ libbpf1 libelf1 zlib1g"
 MERGE=""
 LINT="shellcheck"
 case "$role" in
-build) PKGS="$BASE $BUILD"; EXTRAS="" ;;
-test) PKGS="$BASE $TEST"; EXTRAS="" ;;
-merge) PKGS="$BASE $MERGE"; EXTRAS="" ;;
-lint) PKGS="$BASE $LINT"; EXTRAS="[test] tox" ;;
+build) PKGS="$BASE $BUILD"; EXTRAS="" MORE="" ;;
+test) PKGS="$BASE $TEST"; EXTRAS="" MORE="" ;;
+merge) PKGS="$BASE $MERGE"; EXTRAS="" MORE="" ;;
+lint) PKGS="$BASE $LINT"; EXTRAS="[test]" MORE="tox" ;;
 all) PKGS="$BASE $BUILD $TEST qemu-system-x86 $LINT chromium chromium-driver"
-	EXTRAS="[test] tox" ;;
+	EXTRAS="[test]" MORE="tox" ;;
 *) echo "bootstrap: --role $role: one of build, test, merge, lint, all" >&2; exit 2 ;;
 esac
 
@@ -93,9 +93,10 @@ if [ -n "$toolchain" ] && [ "$toolchain" != gcc ]; then
 fi
 
 if [ -n "$print" ]; then
+	# shellcheck disable=SC2086 # one line of words
 	echo "role $role: Debian packages:" $PKGS
 	[ -z "$FOREIGN" ] || echo "dpkg architecture: $FOREIGN"
-	echo "pip: -e .$EXTRAS"
+	echo "pip: -e .$EXTRAS${MORE:+ $MORE}"
 	exit 0
 fi
 
@@ -116,6 +117,7 @@ if [ -n "$missing" ]; then
 	say "role $role: installing Debian packages:$missing"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -q >&2
+	# shellcheck disable=SC2086 # a word per package
 	apt-get install -y -q --no-install-recommends $missing >&2
 fi
 # CI checks a repository out as another user than root: git refuses it (the harness
@@ -125,13 +127,13 @@ if [ -n "${CI:-}" ] && [ -e .git ] && ! git rev-parse HEAD >/dev/null 2>&1; then
 fi
 
 stamp=.venv/.harness-installed
-want=$( (cat pyproject.toml; echo "$EXTRAS") | sha256sum | cut -c1-16)
+want=$( (cat pyproject.toml; echo "$EXTRAS $MORE") | sha256sum | cut -c1-16)
 if [ ! -x .venv/bin/python ] || [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
-	say "creating .venv and installing the harness (-e .$EXTRAS)"
+	say "creating .venv and installing the harness (-e .$EXTRAS${MORE:+ and $MORE})"
 	python3 -m venv .venv
 	.venv/bin/pip install -q --upgrade pip >&2
-	# shellcheck disable=SC2086 # EXTRAS: words on purpose
-	.venv/bin/pip install -q -e ".$(echo "$EXTRAS" | cut -d' ' -f1)" $(echo "$EXTRAS" | cut -s -d' ' -f2-) >&2
+	# shellcheck disable=SC2086 # MORE: a word per package, or none
+	.venv/bin/pip install -q -e ".$EXTRAS" $MORE >&2
 	echo "$want" > $stamp
 	say "ready: .venv/bin/harness (or '. .venv/bin/activate' to call it harness); next: .venv/bin/harness run"
 fi

@@ -155,3 +155,16 @@ def test_a_cell_whose_build_failed_reports_that_build_error_with_its_log(
     assert cell["status"] == "BUILD_ERROR" and cell["tests"] == []
     assert "in the build-only run" in str(cell["error"]) and "fake.c" in str(cell["error"])
     assert "error" in (tmp_path / "res" / "p-x" / "build-job" / "build.log").read_text()
+
+
+def test_the_archive_in_the_build_run_is_imported_by_the_run_itself(
+        built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI test job downloads the build job's directory with its kernel.tar in it: no
+    `harness cache import` step, the run imports it when the cache lacks the kernel."""
+    shutil.copyfile(built / "kernel.tar", built / "build" / prebuilt.ARCHIVE)
+    _elsewhere(built, monkeypatch, "cache-c")
+    assert cli.main(["run", "--matrix", str(built / "matrix.toml"), "--cell", "p-a",
+                     "--accel", "tcg", "--prebuilt", str(built / "build"), "--out",
+                     str(built / "res-c")]) == 0
+    assert (built / "cache-c" / _cells(built / "res-c")["p-a"]["image"].split(
+        "/cache-c/")[1]).is_file()
