@@ -104,6 +104,8 @@ if [ -n "$FOREIGN" ] && ! dpkg --print-foreign-architectures | grep -qx "$FOREIG
 	[ "$(id -u)" = 0 ] || { echo "bootstrap: run: sudo dpkg --add-architecture $FOREIGN" >&2; exit 2; }
 	say "adding the dpkg architecture $FOREIGN"
 	dpkg --add-architecture "$FOREIGN"
+	# its package lists: the arch's packages, and the guest root's `apt-get download`
+	apt-get update -q >&2
 fi
 missing=
 for p in $PKGS; do
