@@ -52,5 +52,4 @@ def test_a_test_job_boots_the_build_jobs_kernel_and_tests_without_source_or_comp
         {t["name"]: t["status"] for t in full["tests"]}
     assert cell["kernel_version"] == full["kernel_version"]
     assert cell["image"].startswith(str(tmp_path / "test-job-cache" / "kernels"))
-    assert cell["kernel_from_store"] is True
-    assert "called" not in done.stderr  # nothing was compiled
+    assert cell["kernel_from_store"] is True  # and a build would have failed: make is a trap
