@@ -60,7 +60,9 @@ def test_a_broken_pipeline_fails_the_schema() -> None:
 @pytest.mark.parametrize("tier", [Tier.CI, Tier.FULL])
 def test_one_build_job_per_kernel_and_each_test_job_needs_exactly_its_own(tier: Tier) -> None:
     cells = matrix.select(matrix.load(), tier)
-    jobs = _jobs(_load(gitlab.render(cells, tier.value)))
+    doc = _load(gitlab.render(cells, tier.value))
+    _validate(doc)
+    jobs = _jobs(doc)
     built = {name: builds("\n".join(job["script"])) for name, job in jobs.items()}
     building = {name: k for name, k in built.items() if k}
     assert all(name.startswith("build:") and len(k) == 1 for name, k in building.items())

@@ -141,3 +141,50 @@ def test_each_job_bootstraps_its_own_role(pipeline_run: dict[str, Any]) -> None:
             roles[job.split(":")[0]] = line.split("$ ./bootstrap.sh")[1].strip()
     assert roles == {"build": "--role build", "test": "--role test", "merge": "--role merge"}
     assert not Path("/builds/fallback.group").exists() or os.environ.get("CI")
+
+
+@pytest.mark.parametrize("tier", ["default", "ci", "full"])
+def test_every_tiers_pipeline_is_a_valid_job_graph_for_the_engine(
+        tier: str, tmp_path: Path) -> None:
+    """gitlab-ci-local parses each tier's pipeline, validates it against GitLab's schema
+    and checks that every job a job needs exists and runs under the same rules."""
+    from harness.ci import gitlab
+    from harness.drivers import matrix
+    from harness.drivers.matrix import Tier
+
+    tools = citools.ensure()
+    project = tmp_path / "p"
+    project.mkdir()
+    cells = matrix.select(matrix.load(), Tier(tier))
+    (project / ".gitlab-ci.yml").write_text(gitlab.render(cells, tier))
+    _git(project, "init", "-q", "-b", "main")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "pipeline")
+    def engine(*args: str) -> str:
+        res = subprocess.run([str(tools.node), str(tools.gitlab_ci_local), *args, "--home",
+                              str(tmp_path / "home")], cwd=project, env=tools.env(),
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return res.stdout + res.stderr
+
+    assert "All job dependencies are valid" in engine("--validate-dependency-chain")
+    listed = _json_list(engine("--list-json"))
+    names = {j["name"] for j in listed}
+    assert sum(1 for n in names if n.startswith("build:")) == len(_kernels(cells))
+    assert sum(1 for n in names if n.startswith("test:")) == len(cells)  # one per cell
+    assert "merge" in names
+
+
+def _json_list(text: str) -> list[dict[str, Any]]:
+    """The JSON array --list-json prints after its notes on stderr."""
+    start = next(i for i, line in enumerate(text.splitlines(keepends=True))
+                 if line.rstrip() == "[")
+    text = "".join(text.splitlines(keepends=True)[start:])
+    found: list[dict[str, Any]] = json.JSONDecoder().raw_decode(text)[0]
+    return found
+
+
+def _kernels(cells: list[Any]) -> set[Any]:
+    from harness.drivers import shard
+
+    return {shard.kernel_of(c) for c in cells}
