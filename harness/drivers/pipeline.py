@@ -593,27 +593,36 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
                                      + ", ".join(missing))
         for ref in plan.tests if (missing := features.missing_for(ref.requires, kernel.features)))
     yield Known(tests=skipped)
-    planned: list[protocol.GuestTest] = []
-    not_skipped = [ref.name for ref in plan.tests
-                   if not features.missing_for(ref.requires, kernel.features)]
     if built is not None:
-        if absent := [n for n in not_skipped if n not in built]:
-            raise prebuilt.PrebuiltError(
-                f"test(s) {', '.join(absent)}: not built by the build-only run",
-                fix="build the cell's tests where its kernel is built: harness run --cell "
-                    "CELL --build-only")
+        # the build-only run's builds, as they are: planned, nothing built
+        with stages.stage("tests-plan", Status.SETUP_ERROR):
+            if absent := [r.name for r in plan.tests if r.name not in built
+                          and not features.missing_for(r.requires, kernel.features)]:
+                raise prebuilt.PrebuiltError(
+                    f"test(s) {', '.join(absent)}: not built by the build-only run",
+                    fix="build the cell's tests where its kernel is built: harness run "
+                        "--cell CELL --build-only")
+            planned = _guest_plan(plan, built, repeat)
     else:
         with stages.stage("selftests-build", Status.BUILD_ERROR):
             built = {**kernel.tree_tests, **_build_tests_of(
                 plan.tests, kernel.features, BuildContext(
                     kernel=kernel.image, log_dir=logs, kselftest=kernel.kselftest),
                 from_tree=False)}
+            planned = _guest_plan(plan, built, repeat)
+    return TestPlan(planned=tuple(planned), skipped=skipped, built=dict(built))
+
+
+def _guest_plan(plan: CellPlan, built: Mapping[str, Path],
+                repeat: int | None) -> list[protocol.GuestTest]:
+    """Each built test's guest commands, as many attempts as asked."""
+    planned: list[protocol.GuestTest] = []
     for ref in plan.tests:
         if ref.name in built:
             times = repeat or (ref.manifest.repeat if ref.manifest is not None else 1)
             planned += attempts.expand(testkinds.kind_of(ref).plan(ref, built[ref.name]),
                                        times)
-    return TestPlan(planned=tuple(planned), skipped=skipped, built=dict(built))
+    return planned
 
 
 def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],

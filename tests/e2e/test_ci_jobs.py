@@ -47,7 +47,8 @@ def test_a_test_job_boots_the_build_jobs_kernel_and_tests_without_source_or_comp
     cell = json.loads((out / "results.json").read_text())["cells"][0]
     full = ci_run.cell(CELL)
     assert cell["status"] == full["status"], (cell["error"], done.stderr[-3000:])
-    assert [s["stage"] for s in cell["stages"]] == ["plan", "prebuilt", "accel", "boot+tests"]
+    assert [s["stage"] for s in cell["stages"]] == ["plan", "prebuilt", "tests-plan", "accel",
+                                                    "boot+tests"]
     assert {t["name"]: t["status"] for t in cell["tests"]} == \
         {t["name"]: t["status"] for t in full["tests"]}
     assert cell["kernel_version"] == full["kernel_version"]

@@ -91,7 +91,8 @@ def test_an_imported_build_boots_without_source_or_compiler(
     assert cli.main([*base, "--cell", "p-a", "--out", str(built / "res-a")]) == 0
     assert cli.main([*base, "--cell", "p-b", "--out", str(built / "res-b")]) == 1
     a, b = _cells(built / "res-a")["p-a"], _cells(built / "res-b")["p-b"]
-    assert [s["stage"] for s in a["stages"]] == ["plan", "prebuilt", "accel", "boot+tests"]
+    assert [s["stage"] for s in a["stages"]] == ["plan", "prebuilt", "tests-plan", "accel",
+                                                 "boot+tests"]
     assert a["status"] == "PASS" and b["status"] == "FAIL"
     assert a["kernel_from_store"] is True and a["kernel_version"] == "6.99.0-fake"
     assert str(a["image"]).startswith(str(built / "cache-b" / "kernels"))
