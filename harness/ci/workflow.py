@@ -122,7 +122,9 @@ def build_job(job: BuildJob, plan: Plan, known: Mapping[str, tuple[str, str]]
     cache = "${{ env.HARNESS_CACHE }}"
     key = "${{ steps.key.outputs.store_key }}"
     prefix = "${{ steps.key.outputs.ccache_prefix }}"
-    rolling = f"{prefix}${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"
+    # the tree's prefix, then this job's own key: the jobs of one tree each save theirs
+    # (a cache key is written once), and each restores the newest under the prefix
+    rolling = f"{prefix}{job.slug}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"
     timeout, _said = plan.build_timeout(job, HOSTED_LIMIT)
     steps: list[dict[str, Any]] = [
         GIT_FIRST,

@@ -171,7 +171,11 @@ def test_caches_honour_harness_cache_are_sized_and_saved_on_default_pushes_only(
                 and s["with"]["path"].endswith("ccache")]
     prefix = "${{ steps.key.outputs.ccache_prefix }}"
     assert ccache["with"]["restore-keys"] == prefix
-    assert ccache["with"]["key"] == prefix + "${{ github.run_id }}-${{ github.run_attempt }}"
+    assert ccache["with"]["key"] == prefix + "6_12-${{ github.run_id }}-${{ github.run_attempt }}"
+    keys = [s["with"]["key"] for job_id, job in doc["jobs"].items() if job_id.startswith("build-")
+            for s in job["steps"] if s.get("uses", "").startswith("actions/cache/save")
+            and s["with"]["path"].endswith("ccache")]
+    assert len(keys) == len(set(keys)) == 9  # each build job saves a key of its own
     small = ciplan.Settings(disk_gb=30)
     assert (small.ccache_max, small.cache_max) == ("5G", "23G")
     with pytest.raises(ciplan.CiError, match="--runner-disk 4"):
