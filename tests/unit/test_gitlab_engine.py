@@ -9,7 +9,6 @@ real `harness merge`. One kernel's build fails and one test job dies before uplo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -59,6 +58,7 @@ def pipeline_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env = {**tools.env(), "STUB_REAL_PYTHON": sys.executable}
     env.pop("HARNESS_CACHE", None)
     caches = root / "caches"
+    builds_before = Path("/builds").exists()
     res = subprocess.run(
         [str(tools.node), str(tools.gitlab_ci_local), "--force-shell-executor",
          "--shell-isolation", "--no-color", "--home", str(root / "home"), "--concurrency", "4",
@@ -72,6 +72,7 @@ def pipeline_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # what each job left: its exported artifacts (the build directories are reused)
     builds = project / ".gitlab-ci-local" / "artifacts"
     return {"log": log, "code": res.returncode, "project": project, "builds": builds,
+            "wrote_builds": Path("/builds").exists() and not builds_before,
             "doc": YAML(typ="safe").load((REPO / ".gitlab-ci.yml").read_text())}
 
 
@@ -143,7 +144,12 @@ def test_each_job_bootstraps_its_own_role(pipeline_run: dict[str, Any]) -> None:
             job = line.split("$ ./bootstrap.sh")[0].strip()
             roles[job.split(":")[0]] = line.split("$ ./bootstrap.sh")[1].strip()
     assert roles == {"build": "--role build", "test": "--role test", "merge": "--role merge"}
-    assert not Path("/builds/fallback.group").exists() or os.environ.get("CI")
+
+
+def test_nothing_is_written_under_builds(pipeline_run: dict[str, Any]) -> None:
+    """gitlab-ci-local's CI_PROJECT_DIR is /builds/...: the caches go to HARNESS_CACHE."""
+    assert pipeline_run["wrote_builds"] is False
+    assert (pipeline_run["project"].parent / "caches" / "kernels").is_dir()
 
 
 @pytest.mark.parametrize("tier", ["default", "ci", "full"])
