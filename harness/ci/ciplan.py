@@ -231,9 +231,12 @@ class Plan:
     def cells(self) -> tuple[str, ...]:
         return tuple(c for b in self.builds for c in b.cells)
 
-    def test_argv(self, job: BuildJob, cell: str) -> list[str]:
-        return [HARNESS, "run", "--cell", cell, "--prebuilt", job.run_dir, "--accel",
-                self.settings.accel.value, "--out", f"{RESULTS_DIR}/{cell}"]
+    def test_line(self, job: BuildJob, variable: str = "CELL") -> str:
+        """The test job's `harness run`, its cell the value of a shell variable (a matrix
+        leg's), quoted."""
+        cell = f'"${variable}"'
+        return (f"{HARNESS} run --cell {cell} --prebuilt {shlex.quote(job.run_dir)} "
+                f"--accel {self.settings.accel.value} --out {RESULTS_DIR}/{cell}")
 
     def build_timeout(self, job: BuildJob, limit: int) -> tuple[int, str]:
         minutes, said = self.timings.build_minutes(job)

@@ -69,7 +69,7 @@ def build_job(job: BuildJob, plan: Plan) -> dict[str, Any]:
 
 def test_job(job: BuildJob, plan: Plan) -> dict[str, Any]:
     timeout, _said = plan.test_timeout(job, HOSTED_LIMIT)
-    line = sh(plan.test_argv(job, "CELL_")).replace("CELL_", '"$CELL"')
+    line = plan.test_line(job)
     return {
         "stage": "test", **_machine(plan.settings.test_tags or plan.settings.tags),
         "timeout": f"{timeout} minutes",

@@ -168,8 +168,7 @@ def test_job(job: BuildJob, plan: Plan, known: Mapping[str, tuple[str, str]]
              ) -> dict[str, Any]:
     run_dir = f"{ciplan.RESULTS_DIR}/${{CELL}}"
     env = {"CELL": "${{ matrix.cell }}"}
-    argv = plan.test_argv(job, "CELL_")
-    line = sh(argv).replace("CELL_", '"$CELL"')
+    line = plan.test_line(job)
     timeout, _said = plan.test_timeout(job, HOSTED_LIMIT)
     steps: list[dict[str, Any]] = [
         GIT_FIRST,
