@@ -132,9 +132,9 @@ def failed_build(run_dir: Path, cell: Cell, logs: Path) -> BuildFailed | None:
     if not status.is_stage_error:
         return None
     copied = logs / "build-job"
-    for log in sorted((run_dir / cell.name).glob("*.log")):
+    for path in sorted((run_dir / cell.name).glob("*.log")):
         copied.mkdir(parents=True, exist_ok=True)
-        (copied / log.name).write_bytes(log.read_bytes())
+        (copied / path.name).write_bytes(path.read_bytes())
     return BuildFailed(f"{status.value} in the build-only run {run_dir} (its logs: "
                        f"{copied if copied.is_dir() else run_dir / cell.name}): "
                        f"{found.get('error') or 'no error recorded'}",
