@@ -35,7 +35,11 @@ from harness.testkinds.base import (
 log = logging.getLogger(__name__)
 
 CLANG = "clang-19"
-BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-Wall", "-Werror")
+# -fms-extensions: a vmlinux.h from 6.19+ BTF embeds tagged structs unnamed (the kernel is
+# built with -fms-extensions since then), which C rejects otherwise; mainline's BPF
+# selftests compile with the same two flags.
+BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-Wall", "-Werror", "-fms-extensions",
+              "-Wno-microsoft-anon-tag")
 _FORMATS = ("ktap", "test_progs", "exit")
 _NEEDS = ("swap", "scratch")
 _TOOLS = ("perf",)
