@@ -226,7 +226,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
     btf_types = hashlib.sha256(header.read_bytes()).hexdigest() if header else "no BPF"
     arch = target.arch(kernel.arch)
     cross = target.foreign(arch.name)
-    key = hashlib.sha256(f"{btf_types}|{trees}".encode())
+    key = hashlib.sha256(f"{btf_types}|{trees}|{' '.join(BPF_CFLAGS)}".encode())
     if cross:
         key.update(f"|{arch.name}".encode())
     out = paths.sub("selftests") / f"{manifest.directory.name}-{key.hexdigest()[:16]}"
