@@ -345,10 +345,12 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
         with _collected(problems):
             known = {f.name for f in features.known_features()}
         for ref in refs:
-            if unknown := [n for r in ref.requires for n in r.split("|") if n not in known]:
+            if unknown := [n for r in ref.requires for n in features.alternatives(r)
+                           if n not in known]:
                 problems.append(SelftestError(
                     f"test {ref.name} requires unknown feature(s) {', '.join(unknown)}",
-                    fix=f"use the names the feature probe knows: {', '.join(sorted(known))} "
+                    fix=f"use the names the feature probe knows: "
+                        f"{', '.join(sorted(known | set(features.CAPABILITIES)))} "
                         "(or declare them in a series' provides.toml)",
                     status=Status.SETUP_ERROR))
         host_only = [r.name for r in refs
