@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.base import paths  # noqa: E402
-from harness.base.model import Accel, KernelImage  # noqa: E402
+from harness.base.model import Accel, GuestSpec, KernelImage  # noqa: E402
 from harness.guest import vm  # noqa: E402
 from harness.kernel import build, sources  # noqa: E402
 from harness.kernel.tree import KernelTree  # noqa: E402
@@ -117,10 +117,10 @@ def main() -> int:
             if res.returncode != 0:
                 raise SystemExit(f"make failed: {res.stdout[-2000:]}")
             image = build_dir / tree.target.arch.image
-            argv = vm.vng_argv(replace(kernel, boot_image=image), Accel.TCG, rwdirs=[],
-                               command=["sh", "-c", f"{SWAP_ON}; cd {test_dir} && "
-                                        "./memcg_kfuncs"],
-                               memory="2G", cpus=2, cwd=Path("/"))
+            boot = vm.Boot(kernel=replace(kernel, boot_image=image), accel=Accel.TCG,
+                           guest=GuestSpec())
+            argv = vm.vng_argv(boot, command=["sh", "-c", f"{SWAP_ON}; cd {test_dir} && "
+                                              "./memcg_kfuncs"], cwd=Path("/"))
             t_vng, out = timed(argv, env=vng_env, timeout=600)
             tree.reset_to(with_series)
         # (vng 1.42 exits 255 with this kernel whatever the command did: its own

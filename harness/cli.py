@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 from harness import target
 from harness.base import proc
 from harness.base.errors import HarnessError, Stopped, from_os_error, signal_of
-from harness.base.model import Accel, Status
-from harness.drivers import doctor, matrix, run, runs
+from harness.base.model import Accel, GuestOptions, GuestSpec, Status
+from harness.drivers import doctor, matrix, pipeline, run, runs
 from harness.drivers.matrix import Cell, Tier
 from harness.kernel import cache, sources
 from harness.output import results
@@ -154,9 +154,9 @@ def _guest_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--append", default="", metavar="ARGS",
                    help="extra kernel command line for the guest (e.g. panic_on_warn=1)")
     p.add_argument("--memory", default=None, metavar="SIZE",
-                   help=f"the guest's RAM, e.g. 1536M or 4G (default {Cell.memory})")
+                   help=f"the guest's RAM, e.g. 1536M or 4G (default {GuestSpec.memory})")
     p.add_argument("--cpus", type=int, default=None, metavar="N",
-                   help=f"the guest's CPUs (default {Cell.cpus})")
+                   help=f"the guest's CPUs (default {GuestSpec.cpus})")
     _accel_option(p)
 
 
@@ -476,28 +476,35 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 }
 
 
-def selection(args: argparse.Namespace) -> run.Selection:
-    """What `harness run`'s options select (run.plan turns it into cells)."""
-    return run.Selection(
+def run_request(args: argparse.Namespace) -> run.Request:
+    """`harness run`'s options as one request: the selection of cells, the guest, how each
+    cell runs and is judged, where the run goes."""
+    selection = run.Selection(
         kernels=tuple(args.kernel), series=tuple(args.series), configs=tuple(args.config),
         tests=tuple(args.test), patches=tuple(args.patch), boot_only=args.boot_only,
-        build_only=args.build_only, coverage=args.coverage, append=args.append,
-        tier=args.tier, cells=tuple(args.cell), matrix=args.matrix, memory=args.memory,
-        cpus=args.cpus, arch=args.arch, toolchain=args.toolchain,
-        guest_command=tuple(args.guest_command), cwd=args.cwd, timeout=args.timeout,
-        shard=args.shard, costs=args.costs, baseline=args.baseline)
+        coverage=args.coverage, tier=args.tier, cells=tuple(args.cell), matrix=args.matrix,
+        arch=args.arch, toolchain=args.toolchain, guest_command=tuple(args.guest_command),
+        cwd=args.cwd, timeout=args.timeout, shard=args.shard, costs=args.costs,
+        baseline=args.baseline)
+    options = pipeline.RunOptions(strict=args.strict, repeat=args.repeat,
+                                  build_only=args.build_only, retry_failed=args.retry_failed)
+    return run.Request(selection=selection, here=Path.cwd(), guest=guest_options(args),
+                       options=options, accel=Accel(args.accel), out=args.out,
+                       bisect_exit=args.bisect_exit, argv=_argv())
+
+
+def guest_options(args: argparse.Namespace) -> GuestOptions:
+    return GuestOptions(memory=args.memory, cpus=args.cpus, append=args.append)
 
 
 def planned(args: argparse.Namespace) -> tuple[list[Cell], str]:
     """The cells `harness run` with these options runs, and what it says first: the plan
     alone, nothing built or run (CI job generation and tests read it)."""
-    return run.plan(selection(args), here=Path.cwd())
+    return run.plan(run_request(args))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return run.command(selection(args), out=args.out, here=Path.cwd(), accel=Accel(args.accel),
-                       strict=args.strict, repeat=args.repeat, bisect_exit=args.bisect_exit,
-                       argv=_argv(), retry_failed=args.retry_failed)
+    return run.command(run_request(args))
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
@@ -505,9 +512,8 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
     request = shell.Request(
         kernel=args.kernel, series=tuple(args.series), configs=tuple(args.config),
-        tests=tuple(args.test), patches=tuple(args.patch), append=args.append,
-        memory=args.memory, cpus=args.cpus, arch=args.arch, toolchain=args.toolchain,
-        accel=Accel(args.accel))
+        tests=tuple(args.test), patches=tuple(args.patch), guest=guest_options(args),
+        arch=args.arch, toolchain=args.toolchain, accel=Accel(args.accel))
     return shell.command(request, args.out, here=Path.cwd(), interactive=sys.stdin.isatty())
 
 

@@ -112,6 +112,31 @@ class SourceKind(enum.Enum):
 
 
 @dataclass(frozen=True, kw_only=True)
+class GuestSpec:
+    """The guest a kernel boots in: its size and what its command line gets besides the
+    harness's own (vng's --memory, --cpus and --append)."""
+
+    memory: str = "2G"  # vng --memory: 2G, 1536M
+    cpus: int = 2
+    append: str = ""  # extra kernel command line (e.g. panic_on_warn=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuestOptions:
+    """--memory, --cpus and --append as a command was given them: what is not given
+    (None, "") is the cell's own."""
+
+    memory: str | None = None
+    cpus: int | None = None
+    append: str = ""
+
+    def over(self, spec: GuestSpec) -> GuestSpec:
+        return GuestSpec(memory=spec.memory if self.memory is None else self.memory,
+                         cpus=spec.cpus if self.cpus is None else self.cpus,
+                         append=self.append or spec.append)
+
+
+@dataclass(frozen=True, kw_only=True)
 class KernelSpec:
     """What the user asked for: `debian:6.12`, `git:PATH[@REV]`, `tarball:PATH` or
     `image:PATH` (harness/kernel/sources/ has a module for each)."""

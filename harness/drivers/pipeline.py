@@ -31,6 +31,7 @@ from harness.base.model import (
     CellResult,
     ConfigResult,
     FeatureReport,
+    GuestSpec,
     KernelImage,
     KernelSpec,
     PatchCoverage,
@@ -216,8 +217,8 @@ class CellFacts:
 
     def guest(self, cell: Cell) -> dict[str, object]:
         seen = next((t.extra.get("guest") for t in self.tests if t.name == "boot"), None)
-        out: dict[str, object] = {"memory": cell.memory, "cpus": cell.cpus,
-                                  "append": cell.append}
+        out: dict[str, object] = {"memory": cell.guest.memory, "cpus": cell.guest.cpus,
+                                  "append": cell.guest.append}
         if isinstance(seen, dict):
             out.update(cmdline=seen.get("cmdline"), cpus_online=seen.get("cpus"),
                        memory_kb=seen.get("memory_kb"))
@@ -622,7 +623,8 @@ def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Guest
         for k in range(1, retries + 1):
             log.info("[%s] retry %d/%d of %s in a fresh boot", cell.name, k, retries,
                      ", ".join(failed))
-            rerun = replace(cell, append=f"{cell.append} harness.retry={k}".strip())
+            rerun = replace(cell, guest=replace(
+                cell.guest, append=f"{cell.guest.append} harness.retry={k}".strip()))
             results = _one_boot(rerun, kernel, Accel(boot.accel.split()[0]), list(again),
                                 logs / f"guest-retry-{k}")
             kernel_said += [replace(r, name=f"{r.name} (retry {k})") for r in results
@@ -663,13 +665,12 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
     protocol.write_plan(planned, plan_file)
     timeout = BOOT_ALLOWANCE_S + sum(t.timeout_s + PER_TEST_ALLOWANCE_S for t in planned)
     console = guest_dir / "console.log"
-    guest = vm.run_guest(kernel, accel, rwdirs=[guest_dir],
-                         command=protocol.runner_argv(guest_dir, plan_file,
-                                                      fail_fast=fail_fast,
-                                                      gcov=cell.coverage),
-                         timeout=timeout, console_log=console, memory=cell.memory,
-                         cpus=cell.cpus, append=cell.append,
-                         shared=[protocol.RUNNER.parent, *(t.cwd for t in planned)])
+    boot = vm.Boot(kernel=kernel, accel=accel, guest=cell.guest, rwdirs=(guest_dir,),
+                   shared=(protocol.RUNNER.parent, *(t.cwd for t in planned)))
+    guest = vm.run_guest(boot, command=protocol.runner_argv(guest_dir, plan_file,
+                                                            fail_fast=fail_fast,
+                                                            gcov=cell.coverage),
+                         timeout=timeout, console_log=console)
 
     def read(name: str) -> str:
         path = guest_dir / name
@@ -765,12 +766,12 @@ def cell_argv(cell: Cell, accel: Accel) -> list[str]:
         argv += ["--patch", p]
     if cell.boot_only:
         argv.append("--boot-only")
-    if cell.append:
-        argv += ["--append", cell.append]
-    if cell.memory != Cell.memory:
-        argv += ["--memory", cell.memory]
-    if cell.cpus != Cell.cpus:
-        argv += ["--cpus", str(cell.cpus)]
+    if cell.guest.append:
+        argv += ["--append", cell.guest.append]
+    if cell.guest.memory != GuestSpec.memory:
+        argv += ["--memory", cell.guest.memory]
+    if cell.guest.cpus != GuestSpec.cpus:
+        argv += ["--cpus", str(cell.guest.cpus)]
     if cell.arch != Cell.arch:
         argv += ["--arch", cell.arch]
     if cell.toolchain != Cell.toolchain:

@@ -12,12 +12,12 @@ makes the exit code 1.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.base import atomic
 from harness.base.errors import EnvironmentProblem
-from harness.base.model import Accel, Splat
+from harness.base.model import Accel, GuestOptions, GuestSpec, Splat
 from harness.drivers import matrix, pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.guest import protocol, vm
@@ -68,9 +68,7 @@ class Request:
     configs: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()  # default: the kernel's default tests, as run
     patches: tuple[str, ...] = ()
-    append: str = ""
-    memory: str | None = None
-    cpus: int | None = None
+    guest: GuestOptions = field(default_factory=GuestOptions)
     arch: str | None = None
     toolchain: str | None = None
     accel: Accel = Accel.AUTO
@@ -78,15 +76,14 @@ class Request:
 
 def cell_of(request: Request, *, here: Path) -> tuple[Cell, str]:
     """The cell a shell boots, and how to name its kernel."""
-    memory = request.memory or Cell.memory
-    cpus = Cell.cpus if request.cpus is None else request.cpus  # 0 is refused, not defaulted
-    matrix.check_guest_size(memory, cpus)
+    guest = request.guest.over(GuestSpec())
+    matrix.check_guest_size(guest)
     kernel, where = sources.kernel_or_yours(request.kernel, here)
     tests = request.tests or matrix.default_tests(kernel, matrix.load())[0]
     cell = Cell(name="shell", tier=Tier.DEFAULT, kernel=kernel, series=request.series,
                 configs=request.configs or ("base",), tests=tests,
                 patches=tuple(str(Path(p).resolve()) for p in request.patches),
-                append=request.append, memory=memory, cpus=cpus,
+                guest=guest,
                 arch=request.arch or Cell.arch, toolchain=request.toolchain or Cell.toolchain)
     return cell, where
 
@@ -125,9 +122,9 @@ def run(cell: Cell, out: Path, *, accel: Accel) -> Session:
              if skipped else "")
           + "\nleave with exit (or Ctrl-D)", flush=True)
     console = out / "console.log"
-    code = vm.shell(built.image, chosen, rwdirs=[out], cwd=out, console_log=console,
-                    memory=cell.memory, cpus=cell.cpus, append=cell.append,
-                    shared=[t.cwd for t in tests.planned])
+    code = vm.shell(vm.Boot(kernel=built.image, accel=chosen, guest=cell.guest, rwdirs=(out,),
+                            shared=tuple(t.cwd for t in tests.planned)),
+                    cwd=out, console_log=console)
     text = pipeline.read_bounded(console) if console.exists() else ""
     return Session(kernel_version=facts.kernel_version, image=facts.image,
                    accel=f"{chosen.value} ({why})", exit_code=code,

@@ -35,6 +35,7 @@ from harness.base.model import (
     FeatureReport,
     FeatureState,
     FileLine,
+    GuestSpec,
     PatchCoverage,
     PatchResult,
     Phase,
@@ -351,8 +352,11 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
 def guest_line(guest: Mapping[str, object]) -> str:
     """What the guest had, when the user changed its size or command line: said on the
     terminal, with whether the appended arguments really reached /proc/cmdline."""
-    asked = [f"--memory {guest['memory']}" if guest.get("memory", "2G") != "2G" else "",
-             f"--cpus {guest['cpus']}" if guest.get("cpus", 2) != 2 else "",
+    default = GuestSpec()
+    asked = [f"--memory {guest['memory']}" if guest.get("memory", default.memory)
+             != default.memory else "",
+             f"--cpus {guest['cpus']}" if guest.get("cpus", default.cpus) != default.cpus
+             else "",
              f"--append {guest['append']}" if guest.get("append") else ""]
     if not any(asked):
         return ""

@@ -295,15 +295,16 @@ def test_memcg_benchmark_methods_agree_and_report_ratios(ci_run: Run) -> None:
 
 def test_vm_wall_clock_timeout_kills_qemu(tmp_path: Path, ci_run: Run) -> None:
     """A guest that never finishes is killed at the host-side timeout, qemu included."""
-    from harness.base.model import Accel
+    from harness.base.model import Accel, GuestSpec
     from harness.guest import vm
     from harness.kernel import build
 
     kernel = build.image_from_file(Path(ci_run.cell("6.12")["image"]))
     before = _qemu_pids()
     start = time.monotonic()
-    guest = vm.run_guest(kernel, Accel.TCG, rwdirs=[tmp_path], command=["sleep", "3600"],
-                         timeout=25, console_log=tmp_path / "console.log")
+    boot = vm.Boot(kernel=kernel, accel=Accel.TCG, guest=GuestSpec(), rwdirs=(tmp_path,))
+    guest = vm.run_guest(boot, command=["sleep", "3600"], timeout=25,
+                         console_log=tmp_path / "console.log")
     assert guest.timed_out
     assert guest.returncode is None
     assert time.monotonic() - start < 25 + 15

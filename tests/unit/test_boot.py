@@ -41,9 +41,8 @@ def fake_guests(monkeypatch: pytest.MonkeyPatch, first_console: str) -> list[Pat
     ones are the real clean boot of the golden."""
     boots: list[Path] = []
 
-    def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
-                  console_log: Path, **_: Any) -> vm.GuestRun:
-        guest = rwdirs[0]
+    def run_guest(boot: vm.Boot, *, console_log: Path, **_: Any) -> vm.GuestRun:
+        guest = boot.rwdirs[0]
         boots.append(guest)
         if len(boots) == 1:
             console_log.write_text(first_console)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.base.model import Accel
+from harness.base.model import Accel, GuestSpec
 from harness.drivers import matrix, pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.output import results
@@ -54,7 +54,7 @@ def test_a_command_runs_after_the_tests_asked_for_and_after_a_cells_tests() -> N
     assert cell.tests == ("memcg_kfuncs",) and cell.command_timeout == 30
     [six], first = cells("--cell", "6.12", "--cpus", "1", "--", "nproc")
     assert six.tests == matrix.select(matrix.load(), Tier.FULL, ("6.12",))[0].tests
-    assert six.command == ("nproc",) and six.cpus == 1
+    assert six.command == ("nproc",) and six.guest.cpus == 1
     assert "then the command: nproc" in first
 
 
@@ -87,12 +87,13 @@ def test_a_command_with_a_newline_is_refused() -> None:
 
 def test_reproduce_sh_gives_back_the_same_cell() -> None:
     cell = Cell(name="adhoc", tier=Tier.DEFAULT, kernel="debian:6.1", series=("memcg-kfuncs",),
-                tests=("memcg_kfuncs",), append="quiet foo=1", memory="1536M", cpus=1,
+                tests=("memcg_kfuncs",),
+                guest=GuestSpec(append="quiet foo=1", memory="1536M", cpus=1),
                 command=("sh", "-c", "exit 0"), command_cwd="/tmp", command_timeout=30)
     argv = pipeline.cell_argv(cell, Accel.TCG)
     [again], _ = cli.planned(cli.parse_args(argv))
     assert again == replace(cell)
-    plain = replace(cell, memory="2G", cpus=2, command=())
+    plain = replace(cell, guest=GuestSpec(), command=())
     assert "--memory" not in pipeline.cell_argv(plain, Accel.TCG)
 
 
@@ -113,7 +114,7 @@ def test_matrix_cells_take_memory_and_cpus(tmp_path: Path) -> None:
     m = tmp_path / "m.toml"
     m.write_text('[[cell]]\nname = "a"\nkernel = "debian:6.12"\nmemory = "4G"\ncpus = 1\n')
     [a] = matrix.load(m)
-    assert (a.memory, a.cpus) == ("4G", 1)
+    assert a.guest == GuestSpec(memory="4G", cpus=1)
     m.write_text('[[cell]]\nname = "a"\nkernel = "debian:6.12"\nmemory = "lots"\n')
     with pytest.raises(matrix.MatrixError, match="cell #1: memory 'lots'"):
         matrix.load(m)

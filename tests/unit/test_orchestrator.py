@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness.base.model import Accel, CellResult, FeatureKind, FeatureState, Status
+from harness.base.model import Accel, CellResult, FeatureKind, FeatureState, GuestSpec, Status
 from harness.drivers import pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.output import results
@@ -314,8 +314,9 @@ def test_a_command_after_the_tests_is_judged_by_its_exit_status_and_its_splats(
     monkeypatch.setenv("FAKE_VNG_STATE", str(world / "cmd" / "vng-state"))
     cell = Cell(name="cmd", tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}",
                 configs=(str(FAKES / "fake.config"),),
-                tests=(own_test(world, "fake_pass", KTAP_PASS),), memory="1G", cpus=1,
-                append="fake.arg=1", command=("sh", "-c", "pwd; echo said; exit 3"),
+                tests=(own_test(world, "fake_pass", KTAP_PASS),),
+                guest=GuestSpec(memory="1G", cpus=1, append="fake.arg=1"),
+                command=("sh", "-c", "pwd; echo said; exit 3"),
                 command_cwd=str(world), command_timeout=20)
     r = pipeline.run_cell(cell, world / "cmd", accel=Accel.TCG)
     by = {t.name: t for t in r.tests}

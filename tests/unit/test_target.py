@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli, target
-from harness.base.model import Accel
+from harness.base.model import Accel, GuestSpec
 from harness.ci import ciplan
 from harness.drivers import matrix, pipeline, shard
 from harness.drivers.matrix import Cell, Tier
@@ -175,13 +175,14 @@ def test_a_guest_of_another_arch_boots_on_its_own_root_and_sees_what_it_reads(
     # one under another is shared with it, once; the cache's test builds as the cache
     assert foreign.shared == (cache, tmp_path / "mine", repo / "harness/guest")
     out = tmp_path / "out"
-    argv = vm.vng_argv(arm, Accel.TCG, rwdirs=[out], command=["true"], foreign=foreign)
+    boot = vm.Boot(kernel=arm, accel=Accel.TCG, guest=GuestSpec(), rwdirs=(out,))
+    argv = vm.vng_argv(boot, command=["true"], foreign=foreign)
     joined = " ".join(argv)
     assert f"--arch arm64 --root {root / 'root'}" in joined
     assert f"--rwdir {out}={out}" in joined and f"--rodir {cache}={cache}" in joined
     assert f"--rwdir {out} " not in joined + " "
     # the guest's directory, as vng takes it with a root of its own: a host path inside it
-    at = vm.vng_argv(arm, Accel.TCG, rwdirs=[out], command=["true"], foreign=foreign, cwd=out)
+    at = vm.vng_argv(boot, command=["true"], foreign=foreign, cwd=out)
     assert at[at.index("--cwd") + 1] == str(root / "root" / out.relative_to("/"))
     foreign.mount_points([out])
     assert (root / "root" / out.relative_to("/")).is_dir()
