@@ -35,7 +35,7 @@ from typing import Any
 from harness import testkinds
 from harness.base import atomic, gitcmd, paths, proc
 from harness.base.errors import HarnessError
-from harness.base.model import Accel, CellResult, KernelSpec, Phase, Status
+from harness.base.model import Accel, CellResult, KernelSpec, Phase, RunResult, Status
 from harness.drivers import matrix, pipeline
 from harness.drivers.matrix import Cell
 from harness.judge import mutants, verdict
@@ -541,8 +541,9 @@ def _run(cell: Cell, run_dir: Path, accel: Accel,
     options = pipeline.RunOptions() if timeouts is None else pipeline.RunOptions(
         fail_fast=True, timeouts=timeouts)
     result = pipeline.run_cell(cell, run_dir, accel=accel, options=options)
-    results.write_json(run_dir / "results.json", [result],
-                       meta={"command": ["harness", "mutate"], "cell": cell.name})
+    results.write_json(run_dir / "results.json", RunResult(
+        cells=(result,), exit_code=results.exit_code([result]),
+        command=("harness", "mutate"), mutated_cell=cell.name))
     return result
 
 

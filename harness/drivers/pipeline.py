@@ -51,6 +51,7 @@ from harness.judge import attempts, coverage, outcome, splat
 from harness.judge import verdict as verdicts
 from harness.kernel import build, cache, features, gcov, kconfig, series, sources
 from harness.kernel.tree import KernelTree
+from harness.output import results
 from harness.target import Target
 from harness.testkinds import BuildContext, SelftestError, TestRef, own
 from harness.testkinds.base import KselftestHeader
@@ -209,20 +210,12 @@ class CellFacts:
             package_version=self.package_version, error=verdict.error, accel=self.accel,
             retries=self.retries, features=self.features, notes=verdict.notes,
             boot_only=cell.boot_only, image=self.image, kselftest_h=self.kselftest_h,
-            guest=self.guest(cell), coverage=self.coverage,
+            guest=cell.guest, coverage=self.coverage,
+            guest_seen=next((t.guest_seen for t in self.tests if t.name == "boot"), None),
             kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
             toolchain=self.toolchain or cell.toolchain,
             compiler=self.compiler,
         )
-
-    def guest(self, cell: Cell) -> dict[str, object]:
-        seen = next((t.extra.get("guest") for t in self.tests if t.name == "boot"), None)
-        out: dict[str, object] = {"memory": cell.guest.memory, "cpus": cell.guest.cpus,
-                                  "append": cell.guest.append}
-        if isinstance(seen, dict):
-            out.update(cmdline=seen.get("cmdline"), cpus_online=seen.get("cpus"),
-                       memory_kb=seen.get("memory_kb"))
-        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -562,23 +555,23 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
         guest_dir = logs / "guest" if attempt == 1 else logs / f"guest-{attempt}"
         name = "boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})"
         with stages.stage(name, Status.BOOT_ERROR):
-            results = _one_boot(cell, kernel, accel, list(planned), guest_dir,
+            got = _one_boot(cell, kernel, accel, list(planned), guest_dir,
                                 fail_fast=options.fail_fast)
-            boot = results[0]
+            boot = got[0]
             # the kernel's boot to the runner, the tests; "other": QEMU's start, shutdown
             stages.parts((("boot", round(boot.duration_s, 2)),
-                          ("tests", round(sum(t.duration_s for t in results[1:]), 2))))
+                          ("tests", round(sum(t.duration_s for t in got[1:]), 2))))
             if earlier:
                 boot = replace(boot, splats=(*earlier, *boot.splats))
-                results[0] = boot
-            yield Known(tests=(*skipped, *results))
+                got[0] = boot
+            yield Known(tests=(*skipped, *got))
             if boot.status is Status.BOOT_ERROR:
                 panicked = any(s.kind == "PANIC" for s in boot.splats)
                 # The splats are the boot result's, shown with it.
                 if attempt > 1 or panicked or not options.retry_boot:
                     raise vm.BootError(boot.reason, log=guest_dir / "console.log")
         if boot.status is not Status.BOOT_ERROR:
-            return BootOutcome(results=tuple(results), accel=chosen, retries=retries)
+            return BootOutcome(results=tuple(got), accel=chosen, retries=retries)
         # A guest that never reached the runner (and did not panic) gets one more boot;
         # what its kernel printed still counts.
         stages.stages[-1] = replace(stages.stages[-1], status=Status.BOOT_ERROR,
@@ -625,15 +618,15 @@ def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Guest
                      ", ".join(failed))
             rerun = replace(cell, guest=replace(
                 cell.guest, append=f"{cell.guest.append} harness.retry={k}".strip()))
-            results = _one_boot(rerun, kernel, Accel(boot.accel.split()[0]), list(again),
+            got = _one_boot(rerun, kernel, Accel(boot.accel.split()[0]), list(again),
                                 logs / f"guest-retry-{k}")
-            kernel_said += [replace(r, name=f"{r.name} (retry {k})") for r in results
+            kernel_said += [replace(r, name=f"{r.name} (retry {k})") for r in got
                             if r.phase is not Phase.TEST
                             and (r.status is not Status.PASS or r.splats)]
-            if results[0].status is Status.BOOT_ERROR:
+            if got[0].status is Status.BOOT_ERROR:
                 continue  # the test never ran: this boot tells nothing about it
             counted += 1
-            for res in results:
+            for res in got:
                 if (res.name in passed and res.status is Status.PASS and not res.splats
                         and not res.taint):
                     passed[res.name] += 1
@@ -690,23 +683,27 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
     final = []
     shown = {t.name for t in planned if t.show_output}
     for res in outcome.evaluate(planned, record):
-        extra = dict(res.extra)
         if res.name in shown and res.name in record.outputs:
             lines = record.outputs[res.name].splitlines()
-            extra.update(output_tail=lines[-OUTPUT_SHOWN:], output_lines=len(lines))
-        metrics = guest_dir / f"{res.name}.metrics.json"
-        if metrics.exists() and metrics.stat().st_size > MAX_METRICS_BYTES:
-            extra["metrics_error"] = (f"{metrics.name}: {metrics.stat().st_size} bytes, over "
-                                      f"the {MAX_METRICS_BYTES}-byte limit: not read")
-        elif metrics.exists():
-            try:
-                extra["metrics"] = json.loads(metrics.read_text())
-            except ValueError as exc:
-                extra["metrics_error"] = f"{metrics.name}: {exc}"
+            res = replace(res, output_tail=tuple(lines[-OUTPUT_SHOWN:]), output_lines=len(lines))
+        res = _with_metrics(res, guest_dir / f"{res.name}.metrics.json")
         final.append(replace(res, splats=tuple(_decode(s, kernel) for s in res.splats),
                              log=guest_dir / res.log if res.log and
-                             (guest_dir / res.log).exists() else None, extra=extra))
+                             (guest_dir / res.log).exists() else None))
     return attempts.fold(final)
+
+
+def _with_metrics(res: TestResult, file: Path) -> TestResult:
+    """The result with what the test wrote to $HARNESS_METRICS, or why that was not read."""
+    if not file.exists():
+        return res
+    if file.stat().st_size > MAX_METRICS_BYTES:
+        return replace(res, metrics_error=f"{file.name}: {file.stat().st_size} bytes, over "
+                                          f"the {MAX_METRICS_BYTES}-byte limit: not read")
+    try:
+        return replace(res, metrics=results.metrics_of(json.loads(file.read_text())))
+    except ValueError as exc:
+        return replace(res, metrics_error=f"{file.name}: {exc}")
 
 
 LOG_READ_CAP = 32 * 2**20

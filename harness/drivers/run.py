@@ -23,7 +23,16 @@ from typing import Any
 
 from harness.base import atomic, paths
 from harness.base.errors import signal_of
-from harness.base.model import Accel, CellResult, GuestOptions, GuestSpec
+from harness.base.model import (
+    Accel,
+    CellResult,
+    GuestOptions,
+    GuestSpec,
+    Host,
+    Interruption,
+    RunResult,
+    RunState,
+)
 from harness.drivers import doctor, matrix, pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.judge import verdict
@@ -220,39 +229,40 @@ def run(request: Request, *, cells: tuple[Cell, ...], what: str, out: Path) -> R
     """Every cell, judged, into `out` (prepared: new, empty or an earlier run's); the
     summary printed; the exit code of the whole."""
     accel = request.accel
-    meta: dict[str, Any] = {
-        "run_id": out.name,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": ["harness", *request.argv],
-        "host": {"kernel": os.uname().release, "cpus": os.cpu_count()},
-        "strict": request.options.strict,
-        "repeat": request.options.repeat,
-        "what": what,
-    }
+    record = RunResult(
+        cells=(), state=RunState.RUNNING, run_id=out.name,
+        started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=("harness", *request.argv),
+        host=Host(kernel=os.uname().release, cpus=os.cpu_count()),
+        strict=request.options.strict, repeat=request.options.repeat, what=what)
     done: list[CellResult] = []
     current = ""
     started = time.monotonic()
+
+    def write(state: RunState, code: int | None = None) -> None:
+        results.write_json(out / "results.json", replace(
+            record, cells=tuple(done), state=state,
+            exit_code=results.exit_code(done) if code is None else code))
+
     try:
         # First thing: a run stopped from here on leaves a results.json that says so.
-        results.write_json(out / "results.json", done, meta=meta, state="running")
-        meta["harness_rev"] = results.harness_rev()
-        meta["tools"] = doctor.tool_versions()
+        write(RunState.RUNNING)
+        rev = results.harness_rev()
+        record = replace(record, harness_rev=rev, tools=tuple(doctor.tool_versions().items()))
         results.write_reproduce(out / "reproduce.sh", argv=list(request.argv),
-                                repo=paths.repo_root(), harness_rev=meta["harness_rev"])
+                                repo=paths.repo_root(), harness_rev=rev)
         for cell in cells:
             current = cell.name
             cell_dir = out / cell.name
             cell_dir.mkdir(parents=True, exist_ok=True)
             results.write_reproduce(cell_dir / "reproduce.sh",
                                     argv=pipeline.cell_argv(cell, accel),
-                                    repo=paths.repo_root(), harness_rev=meta["harness_rev"])
+                                    repo=paths.repo_root(), harness_rev=rev)
             res = pipeline.run_cell(cell, cell_dir, accel=accel, options=request.options)
             done.append(res)
             # the run's wall time so far, its own work (start, records) included
-            meta["duration_s"] = round(time.monotonic() - started, 2)
+            record = replace(record, duration_s=round(time.monotonic() - started, 2))
             # Written after every cell, so a killed run still leaves what it finished.
-            results.write_json(out / "results.json", done, meta=meta,
-                               state="complete" if len(done) == len(cells) else "running")
+            write(RunState.COMPLETE if len(done) == len(cells) else RunState.RUNNING)
     except KeyboardInterrupt as exc:
         # Finish the record: a second signal must not cut it short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -262,10 +272,9 @@ def run(request: Request, *, cells: tuple[Cell, ...], what: str, out: Path) -> R
             done.append(exc.partial)
             stage = exc.where
         not_run = [c.name for c in cells if c.name not in {d.cell for d in done}]
-        meta["interrupted"] = {"signal": str(exc), "cell": current, "stage": stage,
-                               "not_run": not_run}
-        results.write_json(out / "results.json", done, meta=meta, state="interrupted",
-                           code=128 + signal_of(exc))
+        record = replace(record, interrupted=Interruption(
+            signal=str(exc), cell=current, stage=stage, not_run=tuple(not_run)))
+        write(RunState.INTERRUPTED, code=128 + signal_of(exc))
         print(results.summary(done, base=out))
         print(f"\ninterrupted ({exc}) in cell {current}" + (f", stage {stage}" if stage else "")
               + (f"; not run: {', '.join(not_run)}" if not_run else "")

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from harness.base import atomic
 from harness.base.errors import EnvironmentProblem, from_os_error
-from harness.base.model import CellResult, TestResult
+from harness.base.model import CellResult, RunResult, TestResult
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
 from harness.judge import ktap
@@ -59,8 +59,9 @@ def parse_log(file: str, *, name: str | None, out: Path | None, argv: tuple[str,
     print(results.summary([cell]))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        results.write_json(out / "results.json", [cell],
-                           meta={"command": ["harness", *argv], "source_log": file})
+        results.write_json(out / "results.json", RunResult(
+            cells=(cell,), exit_code=results.exit_code([cell]), command=("harness", *argv),
+            source_log=file))
     return results.exit_code([cell])
 
 
@@ -75,8 +76,8 @@ class CompareRequest:
 
 def compare(request: CompareRequest) -> int:
     """What changed from one run to the other; 1 when anything regressed."""
-    a, cell_a, _ = results.load_run(request.before)
-    b, cell_b, _ = results.load_run(request.after)
+    a, cell_a, _ = results.load_doc(request.before)
+    b, cell_b, _ = results.load_doc(request.after)
     labels = (request.before, request.after)
     try:
         result = comparison.compare(a, b, labels=labels, cells=(cell_a, cell_b))
@@ -165,7 +166,7 @@ def explain(run: str) -> dict[str, Any]:
     fix) and the patches it applied; per failing test its status, reason, failing checks,
     splats (with where the kernel says they happened), whether the history knew it, and
     the end of its output."""
-    doc, only, file = results.load_run(run)
+    doc, only, file = results.load_doc(run)
     names = [str(c.get("cell")) for c in doc.get("cells", [])]
     if only and only not in names:
         raise EnvironmentProblem(f"{run}: the run has no cell {only}",
@@ -240,7 +241,7 @@ def explain_command(run: str, *, as_json: bool) -> int:
 def report_page(run: str, out: Path | None = None) -> Path:
     """A run's HTML page, with what the history says of it, into `out` (default:
     RUN/report); its path."""
-    doc, _cell, file = results.load_run(run)
+    doc, _cell, file = results.load_doc(run)
     where = (out or file.parent / "report").resolve()
     where.mkdir(parents=True, exist_ok=True)
     recent, known = _memory(doc)
@@ -264,7 +265,7 @@ class KcidbOptions:
 
 def export(run: str, fmt: str, output: Path | None, kcidb_options: KcidbOptions) -> int:
     """A run in a format CI systems read: junit or kcidb."""
-    doc, _cell, _file = results.load_run(run)
+    doc, _cell, _file = results.load_doc(run)
     if fmt == "kcidb":
         run_id = kcidb.resolve_run_id(doc, given=kcidb_options.run_id, env=os.environ)
         text = json.dumps(kcidb.export(doc, run_id=run_id, origin=kcidb_options.origin,
@@ -365,7 +366,7 @@ def import_history(runs: tuple[str, ...], path: Path | None) -> int:
         raise EnvironmentProblem("harness history import needs the runs",
                                  fix="harness history import results/RUN [RUN...]")
     for given in runs:
-        doc, _cell, file = results.load_run(given)
+        doc, _cell, file = results.load_doc(given)
         with history.opened(path) as db:
             added = history.record(db, doc)
         print(f"{'recorded' if added else 'already recorded'}: {file}")

@@ -324,9 +324,9 @@ def _metrics(t: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def record_file(results_json: Path, path: Path | None = None) -> bool:
     """A run's results.json (read and checked as every command reads one) recorded."""
-    from harness.output.results import load_run
+    from harness.output.results import load_doc
 
-    doc, _cell, _file = load_run(str(results_json))
+    doc, _cell, _file = load_doc(str(results_json))
     with opened(path) as conn:
         return record(conn, doc)
 

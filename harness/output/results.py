@@ -8,6 +8,8 @@ its failing checks and their diagnostics; notes on known failures and declared n
 
 from __future__ import annotations
 
+import enum
+import hashlib
 import json
 import logging
 import os
@@ -18,8 +20,9 @@ import sys
 import textwrap
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 
@@ -31,19 +34,34 @@ from harness.base.model import (
     KERNEL_PHASES,
     CellResult,
     ConfigResult,
+    DroppedSymbol,
+    Feature,
     FeatureKind,
     FeatureReport,
     FeatureState,
     FileLine,
+    GuestSeen,
     GuestSpec,
+    Host,
+    Interruption,
+    KtapResult,
+    Measurement,
+    Merge,
+    MergedRun,
+    Metrics,
+    Number,
     PatchCoverage,
     PatchResult,
+    PatchState,
     Phase,
+    RunResult,
+    RunState,
     Splat,
     StageTiming,
     Status,
     TestCase,
     TestResult,
+    UnreadableRun,
     worst,
 )
 from harness.judge import ktap, splat
@@ -108,10 +126,38 @@ def test_json(t: TestResult, base: Path | None = None) -> dict[str, Any]:
             "subtests": [_case_json(c) for c in t.ktap.cases],
             "counts": {k.value: v for k, v in ktap.summary_counts(t.ktap).items()},
         }
-    if t.extra:
-        out["extra"] = t.extra
+    if extra := _extra_json(t):
+        out["extra"] = extra
     if t.attempts:
         out["attempts"] = [test_json(a, base) for a in t.attempts]
+    return out
+
+
+def _extra_json(t: TestResult) -> dict[str, Any]:
+    """What a result has besides its verdict: the guest it saw (boot), the output it shows,
+    its metrics (as the test wrote them)."""
+    out: dict[str, Any] = {}
+    if t.guest_seen is not None:
+        seen = t.guest_seen
+        out["guest"] = {k: v for k, v in (("cmdline", seen.cmdline), ("cpus", seen.cpus),
+                                           ("memory_kb", seen.memory_kb)) if v is not None}
+    if t.output_tail is not None:
+        out.update(output_tail=list(t.output_tail), output_lines=t.output_lines)
+    if t.metrics_error:
+        out["metrics_error"] = t.metrics_error
+    if t.metrics is not None:
+        out["metrics"] = t.metrics.data
+    return out
+
+
+def _guest_json(c: CellResult) -> dict[str, Any]:
+    """The guest asked for (memory, cpus, append) and what it had (read in it)."""
+    out: dict[str, Any] = {}
+    if c.guest is not None:
+        out.update(memory=c.guest.memory, cpus=c.guest.cpus, append=c.guest.append)
+    if c.guest_seen is not None:
+        out.update(cmdline=c.guest_seen.cmdline, cpus_online=c.guest_seen.cpus,
+                   memory_kb=c.guest_seen.memory_kb)
     return out
 
 
@@ -163,7 +209,7 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "tests": [test_json(t, base) for t in c.tests],
         "retries": list(c.retries),
         "features": [_feature_json(r) for r in c.features],
-        "guest": c.guest,
+        "guest": _guest_json(c),
         "kernel_from_store": c.kernel_from_store,
         "arch": c.arch,
         "toolchain": c.toolchain,
@@ -234,19 +280,65 @@ def bisect_exit_code(cells: list[CellResult]) -> int:
     return max(codes)
 
 
-def write_json(path: Path, cells: list[CellResult], *, meta: dict[str, Any],
-               state: str = "complete", code: int | None = None) -> None:
-    """Atomically: a reader (or a killed run) never sees a half-written file. `code`: the
-    exit status when it is not the cells' (128 + N for a run stopped by signal N)."""
-    data = {
-        "schema": SCHEMA_VERSION,
-        **meta,
-        "state": state,
-        "status": run_status(cells).value if cells else None,
-        "exit_code": exit_code(cells) if code is None else code,
-        "cells": [cell_json(c, path.parent) for c in cells],
-    }
-    atomic.write_json(path, data)
+def run_json(run: RunResult, base: Path | None = None) -> dict[str, Any]:
+    """results.json's document of a run; log paths relative to `base` (its directory). A
+    run says what its writer knew (None: left out), in the order `harness run` learns it;
+    a merged run (`harness merge`) in the merge's own order."""
+    if run.merge is not None:
+        return _merged_json(run, run.merge, base)
+    out: dict[str, Any] = {"schema": SCHEMA_VERSION}
+    said: tuple[tuple[str, object], ...] = (
+        ("run_id", run.run_id), ("started", run.started),
+        ("command", None if run.command is None else list(run.command)),
+        ("host", None if run.host is None else
+         {"kernel": run.host.kernel, "cpus": run.host.cpus}),
+        ("strict", run.strict))
+    out.update((k, v) for k, v in said if v is not None)
+    if run.strict is not None:  # written with strict: the options that judge every cell
+        out["repeat"] = run.repeat
+    said = (("what", run.what), ("harness_rev", run.harness_rev),
+            ("tools", None if run.tools is None else dict(run.tools)),
+            ("duration_s", run.duration_s),
+            ("interrupted", None if run.interrupted is None else {
+                "signal": run.interrupted.signal, "cell": run.interrupted.cell,
+                "stage": run.interrupted.stage, "not_run": list(run.interrupted.not_run)}),
+            ("source_log", run.source_log), ("cell", run.mutated_cell))
+    out.update((k, v) for k, v in said if v is not None)
+    return {**out, **_outcome_json(run, base)}
+
+
+def _outcome_json(run: RunResult, base: Path | None) -> dict[str, Any]:
+    return {"state": run.state.value, **_verdict_json(run, base)}
+
+
+def _verdict_json(run: RunResult, base: Path | None) -> dict[str, Any]:
+    return {"status": run.status.value if run.status is not None else None,
+            "exit_code": run.exit_code,
+            "cells": [cell_json(c, base) for c in run.cells]}
+
+
+def _merged_json(run: RunResult, m: Merge, base: Path | None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "schema": SCHEMA_VERSION, "run_id": run.run_id, "started": run.started,
+        "merged_at": m.merged_at, "merged_from": list(m.merged_from),
+        "runs": [{"dir": r.dir, "run_id": r.run_id, "started": r.started, "state": r.state,
+                  "harness_rev": r.harness_rev, "tools": dict(r.tools), "strict": r.strict,
+                  "cells": list(r.cells)} for r in m.runs],
+        "harness_rev": run.harness_rev, "tools": dict(run.tools or ()),
+        "strict": bool(run.strict), "plan": None if m.plan is None else list(m.plan),
+        "state": run.state.value, "incomplete_runs": list(m.incomplete_runs),
+        "unreadable_runs": [{"run": u.run, "reason": u.reason} for u in m.unreadable_runs],
+        "conflicts": list(m.conflicts), "revision_conflict": m.revision_conflict,
+        "missing": list(m.missing), "unexpected": list(m.unexpected),
+        **_verdict_json(run, base)}
+    if run.command is not None:  # the merge's command line, added once it is written
+        out["command"] = list(run.command)
+    return out
+
+
+def write_json(path: Path, run: RunResult) -> None:
+    """Atomically: a reader (or a killed run) never sees a half-written file."""
+    atomic.write_json(path, run_json(run, path.parent))
 
 
 _env = jinja2.Environment(
@@ -325,7 +417,7 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         lines += _message(c.error, "   ", base)
     if c.features:
         lines += _wrap("features: " + feature_line(c.features), "   ")
-    if guest := guest_line(c.guest):
+    if guest := guest_line(c.guest, c.guest_seen):
         lines += _wrap(guest, "   ")
     tests = [t for t in c.tests if t.phase is Phase.TEST]
     kernel = [t for t in c.tests if t.phase in KERNEL_PHASES]
@@ -349,24 +441,21 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
     return lines
 
 
-def guest_line(guest: Mapping[str, object]) -> str:
+def guest_line(guest: GuestSpec | None, seen: GuestSeen | None) -> str:
     """What the guest had, when the user changed its size or command line: said on the
     terminal, with whether the appended arguments really reached /proc/cmdline."""
-    default = GuestSpec()
-    asked = [f"--memory {guest['memory']}" if guest.get("memory", default.memory)
-             != default.memory else "",
-             f"--cpus {guest['cpus']}" if guest.get("cpus", default.cpus) != default.cpus
-             else "",
-             f"--append {guest['append']}" if guest.get("append") else ""]
+    default, spec = GuestSpec(), guest or GuestSpec()
+    asked = [f"--memory {spec.memory}" if spec.memory != default.memory else "",
+             f"--cpus {spec.cpus}" if spec.cpus != default.cpus else "",
+             f"--append {spec.append}" if spec.append else ""]
     if not any(asked):
         return ""
     had = []
-    cpus, memory_kb = guest.get("cpus_online"), guest.get("memory_kb")
-    if isinstance(cpus, int):
-        had.append(f"{cpus} CPU(s)")
-    if isinstance(memory_kb, int):
-        had.append(f"{memory_kb // 1024} MiB")
-    cmdline, appended = str(guest.get("cmdline") or ""), str(guest.get("append") or "").strip()
+    if seen is not None and seen.cpus is not None:
+        had.append(f"{seen.cpus} CPU(s)")
+    if seen is not None and seen.memory_kb is not None:
+        had.append(f"{seen.memory_kb // 1024} MiB")
+    cmdline, appended = (seen.cmdline if seen else None) or "", spec.append.strip()
     if appended and cmdline:
         had.append("/proc/cmdline has the appended arguments" if appended in cmdline else
                    f"/proc/cmdline LACKS the appended arguments: {cmdline}")
@@ -404,18 +493,16 @@ def _result_lines(t: TestResult, name_width: int, base: Path | None, *,
             lines += _wrap(f"warning: {w}", indent)
     for note in t.notes:
         lines += _wrap(f"note: {note}", indent)
-    tail = t.extra.get("output_tail")
-    if isinstance(tail, list) and tail:
-        total = t.extra.get("output_lines", len(tail))
+    if tail := t.output_tail:
+        total = t.output_lines
         lines.append(f"{indent}output:" if total == len(tail) else
                      f"{indent}output (its last {len(tail)} of {total} lines; all of it in the "
                      "log):")
         lines += [f"{indent}| {line}"[:WIDTH + 40] for line in tail]
-    metrics = t.extra.get("metrics")
-    if isinstance(metrics, dict) and metrics.get("summary"):
-        lines += _wrap(f"metrics: {metrics['summary']}", indent)
+    if t.metrics is not None and t.metrics.summary:
+        lines += _wrap(f"metrics: {t.metrics.summary}", indent)
     if t.log is not None and not said and (t.status not in (Status.PASS, Status.SKIP)
-                                           or t.splats or t.extra.get("output_tail")):
+                                           or t.splats or t.output_tail):
         lines += _wrap("log: " + (_show_path(t.log, base) if base else str(t.log)), indent)
     return lines
 
@@ -516,8 +603,347 @@ def write_or_print(text: str, output: Path | None, what: str) -> None:
         print(f"{what}: {output}")
 
 
-def load_run(spec: str) -> tuple[dict[str, Any], str | None, Path]:
-    """RUN, RUN/results.json or RUN:CELL -> (results.json, the cell or None, its file)."""
+# ---- results.json read back: the one reader ----
+# Every command that reads a run (compare, history, explain, report, the exports, merge,
+# mutate, the cache export, CI) reads it here, into the types it was written from.
+
+
+class ResultsError(EnvironmentProblem):
+    """A results.json that cannot be read: not a run's, damaged, or newer than this harness."""
+
+
+class _Damaged(Exception):
+    """A value of the document that is not what results.json holds there."""
+
+
+class _Object:
+    """A JSON object of results.json at its place in the document (`where`: e.g.
+    cells[0].tests[2]); each key read as the type it must have, or _Damaged saying where
+    and what it found instead. An absent key is its default: older harnesses wrote less."""
+
+    def __init__(self, data: object, where: str) -> None:
+        if not isinstance(data, dict):
+            raise _Damaged(f"{where or 'the document'}: {_shown(data)} is not an object")
+        self.data: dict[str, object] = data
+        self.where = where
+
+    def _bad(self, key: str, what: str) -> _Damaged:
+        at = f"{self.where}.{key}" if self.where else key
+        return _Damaged(f"{at}: {_shown(self.data[key])} is not {what}")
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def text(self, key: str, default: str = "") -> str:
+        value = self.data.get(key, default)
+        if not isinstance(value, str):
+            raise self._bad(key, "a string")
+        return value
+
+    def text_or_none(self, key: str) -> str | None:
+        return None if self.data.get(key) is None else self.text(key)
+
+    def integer(self, key: str, default: int = 0) -> int:
+        value = self.data.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self._bad(key, "a whole number")
+        return value
+
+    def integer_or_none(self, key: str) -> int | None:
+        return None if self.data.get(key) is None else self.integer(key)
+
+    def number(self, key: str, default: float = 0.0) -> float:
+        value = self.data.get(key, default)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise self._bad(key, "a number")
+        return float(value)
+
+    def number_or_none(self, key: str) -> float | None:
+        return None if self.data.get(key) is None else self.number(key)
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            raise self._bad(key, "true or false")
+        return value
+
+    def flag_or_none(self, key: str) -> bool | None:
+        return None if self.data.get(key) is None else self.flag(key)
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise self._bad(key, "a list of strings")
+        return tuple(value)
+
+    def objects(self, key: str) -> list[_Object]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list):
+            raise self._bad(key, "a list")
+        at = f"{self.where}.{key}" if self.where else key
+        return [_Object(x, f"{at}[{i}]") for i, x in enumerate(value)]
+
+    def object_or_none(self, key: str) -> _Object | None:
+        if self.data.get(key) is None:
+            return None
+        return _Object(self.data[key], f"{self.where}.{key}" if self.where else key)
+
+    def choice(self, key: str, kind: type[_E], default: _E | None = None) -> _E:
+        """An enum's value (a status, a phase, a state)."""
+        if key not in self.data and default is not None:
+            return default
+        try:
+            return kind(self.data.get(key))
+        except ValueError:
+            raise self._bad(key, f"a {kind.__name__}: "
+                                 f"{', '.join(str(k.value) for k in kind)}") from None
+
+    def choice_or_none(self, key: str, kind: type[_E]) -> _E | None:
+        return None if self.data.get(key) is None else self.choice(key, kind)
+
+    def seconds(self, key: str) -> tuple[tuple[str, float], ...]:
+        """An object of numbers (a stage's parts), in its order."""
+        part = self.object_or_none(key)
+        return () if part is None else tuple((k, part.number(k)) for k in part.data)
+
+    def strings(self, key: str) -> tuple[tuple[str, str], ...]:
+        """An object of strings (the tools' versions), in its order."""
+        part = self.object_or_none(key)
+        return () if part is None else tuple((k, part.text(k)) for k in part.data)
+
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def from_json(data: object) -> RunResult:
+    """A results.json document as the types it was written from. ResultsError: what is
+    wrong with it and where (cells[1].tests[0].status: "BOGUS" is not a Status: ...), or
+    that a newer harness wrote it."""
+    try:
+        doc = _Object(data, "")
+        schema = doc.data.get("schema")
+        if schema is None:
+            raise _Damaged("no schema version")
+        number = doc.integer("schema")
+        if number > SCHEMA_VERSION:
+            raise ResultsError(
+                f"results.json schema {number}: written by a newer harness (this one reads "
+                f"up to schema {SCHEMA_VERSION})",
+                fix="read it with the harness that wrote it (its harness_rev), or update "
+                    "this one")
+        if number < 1:
+            raise _Damaged(f"schema {number}: no such version")
+        if not isinstance(doc.data.get("cells"), list):
+            raise _Damaged("no list of cells")
+        run = _run(doc)
+    except _Damaged as exc:
+        raise ResultsError(f"not a results.json of a run: {exc}",
+                           fix="give the results.json a run wrote") from None
+    return replace(run, digest=hashlib.sha256(json.dumps(
+        data, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest())
+
+
+def _run(doc: _Object) -> RunResult:
+    host = doc.object_or_none("host")
+    stop = doc.object_or_none("interrupted")
+    return RunResult(
+        cells=tuple(_cell(c) for c in doc.objects("cells")),
+        state=doc.choice("state", RunState, RunState.COMPLETE),
+        exit_code=doc.integer("exit_code"), run_id=doc.text_or_none("run_id"),
+        started=doc.text_or_none("started"),
+        command=doc.texts("command") if doc.has("command") else None,
+        host=None if host is None else Host(kernel=host.text("kernel"),
+                                            cpus=host.integer_or_none("cpus")),
+        strict=doc.flag_or_none("strict"), repeat=doc.integer_or_none("repeat"),
+        what=doc.text_or_none("what"), harness_rev=doc.text_or_none("harness_rev"),
+        tools=doc.strings("tools") if doc.data.get("tools") is not None else None,
+        duration_s=doc.number_or_none("duration_s"),
+        interrupted=None if stop is None else Interruption(
+            signal=stop.text("signal"), cell=stop.text("cell"), stage=stop.text("stage"),
+            not_run=stop.texts("not_run")),
+        source_log=doc.text_or_none("source_log"), mutated_cell=doc.text_or_none("cell"),
+        merge=_merge(doc) if doc.has("merged_from") else None)
+
+
+def _merge(doc: _Object) -> Merge:
+    return Merge(
+        merged_at=doc.text("merged_at"), merged_from=doc.texts("merged_from"),
+        runs=tuple(MergedRun(dir=r.text("dir"), run_id=r.text_or_none("run_id"),
+                             started=r.text_or_none("started"), state=r.text_or_none("state"),
+                             harness_rev=r.text_or_none("harness_rev"),
+                             tools=r.strings("tools"), strict=r.flag("strict"),
+                             cells=r.texts("cells"))
+                   for r in doc.objects("runs")),
+        plan=doc.texts("plan") if doc.data.get("plan") is not None else None,
+        incomplete_runs=doc.texts("incomplete_runs"),
+        unreadable_runs=tuple(UnreadableRun(run=u.text("run"), reason=u.text("reason"))
+                              for u in doc.objects("unreadable_runs")),
+        conflicts=doc.texts("conflicts"), revision_conflict=doc.text("revision_conflict"),
+        missing=doc.texts("missing"), unexpected=doc.texts("unexpected"))
+
+
+def _cell(c: _Object) -> CellResult:
+    if not c.has("cell"):
+        raise _Damaged(f"{c.where}: a cell without a name")
+    config, coverage = c.object_or_none("config"), c.data.get("coverage")
+    guest = c.object_or_none("guest")
+    return CellResult(
+        cell=c.text("cell"), kernel=c.text("kernel"), kernel_version=c.text("kernel_version"),
+        status=c.choice("status", Status), source=c.text("source"),
+        package_version=c.text_or_none("package_version"), error=c.text("error"),
+        notes=c.texts("notes"), boot_only=c.flag("boot_only"), image=c.text("image"),
+        kselftest_h=c.text("kselftest_h"), accel=c.text("accel"),
+        patches=tuple(PatchResult(name=p.text("name"), subject=p.text("subject"),
+                                  state=p.choice("state", PatchState), files=p.texts("files"),
+                                  detail=p.text("detail"), message_id=p.text("message_id"))
+                      for p in c.objects("patches")),
+        config=None if config is None else ConfigResult(
+            fragments=config.texts("fragments"), requested=config.texts("requested"),
+            dropped=tuple(DroppedSymbol(symbol=d.text("symbol"), requested=d.text("requested"),
+                                        actual=d.text("actual"), reason=d.text("reason"))
+                          for d in config.objects("dropped")),
+            changed=config.flag("config_changed")),
+        stages=tuple(StageTiming(stage=x.text("stage"), status=x.choice("status", Status),
+                                 duration_s=x.number("duration_s"), detail=x.text("detail"),
+                                 parts=x.seconds("parts"))
+                     for x in c.objects("stages")),
+        tests=tuple(_test(t) for t in c.objects("tests")),
+        retries=c.texts("retries"),
+        features=tuple(_feature(f) for f in c.objects("features")),
+        guest=_guest(guest), guest_seen=_seen(guest, "cpus_online"),
+        coverage=None if coverage is None else tuple(
+            _coverage(x) for x in c.objects("coverage")),
+        kernel_from_store=c.flag_or_none("kernel_from_store"),
+        arch=c.text("arch", CellResult.arch), toolchain=c.text("toolchain", CellResult.toolchain),
+        compiler=c.text("compiler"))
+
+
+def _guest(guest: _Object | None) -> GuestSpec | None:
+    if guest is None or not any(guest.has(k) for k in ("memory", "cpus", "append")):
+        return None
+    return GuestSpec(memory=guest.text("memory", GuestSpec.memory),
+                     cpus=guest.integer("cpus", GuestSpec.cpus), append=guest.text("append"))
+
+
+def _seen(guest: _Object | None, cpus: str) -> GuestSeen | None:
+    """What the guest had: a cell's (`cpus_online`) or its boot result's (`cpus`)."""
+    if guest is None or not any(guest.has(k) for k in ("cmdline", cpus, "memory_kb")):
+        return None
+    return GuestSeen(cmdline=guest.text_or_none("cmdline"), cpus=guest.integer_or_none(cpus),
+                     memory_kb=guest.integer_or_none("memory_kb"))
+
+
+def _feature(f: _Object) -> FeatureReport:
+    return FeatureReport(
+        feature=Feature(name=f.text("name"), kind=f.choice("kind", FeatureKind),
+                        declared_by=f.texts("declared_by")),
+        state=f.choice("state", FeatureState), where=f.text("where"),
+        btf=f.flag_or_none("btf"), note=f.text("note"))
+
+
+def _coverage(x: _Object) -> PatchCoverage:
+    lines = [(FileLine(file=n.text("file"), line=n.integer("line"), source=n.text("source")),
+              n.flag("ran")) for n in x.objects("lines")]
+    by_test = x.object_or_none("by_test")
+    return PatchCoverage(
+        patch=x.text("patch"), subject=x.text("subject"),
+        executable=tuple(n for n, _ in lines), ran=tuple(n for n, ran in lines if ran),
+        by_test=() if by_test is None else tuple((k, by_test.integer(k)) for k in by_test.data))
+
+
+def _test(t: _Object) -> TestResult:
+    if not t.has("name"):
+        raise _Damaged(f"{t.where}: a result without a name")
+    ktap, extra = t.object_or_none("ktap"), t.object_or_none("extra")
+    tail = extra.texts("output_tail") if extra and extra.has("output_tail") else None
+    metrics = extra.data.get("metrics") if extra else None
+    log = t.text_or_none("log")
+    return TestResult(
+        name=t.text("name"), phase=t.choice("phase", Phase, Phase.TEST),
+        status=t.choice("status", Status), duration_s=t.number("duration_s"),
+        exit_code=t.integer_or_none("exit_code"), reason=t.text("reason"),
+        taint=t.text("taint"), splats=tuple(_splat(s) for s in t.objects("splats")),
+        expected_status=t.choice_or_none("expected_status", Status), notes=t.texts("notes"),
+        log=None if log is None else Path(log),
+        ktap=None if ktap is None else KtapResult(
+            version=ktap.text_or_none("version"), plan=ktap.integer_or_none("plan"),
+            cases=tuple(_case(c) for c in ktap.objects("subtests")),
+            errors=ktap.texts("errors"), warnings=ktap.texts("warnings")),
+        attempts=tuple(_test(a) for a in t.objects("attempts")),
+        guest_seen=_seen(extra.object_or_none("guest") if extra else None, "cpus"),
+        output_tail=tail,
+        output_lines=extra.integer("output_lines", len(tail)) if extra and tail is not None
+        else 0,
+        metrics=None if metrics is None else metrics_of(metrics),
+        metrics_error=extra.text("metrics_error") if extra else "")
+
+
+def _case(c: _Object) -> TestCase:
+    return TestCase(name=c.text("name"), number=c.integer("number"),
+                    status=c.choice("status", Status), directive=c.text("directive"),
+                    diagnostic=c.text("diagnostic"),
+                    subtests=tuple(_case(x) for x in c.objects("subtests")))
+
+
+def _splat(s: _Object) -> Splat:
+    return Splat(kind=s.text("kind"), title=s.text("title"), text=s.text("text"),
+                 decoded=s.text("decoded"), function=s.text("function"), where=s.text("where"),
+                 expected=s.text("expected"), message=s.text("message"))
+
+
+def metrics_of(data: object) -> Metrics:
+    """What a test wrote to $HARNESS_METRICS (its own JSON, kept as it is): its summary
+    line and every measurement in it, an object with a median, by its path of keys."""
+    found: list[Measurement] = []
+
+    def walk(node: object, path: str) -> None:
+        if isinstance(node, dict) and "median" in node:
+            found.append(_measurement(node, path))
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}/{key}" if path else str(key))
+
+    walk(data, "")
+    summary = data.get("summary") if isinstance(data, dict) else None
+    return Metrics(data=data, summary=str(summary) if summary else "",
+                   measurements=tuple(found))
+
+
+def _measurement(node: dict[str, object], path: str) -> Measurement:
+    def number(key: str) -> Number | None:
+        value = node.get(key)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) \
+            else None
+
+    def text(key: str) -> str | None:
+        return None if key not in node else "" if node[key] is None else str(node[key])
+
+    return Measurement(path=path, median=number("median"), unit=text("unit"),
+                       direction=text("direction"), q1=number("q1"), q3=number("q3"),
+                       min=number("min"), max=number("max"), spread=number("spread"),
+                       n=number("n"))
+
+
+def load_run(spec: str) -> tuple[RunResult, str | None, Path]:
+    """RUN, RUN/results.json or RUN:CELL -> (the run, the cell named or None, its file)."""
+    file, cell = _results_file(spec)
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{file}: not a readable results.json: {exc}",
+                           fix="give the results.json a run wrote") from None
+    try:
+        return from_json(data), cell, file
+    except ResultsError as exc:
+        raise ResultsError(f"{file}: {exc.message}", fix=exc.fix) from None
+
+
+def _results_file(spec: str) -> tuple[Path, str | None]:
     path, cell = Path(spec), None
     if not path.exists() and ":" in spec:
         head, cell = spec.rsplit(":", 1)
@@ -527,6 +953,12 @@ def load_run(spec: str) -> tuple[dict[str, Any], str | None, Path]:
         raise EnvironmentProblem(f"{spec}: no results.json there",
                                  fix="give a run's directory (harness run --out DIR), its "
                                      "results.json, or DIR:CELL for one cell")
+    return file, cell
+
+
+def load_doc(spec: str) -> tuple[dict[str, Any], str | None, Path]:
+    """RUN, RUN/results.json or RUN:CELL -> (results.json, the cell or None, its file)."""
+    file, cell = _results_file(spec)
     try:
         data = json.loads(file.read_text())
     except (OSError, ValueError) as exc:

@@ -20,7 +20,15 @@ from typing import Any
 
 import pytest
 
-from harness.base.model import Accel, CellResult, FeatureKind, FeatureState, GuestSpec, Status
+from harness.base.model import (
+    Accel,
+    CellResult,
+    FeatureKind,
+    FeatureState,
+    GuestSpec,
+    RunResult,
+    Status,
+)
 from harness.drivers import pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.output import results
@@ -81,7 +89,8 @@ def run(world: Path, out: str, *, tests: tuple[str, ...] = (), patches: tuple[st
     cell = Cell(name=out, tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}", configs=configs,
                 tests=tests, patches=patches)
     result = pipeline.run_cell(cell, world / out, accel=Accel.TCG)
-    results.write_json(world / out / "results.json", [result], meta={"command": ["test"]})
+    results.write_json(world / out / "results.json", RunResult(
+        cells=(result,), exit_code=results.exit_code([result]), command=("test",)))
     return result
 
 
@@ -326,8 +335,9 @@ def test_a_command_after_the_tests_is_judged_by_its_exit_status_and_its_splats(
     assert cmd.status is Status.CRASHED and cmd.exit_code == 3
     assert [s.function for s in cmd.splats] == ["fake_answer"] and cmd.taint == "W"
     assert cmd.log is not None and cmd.log.read_text() == f"{world}\nsaid\n"
-    assert r.guest["cpus_online"] == 1 and r.guest["memory_kb"] == 1024 * 1024 - 65536
-    assert "fake.arg=1" in str(r.guest["cmdline"])
+    assert r.guest_seen is not None and r.guest_seen.cpus == 1
+    assert r.guest_seen.memory_kb == 1024 * 1024 - 65536
+    assert "fake.arg=1" in str(r.guest_seen.cmdline)
     # the command's output is on the terminal, under its result
     screen = results.summary([r]).splitlines()
     at = next(i for i, line in enumerate(screen) if line.lstrip().startswith("cmd-sh"))
@@ -670,7 +680,8 @@ def test_a_thread_from_the_list_applies_its_newest_revision_with_trailers(
     body = _git(worktree, "log", "-1", "--format=%B")
     assert body.startswith("fake: two") and REVIEWER in body
     assert REVIEWER not in _git(worktree, "log", "-1", "--format=%B", "HEAD~1")
-    results.write_json(world / "thread" / "results.json", [r], meta={})
+    results.write_json(world / "thread" / "results.json", RunResult(
+        cells=(r,), exit_code=results.exit_code([r])))
     doc = json.loads((world / "thread" / "results.json").read_text())
     assert doc["cells"][0]["patches"][1]["message_id"] == "<harness-test-v2-2@example.org>"
 
