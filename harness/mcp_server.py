@@ -106,8 +106,8 @@ def build(jobs_root: Path | None = None) -> MCPServer:
                              "failing, fixed, new splats, metrics beyond their spread.")
     def compare(before: str, after: str) -> dict[str, Any]:
         def diff() -> dict[str, Any]:
-            a, cell_a, _ = results.load_doc(before)
-            b, cell_b, _ = results.load_doc(after)
+            a, cell_a, _ = results.load_run(before)
+            b, cell_b, _ = results.load_run(after)
             result = comparison.compare(a, b, labels=(before, after), cells=(cell_a, cell_b))
             return {"regressed": result.regressed, **comparison.to_json(result)}
         return _told(diff)

@@ -206,15 +206,15 @@ def baseline_cells(cells: list[Cell]) -> list[Cell]:
 
 
 def _baseline_comparison(out: Path, cells: tuple[Cell, ...], done: list[CellResult]) -> int:
-    """Compare each cell with its base (as results.json has them); print and write it.
+    """Compare each cell with its base; print and write it.
     1 when the series made anything worse."""
     from harness.output import compare
 
-    doc = {"cells": [results.cell_json(c, base=out) for c in done]}
+    run = RunResult(cells=tuple(done))
     ran = {c.cell for c in done}
     pairs = [(f"{c.name}.base", c.name) for c in cells
              if not c.name.endswith(".base") and {c.name, f"{c.name}.base"} <= ran]
-    merged = [compare.compare(doc, doc, labels=(a, b), cells=(a, b)) for a, b in pairs]
+    merged = [compare.compare(run, run, labels=(a, b), cells=(a, b)) for a, b in pairs]
     result = compare.Comparison(before="the base", after="the series",
                                 cells=tuple(p for m in merged for p in m.cells),
                                 differences=tuple(d for m in merged for d in m.differences))

@@ -76,8 +76,8 @@ class CompareRequest:
 
 def compare(request: CompareRequest) -> int:
     """What changed from one run to the other; 1 when anything regressed."""
-    a, cell_a, _ = results.load_doc(request.before)
-    b, cell_b, _ = results.load_doc(request.after)
+    a, cell_a, _ = results.load_run(request.before)
+    b, cell_b, file_b = results.load_run(request.after)
     labels = (request.before, request.after)
     try:
         result = comparison.compare(a, b, labels=labels, cells=(cell_a, cell_b))
@@ -87,7 +87,7 @@ def compare(request: CompareRequest) -> int:
         raise EnvironmentProblem(f"{labels[0]} and {labels[1]} have no cell in common",
                                  fix="compare one cell of each: A:CELL B:CELL")
     print(comparison.render_terminal(result))
-    _tell_history(b)
+    _tell_history(results.load_doc(str(file_b))[0])  # until history reads the types
     if request.json:
         atomic.write_json(request.json, comparison.to_json(result))
     if request.markdown:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.base.model import Status
-from harness.output.compare import measurements
+from harness.output.compare import measurements_in
 
 FAILURE = frozenset({"FAIL", "FLAKY", "TIMEOUT", "CRASHED", "MISSING"})
 SKIPPED = frozenset({"SKIP", "NO_TESTS", "XFAIL"})
@@ -188,7 +188,7 @@ def cases(doc: Mapping[str, Any]) -> Iterator[Case]:
 
 def metrics(t: Mapping[str, Any]) -> Iterator[tuple[str, float, str]]:
     """(path, median, unit) of every measurement a test reports."""
-    for path, m in measurements((t.get("extra") or {}).get("metrics")):
+    for path, m in measurements_in((t.get("extra") or {}).get("metrics")):
         median = m.get("median")
         if isinstance(median, int | float) and not isinstance(median, bool):
             yield path, float(median), str(m.get("unit") or "")

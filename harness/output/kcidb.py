@@ -64,7 +64,7 @@ from typing import Any
 from harness import target
 from harness.base.errors import HarnessError
 from harness.base.model import Status
-from harness.output.compare import measurements
+from harness.output.compare import measurements_in
 
 ORIGIN = "harness"
 SUITE = "harness"  # the first part of every test path but boot's
@@ -234,7 +234,7 @@ def _number(m: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _metrics(t: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    return [(p, m) for p, m in measurements((t.get("extra") or {}).get("metrics"))
+    return [(p, m) for p, m in measurements_in((t.get("extra") or {}).get("metrics"))
             if isinstance(m.get("median"), int | float) and not isinstance(m["median"], bool)]
 
 

@@ -82,7 +82,7 @@ def plots(metrics: Any, title: str) -> list[Plot]:
     (a group: the path's first part, e.g. "methods", "reads")."""
     groups: dict[str, dict[str, list[tuple[float, float]]]] = {}
     units: dict[str, str] = {}
-    for path, m in compare.measurements(metrics):
+    for path, m in compare.measurements_in(metrics):
         match = _POINT.match(path)
         median = m.get("median")
         if match is None or not isinstance(median, int | float) or not median > 0:

@@ -25,7 +25,7 @@ from harness.base.model import TestResult as Result
 from harness.drivers import shard
 from harness.judge import verdict
 from harness.output import junit, kcidb
-from harness.output.compare import measurements
+from harness.output.compare import measurements_in
 from tests import shards
 
 REPO = Path(__file__).resolve().parents[2]
@@ -290,7 +290,7 @@ def _expected_kcidb_tests(doc: dict[str, Any], include_broken: bool) -> int:
             continue
         for t in cell["tests"]:
             leaves = _leaf_statuses((t.get("ktap") or {}).get("subtests", []))
-            metrics = list(measurements((t.get("extra") or {}).get("metrics")))
+            metrics = list(measurements_in((t.get("extra") or {}).get("metrics")))
             n += 1 + len(leaves) + (len(metrics) if len(metrics) > 1 else 0)
         tried = any(s["stage"] == "accel" or s["stage"].startswith("boot")
                     for s in cell["stages"])

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import cli
-from harness.output import compare, report
+from harness.output import compare, report, results
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "compare"
 VERIFY = GOLDEN / "verify-2026-11-24.json"
@@ -22,7 +22,7 @@ ARTEFACTS = Path(__file__).parent.parent.parent / "results" / "test-artefacts"
 def medians(metrics: Any) -> dict[tuple[str, float], float]:
     """(series, x) -> median of every measurement named <group>/<series>@<x>."""
     out = {}
-    for path, m in compare.measurements(metrics):
+    for path, m in compare.measurements_in(metrics):
         head, _, x = path.rpartition("@")
         out[(head.partition("/")[2] or head, float(x))] = float(m["median"])
     return out
@@ -119,8 +119,8 @@ def test_a_comparison_renders_every_difference(tmp_path: Path) -> None:
     broken = GOLDEN / "adhoc-memcg-kfuncs-broken.json"
     assert cli.main(["compare", f"{VERIFY}:6.12", f"{broken}:adhoc", "--html", str(html)]) == 1
     page = html.read_text()
-    result = compare.compare(json.loads(VERIFY.read_text()), json.loads(broken.read_text()),
-                             cells=("6.12", "adhoc"))
+    result = compare.compare(results.load_run(str(VERIFY))[0],
+                             results.load_run(str(broken))[0], cells=("6.12", "adhoc"))
     assert page.count('<tr class="difference"') == len(result.differences)
     assert page.count('data-change="regressed"') == result.count(compare.Change.REGRESSED) == 5
     assert "memcg_kfuncs: parent_includes_child" in page and "REGRESSED" in page
