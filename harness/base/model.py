@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -272,6 +272,18 @@ class TestCase:
     directive: str = ""
     diagnostic: str = ""
     subtests: tuple[TestCase, ...] = ()
+
+
+def leaves(cases: Sequence[TestCase], path: tuple[str, ...] = ()
+           ) -> Iterator[tuple[tuple[str, ...], TestCase]]:
+    """Each leaf of a KTAP tree (a result without subtests), in order, with its path: the
+    names of the results above it, then its own."""
+    for c in cases:
+        here = (*path, c.name)
+        if c.subtests:
+            yield from leaves(c.subtests, here)
+        else:
+            yield here, c
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,6 @@ the cells not run).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shlex
@@ -312,12 +311,12 @@ def remember(results_json: Path, path: Path | None = None) -> None:
     from harness.output import history
 
     try:
-        doc = json.loads(results_json.read_text())
+        run, _cell, _file = results.load_run(str(results_json))
         declared = verdict.load_expectations(pipeline.expectations_path()).failures
         with history.opened(path) as db:
-            told = history.labels(db, doc)
-            history.record(db, doc)
-            ran = {t["name"] for c in doc.get("cells", []) for t in c.get("tests", [])}
+            told = history.labels(db, run)
+            history.record(db, run)
+            ran = {t.name for c in run.cells for t in c.tests}
             warned = [f for f in history.flakes(db, declared)
                       if f.warn and f.test.split(":")[0] in ran]
     except Exception as exc:  # the history is beside the run: never its failure

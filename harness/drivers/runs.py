@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.base import atomic
-from harness.base.errors import EnvironmentProblem, from_os_error
+from harness.base.errors import EnvironmentProblem, HarnessError, from_os_error
 from harness.base.model import CellResult, RunResult, TestResult
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
@@ -77,7 +77,7 @@ class CompareRequest:
 def compare(request: CompareRequest) -> int:
     """What changed from one run to the other; 1 when anything regressed."""
     a, cell_a, _ = results.load_run(request.before)
-    b, cell_b, file_b = results.load_run(request.after)
+    b, cell_b, _ = results.load_run(request.after)
     labels = (request.before, request.after)
     try:
         result = comparison.compare(a, b, labels=labels, cells=(cell_a, cell_b))
@@ -87,7 +87,7 @@ def compare(request: CompareRequest) -> int:
         raise EnvironmentProblem(f"{labels[0]} and {labels[1]} have no cell in common",
                                  fix="compare one cell of each: A:CELL B:CELL")
     print(comparison.render_terminal(result))
-    _tell_history(results.load_doc(str(file_b))[0])  # until history reads the types
+    _tell_history(b)
     if request.json:
         atomic.write_json(request.json, comparison.to_json(result))
     if request.markdown:
@@ -118,38 +118,38 @@ def _shards_recorded(sources: set[Path]) -> bool:
     from harness.output import history as recorded
 
     try:
-        keys = {recorded.run_key(json.loads((s / "results.json").read_text()))
+        keys = {recorded.run_key(results.load_run(str(s / "results.json"))[0])
                 for s in sources}
-    except (OSError, ValueError):
+    except HarnessError:
         return False
     return bool(keys) and _from_history(lambda db: all(
         db.execute("SELECT 1 FROM runs WHERE run_key = ?", (k,)).fetchone() for k in keys),
         False)
 
 
-def _memory(doc: dict[str, Any]) -> tuple[dict[tuple[str, str], str],
-                                          dict[tuple[str, str], str]]:
+def _memory(run: RunResult) -> tuple[dict[tuple[str, str], str],
+                                      dict[tuple[str, str], str]]:
     """Each test's recent outcomes and each failure's and splat's "new" or "known since"
     from the history, for the report; nothing without one."""
     from harness.output import history as recorded
 
     nothing: dict[tuple[str, str], str] = {}
-    return _from_history(lambda db: (recorded.strips(db, doc), recorded.labels(db, doc)),
+    return _from_history(lambda db: (recorded.strips(db, run), recorded.labels(db, run)),
                          (nothing, nothing))
 
 
-def _labels(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
+def _labels(run: RunResult) -> dict[tuple[str, str], str]:
     """Each failure's and splat's "new" or "known since" by the history; none without one
     (a history that cannot be read is a warning, not the command's failure)."""
     from harness.output import history as recorded
 
     nothing: dict[tuple[str, str], str] = {}
-    return _from_history(lambda db: recorded.labels(db, doc), nothing)
+    return _from_history(lambda db: recorded.labels(db, run), nothing)
 
 
-def _tell_history(doc: dict[str, Any]) -> None:
+def _tell_history(run: RunResult) -> None:
     """Each failure of a run: new, or known since when, by the history."""
-    told = _labels(doc)
+    told = _labels(run)
     if told:
         print("\nits failures in the history:")
         for (cell, test), label in told.items():
@@ -166,39 +166,38 @@ def explain(run: str) -> dict[str, Any]:
     fix) and the patches it applied; per failing test its status, reason, failing checks,
     splats (with where the kernel says they happened), whether the history knew it, and
     the end of its output."""
-    doc, only, file = results.load_doc(run)
-    names = [str(c.get("cell")) for c in doc.get("cells", [])]
+    found, only, file = results.load_run(run)
+    names = [c.cell for c in found.cells]
     if only and only not in names:
         raise EnvironmentProblem(f"{run}: the run has no cell {only}",
                                  fix=f"name one of its cells: {', '.join(names) or 'none'}")
-    tails = results.log_tails(doc, file.parent, cap=TAIL_BYTES)
-    known = _labels(doc)
+    tails = results.log_tails(found, file.parent, cap=TAIL_BYTES)
+    known = _labels(found)
     cells = []
-    for c in doc["cells"]:
-        if only and c["cell"] != only:
+    for c in found.cells:
+        if only and c.cell != only:
             continue
         failing = []
-        for t in c.get("tests", []):
-            if t.get("status") in EXPLAINED_OK:
+        for t in c.tests:
+            if t.status.value in EXPLAINED_OK:
                 continue
-            ktap = t.get("ktap") or {}
             failing.append({
-                "test": t["name"], "status": t.get("status"), "reason": t.get("reason"),
-                "declared": t.get("expected_status") == t.get("status"),
+                "test": t.name, "status": t.status.value, "reason": t.reason,
+                "declared": t.expected_status is t.status,
                 "failing_checks": [name for name, status
-                                   in report.leaves(ktap.get("subtests") or [])
-                                   if status not in EXPLAINED_OK],
-                "splats": [{"title": s.get("title"), "function": s.get("function"),
-                            "where": s.get("where")} for s in t.get("splats") or []],
-                "history": known.get((c["cell"], t["name"]), ""),
-                "output_tail": tails.get((c["cell"], t["name"]), "")})
-        cells.append({"cell": c["cell"], "status": c.get("status"),
-                      "kernel": c.get("kernel_version"), "error": c.get("error") or "",
-                      "patches": [{"name": p.get("name"), "state": p.get("state")}
-                                  for p in c.get("patches") or []],
+                                   in report.checks(t.ktap.cases if t.ktap else ())
+                                   if status.value not in EXPLAINED_OK],
+                "splats": [{"title": s.title, "function": s.function, "where": s.where or None}
+                           for s in t.splats],
+                "history": known.get((c.cell, t.name), ""),
+                "output_tail": tails.get((c.cell, t.name), "")})
+        cells.append({"cell": c.cell, "status": c.status.value, "kernel": c.kernel_version,
+                      "error": c.error,
+                      "patches": [{"name": p.name, "state": p.state.value} for p in c.patches],
                       "failing": failing})
-    return {"run": str(file.parent), "status": doc.get("status"),
-            "exit_code": doc.get("exit_code"), "cells": cells}
+    return {"run": str(file.parent),
+            "status": found.status.value if found.status else None,
+            "exit_code": found.exit_code, "cells": cells}
 
 
 def explain_command(run: str, *, as_json: bool) -> int:
@@ -241,12 +240,12 @@ def explain_command(run: str, *, as_json: bool) -> int:
 def report_page(run: str, out: Path | None = None) -> Path:
     """A run's HTML page, with what the history says of it, into `out` (default:
     RUN/report); its path."""
-    doc, _cell, file = results.load_doc(run)
+    found, _cell, file = results.load_run(run)
     where = (out or file.parent / "report").resolve()
     where.mkdir(parents=True, exist_ok=True)
-    recent, known = _memory(doc)
+    recent, known = _memory(found)
     atomic.write_text(where / "index.html", report.render(
-        doc, results.log_tails(doc, file.parent), recent=recent, known=known))
+        found, results.log_tails(found, file.parent), recent=recent, known=known))
     return where / "index.html"
 
 
@@ -366,9 +365,9 @@ def import_history(runs: tuple[str, ...], path: Path | None) -> int:
         raise EnvironmentProblem("harness history import needs the runs",
                                  fix="harness history import results/RUN [RUN...]")
     for given in runs:
-        doc, _cell, file = results.load_doc(given)
+        run, _cell, file = results.load_run(given)
         with history.opened(path) as db:
-            added = history.record(db, doc)
+            added = history.record(db, run)
         print(f"{'recorded' if added else 'already recorded'}: {file}")
     return 0
 

@@ -37,6 +37,7 @@ from harness.base.model import (
     combined,
     worst,
 )
+from harness.base.model import leaves as walk_leaves
 
 # Taint letters a kind of splat sets by itself: declared noise explains these.
 # (A "BUG:" may be an oops (D), a sleeping function in atomic context (W) or KFENCE (B).)
@@ -322,10 +323,7 @@ def _mark(case: TestCase, by_sub: dict[str | None, KnownFailure]) -> TestCase:
 
 
 def _leaves(cases: tuple[TestCase, ...]) -> list[TestCase]:
-    out: list[TestCase] = []
-    for c in cases:
-        out.extend(_leaves(c.subtests) if c.subtests else [c])
-    return out
+    return [leaf for _, leaf in walk_leaves(cases)]
 
 
 # ---- 3. the cell ----

@@ -33,7 +33,6 @@ from harness.base.model import (
     Number,
     PatchCoverage,
     RunResult,
-    Splat,
     Status,
     TestCase,
     TestResult,
@@ -319,13 +318,6 @@ def compare(a: RunResult, b: RunResult, *, labels: tuple[str, str] = ("A", "B"),
 
 # Read by the commands not yet moved to the types (results.load_doc's dicts); removed
 # with the last of them.
-def fingerprint(s: Mapping[str, Any]) -> str:
-    """A splat's fingerprint (model.Splat.fingerprint: kind and faulting function), from
-    its JSON: what the history keys splats by."""
-    return str(s.get("fingerprint") or Splat(kind=str(s.get("kind", "")), title="", text="",
-                                             function=str(s.get("function", ""))).fingerprint)
-
-
 def measurements_in(metrics: Any, path: str = "") -> Iterator[tuple[str, Mapping[str, Any]]]:
     """Every measurement in a test's metrics (an object with median, unit and direction),
     by its path ("methods/memstat_read@1")."""

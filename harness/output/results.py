@@ -19,7 +19,6 @@ import stat
 import sys
 import textwrap
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -973,15 +972,15 @@ def load_doc(spec: str) -> tuple[dict[str, Any], str | None, Path]:
 LOG_TAIL = 64 * 1024  # bytes of each test's output a report shows (its end: where it failed)
 
 
-def log_tails(doc: Mapping[str, Any], run_dir: Path,
+def log_tails(run: RunResult, run_dir: Path,
               cap: int = LOG_TAIL) -> dict[tuple[str, str], str]:
     """(cell, test) -> the end of the test's output file, for every test that has one."""
     tails: dict[tuple[str, str], str] = {}
-    for c in doc["cells"]:
-        for t in c.get("tests", []):
-            path = run_dir / str(t.get("log") or "")
-            if t.get("log") and path.is_file():
+    for c in run.cells:
+        for t in c.tests:
+            path = run_dir / t.log if t.log is not None else None
+            if path is not None and path.is_file():
                 with path.open("rb") as f:
                     f.seek(max(0, path.stat().st_size - cap))
-                    tails[(c["cell"], t["name"])] = f.read().decode(errors="replace")
+                    tails[(c.cell, t.name)] = f.read().decode(errors="replace")
     return tails

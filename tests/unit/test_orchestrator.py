@@ -254,7 +254,7 @@ def test_a_patch_that_breaks_the_build_is_a_build_error_with_the_compiler_line(
     # the report of a cell stopped before any test: its status, error and patch table
     from harness.output import report
 
-    page = report.render(json.loads((world / "broken" / "results.json").read_text()), {})
+    page = report.render(results.load_run(str(world / "broken"))[0], {})
     assert "BUILD_ERROR" in page and "fake.c" in page and "broken.patch" in page
 
 
