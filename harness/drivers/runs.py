@@ -264,14 +264,14 @@ class KcidbOptions:
 
 def export(run: str, fmt: str, output: Path | None, kcidb_options: KcidbOptions) -> int:
     """A run in a format CI systems read: junit or kcidb."""
-    doc, _cell, _file = results.load_doc(run)
+    found, _cell, _file = results.load_run(run)
     if fmt == "kcidb":
-        run_id = kcidb.resolve_run_id(doc, given=kcidb_options.run_id, env=os.environ)
-        text = json.dumps(kcidb.export(doc, run_id=run_id, origin=kcidb_options.origin,
+        run_id = kcidb.resolve_run_id(found, given=kcidb_options.run_id, env=os.environ)
+        text = json.dumps(kcidb.export(found, run_id=run_id, origin=kcidb_options.origin,
                                        include_broken=kcidb_options.include_broken),
                           indent=1) + "\n"
     else:
-        text = junit.render(doc)
+        text = junit.render(found)
     results.write_or_print(text, output, fmt)
     return 0
 

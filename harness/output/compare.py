@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import math
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,20 +314,6 @@ def compare(a: RunResult, b: RunResult, *, labels: tuple[str, str] = ("A", "B"),
     return Comparison(before=labels[0], after=labels[1],
                       cells=tuple((x.cell, y.cell) for x, y in pairs),
                       differences=tuple(differences), unpaired=tuple(unpaired))
-
-
-# Read by the commands not yet moved to the types (results.load_doc's dicts); removed
-# with the last of them.
-def measurements_in(metrics: Any, path: str = "") -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every measurement in a test's metrics (an object with median, unit and direction),
-    by its path ("methods/memstat_read@1")."""
-    if not isinstance(metrics, Mapping):
-        return
-    if {"median", "unit", "direction"} <= metrics.keys():
-        yield path, metrics
-        return
-    for key, value in metrics.items():
-        yield from measurements_in(value, f"{path}/{key}" if path else str(key))
 
 
 # --- rendering -------------------------------------------------------------------------
