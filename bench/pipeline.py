@@ -36,10 +36,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.base import paths  # noqa: E402
-from harness.base.model import Accel, GuestSpec, KernelImage  # noqa: E402
+from harness.base.model import Accel, GuestSpec, KernelImage, Status  # noqa: E402
 from harness.guest import vm  # noqa: E402
 from harness.kernel import build, sources  # noqa: E402
 from harness.kernel.tree import KernelTree  # noqa: E402
+from harness.output import results  # noqa: E402
 
 ANCHOR = "#include <linux/page_counter.h>\n"
 # The test needs swap and a disk file system for its page cache (test.toml: needs =
@@ -65,17 +66,15 @@ def warm_up(tmp: Path) -> tuple[KernelImage, Path]:
     out = tmp / "warm-up"
     res = subprocess.run([*HARNESS, "--out", str(out)], cwd=REPO, text=True,
                          capture_output=True, check=False)
-    data = json.loads((out / "results.json").read_text())
-    cell = data["cells"][0]
-    if res.returncode != 0 or cell["status"] != "PASS":
-        raise SystemExit(f"the warm-up run: {cell['status']} {cell['error']}\n"
+    cell = results.load_run(str(out))[0].cells[0]
+    if res.returncode != 0 or cell.status is not Status.PASS:
+        raise SystemExit(f"the warm-up run: {cell.status.value} {cell.error}\n"
                          f"{res.stderr[-2000:]}")
-    plan = (out / cell["cell"] / "guest" / "plan.tsv").read_text().splitlines()
+    plan = (out / cell.cell / "guest" / "plan.tsv").read_text().splitlines()
     test_dir = Path(next(ln.split("\t")[2] for ln in plan
                          if ln.split("\t")[0] == "memcg_kfuncs"))
-    image = Path(cell["image"])
-    return KernelImage(boot_image=image, vmlinux=None, config=None,
-                       version=cell["kernel_version"]), test_dir
+    return KernelImage(boot_image=Path(cell.image), vmlinux=None, config=None,
+                       version=cell.kernel_version), test_dir
 
 
 def main() -> int:
@@ -145,11 +144,10 @@ def main() -> int:
                          f"one-line change {r}\n\n---\n{diff}")
         out = tmp / f"run-{r}"
         t, res = timed([*HARNESS, "--patch", str(patch), "--out", str(out)], cwd=REPO)
-        data = json.loads((out / "results.json").read_text())
-        cell = data["cells"][0]
-        if res.returncode != 0 or cell["status"] != "PASS":
-            raise SystemExit(f"harness round {r}: {cell['status']} {cell['error']}")
-        stages.append({s["stage"]: s["duration_s"] for s in cell["stages"]})
+        cell = results.load_run(str(out))[0].cells[0]
+        if res.returncode != 0 or cell.status is not Status.PASS:
+            raise SystemExit(f"harness round {r}: {cell.status.value} {cell.error}")
+        stages.append({s.stage: s.duration_s for s in cell.stages})
         rows["harness run"].append(t)
 
     for r in range(rounds):

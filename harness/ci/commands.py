@@ -74,8 +74,8 @@ def minutes(runs: tuple[Path, ...], tier: Tier, setup_minutes: float) -> int:
         raise EnvironmentProblem("harness ci minutes needs the runs that measured the cells",
                                  fix="harness ci minutes results/run-A results/run-B "
                                  "--tier full (the runs first, then the options)")
-    docs = [results.load_doc(str(r))[0] for r in runs]
-    costs = workflow.job_costs(matrix.select(matrix.load(), tier), docs,
+    read = [results.load_run(str(r))[0] for r in runs]
+    costs = workflow.job_costs(matrix.select(matrix.load(), tier), read,
                                stored_build_seconds())
     print(workflow.render_minutes(costs, setup_minutes * 60))
     return 0

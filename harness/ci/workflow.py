@@ -32,7 +32,7 @@ from typing import Any
 
 from harness import target
 from harness.base import paths
-from harness.base.model import Accel, Status
+from harness.base.model import Accel, CellResult, RunResult, Status
 from harness.ci import ciplan
 from harness.ci.ciplan import BuildJob, Plan, Settings, sh
 from harness.drivers import shard
@@ -321,38 +321,34 @@ class JobCost:
         return None if self.rest_s is None else overhead_s + self.rest_s
 
 
-def _ran_to_the_end(cell: Mapping[str, Any]) -> bool:
-    try:
-        status = Status(cell.get("status"))
-    except ValueError:
-        return False
+def _ran_to_the_end(cell: CellResult) -> bool:
     # MISSING: a merged run's placeholder for a cell no shard holds; nothing was measured
-    return not status.is_stage_error and status not in (Status.INTERRUPTED, Status.MISSING)
+    return not cell.status.is_stage_error and cell.status not in (Status.INTERRUPTED,
+                                                                    Status.MISSING)
 
 
-def job_costs(cells: Sequence[Cell], runs: Sequence[Mapping[str, Any]],
+def job_costs(cells: Sequence[Cell], runs: Sequence[RunResult],
               build_seconds: Mapping[str, float]) -> list[JobCost]:
     """What each cell's job costs, from earlier runs (the latest run holding a cell wins)
     and the build times the kernel store recorded (image path -> seconds). A kernel some
     run built incrementally (a sibling's build directory already there) took less than a
     runner building it alone, so a kernel's cold build is the longest of its group's."""
-    measured: dict[str, Mapping[str, Any]] = {}
-    for doc in runs:
+    measured: dict[str, CellResult] = {}
+    for run in runs:
         # A cell stopped by a stage error or a signal did not run its whole job: its
         # durations say nothing of the job's cost (an earlier complete run still counts).
-        measured.update({c["cell"]: c for c in doc.get("cells", [])
-                         if isinstance(c, dict) and _ran_to_the_end(c)})
+        measured.update({c.cell: c for c in run.cells if _ran_to_the_end(c)})
     group = {c.name: f"{c.kernel} {'+'.join(c.configs)}" for c in cells}
     built: dict[str, float] = {}
     for c in cells:
-        seconds = build_seconds.get(str(measured.get(c.name, {}).get("image", "")))
+        seconds = build_seconds.get(measured[c.name].image if c.name in measured else "")
         if seconds is not None:
             built[group[c.name]] = max(built.get(group[c.name], 0.0), seconds)
     costs = []
     for c in cells:
         m = measured.get(c.name)
-        rest = None if m is None else sum(float(s.get("duration_s", 0.0))
-                                          for s in m.get("stages", []) if s["stage"] != "build")
+        rest = None if m is None else sum(s.duration_s for s in m.stages
+                                          if s.stage != "build")
         costs.append(JobCost(cell=c.name, kernel=group[c.name], build_s=built.get(group[c.name]),
                              rest_s=rest))
     return costs

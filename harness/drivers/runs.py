@@ -15,7 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -319,14 +319,13 @@ def merge(request: MergeRequest, argv: tuple[str, ...]) -> int:
     for cell, source in merged.sources.items():
         if (source / cell).is_dir():
             shutil.copytree(source / cell, out / cell, symlinks=True)
-    merged.doc["command"] = ["harness", *argv]
-    atomic.write_json(out / "results.json", merged.doc)
+    results.write_json(out / "results.json", replace(merged.run, command=("harness", *argv)))
     print(shard.summary(merged))
     if not _shards_recorded(set(merged.sources.values())):
         from harness.drivers import run
 
         run.remember(out / "results.json")
-    code = int(merged.doc["exit_code"])
+    code = merged.run.exit_code
     print(f"\nresults: {out / 'results.json'}  (exit {code})")
     return code
 

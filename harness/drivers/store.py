@@ -59,7 +59,7 @@ def export(runs: tuple[str, ...], cells: tuple[str, ...], entries: tuple[str, ..
         raise EnvironmentProblem("harness cache export needs what to export and where",
                                  fix="harness cache export --run results/RUN [--cell C]... "
                                      "[--entry NAME]... -o FILE.tar")
-    loaded = [(doc, file) for doc, _cell, file in (results.load_doc(r) for r in runs)]
+    loaded = [(run, file) for run, _cell, file in (results.load_run(r) for r in runs)]
     names = cache.run_entries(loaded, cells) if loaded else {}
     if entries:
         names.update(cache.named_entries(entries))

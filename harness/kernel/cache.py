@@ -56,11 +56,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from harness.base import atomic, paths
 from harness.base.errors import HarnessError
 from harness.base.gitcmd import git_run
+from harness.base.model import RunResult
 from harness.kernel import build
 
 log = logging.getLogger(__name__)
@@ -435,13 +435,13 @@ def _kselftest_headers(kernel: Path) -> list[Path]:
     return []
 
 
-def _started(doc: dict[str, Any]) -> float | None:
+def _started(run: RunResult) -> float | None:
     with contextlib.suppress(TypeError, ValueError):
-        return datetime.strptime(str(doc.get("started")), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+        return datetime.strptime(str(run.started), "%Y-%m-%dT%H:%M:%S%z").timestamp()
     return None
 
 
-def run_entries(runs: list[tuple[dict[str, Any], Path]], cells: tuple[str, ...] = ()
+def run_entries(runs: list[tuple[RunResult, Path]], cells: tuple[str, ...] = ()
                 ) -> dict[str, str]:
     """The entries runs used (each run: its results.json and that file), as this cache
     holds them: the stored kernel each of their cells (or of `cells`) booted, the
@@ -452,30 +452,29 @@ def run_entries(runs: list[tuple[dict[str, Any], Path]], cells: tuple[str, ...] 
     root = paths.cache_root()
     found: dict[str, str] = {}
     seen: set[str] = set()
-    for doc, file in runs:
-        chosen = [c for c in doc.get("cells") or []
-                  if isinstance(c, dict) and (not cells or c.get("cell") in cells)]
+    for run, file in runs:
+        chosen = [c for c in run.cells if not cells or c.cell in cells]
         for c in chosen:
-            seen.add(str(c.get("cell")))
-            image = Path(str(c.get("image") or ""))
-            if not c.get("image"):
-                raise CacheError(f"cell {c.get('cell')} of {file}: no kernel was stored "
-                                 f"(status {c.get('status')})",
+            seen.add(c.cell)
+            image = Path(c.image)
+            if not c.image:
+                raise CacheError(f"cell {c.cell} of {file}: no kernel was stored "
+                                 f"(status {c.status.value})",
                                  fix="export a run whose cells built their kernels")
             if image.parent.parent.name != "kernels":
-                raise CacheError(f"cell {c.get('cell')} of {file} booted {image}, a "
+                raise CacheError(f"cell {c.cell} of {file} booted {image}, a "
                                  "prebuilt image: not in the cache",
                                  fix="copy the image itself")
             stored = root / "kernels" / image.parent.name  # by key: wherever the cache was
             if not build.stored_image(stored).is_file():
-                raise CacheError(f"cell {c.get('cell')} of {file}: its kernel "
+                raise CacheError(f"cell {c.cell} of {file}: its kernel "
                                  f"{image.parent.name} is not in the cache {root}",
                                  fix="export where the run ran, with its HARNESS_CACHE; "
                                      "an evicted kernel is built again by running the cell")
             found[f"kernels/{stored.name}"] = _what(stored)
             for header in _kselftest_headers(stored):
                 found[f"kselftest-h/{header.name}"] = _what(header)
-        since = _started(doc)
+        since = _started(run)
         if since is not None:
             until = file.stat().st_mtime + 1  # results.json is written last
             for e in entries():

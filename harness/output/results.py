@@ -955,20 +955,6 @@ def _results_file(spec: str) -> tuple[Path, str | None]:
     return file, cell
 
 
-def load_doc(spec: str) -> tuple[dict[str, Any], str | None, Path]:
-    """RUN, RUN/results.json or RUN:CELL -> (results.json, the cell or None, its file)."""
-    file, cell = _results_file(spec)
-    try:
-        data = json.loads(file.read_text())
-    except (OSError, ValueError) as exc:
-        raise EnvironmentProblem(f"{file}: not a readable results.json: {exc}",
-                                 fix="give the results.json a run wrote") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise EnvironmentProblem(f"{file}: not a results.json of a run (no cells)",
-                                 fix="give the results.json a run wrote")
-    return data, cell, file
-
-
 LOG_TAIL = 64 * 1024  # bytes of each test's output a report shows (its end: where it failed)
 
 

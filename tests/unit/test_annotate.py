@@ -107,7 +107,7 @@ def test_a_merged_run_is_annotated_with_what_only_the_merge_knows(tmp_path: Path
         (tmp_path / name / "results.json").write_text(source.read_text())
         runs.append(tmp_path / name)
     expected = [shard.Planned(name=n) for n in ("adhoc", "6.12", "6.12-faults")]
-    merged = shard.merge([*runs, tmp_path / "gone"], expected=expected).doc
+    merged = results.run_json(shard.merge([*runs, tmp_path / "gone"], expected=expected).run)
     lines = [_parse(x) for x in annotate.annotation_lines(typed(merged))]
     assert [(lvl, t) for lvl, t, _ in lines] == [("error", "6.12-faults MISSING"),
                                                  ("error", "run not merged")]

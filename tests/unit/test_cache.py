@@ -233,8 +233,8 @@ def _seeded(root: Path, tmp_path: Path) -> tuple[Path, Path]:
     (header / "origin").write_text("tools/testing/selftests/kselftest.h of Debian 6.12\n")
     run = tmp_path / "run"
     run.mkdir()
-    doc = {"run_id": "run", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z",
-                                                     time.localtime(now - 60)),
+    doc = {"schema": 2, "run_id": "run",
+           "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now - 60)),
            "status": "PASS", "exit_code": 0,
            "cells": [{"cell": "6.12", "status": "PASS",
                       "image": f"/elsewhere/cache/kernels/{KEY}/bzImage"},

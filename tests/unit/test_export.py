@@ -60,8 +60,8 @@ def _load(path: Path) -> dict[str, Any]:
 def merged_ci(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The ci-tier merge of tests/shards.py: a failing, a MISSING and broken-variant cells."""
     tmp = tmp_path_factory.mktemp("merged")
-    return shard.merge(shards.ci_shards(tmp), expected=[shard.Planned(name=n)
-                                                        for n in shards.CI_PLAN]).doc
+    return results.run_json(shard.merge(shards.ci_shards(tmp), expected=[
+        shard.Planned(name=n) for n in shards.CI_PLAN]).run)
 
 
 def _leaf_statuses(cases: list[dict[str, Any]]) -> list[str]:

@@ -20,6 +20,7 @@ from harness.ci import ciplan, workflow
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
 from harness.kernel import build
+from harness.output import results
 from tests.cijobs import builds, harness_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -244,6 +245,7 @@ def test_the_key_reads_each_input_of_the_kernel() -> None:
 
 
 VERIFY_RUN = Path(__file__).parent.parent / "golden" / "compare" / "verify-2026-11-24.json"
+typed = results.from_json  # a results.json document as the one reader reads it
 
 
 def test_job_costs_come_from_the_runs_and_the_store_and_say_what_is_missing() -> None:
@@ -256,7 +258,7 @@ def test_job_costs_come_from_the_runs_and_the_store_and_say_what_is_missing() ->
     builds = {by_cell["6.12"]["image"]: 400.0, by_cell["6.1"]["image"]: 600.0}
     hook = by_cell["6.12-rstat-hook-not-called"]["image"]
     builds[hook] = 30.0  # incremental: the 6.12 worktree had built already
-    costs = {c.cell: c for c in workflow.job_costs(cells, [doc], builds)}
+    costs = {c.cell: c for c in workflow.job_costs(cells, [typed(doc)], builds)}
     rest = sum(s["duration_s"] for s in by_cell["6.12"]["stages"] if s["stage"] != "build")
     assert costs["6.12"].build_s == 400.0 and costs["6.12"].rest_s == pytest.approx(rest)
     assert costs["6.12-rstat-hook-not-called"].build_s == 400.0
@@ -273,10 +275,10 @@ def test_job_costs_come_from_the_runs_and_the_store_and_say_what_is_missing() ->
 
 def test_later_runs_override_earlier_ones_per_cell() -> None:
     doc = json.loads(VERIFY_RUN.read_text())
-    later = {"cells": [{**doc["cells"][0], "stages": [{"stage": "boot+tests",
-                                                        "duration_s": 600.0}]}]}
+    later = {"schema": 2, "cells": [{**doc["cells"][0], "stages": [
+        {"stage": "boot+tests", "status": "PASS", "duration_s": 600.0}]}]}
     cells = matrix.select(matrix.load(), Tier.CI)
-    costs = {c.cell: c for c in workflow.job_costs(cells, [doc, later], {})}
+    costs = {c.cell: c for c in workflow.job_costs(cells, [typed(doc), typed(later)], {})}
     assert costs[doc["cells"][0]["cell"]].rest_s == 600.0
 
 
@@ -288,11 +290,11 @@ def test_a_cell_that_stopped_early_is_not_a_measurement() -> None:
     first = doc["cells"][0]
     cells = matrix.select(matrix.load(), Tier.CI)
     for status in ("SETUP_ERROR", "BUILD_ERROR", "INTERRUPTED"):
-        stopped = {"cells": [{**first, "status": status,
-                              "stages": [{"stage": "plan", "duration_s": 0.0}]}]}
+        stopped = typed({"schema": 2, "cells": [{**first, "status": status, "stages": [
+            {"stage": "plan", "status": status, "duration_s": 0.0}]}]})
         alone = {c.cell: c for c in workflow.job_costs(cells, [stopped], {})}
         assert alone[first["cell"]].rest_s is None, status
-        after = {c.cell: c for c in workflow.job_costs(cells, [doc, stopped], {})}
+        after = {c.cell: c for c in workflow.job_costs(cells, [typed(doc), stopped], {})}
         assert after[first["cell"]].rest_s == pytest.approx(
             sum(s["duration_s"] for s in first["stages"] if s["stage"] != "build"))
 
