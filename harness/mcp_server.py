@@ -90,7 +90,7 @@ def build(jobs_root: Path | None = None) -> MCPServer:
 
     @server.tool(name="explain", description=runs.explain.__doc__)
     def explain_run(run: str) -> dict[str, Any]:
-        return _told(lambda: runs.explain(run))
+        return _told(lambda: runs.explain_json(runs.explain(run)))
 
     @server.tool(description="Each test's record over the last runs (pass rate, flips, "
                              "first and last failure): a cell, a test or TEST:SUBTEST.")

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from harness.base import atomic
 from harness.base.errors import EnvironmentProblem, HarnessError, from_os_error
-from harness.base.model import CellResult, RunResult, TestResult
+from harness.base.model import CellResult, PatchState, RunResult, TestResult
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
 from harness.judge import ktap
@@ -161,7 +161,26 @@ SHOWN_LINES = 12  # of that tail, on the terminal
 EXPLAINED_OK = ("PASS", "XFAIL", "SKIP", "DONE")  # statuses explain leaves out
 
 
-def explain(run: str) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class FailingTest:
+    """A test of a run that did not pass, as explain tells it."""
+
+    result: TestResult
+    checks: tuple[str, ...]  # its failing KTAP checks, by path
+    history: str  # "new" or "known since ..." by the history; "" without one
+    output_tail: str  # the end of its output file
+
+
+@dataclass(frozen=True, kw_only=True)
+class Explanation:
+    """Why a run (or one cell of it) failed."""
+
+    run_dir: Path
+    run: RunResult
+    cells: tuple[tuple[CellResult, tuple[FailingTest, ...]], ...]
+
+
+def explain(run: str) -> Explanation:
     """A run's failures, from its results.json: per cell its status, error (cause and
     fix) and the patches it applied; per failing test its status, reason, failing checks,
     splats (with where the kernel says they happened), whether the history knew it, and
@@ -173,31 +192,36 @@ def explain(run: str) -> dict[str, Any]:
                                  fix=f"name one of its cells: {', '.join(names) or 'none'}")
     tails = results.log_tails(found, file.parent, cap=TAIL_BYTES)
     known = _labels(found)
-    cells = []
-    for c in found.cells:
-        if only and c.cell != only:
-            continue
-        failing = []
-        for t in c.tests:
-            if t.status.value in EXPLAINED_OK:
-                continue
-            failing.append({
-                "test": t.name, "status": t.status.value, "reason": t.reason,
-                "declared": t.expected_status is t.status,
-                "failing_checks": [name for name, status
-                                   in report.checks(t.ktap.cases if t.ktap else ())
-                                   if status.value not in EXPLAINED_OK],
-                "splats": [{"title": s.title, "function": s.function, "where": s.where or None}
-                           for s in t.splats],
-                "history": known.get((c.cell, t.name), ""),
-                "output_tail": tails.get((c.cell, t.name), "")})
-        cells.append({"cell": c.cell, "status": c.status.value, "kernel": c.kernel_version,
-                      "error": c.error,
-                      "patches": [{"name": p.name, "state": p.state.value} for p in c.patches],
-                      "failing": failing})
-    return {"run": str(file.parent),
-            "status": found.status.value if found.status else None,
-            "exit_code": found.exit_code, "cells": cells}
+    cells = tuple((c, tuple(FailingTest(
+        result=t, history=known.get((c.cell, t.name), ""),
+        output_tail=tails.get((c.cell, t.name), ""),
+        checks=tuple(name for name, status in report.checks(t.ktap.cases if t.ktap else ())
+                     if status.value not in EXPLAINED_OK))
+        for t in c.tests if t.status.value not in EXPLAINED_OK))
+        for c in found.cells if not only or c.cell == only)
+    return Explanation(run_dir=file.parent, run=found, cells=cells)
+
+
+def explain_json(told: Explanation) -> dict[str, Any]:
+    """An explanation as `harness explain --json` and the MCP tool give it."""
+    return {"run": str(told.run_dir),
+            "status": told.run.status.value if told.run.status else None,
+            "exit_code": told.run.exit_code,
+            "cells": [{"cell": c.cell, "status": c.status.value, "kernel": c.kernel_version,
+                       "error": c.error,
+                       "patches": [{"name": p.name, "state": p.state.value}
+                                   for p in c.patches],
+                       "failing": [_failing_json(f) for f in failing]}
+                      for c, failing in told.cells]}
+
+
+def _failing_json(f: FailingTest) -> dict[str, Any]:
+    t = f.result
+    return {"test": t.name, "status": t.status.value, "reason": t.reason,
+            "declared": t.expected_status is t.status, "failing_checks": list(f.checks),
+            "splats": [{"title": s.title, "function": s.function, "where": s.where or None}
+                       for s in t.splats],
+            "history": f.history, "output_tail": f.output_tail}
 
 
 def explain_command(run: str, *, as_json: bool) -> int:
@@ -205,36 +229,43 @@ def explain_command(run: str, *, as_json: bool) -> int:
     when it could be read."""
     told = explain(run)
     if as_json:
-        print(json.dumps(told, indent=2))
+        print(json.dumps(explain_json(told), indent=2))
         return 0
-    print(f"run {told['run']}: {told['status']} (exit {told['exit_code']})")
-    for c in told["cells"]:
-        print(f"\n== {c['cell']} [{c['kernel'] or '?'}] {c['status']}")
-        if c["error"]:
-            print("   " + c["error"].replace("\n", "\n   "))
-        if c["patches"]:
-            print(f"   patches ({len(c['patches'])}):")
-            for p in c["patches"]:
-                print(f"      {p['name']}" + ("" if p["state"] == "applied" else
-                                              f" ({p['state']})"))
-        for t in c["failing"]:
-            print(f"   {t['test']}  {t['status']}" +
-                  (" (as the cell declares)" if t["declared"] else "") +
-                  (f": {t['reason']}" if t["reason"] else ""))
-            if t["history"]:
-                print(f"      history: {t['history']}")
-            if t["failing_checks"]:
-                print("      failing checks: " + ", ".join(t["failing_checks"]))
-            for s in t["splats"]:
-                where = f" ({s['where']})" if s["where"] else ""
-                print(f"      splat: {s['title']} in {s['function'] or '?'}(){where}")
-            tail = t["output_tail"].rstrip("\n").splitlines()[-SHOWN_LINES:]
-            if tail:
-                print("      output, last lines:")
-                print("\n".join(f"        {line}" for line in tail))
-        if not c["failing"] and not c["error"]:
+    status = told.run.status.value if told.run.status else None
+    print(f"run {told.run_dir}: {status} (exit {told.run.exit_code})")
+    for c, failing in told.cells:
+        print(f"\n== {c.cell} [{c.kernel_version or '?'}] {c.status.value}")
+        if c.error:
+            print("   " + c.error.replace("\n", "\n   "))
+        if c.patches:
+            print(f"   patches ({len(c.patches)}):")
+            for p in c.patches:
+                print(f"      {p.name}" + ("" if p.state is PatchState.APPLIED else
+                                           f" ({p.state.value})"))
+        for f in failing:
+            print("\n".join(_failing_lines(f)))
+        if not failing and not c.error:
             print("   nothing failed")
     return 0
+
+
+def _failing_lines(f: FailingTest) -> list[str]:
+    t = f.result
+    lines = [f"   {t.name}  {t.status.value}"
+             + (" (as the cell declares)" if t.expected_status is t.status else "")
+             + (f": {t.reason}" if t.reason else "")]
+    if f.history:
+        lines.append(f"      history: {f.history}")
+    if f.checks:
+        lines.append("      failing checks: " + ", ".join(f.checks))
+    for s in t.splats:
+        where = f" ({s.where})" if s.where else ""
+        lines.append(f"      splat: {s.title} in {s.function or '?'}(){where}")
+    tail = f.output_tail.rstrip("\n").splitlines()[-SHOWN_LINES:]
+    if tail:
+        lines.append("      output, last lines:")
+        lines += [f"        {line}" for line in tail]
+    return lines
 
 
 def report_page(run: str, out: Path | None = None) -> Path:
