@@ -369,6 +369,9 @@ class TestResult:
     taint: str = ""  # bad taint letters newly set while it ran (W, D, B, L, M)
     expected_status: Status | None = None  # what the cell declares it must be (expect)
     notes: tuple[str, ...] = ()  # not verdicts: declared flaky, expected noise, output cut
+    # why it did not pass, in a line: its first failing check and the last line that check
+    # said ("created_from_sleepable: created 0 times from the sleepable program, expected 1")
+    diagnosis: str = ""
     # a repeated test (--repeat, test.toml repeat): every attempt, in order; the fields
     # above are the worst attempt's, its status the judgement of all (attempts.fold)
     attempts: tuple[TestResult, ...] = ()

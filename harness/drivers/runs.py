@@ -219,6 +219,7 @@ def _failing_json(f: FailingTest) -> dict[str, Any]:
     t = f.result
     return {"test": t.name, "status": t.status.value, "reason": t.reason,
             "declared": t.expected_status is t.status, "failing_checks": list(f.checks),
+            "diagnosis": t.diagnosis,
             "splats": [{"title": s.title, "function": s.function, "where": s.where or None}
                        for s in t.splats],
             "history": f.history, "output_tail": f.output_tail}
@@ -258,6 +259,8 @@ def _failing_lines(f: FailingTest) -> list[str]:
         lines.append(f"      history: {f.history}")
     if f.checks:
         lines.append("      failing checks: " + ", ".join(f.checks))
+    if t.diagnosis:
+        lines.append(f"      first failure: {t.diagnosis}")
     for s in t.splats:
         where = f" ({s.where})" if s.where else ""
         lines.append(f"      splat: {s.title} in {s.function or '?'}(){where}")

@@ -341,7 +341,7 @@ def judge(results: tuple[TestResult, ...] | list[TestResult], *, kernel_version:
         if res.phase is Phase.TEST:
             res = judge_known_failures(res, known)
         judged.append(replace(res, expected_status=rules.expected(res) if rules.declared
-                              else None))
+                              else None, diagnosis=diagnosis(res)))
     notes = _notes(judged, rules)
     if stage_error is not None:
         return CellVerdict(results=tuple(judged), status=stage_error, error=error,
@@ -368,6 +368,19 @@ def judge(results: tuple[TestResult, ...] | list[TestResult], *, kernel_version:
     if why and status in (Status.NO_TESTS, Status.SKIP):
         error = error or why
     return CellVerdict(results=tuple(judged), status=status, error=error, notes=notes)
+
+
+def diagnosis(res: TestResult) -> str:
+    """Why a result did not pass, in a line: its first failing check (as judged: a known
+    failure's check is XFAIL) and the last line that check said, which a check that fails
+    says last ("" for a result that passed, or that has no failing check)."""
+    if res.ktap is None or res.status in (Status.PASS, Status.SKIP, Status.XFAIL):
+        return ""
+    for _, leaf in walk_leaves(res.ktap.cases):
+        if leaf.status not in (Status.PASS, Status.SKIP, Status.XFAIL):
+            said = [line.strip() for line in leaf.diagnostic.splitlines() if line.strip()]
+            return f"{leaf.name}: {said[-1]}" if said else leaf.name
+    return ""
 
 
 def _as_counted(status: Status, strict: bool) -> Status:

@@ -114,6 +114,8 @@ def test_json(t: TestResult, base: Path | None = None) -> dict[str, Any]:
         out["expected_status"] = t.expected_status.value
     if t.notes:
         out["notes"] = list(t.notes)
+    if t.diagnosis:
+        out["diagnosis"] = t.diagnosis
     if t.log is not None:
         out["log"] = _rel(t.log, base)
     if t.ktap is not None:
@@ -868,6 +870,7 @@ def _test(t: _Object) -> TestResult:
         exit_code=t.integer_or_none("exit_code"), reason=t.text("reason"),
         taint=t.text("taint"), splats=tuple(_splat(s) for s in t.objects("splats")),
         expected_status=t.choice_or_none("expected_status", Status), notes=t.texts("notes"),
+        diagnosis=t.text("diagnosis"),
         log=None if log is None else Path(log),
         ktap=None if ktap is None else KtapResult(
             version=ktap.text_or_none("version"), plan=ktap.integer_or_none("plan"),
