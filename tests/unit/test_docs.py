@@ -4,7 +4,6 @@ broken link, no page left out: tox's lint step runs it as well)."""
 
 from __future__ import annotations
 
-import argparse
 import re
 import shlex
 import subprocess
@@ -17,8 +16,7 @@ from harness import cli
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-COMMANDS = {name for action in cli.build_parser()._actions
-            if isinstance(action, argparse._SubParsersAction) for name in action.choices}
+COMMANDS = {c.name for c in cli.COMMANDS}
 
 
 def commands_in(text: str) -> list[str]:
