@@ -489,8 +489,9 @@ def cmd_shell(args: argparse.Namespace) -> int:
     request = shell.Request(
         kernel=args.kernel, series=tuple(args.series), configs=tuple(args.config),
         tests=tuple(args.test), patches=tuple(args.patch), guest=guest_options(args),
-        arch=args.arch, toolchain=args.toolchain, accel=Accel(args.accel))
-    return shell.command(request, args.out, here=Path.cwd(), interactive=sys.stdin.isatty())
+        arch=args.arch, toolchain=args.toolchain, accel=Accel(args.accel), out=args.out,
+        here=Path.cwd(), interactive=sys.stdin.isatty())
+    return shell.command(request)
 
 
 def cmd_parse(args: argparse.Namespace) -> int:

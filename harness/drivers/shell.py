@@ -72,13 +72,16 @@ class Request:
     arch: str | None = None
     toolchain: str | None = None
     accel: Accel = Accel.AUTO
+    out: Path | None = None  # the shell's results directory (default results/shell-<id>)
+    here: Path = field(default_factory=Path.cwd)  # inside a kernel tree: that tree
+    interactive: bool = True  # its input is a terminal (a shell needs one)
 
 
-def cell_of(request: Request, *, here: Path) -> tuple[Cell, str]:
+def cell_of(request: Request) -> tuple[Cell, str]:
     """The cell a shell boots, and how to name its kernel."""
     guest = request.guest.over(GuestSpec())
     matrix.check_guest_size(guest)
-    kernel, where = sources.kernel_or_yours(request.kernel, here)
+    kernel, where = sources.kernel_or_yours(request.kernel, request.here)
     tests = request.tests or matrix.default_tests(kernel, matrix.load())[0]
     cell = Cell(name="shell", tier=Tier.DEFAULT, kernel=kernel, series=request.series,
                 configs=request.configs or ("base",), tests=tests,
@@ -88,14 +91,14 @@ def cell_of(request: Request, *, here: Path) -> tuple[Cell, str]:
     return cell, where
 
 
-def command(request: Request, out: Path | None, *, here: Path, interactive: bool) -> int:
+def command(request: Request) -> int:
     """`harness shell`: the session, shell.json, and what the kernel logged meanwhile."""
-    if not interactive:
+    if not request.interactive:
         raise EnvironmentProblem("harness shell needs a terminal: its input is not one",
                                  fix="run it from a terminal; to run a command in the "
                                      "guest without one: harness run [OPTIONS] -- CMD")
-    cell, where = cell_of(request, here=here)
-    where_to = results.out_dir(out, "shell", marker="shell.json")
+    cell, where = cell_of(request)
+    where_to = results.out_dir(request.out, "shell", marker="shell.json")
     print(f"shell on {where}" + (f" + series {', '.join(cell.series)}" if cell.series else "")
           + f"; results: {where_to}", flush=True)
     session = run(cell, where_to, accel=request.accel)
