@@ -35,7 +35,7 @@ from typing import Any
 from harness import target
 from harness.base import atomic, proc
 from harness.base.errors import HarnessError
-from harness.base.model import PatchResult, PatchState, SourceKind, StageTiming, Status
+from harness.base.model import PatchResult, PatchState, StageTiming, Status
 from harness.drivers.stages import StageLog
 from harness.kernel import build, kconfig, series, sources
 from harness.kernel.tree import KernelTree
@@ -498,7 +498,7 @@ def run(request: CheckRequest, out_dir: Path) -> CheckReport:
 def _check(state: _Run) -> None:
     request, out = state.request, state.out_dir
     spec = sources.parse_spec(request.kernel)
-    if spec.kind is SourceKind.IMAGE:
+    if not sources.kind_of(spec).has_tree:
         raise CheckSetupError(f"{spec.text} is a prebuilt image: there is no tree to apply "
                               "patches to; use debian:VERSION or git:PATH")
     state.patches = series.collect(request.series, list(request.patches),

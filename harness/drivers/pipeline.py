@@ -38,7 +38,6 @@ from harness.base.model import (
     PatchResult,
     PatchState,
     Phase,
-    SourceKind,
     Splat,
     Status,
     TestResult,
@@ -329,8 +328,7 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
                     fix=f"use the names the feature probe knows: {', '.join(sorted(known))} "
                         "(or declare them in a series' provides.toml)",
                     status=Status.SETUP_ERROR))
-        host_only = [r.name for r in refs
-                     if r.kind in (testkinds.PERF.name, testkinds.TEST_PROGS.name)]
+        host_only = [r.name for r in refs if testkinds.kind_of(r).host_only]
         if tgt is not None and tgt.cross and host_only:
             problems.append(SelftestError(
                 f"{', '.join(host_only)}: built for the host's arch ({tgt.host_uname}); "
@@ -343,7 +341,7 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
                 with _collected(problems):
                     fragments[c] = kconfig.checked_fragment(c)
         patches: tuple[series.Patch, ...] = ()
-        if spec is not None and spec.kind is SourceKind.IMAGE:
+        if spec is not None and not sources.kind_of(spec).has_tree:
             if cell.series or cell.patches:
                 problems.append(sources.SourceError(
                     f"{spec.text} is a prebuilt image: it cannot take patches",
@@ -384,7 +382,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
     # our own tests print KTAP through a kernel tree's kselftest.h
     wants_kselftest_h = any(ref.kind == own.KIND.name for ref in plan.tests)
     header: KselftestHeader | None = None
-    if plan.spec.kind is SourceKind.IMAGE:
+    if not sources.kind_of(plan.spec).has_tree:
         with stages.stage("image", Status.SETUP_ERROR):
             image = build.image_from_file(Path(plan.spec.value))
             if image.arch != cell.arch and cell.arch != target.DEFAULT_ARCH:

@@ -289,6 +289,7 @@ def plan_own(manifest: Manifest, built: Path) -> GuestTest:
 class OwnTests:
     name = "own"
     from_tree = False
+    host_only = False
 
     def resolve(self, text: str) -> TestRef | None:
         return resolve(text)  # the kind of last resort: whatever no prefix claimed

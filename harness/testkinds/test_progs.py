@@ -161,6 +161,8 @@ def resolve(text: str) -> TestRef:
 class TestProgs:
     name = "test_progs"
     from_tree = True
+    # built for the host: a guest of another arch cannot run it yet
+    host_only = True
 
     def resolve(self, text: str) -> TestRef | None:
         return resolve(text) if text.startswith(PREFIX) else None
