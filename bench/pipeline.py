@@ -74,7 +74,8 @@ def warm_up(tmp: Path) -> tuple[KernelImage, Path]:
     test_dir = Path(next(ln.split("\t")[2] for ln in plan
                          if ln.split("\t")[0] == "memcg_kfuncs"))
     return KernelImage(boot_image=Path(cell.image), vmlinux=None, config=None,
-                       version=cell.kernel_version), test_dir
+                       version=cell.kernel_version, arch=cell.arch,
+                       toolchain=cell.toolchain), test_dir
 
 
 def main() -> int:

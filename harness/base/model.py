@@ -211,8 +211,8 @@ class KernelImage:
     build_dir: Path | None = None
     source_dir: Path | None = None
     cached: bool = False
-    arch: str = "x86_64"  # the arch it was built for (harness/target/arches/ARCH.toml)
-    toolchain: str = "gcc"  # and with (harness/target/toolchains/NAME.toml); "" if unknown
+    arch: str  # the arch it was built for (harness/target/arches/ARCH.toml)
+    toolchain: str  # and with (harness/target/toolchains/NAME.toml); "" if unknown
     compiler: str = ""  # its compiler's --version first line, as the build recorded it
     # what its build spent where (build.BUILD_PHASES), seconds; empty: taken from the store
     build_parts: tuple[tuple[str, float], ...] = ()
@@ -497,8 +497,8 @@ class CellResult:
     coverage_error: str = ""  # why coverage could not be read, when asked for
     # the kernel came from the kernel store (no build ran); None: no kernel was built
     kernel_from_store: bool | None = None
-    arch: str = "x86_64"  # what the kernel was built for and with
-    toolchain: str = "gcc"
+    arch: str  # what the kernel was built for and with (target.DEFAULT_*: the default)
+    toolchain: str
     compiler: str = ""  # the compiler's version line, as the kernel's build recorded it
 
 

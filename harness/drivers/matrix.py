@@ -53,8 +53,8 @@ class Cell:
     # gcov for the series' C files; which of their lines the tests ran (with the gcov config)
     coverage: bool = False
     # what the kernel is built for and with (harness/target/arches/, harness/target/toolchains/)
-    arch: str = "x86_64"
-    toolchain: str = "gcc"
+    arch: str = target.DEFAULT_ARCH
+    toolchain: str = target.DEFAULT_TOOLCHAIN
 
     @property
     def expect_map(self) -> Mapping[str, Status]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from harness import target
 from harness.base import atomic
 from harness.base.errors import EnvironmentProblem, HarnessError, from_os_error
 from harness.base.model import CellResult, PatchState, RunResult, TestResult
@@ -55,7 +56,8 @@ def parse_log(file: str, *, name: str | None, out: Path | None, argv: tuple[str,
     test = TestResult(name=name, status=parsed.status, duration_s=0.0, exit_code=None,
                       ktap=parsed, reason="; ".join(parsed.errors))
     cell = CellResult(cell="parse", kernel="", kernel_version="", status=parsed.status,
-                      patches=(), config=None, stages=(), tests=(test,))
+                      patches=(), config=None, stages=(), tests=(test,),
+                      arch=target.DEFAULT_ARCH, toolchain=target.DEFAULT_TOOLCHAIN)
     print(results.summary([cell]))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -42,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness import target
 from harness.base import atomic
 from harness.base.errors import HarnessError
 from harness.base.model import (
@@ -250,7 +251,8 @@ def _missing_cell(p: Planned, unreadable: Sequence[UnreadableRun]) -> CellResult
         f"\na run that could not be read may have held it: {u.run} ({u.reason})"
         for u in unreadable)
     return CellResult(cell=p.name, kernel=p.kernel, kernel_version="", status=Status.MISSING,
-                      patches=(), config=None, stages=(), tests=(), error=error)
+                      patches=(), config=None, stages=(), tests=(), error=error,
+                      arch=target.DEFAULT_ARCH, toolchain=target.DEFAULT_TOOLCHAIN)
 
 
 def _earliest(times: Sequence[str]) -> str | None:

@@ -820,7 +820,8 @@ def _cell(c: _Object) -> CellResult:
         coverage=None if coverage is None else tuple(
             _coverage(x) for x in c.objects("coverage")),
         kernel_from_store=c.flag_or_none("kernel_from_store"),
-        arch=c.text("arch", CellResult.arch), toolchain=c.text("toolchain", CellResult.toolchain),
+        arch=c.text("arch", target.DEFAULT_ARCH),
+        toolchain=c.text("toolchain", target.DEFAULT_TOOLCHAIN),
         compiler=c.text("compiler"))
 
 

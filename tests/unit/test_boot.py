@@ -83,7 +83,7 @@ def boot(tmp_path: Path) -> tuple[Booted, Exception | None]:
     cell = Cell(name="c", tier=Tier.DEFAULT, kernel="debian:6.12")
     run = Booted(cell=cell, stages=StageLog("c"), facts=pipeline.CellFacts())
     kernel = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
-                         version="6.12.117+")
+                         version="6.12.117+", arch="x86_64", toolchain="gcc")
     try:
         pipeline._drive(pipeline._boot_and_test(
             cell, kernel, tuple(plan_of(GOLDEN / "clean-6.12")), (), tmp_path, run.stages,

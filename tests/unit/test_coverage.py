@@ -76,7 +76,8 @@ def test_compare_calls_fewer_lines_run_a_regression() -> None:
         return CellResult(cell="6.12", kernel="", kernel_version="", status=Status.PASS,
                           patches=(), config=None, stages=(), tests=(), coverage=(
                               PatchCoverage(patch="0002.patch", subject="s",
-                                            executable=tuple(lines), ran=tuple(lines[:ran])),))
+                                            executable=tuple(lines), ran=tuple(lines[:ran])),),
+                          arch="x86_64", toolchain="gcc")
 
     got = compare.compare_cells(cell(10, []), cell(8, [12, 14]))
     assert [(d.kind, d.name, d.before, d.after, d.change) for d in got] == [

@@ -366,7 +366,7 @@ def test_ad_hoc_runs_of_other_series_are_other_records(tmp_path: Path) -> None:
     # a matrix cell is its name, whatever it applies
     assert history.cell_key(CellResult(cell="6.12", kernel="debian:6.12", kernel_version="",
                                        status=Status.PASS, patches=(), config=None, stages=(),
-                                       tests=())) == "6.12"
+                                       tests=(), arch="x86_64", toolchain="gcc")) == "6.12"
 
 
 def test_explain_tells_why_a_run_failed_on_the_terminal(
@@ -413,7 +413,7 @@ def test_explain_says_what_the_failing_check_said(
         rules=verdict.CellRules())
     cell = CellResult(cell="6.12", kernel="debian:6.12", kernel_version="6.12.1",
                       status=judged.status, patches=(), config=None, stages=(),
-                      tests=judged.results)
+                      tests=judged.results, arch="x86_64", toolchain="gcc")
     results.write_json(tmp_path / "results.json", RunResult(cells=(cell,), exit_code=1))
     said = "created_from_sleepable: created 0 times from the sleepable program, expected 1"
     assert json.loads((tmp_path / "results.json").read_text())["cells"][0]["tests"][1][

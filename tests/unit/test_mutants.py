@@ -255,7 +255,8 @@ def test_mutant_timeouts_follow_the_baseline() -> None:
 
     base = CellResult(cell="c", kernel="k", kernel_version="6.12", status=Status.PASS,
                       patches=(), config=None, stages=(),
-                      tests=(r("boot", 4.0, Phase.BOOT), r("quick", 1.7), r("slow", 12.4)))
+                      tests=(r("boot", 4.0, Phase.BOOT), r("quick", 1.7), r("slow", 12.4)),
+                      arch="x86_64", toolchain="gcc")
     assert mutant_timeouts(base) == {"quick": 30, "slow": 124}
 
 

@@ -162,7 +162,7 @@ def test_a_run_as_the_pipeline_makes_it_round_trips(tmp_path: Path) -> None:
     cell = CellResult(cell="adhoc", kernel="debian:6.12", kernel_version="6.12.1",
                       status=Status.PASS, patches=(), config=None, stages=(),
                       tests=(boot, shown), guest=GuestSpec(cpus=1, append="x=1"),
-                      guest_seen=GuestSeen(cpus=1))
+                      guest_seen=GuestSeen(cpus=1), arch="x86_64", toolchain="gcc")
     run = RunResult(cells=(cell,), exit_code=0, command=("harness", "run"), strict=False,
                     what="testing")
     results.write_json(tmp_path / "results.json", run)

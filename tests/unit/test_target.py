@@ -162,10 +162,10 @@ def test_a_guest_of_another_arch_boots_on_its_own_root_and_sees_what_it_reads(
     root = tmp_path / "rootfs"
     monkeypatch.setattr(rootfs, "guest_root", lambda arch, log_dir: root)
     native = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
-                         version="6.12", arch=target.DEFAULT_ARCH)
+                         version="6.12", arch=target.DEFAULT_ARCH, toolchain="gcc")
     assert vm.foreign_root(native, [tmp_path], log_dir=tmp_path) is None
     arm = KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
-                      version="6.12", arch="arm64")
+                      version="6.12", arch="arm64", toolchain="gcc")
     repo, cache = tmp_path / "repo", tmp_path / "cache"
     monkeypatch.setenv("HARNESS_CACHE", str(cache))
     foreign = vm.foreign_root(arm, [repo / "harness/guest", cache / "selftests/a",

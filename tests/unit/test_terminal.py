@@ -29,7 +29,8 @@ RUN = Path("/home/dev/linux-harness/results/20261123-161623-4242")  # as a run w
 def cell(status: Status, error: str = "", tests: tuple[Result, ...] = (),
          patches: tuple[PatchResult, ...] = ()) -> CellResult:
     return CellResult(cell="adhoc", kernel="debian:6.12", kernel_version="", status=status,
-                      patches=patches, config=None, stages=(), tests=tests, error=error)
+                      patches=patches, config=None, stages=(), tests=tests, error=error,
+                      arch="x86_64", toolchain="gcc")
 
 
 def conflict_example() -> str:
