@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import target
-from harness.base import atomic, proc
+from harness.base import atomic, host, proc
 from harness.base.errors import HarnessError
 from harness.base.model import PatchResult, PatchState, StageTiming, Status
 from harness.drivers.stages import StageLog
@@ -50,8 +50,6 @@ W1_TIMEOUT_S = 1800
 ERROR_LINES = 12
 # Sources that are not kernel objects: kbuild cannot compile them as `make path/file.o`.
 NOT_KERNEL_OBJECTS = ("tools/", "scripts/", "usr/", "Documentation/")
-# checkpatch runs scripts/spdxcheck.py with `python3` from PATH; it needs ply and git.
-CHECKPATCH_PYTHON_FIX = "apt-get install -y python3-ply python3-git"
 
 
 class CheckSetupError(HarnessError):
@@ -167,7 +165,7 @@ def run_checkpatch(tree: Path, patch: Path, *, log_path: Path) -> CheckpatchRun:
         raise CheckSetupError(
             f"checkpatch's SPDX check (scripts/spdxcheck.py, run with python3 from PATH, "
             f"/usr/bin first) failed on {patch.name}:\n{broken}\n"
-            f"fix: {CHECKPATCH_PYTHON_FIX} (log: {log_path})")
+            f"fix: {host.fix_for('spdxcheck')} (log: {log_path})")
     try:
         report = parse_checkpatch(res.output)
     except ValueError:

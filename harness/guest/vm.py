@@ -25,7 +25,6 @@ from harness.guest import rootfs
 
 log = logging.getLogger(__name__)
 
-QEMU = "qemu-system-x86_64"
 # Under working KVM the banner comes within a second or two of "Booting from ROM"; here
 # (nested PVM) nothing ever comes and QEMU says nothing either.
 PROBE_TIMEOUT_S = 20.0
@@ -65,11 +64,12 @@ def _verdict_key(qemu: str) -> str:
     return f"{os.uname().release}|{qemu_version[0] if qemu_version else '?'}"
 
 
-def probe_kvm(kernel: Path, *, qemu: str = QEMU, timeout: float = PROBE_TIMEOUT_S,
+def probe_kvm(kernel: Path, *, qemu: str | None = None, timeout: float = PROBE_TIMEOUT_S,
               cache_file: Path | None = None, log_path: Path | None = None) -> AccelVerdict:
     """Does KVM really boot a kernel here? A short real boot decides; the verdict is cached."""
     if not Path("/dev/kvm").exists():
         return AccelVerdict(kvm_works=False, reason="/dev/kvm does not exist")
+    qemu = qemu or target.host_arch().qemu  # KVM boots the host's arch only
     cache_file = cache_file or paths.cache_root() / "kvm-verdict.json"
     key = _verdict_key(qemu)
     cache: dict[str, dict[str, object]] = {}
