@@ -29,7 +29,7 @@ from harness.testkinds.base import (
     setup_error,
 )
 
-CLANG = "clang-19"
+CLANG = target.bpf().clang
 BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-Wall", "-Werror")
 _FORMATS = ("ktap", "test_progs", "exit")
 _NEEDS = ("swap", "scratch")
