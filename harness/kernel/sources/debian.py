@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from harness.base import paths, proc
+from harness.base import host, paths, proc
 from harness.base.gitcmd import git
 from harness.base.model import KernelSpec, PreparedSource, SourceKind
 from harness.kernel.sources.base import SourceError, import_tarball, locked
@@ -31,7 +31,7 @@ def _ensure_debian_package(package: str, log_dir: Path) -> str:
     if version:
         return version
     if os.geteuid() != 0:
-        raise SourceError(f"{package} is not installed; fix: sudo apt-get install -y {package}")
+        raise SourceError(f"{package} is not installed; fix: sudo {host.apt_install([package])}")
     log.info("installing %s with apt", package)
     env = {"DEBIAN_FRONTEND": "noninteractive"}
     res = proc.run(
@@ -49,7 +49,7 @@ def _ensure_debian_package(package: str, log_dir: Path) -> str:
     if not res.ok or not version:
         raise SourceError(
             f"could not install {package} (see {log_dir / 'apt.log'}); "
-            f"fix: apt-get update && apt-get install -y {package}"
+            f"fix: {host.apt_install([package], update=True)}"
         )
     return version
 
@@ -60,7 +60,7 @@ def _prepare(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
     tarball = Path(f"/usr/src/{package}.tar.xz")
     if not tarball.exists():
         raise SourceError(f"{tarball} is missing although {package} is installed; "
-                          f"fix: apt-get install --reinstall {package}")
+                          f"fix: {host.apt_install([package], reinstall=True)}")
     # Path-safe: '~' and '+' in Debian versions confuse some kbuild scripts.
     safe_version = re.sub(r"[^A-Za-z0-9._-]", "_", version)
     dest = paths.sub("src") / f"debian-{spec.value}-{safe_version}"
