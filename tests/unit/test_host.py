@@ -4,6 +4,7 @@ their package keys, and no module names the BPF toolchain or an install command 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ import pytest
 from harness import target
 from harness.base import host, proc
 from harness.drivers import doctor
+
+HARNESS = Path(__file__).resolve().parents[2] / "harness"
 
 
 def test_the_hints_are_made_from_the_package_keys() -> None:
@@ -62,3 +65,12 @@ def test_the_bpf_toolchain_is_data() -> None:
     assert (bpf.clang, bpf.strip, bpf.ld) == ("clang-19", "llvm-strip-19", "ld.lld-19")
     # and what installs each of its programs is the host's data
     assert all(host.need(p) is not None for p in (bpf.clang, bpf.strip, bpf.ld))
+
+
+def test_no_module_names_the_bpf_toolchain_or_an_install_command() -> None:
+    """The data files say them; code reads them (host.apt_install writes the command)."""
+    literal = re.compile(r"clang-19|llvm-strip-19|ld\.lld-19|lld-19|llvm-19|apt-get install")
+    found = [f"{p.relative_to(HARNESS)}:{n}" for p in sorted(HARNESS.rglob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), 1)
+             if literal.search(line) and p.name != "host.py"]
+    assert found == []
