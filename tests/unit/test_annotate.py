@@ -13,7 +13,7 @@ import pytest
 from harness import cli
 from harness.drivers import shard
 from harness.output import annotate, results
-from tests.shards import ADHOC_BROKEN, FAULTS, VERIFY
+from tests.helpers.shards import ADHOC_BROKEN, FAULTS, VERIFY
 
 typed = results.from_json  # a results.json document as the one reader reads it
 

@@ -318,7 +318,7 @@ def test_one_validator_counts_every_whole_number_option() -> None:
 def test_a_run_inside_a_kernel_tree_writes_nothing_into_it(tmp_path: Path) -> None:
     """Your tree by default, and its results in the cache, not in the tree (the fake kernel
     tree and the fake vng: tests/fakes)."""
-    from tests.faketree import FAKES, committed_tree, fake_vng_env
+    from tests.helpers.faketree import FAKES, committed_tree, fake_vng_env
 
     tree = committed_tree(tmp_path / "linux")
     test = tmp_path / "t"

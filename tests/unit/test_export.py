@@ -2,10 +2,10 @@
 the ci tier, an ad-hoc run of the deliberately broken memcg series, the faults cell),
 tests/golden/recorded-runs (LKDTM splats), tests/golden/mutants (a run whose accelerator
 failed, a kernel that warns at boot and shutdown) and a ci-tier run merged from shards cut
-from them (tests/shards.py). JUnit is valid against our schema (harness/output/schemas/junit.xsd)
-and its counts per status equal what results.json says, counted here independently; KCIDB
-is valid against kcidb-io's v5.3 schema, with one test object per result, subtest and
-measurement, counted here independently too."""
+from them (tests/helpers/shards.py). JUnit is valid against our schema
+(harness/output/schemas/junit.xsd) and its counts per status equal what results.json says,
+counted here independently; KCIDB is valid against kcidb-io's v5.3 schema, with one test
+object per result, subtest and measurement, counted here independently too."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from harness.base.model import TestResult as Result
 from harness.drivers import shard
 from harness.judge import verdict
 from harness.output import junit, kcidb, results
-from tests import shards
+from tests.helpers import shards
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "compare"
@@ -58,7 +58,8 @@ def _load(path: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def merged_ci(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The ci-tier merge of tests/shards.py: a failing, a MISSING and broken-variant cells."""
+    """The ci-tier merge of tests/helpers/shards.py: a failing, a MISSING and broken-variant
+    cells."""
     tmp = tmp_path_factory.mktemp("merged")
     return results.run_json(shard.merge(shards.ci_shards(tmp), expected=[
         shard.Planned(name=n) for n in shards.CI_PLAN]).run)

@@ -247,7 +247,7 @@ def test_concurrent_runs_and_a_merge_write_one_history(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from tests.faketree import FAKES, committed_tree, fake_vng_env
+    from tests.helpers.faketree import FAKES, committed_tree, fake_vng_env
 
     tree = committed_tree(tmp_path / "linux")
     test = tmp_path / "fake_pass"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.kernel import mbox, series
-from tests.mailthread import REVIEWER, build_thread
+from tests.helpers.mailthread import REVIEWER, build_thread
 
 OURS = sorted((Path(__file__).resolve().parents[2] / "patches" / "memcg-kfuncs").glob(
     "000*.patch"))

@@ -1,5 +1,5 @@
 """`harness merge` against a plan, and the exports of the merged run (issue 28): shards cut
-from real runs (tests/shards.py), merged by the real merge, exported by the real exports.
+from real runs (tests/helpers/shards.py), merged by the real merge, exported by the real exports.
 
 The ci-tier merge holds a failing cell (adhoc), broken-variant cells whose results are as
 declared, and a planned cell no shard holds (6.12-faults): it exits 1, says MISSING, and
@@ -21,8 +21,8 @@ from harness.base.model import Status
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Cell, Tier
 from harness.output import junit, kcidb, results
-from tests import shards
-from tests.shards import BROKEN_VARIANTS, CI_PLAN, FAILING, MISSING, PLAIN
+from tests.helpers import shards
+from tests.helpers.shards import BROKEN_VARIANTS, CI_PLAN, FAILING, MISSING, PLAIN
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = xmlschema.XMLSchema(str(REPO / "harness" / "output" / "schemas" / "junit.xsd"))

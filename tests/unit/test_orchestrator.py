@@ -33,7 +33,7 @@ from harness.drivers import pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.output import results
 from harness.testkinds import SelftestError
-from tests.faketree import FAKES, committed_tree
+from tests.helpers.faketree import FAKES, committed_tree
 
 RECORDED = (Path(__file__).resolve().parents[1] / "golden" / "recorded-runs" /
             "recorded-lkdtm-6.12.json")
@@ -655,7 +655,7 @@ def test_a_thread_from_the_list_applies_its_newest_revision_with_trailers(
     series and a Reviewed-by in a reply to v2's second patch. v2 is applied, the trailer is
     in its commit, the cover letter is not a patch, one result row per patch with its
     Message-Id; the same thread given to --patch does the same."""
-    from tests.mailthread import REVIEWER, build_thread
+    from tests.helpers.mailthread import REVIEWER, build_thread
 
     monkeypatch.setenv("FAKE_VNG", "")
     d = _series_of_commits(world, "thread-series", [

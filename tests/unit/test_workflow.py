@@ -21,7 +21,7 @@ from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
 from harness.kernel import build
 from harness.output import results
-from tests.cijobs import builds, harness_runs
+from tests.helpers.cijobs import builds, harness_runs
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / ".github" / "workflows" / "harness.yml"
