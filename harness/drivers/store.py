@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.base import paths
 from harness.base.errors import EnvironmentProblem
-from harness.kernel import cache
+from harness.kernel import archive, cache
 from harness.output import results
 
 
@@ -60,18 +60,18 @@ def export(runs: tuple[str, ...], cells: tuple[str, ...], entries: tuple[str, ..
                                  fix="harness cache export --run results/RUN [--cell C]... "
                                      "[--entry NAME]... -o FILE.tar")
     loaded = [(run, file) for run, _cell, file in (results.load_run(r) for r in runs)]
-    names = cache.run_entries(loaded, cells) if loaded else {}
+    names = archive.run_entries(loaded, cells) if loaded else {}
     if entries:
-        names.update(cache.named_entries(entries))
-    done = cache.export(names, output)
+        names.update(archive.named_entries(entries))
+    done = archive.export(names, output)
     for name, what in done.entries.items():
         print(f"exported {name} ({what or '-'})")
     print(f"{len(done.entries)} entries, {cache.human(done.size)}: {done.archive}")
     return 0
 
 
-def import_archive(archive: Path) -> int:
-    done = cache.import_archive(archive)
+def import_archive(tar: Path) -> int:
+    done = archive.import_archive(tar)
     for name, what in done.added.items():
         print(f"imported {name} ({what or '-'})")
     for name, what in done.present.items():
