@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness import target, testkinds
-from harness.base import paths, proc
+from harness.base import paths
 from harness.base.errors import HarnessError
 from harness.base.model import (
     Accel,
@@ -46,9 +46,9 @@ from harness.base.model import (
 from harness.drivers.matrix import Cell
 from harness.drivers.stages import StageLog
 from harness.guest import protocol, vm
-from harness.judge import attempts, coverage, outcome, splat
+from harness.judge import attempts, coverage, outcome
 from harness.judge import verdict as verdicts
-from harness.kernel import build, cache, features, gcov, kconfig, series, sources
+from harness.kernel import build, cache, decode, features, gcov, kconfig, series, sources
 from harness.kernel.tree import KernelTree
 from harness.output import results
 from harness.target import Target
@@ -665,7 +665,7 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
 
     def read(name: str) -> str:
         path = guest_dir / name
-        return read_bounded(path) if path.exists() else ""
+        return protocol.read_bounded(path) if path.exists() else ""
 
     record = outcome.BootRecord(
         status_text=read("status.tsv"), info_text=read("guest-info.tsv"),
@@ -674,7 +674,7 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
         # Result files a test wrote next to its output (test_progs -J), bounded like logs.
         artifacts={t.name: read(f"{t.name}.json") for t in planned
                    if (guest_dir / f"{t.name}.json").exists()
-                   and (guest_dir / f"{t.name}.json").stat().st_size <= LOG_READ_CAP},
+                   and (guest_dir / f"{t.name}.json").stat().st_size <= protocol.LOG_READ_CAP},
         dmesg=read("dmesg.txt"), console=read("console.log"),
         runner_done=(guest_dir / "runner-done").exists(),
         vm_timed_out=guest.timed_out, vm_exit=guest.returncode)
@@ -685,7 +685,7 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
             lines = record.outputs[res.name].splitlines()
             res = replace(res, output_tail=tuple(lines[-OUTPUT_SHOWN:]), output_lines=len(lines))
         res = _with_metrics(res, guest_dir / f"{res.name}.metrics.json")
-        final.append(replace(res, splats=tuple(_decode(s, kernel) for s in res.splats),
+        final.append(replace(res, splats=tuple(decode.decoded(s, kernel) for s in res.splats),
                              log=guest_dir / res.log if res.log and
                              (guest_dir / res.log).exists() else None))
     return attempts.fold(final)
@@ -704,39 +704,7 @@ def _with_metrics(res: TestResult, file: Path) -> TestResult:
         return replace(res, metrics_error=f"{file.name}: {exc}")
 
 
-LOG_READ_CAP = 32 * 2**20
 OUTPUT_SHOWN = 30  # lines of a command's output kept in its result and shown
-
-
-def read_bounded(path: Path, cap: int = LOG_READ_CAP) -> str:
-    """A guest file whole, or, past `cap` (a kernel printing in a loop fills the console),
-    its first and last halves with a line that says what was left out. The boot is at the
-    start, the shutdown at the end."""
-    size = path.stat().st_size
-    if size <= cap:
-        return path.read_text(errors="replace")
-    with path.open("rb") as f:
-        head = f.read(cap // 2)
-        f.seek(size - cap // 2)
-        tail = f.read()
-    return (head.decode(errors="replace")
-            + f"\n[harness: {size - cap} bytes of {path.name} not read]\n"
-            + tail.decode(errors="replace"))
-
-
-def _decode(s: Splat, kernel: KernelImage) -> Splat:
-    """file:line for each frame, with the tree's own scripts/decode_stacktrace.sh."""
-    if kernel.vmlinux is None or kernel.source_dir is None or s.decoded:
-        return s
-    script = kernel.source_dir / "scripts" / "decode_stacktrace.sh"
-    if not script.exists():
-        return s
-    built = target.select(kernel.arch, kernel.toolchain or target.DEFAULT_TOOLCHAIN)
-    res = proc.run([str(script), str(kernel.vmlinux), str(kernel.source_dir)],
-                   stdin_data=s.text.encode(), timeout=120, env=built.script_env())
-    if not res.ok:
-        return replace(s, decoded=f"decode failed: {res.tail(5)}")
-    return splat.relative_to_tree(replace(s, decoded=res.output), kernel.source_dir.name)
 
 
 def describe(cell: Cell) -> str:

@@ -128,7 +128,7 @@ def run(cell: Cell, out: Path, *, accel: Accel) -> Session:
     code = vm.shell(vm.Boot(kernel=built.image, accel=chosen, guest=cell.guest, rwdirs=(out,),
                             shared=tuple(t.cwd for t in tests.planned)),
                     cwd=out, console_log=console)
-    text = pipeline.read_bounded(console) if console.exists() else ""
+    text = protocol.read_bounded(console) if console.exists() else ""
     return Session(kernel_version=facts.kernel_version, image=facts.image,
                    accel=f"{chosen.value} ({why})", exit_code=code,
                    splats=tuple(splat.find_splats(text)), console_log=console)

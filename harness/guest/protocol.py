@@ -220,3 +220,22 @@ def output_cut(text: str) -> OutputCut | None:
         return None
     return OutputCut(discarded=int(m.group(1)), cap=int(m.group(2)),
                      failed_lines=int(m.group(3)))
+
+
+LOG_READ_CAP = 32 * 2**20  # of a file the runner or the guest wrote, read whole
+
+
+def read_bounded(path: Path, cap: int = LOG_READ_CAP) -> str:
+    """A guest file whole, or, past `cap` (a kernel printing in a loop fills the console),
+    its first and last halves with a line that says what was left out. The boot is at the
+    start, the shutdown at the end."""
+    size = path.stat().st_size
+    if size <= cap:
+        return path.read_text(errors="replace")
+    with path.open("rb") as f:
+        head = f.read(cap // 2)
+        f.seek(size - cap // 2)
+        tail = f.read()
+    return (head.decode(errors="replace")
+            + f"\n[harness: {size - cap} bytes of {path.name} not read]\n"
+            + tail.decode(errors="replace"))
