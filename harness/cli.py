@@ -25,7 +25,7 @@ from harness import target
 from harness.base import proc
 from harness.base.errors import HarnessError, Stopped, from_os_error, signal_of
 from harness.base.model import Accel, GuestOptions, GuestSpec, Status
-from harness.drivers import doctor, matrix, pipeline, run, runs
+from harness.drivers import doctor, finished, matrix, pipeline, run
 from harness.drivers.matrix import Cell, Tier
 from harness.kernel import cache, sources
 from harness.output import results
@@ -495,7 +495,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
-    return runs.parse_log(args.file, name=args.name, out=args.out, argv=_argv())
+    return finished.parse_log(args.file, name=args.name, out=args.out, argv=_argv())
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -534,17 +534,17 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    return runs.compare(runs.CompareRequest(before=args.before, after=args.after,
+    return finished.compare(finished.CompareRequest(before=args.before, after=args.after,
                                             json=args.json, markdown=args.markdown,
                                             html=args.html))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    return runs.explain_command(args.run, as_json=args.json)
+    return finished.explain_command(args.run, as_json=args.json)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return runs.write_report(args.run, args.out)
+    return finished.write_report(args.run, args.out)
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
@@ -567,15 +567,15 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    options = runs.KcidbOptions()
+    options = finished.KcidbOptions()
     if args.format == "kcidb":
-        options = runs.KcidbOptions(run_id=args.run_id, origin=args.origin or options.origin,
+        options = finished.KcidbOptions(run_id=args.run_id, origin=args.origin or options.origin,
                                     include_broken=args.include_broken)
-    return runs.export(args.run, args.format, args.output, options)
+    return finished.export(args.run, args.format, args.output, options)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    return runs.merge(runs.MergeRequest(runs=tuple(args.runs), out=args.out, tier=args.tier,
+    return finished.merge(finished.MergeRequest(runs=tuple(args.runs), out=args.out, tier=args.tier,
                                         cells=tuple(args.cell), matrix=args.matrix,
                                         plan=args.plan), argv=_argv())
 
@@ -595,7 +595,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    return runs.history(tuple(args.what), last=args.last, as_json=args.json,
+    return finished.history(tuple(args.what), last=args.last, as_json=args.json,
                         path=args.history, flakes=args.flakes)
 
 

@@ -36,7 +36,7 @@ from harness.drivers import doctor, matrix, pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.judge import verdict
 from harness.kernel import sources
-from harness.output import results
+from harness.output import results, terminal
 from harness.testkinds import command as command_kind
 
 log = logging.getLogger("harness")
@@ -274,12 +274,12 @@ def run(request: Request, *, cells: tuple[Cell, ...], what: str, out: Path) -> R
         record = replace(record, interrupted=Interruption(
             signal=str(exc), cell=current, stage=stage, not_run=tuple(not_run)))
         write(RunState.INTERRUPTED, code=128 + signal_of(exc))
-        print(results.summary(done, base=out))
+        print(terminal.summary(done, base=out))
         print(f"\ninterrupted ({exc}) in cell {current}" + (f", stage {stage}" if stage else "")
               + (f"; not run: {', '.join(not_run)}" if not_run else "")
               + f"\nresults: {out / 'results.json'}", flush=True)
         raise
-    print(results.summary(done, base=out))
+    print(terminal.summary(done, base=out))
     # the base cells say what the series changed, not whether it passed
     if request.selection.baseline:
         code = max(results.exit_code([c for c in done if not c.cell.endswith(".base")]),

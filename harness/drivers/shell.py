@@ -23,7 +23,7 @@ from harness.drivers.matrix import Cell, Tier
 from harness.guest import protocol, vm
 from harness.judge import splat
 from harness.kernel import sources
-from harness.output import results
+from harness.output import results, terminal
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,7 +139,7 @@ def summary(s: Session) -> str:
         return (f"shell closed; kernel log: no splat on the console "
                 f"(console: {s.console_log})")
     lines = [f"shell closed; the kernel logged {len(s.splats)} splat(s):"]
-    lines += [line for x in s.splats for line in results.splat_lines(x, "  ")]
+    lines += [line for x in s.splats for line in terminal.splat_lines(x, "  ")]
     return "\n".join([*lines, f"console: {s.console_log}"])
 
 

@@ -140,11 +140,11 @@ def test_a_panic_at_boot_is_not_retried_and_the_stage_fails(
 
 def test_a_retried_boot_is_said_on_the_terminal(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.output import results
+    from harness.output import terminal
 
     fake_guests(monkeypatch, "[    0.000000] Linux version 6.12.117+\n")
     run, _ = boot(tmp_path)
     judged = verdict.judge(run.tests, kernel_version="6.12.117+",
                            expectations=verdict.Expectations(), rules=verdict.CellRules())
-    text = " ".join(results.summary([run.result(judged)]).split())
+    text = " ".join(terminal.summary([run.result(judged)]).split())
     assert "retried: boot: the guest never started the test runner" in text

@@ -1,6 +1,6 @@
 """`harness cache`: entries, least-recently-used eviction down to a limit, never while
 another harness command uses the cache, sources only with their last worktree; and a
-kernel evicted is built again by the next run (tests/unit/test_orchestrator.py)."""
+kernel evicted is built again by the next run (tests/unit/test_pipeline.py)."""
 
 from __future__ import annotations
 

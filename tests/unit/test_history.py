@@ -18,6 +18,7 @@ from harness import cli
 from harness.base.model import CellResult, Status
 from harness.drivers import run
 from harness.output import history, results
+from tests.helpers.runseq import as_nth, broken_run, faults_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "compare"
 
@@ -25,26 +26,11 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "compare"
 typed = results.from_json  # a results.json document as the one reader reads it
 
 
-def _broken() -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((GOLDEN / "adhoc-memcg-kfuncs-broken.json").read_text())
-    return doc
-
-
-def _as_run(doc: dict[str, Any], n: int, memcg_status: str) -> dict[str, Any]:
-    """The real run, as the nth of a sequence in which memcg_kfuncs had this status."""
-    out = copy.deepcopy(doc)
-    out["run_id"], out["started"] = f"r{n}", f"2026-11-24T01:{n:02d}:00+0000"
-    for t in out["cells"][0]["tests"]:
-        if t["name"] == "memcg_kfuncs":
-            t["status"] = memcg_status
-    return out
-
-
 def test_a_run_is_recorded_once_however_often_imported(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
     with history.opened(db) as conn:
-        assert history.record(conn, typed(_broken()))
-        assert not history.record(conn, typed(_broken()))
+        assert history.record(conn, typed(broken_run()))
+        assert not history.record(conn, typed(broken_run()))
         tests = conn.execute("SELECT count(*) FROM tests").fetchone()[0]
         subtests = conn.execute("SELECT count(*) FROM subtests").fetchone()[0]
     assert tests == 5 and subtests > 20  # memcg_kfuncs' KTAP cases are there
@@ -57,7 +43,7 @@ def test_rates_flips_and_new_or_known(tmp_path: Path) -> None:
     told = []
     with history.opened(db) as conn:
         for n, status in enumerate(sequence, start=1):
-            doc = _as_run(_broken(), n, status)
+            doc = as_nth(broken_run(), n, status)
             told.append(history.labels(conn, typed(doc)).get(("adhoc", "memcg_kfuncs")))
             history.record(conn, typed(doc))
         [rec] = history.records(conn, "memcg_kfuncs")
@@ -71,7 +57,7 @@ def test_rates_flips_and_new_or_known(tmp_path: Path) -> None:
 
 
 def test_a_subtest_has_its_own_record(tmp_path: Path) -> None:
-    doc = _broken()
+    doc = broken_run()
     memcg = next(t for t in doc["cells"][0]["tests"] if t["name"] == "memcg_kfuncs")
     failing = next(s["name"] for s in memcg["ktap"]["subtests"] if s["status"] == "FAIL")
     with history.opened(tmp_path / "h.sqlite") as conn:
@@ -91,7 +77,7 @@ def test_a_damaged_database_is_told_and_the_run_stands(
     assert "mv " in exc.value.fix and "harness history import" in exc.value.fix
     assert "not a database" in exc.value.message
     results = tmp_path / "results.json"
-    results.write_text(json.dumps(_broken()))
+    results.write_text(json.dumps(broken_run()))
     run.remember(results, db)  # a warning, not an error
     assert "history not recorded" in caplog.text
     assert json.loads(results.read_text())["run_id"] == "r-adhoc-broken"
@@ -108,7 +94,7 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
 def _write(args: tuple[str, int]) -> None:
     db, n = args
     with history.opened(Path(db)) as conn:
-        history.record(conn, typed(_as_run(_broken(), n, "FAIL")))
+        history.record(conn, typed(as_nth(broken_run(), n, "FAIL")))
 
 
 def test_parallel_writers_lose_no_row(tmp_path: Path) -> None:
@@ -151,7 +137,7 @@ def test_flakes_are_measured_over_fresh_boots_not_declared(tmp_path: Path) -> No
                          flaky=True)
     with history.opened(tmp_path / "h.sqlite") as conn:
         for n in range(1, 13):  # memcg_kfuncs fails in every third boot
-            history.record(conn, typed(_as_run(_broken(), n, "FAIL" if n % 3 == 0 else "PASS")))
+            history.record(conn, typed(as_nth(broken_run(), n, "FAIL" if n % 3 == 0 else "PASS")))
         found = {f.test: f for f in history.flakes(conn, [declared_stable, declared_flaky,
                                                           on_61])}
     stable = found["rstat_propagation"]
@@ -171,7 +157,7 @@ def test_flakes_are_measured_over_fresh_boots_not_declared(tmp_path: Path) -> No
 def test_an_intermittent_test_not_declared_is_told(tmp_path: Path) -> None:
     with history.opened(tmp_path / "h.sqlite") as conn:
         for n in range(1, 7):
-            history.record(conn, typed(_as_run(_broken(), n, "FAIL" if n in (2, 5) else "PASS")))
+            history.record(conn, typed(as_nth(broken_run(), n, "FAIL" if n in (2, 5) else "PASS")))
         found = {f.test: f for f in history.flakes(conn, [])}
     flake = found["memcg_kfuncs"]
     assert (flake.failed, flake.boots, flake.declared, flake.warn) == (2, 6, False, True)
@@ -192,7 +178,7 @@ def _report_page(tmp_path: Path, doc: dict[str, Any]) -> str:
 def test_the_report_shows_each_tests_recent_outcomes(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS_HISTORY", str(tmp_path / "h.sqlite"))
-    docs = [_as_run(_broken(), n, s) for n, s in enumerate(["PASS", "FAIL", "PASS"], 1)]
+    docs = [as_nth(broken_run(), n, s) for n, s in enumerate(["PASS", "FAIL", "PASS"], 1)]
     with history.opened() as conn:
         for doc in docs:
             history.record(conn, typed(doc))
@@ -204,7 +190,7 @@ def test_the_report_shows_each_tests_recent_outcomes(tmp_path: Path,
 def test_a_full_disk_under_the_history_is_told_and_the_run_stands(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, tiny_disk: Path) -> None:
     """A real ENOSPC: the history on a 64 KiB tmpfs, a run with thousands of subtests."""
-    doc = _broken()
+    doc = broken_run()
     memcg = next(t for t in doc["cells"][0]["tests"] if t["name"] == "memcg_kfuncs")
     memcg["ktap"]["subtests"] = [{"name": f"case_{i}_" + "x" * 40, "status": "PASS"}
                                  for i in range(4000)]
@@ -224,7 +210,7 @@ def test_a_kselftest_runners_cases_are_recorded_by_their_own_names(tmp_path: Pat
     test_freezer"); declarations and TEST:SUBTEST name the cases."""
     from harness.judge.verdict import KnownFailure
 
-    doc = _broken()
+    doc = broken_run()
     memcg = next(t for t in doc["cells"][0]["tests"] if t["name"] == "memcg_kfuncs")
     memcg["ktap"]["subtests"] = [{"name": "selftests: x: memcg_kfuncs", "status": "XFAIL",
                                   "subtests": [{"name": "case_a", "status": "PASS"},
@@ -296,17 +282,6 @@ def test_concurrent_runs_and_a_merge_write_one_history(tmp_path: Path) -> None:
                             ).fetchone()[0] == 4 * 2
 
 
-def _faults(n: int, *, bug: bool) -> dict[str, Any]:
-    """The real faults run (a WARN and a BUG provoked), as the nth of a sequence; without
-    its BUG splat when `bug` is False."""
-    doc: dict[str, Any] = json.loads((GOLDEN / "faults.json").read_text())
-    doc["run_id"], doc["started"] = f"f{n}", f"2026-11-24T02:{n:02d}:00+0000"
-    for t in doc["cells"][0]["tests"]:
-        if t["name"] == "lkdtm_bug" and not bug:
-            t["splats"], t["status"] = [], "PASS"
-    return doc
-
-
 def test_each_splat_is_told_new_or_known_and_its_first_run_kept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS_HISTORY", str(tmp_path / "h.sqlite"))
@@ -315,7 +290,7 @@ def test_each_splat_is_told_new_or_known_and_its_first_run_kept(
     warn = ("6.12-faults", "lkdtm_warn: splat WARNING:lkdtm_WARNING")
     bug = ("6.12-faults", "lkdtm_bug: splat BUG:lkdtm_BUG")
     told = []
-    docs = [_faults(1, bug=True), _faults(2, bug=False), _faults(3, bug=True)]
+    docs = [faults_run(1, bug=True), faults_run(2, bug=False), faults_run(3, bug=True)]
     with history.opened() as conn:
         for doc in docs:
             told.append(history.labels(conn, typed(doc)))
@@ -339,7 +314,7 @@ def test_ad_hoc_runs_of_other_series_are_other_records(tmp_path: Path) -> None:
     """Every ad-hoc run is cell "adhoc": its record is kept under what it tested, so a
     deliberately broken series after runs of the good one is a new failure of its own
     record, not a flip or an intermittent failure of the good one's."""
-    broken = _broken()
+    broken = broken_run()
     good = copy.deepcopy(broken)
     cell = good["cells"][0]
     cell["patches"] = [p for p in cell["patches"] if "BROKEN" not in p["name"]]
@@ -369,72 +344,13 @@ def test_ad_hoc_runs_of_other_series_are_other_records(tmp_path: Path) -> None:
                                        tests=(), arch="x86_64", toolchain="gcc")) == "6.12"
 
 
-def test_explain_tells_why_a_run_failed_on_the_terminal(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """`harness explain` on the real run of the broken series: its failing checks, the
-    patches it applied (the broken one among them), and "new" from the history."""
-    monkeypatch.setenv("HARNESS_HISTORY", str(tmp_path / "h.sqlite"))
-    with history.opened() as conn:
-        history.record(conn, typed(_as_run(_broken(), 1, "PASS")))
-    assert cli.main(["explain", str(GOLDEN / "adhoc-memcg-kfuncs-broken.json")]) == 0
-    out = capsys.readouterr().out
-    assert "memcg_kfuncs  FAIL" in out
-    assert "failing checks: parent_matches_memory_stat, parent_includes_child" in out
-    assert "0005-mm-DELIBERATELY-BROKEN-non-hierarchical-node-stats-i.patch" in out
-    assert "history: new" in out
-    assert cli.main(["explain", str(GOLDEN / "faults.json"), "--json"]) == 0
-    told = json.loads(capsys.readouterr().out)
-    hang = next(t for t in told["cells"][0]["failing"] if t["test"] == "hang")
-    assert hang["status"] == "TIMEOUT" and hang["declared"] is True
-
-
-def test_explain_says_what_the_failing_check_said(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """A run's failing check said why on the terminal; explain of the same run says it too
-    (the result's diagnosis, as the judge wrote it into results.json), where the end of the
-    output would not (the run went on with other checks)."""
-    from harness.base.model import CellResult, Phase, RunResult
-    from harness.base.model import TestResult as Result
-    from harness.judge import ktap, verdict
-
-    monkeypatch.setenv("HARNESS_HISTORY", str(tmp_path / "h.sqlite"))
-    output = ("TAP version 13\n1..2\n# created 0 times from the sleepable program, "
-              "expected 1\nnot ok 1 created_from_sleepable\n"
-              + "".join(f"# other check {n}\n" for n in range(20)) + "ok 2 the_rest\n")
-    (tmp_path / "cgrp_storage.out").write_text(output)
-    judged = verdict.judge(
-        [Result(name="boot", phase=Phase.BOOT, status=Status.PASS, duration_s=1.0,
-                exit_code=None, ktap=None),
-         Result(name="cgrp_storage", status=Status.FAIL, duration_s=1.0, exit_code=1,
-                ktap=ktap.parse(output), log=tmp_path / "cgrp_storage.out")],
-        kernel_version="6.12.1", expectations=verdict.Expectations(),
-        rules=verdict.CellRules())
-    cell = CellResult(cell="6.12", kernel="debian:6.12", kernel_version="6.12.1",
-                      status=judged.status, patches=(), config=None, stages=(),
-                      tests=judged.results, arch="x86_64", toolchain="gcc")
-    results.write_json(tmp_path / "results.json", RunResult(cells=(cell,), exit_code=1))
-    said = "created_from_sleepable: created 0 times from the sleepable program, expected 1"
-    assert json.loads((tmp_path / "results.json").read_text())["cells"][0]["tests"][1][
-        "diagnosis"] == said
-    assert cli.main(["explain", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert f"      first failure: {said}\n" in out
-    tail = out[out.index("output, last lines:"):]
-    assert "created 0 times" not in tail  # the end of the output does not say it
-    assert cli.main(["explain", str(tmp_path), "--json"]) == 0
-    [failing] = json.loads(capsys.readouterr().out)["cells"][0]["failing"]
-    assert failing["diagnosis"] == said
-
-
 def test_a_version_1_database_is_migrated_forward(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Version 1 kept every ad-hoc run as cell "adhoc"; opening it renames those rows to
     what each run tested, once, and keeps matrix cells as they were."""
     db = tmp_path / "h.sqlite"
-    doc = _broken()
-    matrix_run = _faults(1, bug=True)
+    doc = broken_run()
+    matrix_run = faults_run(1, bug=True)
     with closing_db(db) as conn:
         first = history.MIGRATIONS[0]
         assert isinstance(first, str)
@@ -464,7 +380,7 @@ def test_ad_hoc_cells_twice_in_a_run_their_baselines_and_lookup_by_cell(
     """--kernel X --kernel X: two cells asking for the same thing are kept apart (also
     when a version-1 database is migrated); a baseline cell is its own record; an ad-hoc
     cell is found by its name (which holds colons) and by "adhoc"."""
-    doc = _broken()
+    doc = broken_run()
     one = doc["cells"][0]
     base = {**copy.deepcopy(one), "cell": "adhoc.base", "patches": []}
     doc["cells"] = [{**copy.deepcopy(one), "cell": "adhoc-0"},
@@ -491,19 +407,10 @@ def test_ad_hoc_cells_twice_in_a_run_their_baselines_and_lookup_by_cell(
 
 
 def test_declared_noise_is_not_kept_as_a_splat(tmp_path: Path) -> None:
-    doc = _faults(1, bug=True)
+    doc = faults_run(1, bug=True)
     warn = next(t for t in doc["cells"][0]["tests"] if t["name"] == "lkdtm_warn")
     warn["splats"][0]["expected"] = "declared in a test"
     with history.opened(tmp_path / "h.sqlite") as conn:
         history.record(conn, typed(doc))
         kept = {fp for (fp,) in conn.execute("SELECT fingerprint FROM splats")}
     assert kept == {"BUG:lkdtm_BUG"}
-
-
-def test_explain_of_a_cell_the_run_lacks_says_which_it_has() -> None:
-    from harness.base.errors import EnvironmentProblem
-    from harness.drivers import runs
-
-    with pytest.raises(EnvironmentProblem) as exc:
-        runs.explain(f"{GOLDEN / 'faults.json'}:nosuch")
-    assert "no cell nosuch" in str(exc.value) and "6.12-faults" in exc.value.fix

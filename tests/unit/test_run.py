@@ -14,7 +14,7 @@ from harness import cli
 from harness.base.model import Accel, GuestSeen, GuestSpec
 from harness.drivers import matrix, pipeline
 from harness.drivers.matrix import Cell, Tier
-from harness.output import results
+from harness.output import terminal
 from harness.testkinds import SelftestError, command
 
 
@@ -101,13 +101,13 @@ def test_the_guest_line_says_what_the_guest_had_and_whether_append_arrived() -> 
     asked = GuestSpec(memory="1G", cpus=1, append="foo=1")
     seen = GuestSeen(cmdline="console=ttyS0 foo=1 printk.devkmsg=on", cpus=1,
                      memory_kb=985000)
-    assert results.guest_line(asked, seen) == (
+    assert terminal.guest_line(asked, seen) == (
         "guest (--memory 1G --cpus 1 --append foo=1): 1 CPU(s), 961 MiB, /proc/cmdline has "
         "the appended arguments")
-    lacking = results.guest_line(asked, replace(seen, cmdline="console=ttyS0"))
+    lacking = terminal.guest_line(asked, replace(seen, cmdline="console=ttyS0"))
     assert "LACKS the appended arguments: console=ttyS0" in lacking
-    assert results.guest_line(GuestSpec(), seen) == ""
-    assert "not seen" in results.guest_line(asked, None)
+    assert terminal.guest_line(GuestSpec(), seen) == ""
+    assert "not seen" in terminal.guest_line(asked, None)
 
 
 def test_matrix_cells_take_memory_and_cpus(tmp_path: Path) -> None:

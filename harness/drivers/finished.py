@@ -1,4 +1,5 @@
-"""The commands over finished runs and saved logs: parse, compare, report, export, merge.
+"""The commands over finished runs and saved logs: parse, compare, explain, report, export,
+merge, history.
 
 Each takes what its options name and returns the command's exit code; what it prints is
 what the user reads. None of them builds or boots anything.
@@ -27,7 +28,7 @@ from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
 from harness.judge import ktap
 from harness.output import compare as comparison
-from harness.output import junit, kcidb, report, results
+from harness.output import junit, kcidb, report, results, terminal
 
 log = logging.getLogger("harness")
 T = TypeVar("T")
@@ -58,7 +59,7 @@ def parse_log(file: str, *, name: str | None, out: Path | None, argv: tuple[str,
     cell = CellResult(cell="parse", kernel="", kernel_version="", status=parsed.status,
                       patches=(), config=None, stages=(), tests=(test,),
                       arch=target.DEFAULT_ARCH, toolchain=target.DEFAULT_TOOLCHAIN)
-    print(results.summary([cell]))
+    print(terminal.summary([cell]))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         results.write_json(out / "results.json", RunResult(

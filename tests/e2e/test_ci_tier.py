@@ -464,7 +464,7 @@ def test_a_real_results_json_has_every_key_of_the_recorded_one(ci_run: Run) -> N
     """The recorded real run the orchestrator's unit tests hold the fake one to is still what
     a real run writes: every key path it has (splats and their messages included: the faults
     cell has them), the ci run has with the same type."""
-    from tests.unit.test_orchestrator import RECORDED, schema_of
+    from tests.unit.test_pipeline import RECORDED, schema_of
 
     real = schema_of(ci_run.data)
     recorded = schema_of(json.loads(RECORDED.read_text()))

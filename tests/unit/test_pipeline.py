@@ -31,7 +31,7 @@ from harness.base.model import (
 )
 from harness.drivers import pipeline
 from harness.drivers.matrix import Cell, Tier
-from harness.output import results
+from harness.output import results, terminal
 from harness.testkinds import SelftestError
 from tests.helpers.faketree import FAKES, committed_tree
 
@@ -122,7 +122,7 @@ def test_a_clean_cell_passes_every_stage_and_its_tests(world: Path,
     assert r.config is not None and "CONFIG_FAKE_FEATURE" in r.config.requested
     # the kernel went into the store; the summary says PASS
     assert Path(r.image).parent.parent == world / "cache" / "kernels"
-    assert "PASS" in results.summary([r])
+    assert "PASS" in terminal.summary([r])
 
 
 def test_the_second_run_takes_the_kernel_from_the_store(world: Path,
@@ -211,7 +211,7 @@ def test_a_failing_subtest_fails_the_cell(world: Path, monkeypatch: pytest.Monke
             monkeypatch=monkeypatch)
     assert r.status is Status.FAIL
     assert {t.name: t.status for t in r.tests}["fake_fail"] is Status.FAIL
-    assert "not ok 2 - second" in results.summary([r]) or "second" in results.summary([r])
+    assert "not ok 2 - second" in terminal.summary([r]) or "second" in terminal.summary([r])
 
 
 def test_a_patch_that_does_not_apply_is_a_patch_conflict_and_the_tree_is_untouched(
@@ -303,7 +303,7 @@ def test_a_panic_at_boot_is_a_boot_error_not_retried(world: Path,
     boot = {t.name: t for t in r.tests}["boot"]
     assert [s.kind for s in boot.splats] == ["PANIC"]
     assert not (world / "panic" / "guest-2").exists()
-    assert "Unable to mount root fs" in results.summary([r])
+    assert "Unable to mount root fs" in terminal.summary([r])
 
 
 def test_a_warning_while_a_test_runs_makes_it_crashed(world: Path,
@@ -339,12 +339,12 @@ def test_a_command_after_the_tests_is_judged_by_its_exit_status_and_its_splats(
     assert r.guest_seen.memory_kb == 1024 * 1024 - 65536
     assert "fake.arg=1" in str(r.guest_seen.cmdline)
     # the command's output is on the terminal, under its result
-    screen = results.summary([r]).splitlines()
+    screen = terminal.summary([r]).splitlines()
     at = next(i for i, line in enumerate(screen) if line.lstrip().startswith("cmd-sh"))
     assert [ln.strip() for ln in screen[at:] if ln.strip().startswith("|")] == [
         f"| {world}", "| said"]
     assert "guest (--memory 1G --cpus 1 --append fake.arg=1): 1 CPU(s), 960 MiB, " \
-        "/proc/cmdline has the appended arguments" in " ".join(results.summary([r]).split())
+        "/proc/cmdline has the appended arguments" in " ".join(terminal.summary([r]).split())
     monkeypatch.setenv("FAKE_VNG", "")
     ok = pipeline.run_cell(replace(cell, name="cmd-ok", command=("true",)), world / "cmd-ok",
                            accel=Accel.TCG)
@@ -445,7 +445,7 @@ def test_a_repeated_test_runs_each_attempt_apart_and_one_bad_attempt_fails_it(
     saved = next(x for x in data["cells"][0]["tests"] if x["name"] == "every_other")
     assert [a["status"] for a in saved["attempts"]] == ["PASS", "FAIL", "PASS", "FAIL"]
     # the terminal says it too
-    assert "flaky: 2 of 4 attempts passed" in results.summary([r])
+    assert "flaky: 2 of 4 attempts passed" in terminal.summary([r])
 
 
 def test_an_image_takes_the_kselftest_h_of_a_tree_of_its_version_or_says_how_to_get_one(
@@ -473,8 +473,8 @@ def test_an_image_takes_the_kselftest_h_of_a_tree_of_its_version_or_says_how_to_
                 tests=(own_test(world, "fake_pass", KTAP_PASS),))
     r = pipeline.run_cell(cell, world / "ksft-image", accel=Accel.TCG)
     assert r.status is Status.SETUP_ERROR
-    assert "the image's kernel version is not known" in results.summary([r])
-    assert "run the tests on the tree" in results.summary([r])
+    assert "the image's kernel version is not known" in terminal.summary([r])
+    assert "run the tests on the tree" in terminal.summary([r])
 
 
 def _marker_patch(world: Path, name: str, marker: str) -> Path:
