@@ -179,6 +179,28 @@ def plan(cells: Sequence[Cell], tier: str, settings: Settings = Settings()) -> P
     return Plan(tier=tier, builds=tuple(builds), settings=settings)
 
 
+def command(tier: str, settings: Settings, system: str) -> str:
+    """The command that writes a CI system's file again (github, gitlab), with its
+    settings: what the file's header says."""
+    argv = ["harness", "ci", system, "--tier", tier, "--accel", settings.accel.value]
+    if system == "github":
+        for label in settings.runs_on:
+            argv += ["--runs-on", label]
+        if settings.container_options != DEFAULT_CONTAINER_OPTIONS:
+            argv += ["--container-options", settings.container_options]
+    else:
+        for tag in settings.tags:
+            argv += ["--tag", tag]
+    return sh(argv)
+
+
+def check_kvm_runners(settings: Settings, *, named: bool, why: str, fix: str) -> None:
+    """--accel kvm only with runners named that pass /dev/kvm (`named`: the settings name
+    some); else why not and what to give."""
+    if settings.accel is Accel.KVM and not named:
+        raise CiError(f"--accel kvm needs runners with /dev/kvm, and {why}", fix=fix)
+
+
 def sh(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.base.model import Accel
 from harness.ci import ciplan
 from harness.ci.ciplan import BuildJob, Plan, Settings, sh
 from harness.drivers.matrix import Cell
@@ -34,17 +33,9 @@ HEADER = ("# Generated from matrix.toml by `{command}`:\n"
           "# do not edit; run it again. tests/unit/test_gitlab.py checks that it matches.\n")
 
 
-def command(tier: str, settings: Settings) -> str:
-    argv = ["harness", "ci", "gitlab", "--tier", tier, "--accel", settings.accel.value]
-    for tag in settings.tags:
-        argv += ["--tag", tag]
-    return sh(argv)
-
-
 def _check(settings: Settings) -> None:
-    if settings.accel is Accel.KVM and not settings.tags:
-        raise ciplan.CiError("--accel kvm needs runners with /dev/kvm, and untagged jobs run "
-                             "on any runner",
+    ciplan.check_kvm_runners(settings, named=bool(settings.tags),
+                             why="untagged jobs run on any runner",
                              fix="give the tag of runners that pass /dev/kvm to their "
                                  "containers: --tag TAG (repeatable), or --accel tcg")
 
@@ -123,5 +114,5 @@ def pipeline(plan: Plan) -> dict[str, Any]:
 def render(cells: Sequence[Cell], tier: str, settings: Settings | None = None) -> str:
     settings = settings or Settings()
     plan = ciplan.plan(cells, tier, settings)
-    return (HEADER.format(command=command(tier, settings) + " -o .gitlab-ci.yml")
+    return (HEADER.format(command=ciplan.command(tier, settings, "gitlab") + " -o .gitlab-ci.yml")
             + ciplan.to_yaml(pipeline(plan)) + "\n")

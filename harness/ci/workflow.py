@@ -32,7 +32,7 @@ from typing import Any
 
 from harness import target
 from harness.base import paths
-from harness.base.model import Accel, CellResult, RunResult, Status
+from harness.base.model import CellResult, RunResult, Status
 from harness.ci import ciplan
 from harness.ci.ciplan import BuildJob, Plan, Settings, sh
 from harness.drivers import shard
@@ -57,24 +57,9 @@ set -- $latest
 """
 
 
-def command(tier: str, settings: Settings, what: str = "github") -> str:
-    """The command that writes this file again, with its settings."""
-    argv = ["harness", "ci", what, "--tier", tier, "--accel", settings.accel.value]
-    if what == "github":
-        for label in settings.runs_on:
-            argv += ["--runs-on", label]
-        if settings.container_options != ciplan.DEFAULT_CONTAINER_OPTIONS:
-            argv += ["--container-options", settings.container_options]
-    else:
-        for tag in settings.tags:
-            argv += ["--tag", tag]
-    return sh(argv)
-
-
 def _check(settings: Settings) -> None:
-    if settings.accel is Accel.KVM and not settings.runs_on:
-        raise ciplan.CiError("--accel kvm needs runners with /dev/kvm, and the default "
-                             f"{ciplan.DEFAULT_RUNS_ON} is not known to be one",
+    ciplan.check_kvm_runners(settings, named=bool(settings.runs_on),
+                             why=f"the default {ciplan.DEFAULT_RUNS_ON} is not known to be one",
                              fix="give their label: --runs-on LABEL (repeatable), or "
                                  "--accel tcg")
 
@@ -242,7 +227,8 @@ def workflow(plan: Plan) -> dict[str, Any]:
 def render(cells: Sequence[Cell], tier: str, settings: Settings | None = None) -> str:
     settings = settings or Settings()
     plan = ciplan.plan(cells, tier, settings)
-    return (HEADER.format(command=command(tier, settings) + " -o .github/workflows/harness.yml")
+    return (HEADER.format(command=ciplan.command(tier, settings, "github")
+                          + " -o .github/workflows/harness.yml")
             + ciplan.to_yaml(workflow(plan)) + "\n")
 
 
