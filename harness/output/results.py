@@ -14,6 +14,7 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -422,41 +423,32 @@ class _Object:
     def has(self, key: str) -> bool:
         return key in self.data
 
-    def text(self, key: str, default: str = "") -> str:
+    def _of(self, key: str, kind: type[_T], default: _T, what: str) -> _T:
+        """The key's value of this JSON type (a bool is no number here)."""
         value = self.data.get(key, default)
-        if not isinstance(value, str):
-            raise self._bad(key, "a string")
-        return value
+        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            return value
+        raise self._bad(key, what)
 
-    def text_or_none(self, key: str) -> str | None:
-        return None if self.data.get(key) is None else self.text(key)
+    def maybe(self, key: str, read: Callable[[str], _T]) -> _T | None:
+        """The key read as `read` reads it, or None when it is absent or null."""
+        return None if self.data.get(key) is None else read(key)
+
+    def text(self, key: str, default: str = "") -> str:
+        return self._of(key, str, default, "a string")
 
     def integer(self, key: str, default: int = 0) -> int:
-        value = self.data.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self._bad(key, "a whole number")
-        return value
-
-    def integer_or_none(self, key: str) -> int | None:
-        return None if self.data.get(key) is None else self.integer(key)
+        return self._of(key, int, default, "a whole number")
 
     def number(self, key: str, default: float = 0.0) -> float:
+        """A JSON number (an int or a float), as a float."""
         value = self.data.get(key, default)
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise self._bad(key, "a number")
-        return float(value)
-
-    def number_or_none(self, key: str) -> float | None:
-        return None if self.data.get(key) is None else self.number(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise self._bad(key, "a number")
 
     def flag(self, key: str, default: bool = False) -> bool:
-        value = self.data.get(key, default)
-        if not isinstance(value, bool):
-            raise self._bad(key, "true or false")
-        return value
-
-    def flag_or_none(self, key: str) -> bool | None:
-        return None if self.data.get(key) is None else self.flag(key)
+        return self._of(key, bool, default, "true or false")
 
     def texts(self, key: str) -> tuple[str, ...]:
         value = self.data.get(key, [])
@@ -486,9 +478,6 @@ class _Object:
             raise self._bad(key, f"a {kind.__name__}: "
                                  f"{', '.join(str(k.value) for k in kind)}") from None
 
-    def choice_or_none(self, key: str, kind: type[_E]) -> _E | None:
-        return None if self.data.get(key) is None else self.choice(key, kind)
-
     def seconds(self, key: str) -> tuple[tuple[str, float], ...]:
         """An object of numbers (a stage's parts), in its order."""
         part = self.object_or_none(key)
@@ -501,6 +490,7 @@ class _Object:
 
 
 _E = TypeVar("_E", bound=enum.Enum)
+_T = TypeVar("_T")
 
 
 def _shown(value: object) -> str:
@@ -542,28 +532,28 @@ def _run(doc: _Object) -> RunResult:
     return RunResult(
         cells=tuple(_cell(c) for c in doc.objects("cells")),
         state=doc.choice("state", RunState, RunState.COMPLETE),
-        exit_code=doc.integer("exit_code"), run_id=doc.text_or_none("run_id"),
-        started=doc.text_or_none("started"),
+        exit_code=doc.integer("exit_code"), run_id=doc.maybe("run_id", doc.text),
+        started=doc.maybe("started", doc.text),
         command=doc.texts("command") if doc.has("command") else None,
         host=None if host is None else Host(kernel=host.text("kernel"),
-                                            cpus=host.integer_or_none("cpus")),
-        strict=doc.flag_or_none("strict"), repeat=doc.integer_or_none("repeat"),
-        what=doc.text_or_none("what"), harness_rev=doc.text_or_none("harness_rev"),
+                                            cpus=host.maybe("cpus", host.integer)),
+        strict=doc.maybe("strict", doc.flag), repeat=doc.maybe("repeat", doc.integer),
+        what=doc.maybe("what", doc.text), harness_rev=doc.maybe("harness_rev", doc.text),
         tools=doc.strings("tools") if doc.data.get("tools") is not None else None,
-        duration_s=doc.number_or_none("duration_s"),
+        duration_s=doc.maybe("duration_s", doc.number),
         interrupted=None if stop is None else Interruption(
             signal=stop.text("signal"), cell=stop.text("cell"), stage=stop.text("stage"),
             not_run=stop.texts("not_run")),
-        source_log=doc.text_or_none("source_log"), mutated_cell=doc.text_or_none("cell"),
+        source_log=doc.maybe("source_log", doc.text), mutated_cell=doc.maybe("cell", doc.text),
         merge=_merge(doc) if doc.has("merged_from") else None)
 
 
 def _merge(doc: _Object) -> Merge:
     return Merge(
         merged_at=doc.text("merged_at"), merged_from=doc.texts("merged_from"),
-        runs=tuple(MergedRun(dir=r.text("dir"), run_id=r.text_or_none("run_id"),
-                             started=r.text_or_none("started"), state=r.text_or_none("state"),
-                             harness_rev=r.text_or_none("harness_rev"),
+        runs=tuple(MergedRun(dir=r.text("dir"), run_id=r.maybe("run_id", r.text),
+                             started=r.maybe("started", r.text), state=r.maybe("state", r.text),
+                             harness_rev=r.maybe("harness_rev", r.text),
                              tools=r.strings("tools"), strict=r.flag("strict"),
                              cells=r.texts("cells"))
                    for r in doc.objects("runs")),
@@ -583,7 +573,7 @@ def _cell(c: _Object) -> CellResult:
     return CellResult(
         cell=c.text("cell"), kernel=c.text("kernel"), kernel_version=c.text("kernel_version"),
         status=c.choice("status", Status), source=c.text("source"),
-        package_version=c.text_or_none("package_version"), error=c.text("error"),
+        package_version=c.maybe("package_version", c.text), error=c.text("error"),
         notes=c.texts("notes"), boot_only=c.flag("boot_only"), image=c.text("image"),
         kselftest_h=c.text("kselftest_h"), accel=c.text("accel"),
         patches=tuple(PatchResult(name=p.text("name"), subject=p.text("subject"),
@@ -606,7 +596,7 @@ def _cell(c: _Object) -> CellResult:
         guest=_guest(guest), guest_seen=_seen(guest, "cpus_online"),
         coverage=None if coverage is None else tuple(
             _coverage(x) for x in c.objects("coverage")),
-        kernel_from_store=c.flag_or_none("kernel_from_store"),
+        kernel_from_store=c.maybe("kernel_from_store", c.flag),
         arch=c.text("arch", target.DEFAULT_ARCH),
         toolchain=c.text("toolchain", target.DEFAULT_TOOLCHAIN),
         compiler=c.text("compiler"))
@@ -623,8 +613,9 @@ def _seen(guest: _Object | None, cpus: str) -> GuestSeen | None:
     """What the guest had: a cell's (`cpus_online`) or its boot result's (`cpus`)."""
     if guest is None or not any(guest.has(k) for k in ("cmdline", cpus, "memory_kb")):
         return None
-    return GuestSeen(cmdline=guest.text_or_none("cmdline"), cpus=guest.integer_or_none(cpus),
-                     memory_kb=guest.integer_or_none("memory_kb"))
+    return GuestSeen(cmdline=guest.maybe("cmdline", guest.text),
+                     cpus=guest.maybe(cpus, guest.integer),
+                     memory_kb=guest.maybe("memory_kb", guest.integer))
 
 
 def _feature(f: _Object) -> FeatureReport:
@@ -632,7 +623,7 @@ def _feature(f: _Object) -> FeatureReport:
         feature=Feature(name=f.text("name"), kind=f.choice("kind", FeatureKind),
                         declared_by=f.texts("declared_by")),
         state=f.choice("state", FeatureState), where=f.text("where"),
-        btf=f.flag_or_none("btf"), note=f.text("note"))
+        btf=f.maybe("btf", f.flag), note=f.text("note"))
 
 
 def _coverage(x: _Object) -> PatchCoverage:
@@ -651,17 +642,18 @@ def _test(t: _Object) -> TestResult:
     ktap, extra = t.object_or_none("ktap"), t.object_or_none("extra")
     tail = extra.texts("output_tail") if extra and extra.has("output_tail") else None
     metrics = extra.data.get("metrics") if extra else None
-    log = t.text_or_none("log")
+    log = t.maybe("log", t.text)
     return TestResult(
         name=t.text("name"), phase=t.choice("phase", Phase, Phase.TEST),
         status=t.choice("status", Status), duration_s=t.number("duration_s"),
-        exit_code=t.integer_or_none("exit_code"), reason=t.text("reason"),
+        exit_code=t.maybe("exit_code", t.integer), reason=t.text("reason"),
         taint=t.text("taint"), splats=tuple(_splat(s) for s in t.objects("splats")),
-        expected_status=t.choice_or_none("expected_status", Status), notes=t.texts("notes"),
+        expected_status=t.maybe("expected_status", lambda k: t.choice(k, Status)),
+        notes=t.texts("notes"),
         diagnosis=t.text("diagnosis"),
         log=None if log is None else Path(log),
         ktap=None if ktap is None else KtapResult(
-            version=ktap.text_or_none("version"), plan=ktap.integer_or_none("plan"),
+            version=ktap.maybe("version", ktap.text), plan=ktap.maybe("plan", ktap.integer),
             cases=tuple(_case(c) for c in ktap.objects("subtests")),
             errors=ktap.texts("errors"), warnings=ktap.texts("warnings")),
         attempts=tuple(_test(a) for a in t.objects("attempts")),
