@@ -125,19 +125,19 @@ def _statuses(text: str) -> frozenset[Status]:
 def _tree_options(p: argparse.ArgumentParser, *, several_kernels: bool = False) -> None:
     """The kernel to build and what goes on it: one vocabulary for run, check and shell."""
     if several_kernels:
-        p.add_argument("--kernel", action="append", default=[], metavar="SPEC",
-                       help=KERNEL_HELP + "; image:PATH (a built kernel image: no patches, no "
-                            "tests built from the tree); repeatable")
+        _many(p, "--kernel", "SPEC",
+              help=KERNEL_HELP + "; image:PATH (a built kernel image: no patches, no "
+                   "tests built from the tree); repeatable")
     else:
         p.add_argument("--kernel", default=None, metavar="SPEC", help=KERNEL_HELP)
-    p.add_argument("--series", action="append", default=[], metavar="NAME",
-                   help="patch series under patches/, mbox:FILE or lore:MSGID (a thread from "
-                        "the list, through b4); repeatable")
-    p.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
-                   help="kconfig fragment name or path (repeatable; default: base)")
-    p.add_argument("--patch", action="append", default=[], metavar="FILE",
-                   help="extra patch, or a thread saved as an mbox, applied after the series "
-                        "(repeatable)")
+    _many(p, "--series", "NAME",
+          help="patch series under patches/, mbox:FILE or lore:MSGID (a thread from "
+               "the list, through b4); repeatable")
+    _many(p, "--config", "FRAGMENT",
+          help="kconfig fragment name or path (repeatable; default: base)")
+    _many(p, "--patch", "FILE",
+          help="extra patch, or a thread saved as an mbox, applied after the series "
+               "(repeatable)")
     p.add_argument("--arch", default=None, choices=target.known_arches(),
                    help=f"the arch to build for (default {target.DEFAULT_ARCH}; "
                         "harness/target/arches/ARCH.toml)")
@@ -167,14 +167,23 @@ def _tier_option(p: argparse.ArgumentParser, *, default: str | None, help: str) 
     p.add_argument("--tier", choices=[t.value for t in Tier], default=default, help=help)
 
 
+def _many(p: argparse.ArgumentParser, flag: str, metavar: str | None, help: str) -> None:
+    """An option given as often as wanted (each value kept, in order)."""
+    p.add_argument(flag, action="append", default=[], metavar=metavar, help=help)
+
+
+def _out_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    p.add_argument("--out", type=Path, metavar="DIR", help=help)
+
+
 # ---- each command's arguments ----
 
 
 def _run_arguments(r: argparse.ArgumentParser) -> None:
     _tree_options(r, several_kernels=True)
-    r.add_argument("--test", action="append", default=[], metavar="NAME|PATH",
-                   help="selftest name, test directory, kselftest:TARGET or test_progs:NAME "
-                        "(repeatable; default: the tests of the base's matrix cell)")
+    _many(r, "--test", "NAME|PATH",
+          help="selftest name, test directory, kselftest:TARGET or test_progs:NAME "
+               "(repeatable; default: the tests of the base's matrix cell)")
     r.add_argument("--boot-only", action="store_true",
                    help="run no test: judge the kernel by its boot and shutdown alone")
     r.add_argument("--build-only", action="store_true",
@@ -184,11 +193,10 @@ def _run_arguments(r: argparse.ArgumentParser) -> None:
                    help="build with gcov for the series' C files and report, per patch, "
                         "which of its added lines the tests ran (a kernel of its own)")
     _guest_options(r)
-    r.add_argument("--out", type=Path, metavar="DIR",
-                   help="this run's results directory (new, empty, or an earlier run's)")
+    _out_option(r, "this run's results directory (new, empty, or an earlier run's)")
     _tier_option(r, default=None,
                  help="run the matrix cells of this tier (default tier when no options)")
-    r.add_argument("--cell", action="append", default=[], help="run only these matrix cells")
+    _many(r, "--cell", None, help="run only these matrix cells")
     r.add_argument("--matrix", type=Path, default=None, help="matrix file (default matrix.toml)")
     r.add_argument("--baseline", action="store_true",
                    help="A/B: run each cell also on its base without the series and patches "
@@ -226,18 +234,16 @@ def _run_command_and_shard_arguments(r: argparse.ArgumentParser) -> None:
 
 def _shell_arguments(sh: argparse.ArgumentParser) -> None:
     _tree_options(sh)
-    sh.add_argument("--test", action="append", default=[], metavar="NAME|PATH",
-                    help="the selftests to build for the shell (default: the kernel's "
-                         "default tests, as run)")
+    _many(sh, "--test", "NAME|PATH",
+          help="the selftests to build for the shell (default: the kernel's "
+               "default tests, as run)")
     _guest_options(sh)
-    sh.add_argument("--out", type=Path, metavar="DIR",
-                    help="the shell's results directory (default results/shell-<timestamp>)")
+    _out_option(sh, "the shell's results directory (default results/shell-<timestamp>)")
 
 
 def _check_arguments(c: argparse.ArgumentParser) -> None:
     _tree_options(c)
-    c.add_argument("--out", type=Path, metavar="DIR",
-                   help="results directory (default results/check-<timestamp>)")
+    _out_option(c, "results directory (default results/check-<timestamp>)")
 
 
 def _compare_arguments(cmp: argparse.ArgumentParser) -> None:
@@ -261,25 +267,25 @@ def _bisect_arguments(bi: argparse.ArgumentParser) -> None:
     bi.add_argument("--bad", type=_statuses, default=None, metavar="S[,S]",
                     help="statuses that count as bad (default FAIL,CRASHED,TIMEOUT,FLAKY)")
     _accel_option(bi)
-    bi.add_argument("--out", type=Path, metavar="DIR")
+    _out_option(bi)
 
 
 def _mutate_arguments(mu: argparse.ArgumentParser) -> None:
     mu.add_argument("--series", required=True, metavar="NAME",
                     help="the series whose added C lines are mutated")
-    mu.add_argument("--target", action="append", default=[], metavar="FILE[:FUNCTION]",
-                    help="also mutate this kernel function (or file), e.g. "
-                         "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked (repeatable)")
-    mu.add_argument("--test", action="append", default=[], metavar="NAME",
-                    help="the tests that must kill them (default: the cell's)")
+    _many(mu, "--target", "FILE[:FUNCTION]",
+          help="also mutate this kernel function (or file), e.g. "
+               "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked (repeatable)")
+    _many(mu, "--test", "NAME",
+          help="the tests that must kill them (default: the cell's)")
     mu.add_argument("--cell", default=None, metavar="NAME",
                     help="matrix cell to mutate in (default: the first default/ci cell that "
                          "applies the series and declares no expectations)")
     mu.add_argument("--max", type=int, default=None, metavar="N",
                     help="run at most N mutants, drawn by --seed (default: all)")
     mu.add_argument("--seed", type=int, default=0, metavar="S")
-    mu.add_argument("--mutant", action="append", default=[], metavar="ID",
-                    help="run only these mutants (ids from mutants.json; repeatable)")
+    _many(mu, "--mutant", "ID",
+          help="run only these mutants (ids from mutants.json; repeatable)")
     mu.add_argument("--scope", default="series", metavar="series|callees|FILE[:FUNCTION]",
                     help="what to mutate: the lines the series adds (default), those and the "
                          "functions of .c files its changed functions call, or that code")
@@ -292,8 +298,7 @@ def _mutate_arguments(mu: argparse.ArgumentParser) -> None:
                     help="run the unmutated kernel N times; a result not PASS in each "
                          "cannot judge a mutant (default 2)")
     _accel_option(mu)
-    mu.add_argument("--out", type=Path, metavar="DIR",
-                    help="results directory (default results/mutate-<timestamp>)")
+    _out_option(mu, "results directory (default results/mutate-<timestamp>)")
 
 
 def _explain_arguments(why: argparse.ArgumentParser) -> None:
@@ -304,8 +309,7 @@ def _explain_arguments(why: argparse.ArgumentParser) -> None:
 
 def _report_arguments(rep: argparse.ArgumentParser) -> None:
     rep.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
-    rep.add_argument("--out", type=Path, metavar="DIR", help="where index.html goes "
-                     "(default: RUN/report)")
+    _out_option(rep, "where index.html goes (default: RUN/report)")
 
 
 def _history_arguments(hi: argparse.ArgumentParser) -> None:
@@ -329,7 +333,7 @@ def _no_arguments(p: argparse.ArgumentParser) -> None:
 
 def _parse_arguments(ps: argparse.ArgumentParser) -> None:
     ps.add_argument("file", help="log file, or - for stdin")
-    ps.add_argument("--out", type=Path, metavar="DIR")
+    _out_option(ps)
     ps.add_argument("--name", default=None, help="test name (default: the file name)")
 
 
@@ -351,14 +355,14 @@ def _cache_arguments(ca: argparse.ArgumentParser) -> None:
                     help="the entries to remove (globs, e.g. 'git-linux-*')")
     dr.add_argument("--dry-run", action="store_true", help="say what would go")
     cx = _subcommand(ca_sub, "export", help="entries into an archive another machine imports")
-    cx.add_argument("--run", action="append", default=[], metavar="RUN",
-                    help="a run (directory or results.json) whose cells' stored kernels, and "
-                         "the test builds used while it ran, go in (repeatable)")
-    cx.add_argument("--cell", action="append", default=[], metavar="NAME",
-                    help="only these cells of the runs (repeatable)")
-    cx.add_argument("--entry", action="append", default=[], metavar="NAME",
-                    help="these entries, named as `harness cache` lists them (globs; "
-                         "kernels and test builds; repeatable)")
+    _many(cx, "--run", "RUN",
+          help="a run (directory or results.json) whose cells' stored kernels, and "
+               "the test builds used while it ran, go in (repeatable)")
+    _many(cx, "--cell", "NAME",
+          help="only these cells of the runs (repeatable)")
+    _many(cx, "--entry", "NAME",
+          help="these entries, named as `harness cache` lists them (globs; "
+               "kernels and test builds; repeatable)")
     cx.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.tar",
                     help="the archive to write (.tar, .tar.gz or .tar.xz)")
     ci_ = _subcommand(ca_sub, "import", help="an archive's entries into this cache")
@@ -372,8 +376,8 @@ def _ci_arguments(ci: argparse.ArgumentParser) -> None:
         _ci_pipeline_arguments(_subcommand(ci_sub, system,
                                            help=f"the {runners} of the tier's cells"), system)
     key = _subcommand(ci_sub, "cache-key", help="the cache keys of the cells' build jobs")
-    key.add_argument("--cell", action="append", default=[], metavar="NAME",
-                     help="the cells whose kernels the keys cover (repeatable)")
+    _many(key, "--cell", "NAME",
+          help="the cells whose kernels the keys cover (repeatable)")
     an = _subcommand(ci_sub, "annotate", help="runs' failures as GitHub annotations")
     an.add_argument("runs", nargs="*", type=Path, metavar="RUN",
                     help="the runs (directories or results.json) whose failures to annotate")
@@ -398,16 +402,16 @@ def _ci_pipeline_arguments(gen: argparse.ArgumentParser, system: str) -> None:
                           "needs " + ("--runs-on" if system == "github" else "--tag")
                           + " naming runners with /dev/kvm)")
     if system == "github":
-        gen.add_argument("--runs-on", action="append", default=[], metavar="LABEL",
-                         help="the runner label(s) of the jobs that build and boot "
-                              "(repeatable; default ubuntu-latest)")
+        _many(gen, "--runs-on", "LABEL",
+              help="the runner label(s) of the jobs that build and boot "
+                   "(repeatable; default ubuntu-latest)")
         gen.add_argument("--container-options", default=None, metavar="OPTS",
                          help="docker options of their debian:12 container (default "
                               "--privileged)")
     else:
-        gen.add_argument("--tag", action="append", default=[], metavar="TAG",
-                         help="the runner tag(s) of the jobs that build and boot "
-                              "(repeatable; default none: any runner)")
+        _many(gen, "--tag", "TAG",
+              help="the runner tag(s) of the jobs that build and boot "
+                   "(repeatable; default none: any runner)")
     gen.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                      help="write the file here (default: stdout)")
 
@@ -441,8 +445,8 @@ def _merge_arguments(mg: argparse.ArgumentParser) -> None:
     mg.add_argument("runs", nargs="+", type=Path, metavar="DIR")
     mg.add_argument("--out", type=Path, required=True, metavar="DIR")
     _tier_option(mg, default=None, help="expect the matrix cells of this tier")
-    mg.add_argument("--cell", action="append", default=[], metavar="NAME",
-                    help="expect this matrix cell (repeatable; with --tier: those as well)")
+    _many(mg, "--cell", "NAME",
+          help="expect this matrix cell (repeatable; with --tier: those as well)")
     mg.add_argument("--matrix", type=Path, default=None, help="matrix file (default matrix.toml)")
     mg.add_argument("--plan", type=Path, default=None, metavar="FILE",
                     help="expect the cells this plan file lists (JSON: {\"cells\": [NAME, "
