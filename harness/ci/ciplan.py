@@ -292,8 +292,9 @@ def plan(cells: Sequence[Cell], tier: str, settings: Settings = Settings(),
                 timings=measured or timings())
 
 
-def regenerate(tier: str, settings: Settings, what: str) -> str:
-    """The command that writes this file again, with its settings."""
+def command(tier: str, settings: Settings, what: str) -> str:
+    """The command that writes a CI system's file again (github, gitlab), with its
+    settings: what the file's header says."""
     argv = ["harness", "ci", what, "--tier", tier, "--accel", settings.accel.value]
     if what == "github":
         for label in settings.runs_on:
@@ -310,6 +311,13 @@ def regenerate(tier: str, settings: Settings, what: str) -> str:
     if settings.disk_gb != DEFAULT_DISK_GB:
         argv += ["--runner-disk", str(settings.disk_gb)]
     return sh(argv)
+
+
+def check_kvm_runners(settings: Settings, *, named: bool, why: str, fix: str) -> None:
+    """--accel kvm only with runners named that pass /dev/kvm (`named`: the settings name
+    some); else why not and what to give."""
+    if settings.accel is Accel.KVM and not named:
+        raise CiError(f"--accel kvm needs runners with /dev/kvm, and {why}", fix=fix)
 
 
 def sh(argv: Sequence[str]) -> str:

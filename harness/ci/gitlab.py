@@ -41,10 +41,6 @@ HEADER = ("# Generated from matrix.toml by `{command}`:\n"
 DEFAULT_BRANCH = "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
 
 
-def command(tier: str, settings: Settings) -> str:
-    return ciplan.regenerate(tier, settings, "gitlab")
-
-
 def _machine(tags: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {"image": ciplan.IMAGE}
     if tags:
@@ -132,6 +128,7 @@ def render(cells: Sequence[Cell], tier: str, settings: Settings | None = None) -
     limits = (f"# Caches: ccache at most {settings.ccache_max}, the harness cache "
               f"{settings.cache_max} (runners with {settings.disk_gb} GB free: "
               "--runner-disk).\n")
-    return (HEADER.format(command=command(tier, settings) + " -o .gitlab-ci.yml")
+    return (HEADER.format(command=ciplan.command(tier, settings, "gitlab")
+                          + " -o .gitlab-ci.yml")
             + "".join(f"# {line}\n" for line in plan.timeout_lines(HOSTED_LIMIT)) + limits
             + ciplan.to_yaml(pipeline(plan)) + "\n")

@@ -24,7 +24,7 @@ import os
 import re
 from pathlib import Path
 
-from harness.base import atomic, paths, proc
+from harness.base import atomic, host, paths, proc
 from harness.base.errors import HarnessError
 from harness.base.model import Status
 from harness.target import Arch
@@ -40,8 +40,8 @@ class RootfsError(HarnessError):
 
 
 def _setup_fix(arch: Arch) -> str:
-    return (f"dpkg --add-architecture {arch.deb_arch} && apt-get update && apt-get install "
-            f"-y busybox-static (the host's busybox names the applets)")
+    return host.foreign_setup(arch.deb_arch, host.read().foreign_packages,
+                              note="the host's busybox names the applets")
 
 
 def guest_root(arch: Arch, *, log_dir: Path) -> Path:

@@ -20,12 +20,11 @@ from pathlib import Path
 from harness import target
 from harness.base import atomic, paths, proc
 from harness.base.errors import HarnessError
-from harness.base.model import Accel, KernelImage, Status
+from harness.base.model import Accel, GuestSpec, KernelImage, Status
 from harness.guest import rootfs
 
 log = logging.getLogger(__name__)
 
-QEMU = "qemu-system-x86_64"
 # Under working KVM the banner comes within a second or two of "Booting from ROM"; here
 # (nested PVM) nothing ever comes and QEMU says nothing either.
 PROBE_TIMEOUT_S = 20.0
@@ -65,11 +64,12 @@ def _verdict_key(qemu: str) -> str:
     return f"{os.uname().release}|{qemu_version[0] if qemu_version else '?'}"
 
 
-def probe_kvm(kernel: Path, *, qemu: str = QEMU, timeout: float = PROBE_TIMEOUT_S,
+def probe_kvm(kernel: Path, *, qemu: str | None = None, timeout: float = PROBE_TIMEOUT_S,
               cache_file: Path | None = None, log_path: Path | None = None) -> AccelVerdict:
     """Does KVM really boot a kernel here? A short real boot decides; the verdict is cached."""
     if not Path("/dev/kvm").exists():
         return AccelVerdict(kvm_works=False, reason="/dev/kvm does not exist")
+    qemu = qemu or target.host_arch().qemu  # KVM boots the host's arch only
     cache_file = cache_file or paths.cache_root() / "kvm-verdict.json"
     key = _verdict_key(qemu)
     cache: dict[str, dict[str, object]] = {}
@@ -174,6 +174,20 @@ def foreign_root(kernel: KernelImage, shared: list[Path], *, log_dir: Path) -> F
 
 
 @dataclass(frozen=True, kw_only=True)
+class Boot:
+    """One boot of a kernel in a guest: what it boots, how, the guest's size and command
+    line, and the host directories it sees."""
+
+    kernel: KernelImage
+    accel: Accel
+    guest: GuestSpec
+    rwdirs: tuple[Path, ...] = ()  # the host directories it writes
+    # the host directories it reads (a guest of another arch sees only these of the
+    # host's files; a native guest sees them all)
+    shared: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class GuestRun:
     returncode: int | None
     timed_out: bool
@@ -182,25 +196,25 @@ class GuestRun:
     argv: tuple[str, ...]
 
 
-def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
-             command: list[str] | None, memory: str = "2G", cpus: int = 2,
-             cwd: Path | None = None, append: str = "",
+def vng_argv(boot: Boot, *, command: list[str] | None, cwd: Path | None = None,
              foreign: ForeignRoot | None = None) -> list[str]:
     """vng's command line; `command` None: an interactive shell on the console."""
+    kernel, guest = boot.kernel, boot.guest
     # --force-9p: virtiofsd is not usable here and vng would retry it for seconds first.
     argv = [proc.require("vng"), "--run", str(kernel.boot_image), "--verbose", "--force-9p",
-            "--memory", memory, "--cpus", str(cpus),
+            "--memory", guest.memory, "--cpus", str(guest.cpus),
             # The kernel must tell us it is broken: panic ends the VM; the hung-task and
             # soft-lockup detectors stay on.
             "--append", "panic=-1 panic_on_warn=0 hung_task_panic=0 "
                         "softlockup_panic=0 printk.devkmsg=on"]
-    if append:
+    if guest.append:
         # After ours, so that the user's value of the same parameter wins; except what
         # judging the kernel needs: every message on the console (the shutdown is only
         # there) and the runner's markers never rate-limited.
-        argv += ["--append", append, "--append", "printk.devkmsg=on ignore_loglevel"]
-    if accel is Accel.TCG:
+        argv += ["--append", guest.append, "--append", "printk.devkmsg=on ignore_loglevel"]
+    if boot.accel is Accel.TCG:
         argv.append("--disable-kvm")
+    rwdirs = list(boot.rwdirs)
     if foreign is not None:
         argv += ["--arch", foreign.arch, "--root", str(foreign.root)]
         # GUEST=HOST: the same path in a root that is not the host's
@@ -218,39 +232,31 @@ def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
     return argv if command is None else [*argv, "--", *command]
 
 
-def shell(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], cwd: Path,
-          console_log: Path, memory: str = "2G", cpus: int = 2, append: str = "",
-          shared: list[Path] | None = None) -> int | None:
+def shell(boot: Boot, *, cwd: Path, console_log: Path) -> int | None:
     """Boot into an interactive shell on this terminal until the user leaves it; the
     console (the kernel's messages and the session) is saved to `console_log` too."""
-    foreign = foreign_root(kernel, [*(shared or []), cwd], log_dir=console_log.parent)
+    foreign = foreign_root(boot.kernel, [*boot.shared, cwd], log_dir=console_log.parent)
     if foreign is not None:
-        foreign.mount_points(rwdirs)
-    argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=None, memory=memory, cpus=cpus,
-                    cwd=cwd, append=append, foreign=foreign)
-    log.info("booting %s under %s: a shell (exit or Ctrl-D leaves it)", kernel.version,
-             accel.value.upper())
+        foreign.mount_points(list(boot.rwdirs))
+    argv = vng_argv(boot, command=None, cwd=cwd, foreign=foreign)
+    log.info("booting %s under %s: a shell (exit or Ctrl-D leaves it)", boot.kernel.version,
+             boot.accel.value.upper())
     bindir = str(Path(argv[0]).parent)
     return proc.interactive(argv, log_path=console_log,
                             env={"PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
 
 
-def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],
-              timeout: float, console_log: Path, memory: str = "2G",
-              cpus: int = 2, append: str = "", shared: list[Path] | None = None) -> GuestRun:
-    """Boot, run the command, power off. Killed (whole process group) at the timeout.
-    `shared`: the host directories the command reads (a guest of another arch sees only
-    these of the host's files; a native guest sees them all)."""
-    foreign = foreign_root(kernel, shared or [], log_dir=console_log.parent)
+def run_guest(boot: Boot, *, command: list[str], timeout: float,
+              console_log: Path) -> GuestRun:
+    """Boot, run the command, power off. Killed (whole process group) at the timeout."""
+    foreign = foreign_root(boot.kernel, list(boot.shared), log_dir=console_log.parent)
     if foreign is not None:
-        foreign.mount_points(rwdirs)
-    argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=command, memory=memory, cpus=cpus,
-                    cwd=Path("/"), append=append, foreign=foreign)
-    log.info("booting %s under %s", kernel.version, accel.value.upper())
+        foreign.mount_points(list(boot.rwdirs))
+    argv = vng_argv(boot, command=command, cwd=Path("/"), foreign=foreign)
+    log.info("booting %s under %s", boot.kernel.version, boot.accel.value.upper())
     # vng runs its helpers (virtme-run, virtme-ng-init) from its own bin directory.
     bindir = str(Path(argv[0]).parent)
     res = proc.run(argv, timeout=timeout, log_path=console_log, keep_output=False,
                    env={"TERM": "dumb", "PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
     return GuestRun(returncode=res.returncode, timed_out=res.timed_out,
                     duration_s=res.duration_s, console_log=console_log, argv=res.argv)
-

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli, target
-from harness.base.model import Accel
+from harness.base.model import Accel, GuestSpec
 from harness.ci import ciplan
 from harness.drivers import matrix, pipeline, shard
 from harness.drivers.matrix import Cell, Tier
@@ -165,10 +165,10 @@ def test_a_guest_of_another_arch_boots_on_its_own_root_and_sees_what_it_reads(
     root = tmp_path / "rootfs"
     monkeypatch.setattr(rootfs, "guest_root", lambda arch, log_dir: root)
     native = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
-                         version="6.12", arch=target.DEFAULT_ARCH)
+                         version="6.12", arch=target.DEFAULT_ARCH, toolchain="gcc")
     assert vm.foreign_root(native, [tmp_path], log_dir=tmp_path) is None
     arm = KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
-                      version="6.12", arch="arm64")
+                      version="6.12", arch="arm64", toolchain="gcc")
     repo, cache = tmp_path / "repo", tmp_path / "cache"
     monkeypatch.setenv("HARNESS_CACHE", str(cache))
     foreign = vm.foreign_root(arm, [repo / "harness/guest", cache / "selftests/a",
@@ -178,13 +178,14 @@ def test_a_guest_of_another_arch_boots_on_its_own_root_and_sees_what_it_reads(
     # one under another is shared with it, once; the cache's test builds as the cache
     assert foreign.shared == (cache, tmp_path / "mine", repo / "harness/guest")
     out = tmp_path / "out"
-    argv = vm.vng_argv(arm, Accel.TCG, rwdirs=[out], command=["true"], foreign=foreign)
+    boot = vm.Boot(kernel=arm, accel=Accel.TCG, guest=GuestSpec(), rwdirs=(out,))
+    argv = vm.vng_argv(boot, command=["true"], foreign=foreign)
     joined = " ".join(argv)
     assert f"--arch arm64 --root {root / 'root'}" in joined
     assert f"--rwdir {out}={out}" in joined and f"--rodir {cache}={cache}" in joined
     assert f"--rwdir {out} " not in joined + " "
     # the guest's directory, as vng takes it with a root of its own: a host path inside it
-    at = vm.vng_argv(arm, Accel.TCG, rwdirs=[out], command=["true"], foreign=foreign, cwd=out)
+    at = vm.vng_argv(boot, command=["true"], foreign=foreign, cwd=out)
     assert at[at.index("--cwd") + 1] == str(root / "root" / out.relative_to("/"))
     foreign.mount_points([out])
     assert (root / "root" / out.relative_to("/")).is_dir()

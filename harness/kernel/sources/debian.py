@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from harness.base import atomic, paths, proc
+from harness.base import atomic, host, paths, proc
 from harness.base.gitcmd import git
 from harness.base.model import KernelSpec, PreparedSource, SourceKind
 from harness.kernel.sources.base import SourceError, import_tarball, locked
@@ -134,7 +134,7 @@ def _write_config(suite: Suite) -> None:
     keyring = Path(suite.keyring)
     if not keyring.is_file():
         raise SourceError(f"the keyring {keyring} for Debian's {suite.name} suite is missing",
-                          fix="apt-get install -y debian-archive-keyring")
+                          fix=host.apt_install(["debian-archive-keyring"]))
     ours = d / "keyring.gpg"
     if not ours.exists() or ours.read_bytes() != keyring.read_bytes():
         atomic.copy_file(keyring, ours)
@@ -276,7 +276,7 @@ def _install_on_host(package: str, log_dir: Path) -> str:
     if version:
         return version
     if os.geteuid() != 0:
-        raise SourceError(f"{package} is not installed; fix: sudo apt-get install -y {package}")
+        raise SourceError(f"{package} is not installed; fix: sudo {host.apt_install([package])}")
     log.info("installing %s with apt", package)
     env = {"DEBIAN_FRONTEND": "noninteractive"}
     res = proc.run(
@@ -294,7 +294,7 @@ def _install_on_host(package: str, log_dir: Path) -> str:
     if not res.ok or not version:
         raise SourceError(
             f"could not install {package} (see {log_dir / 'apt.log'}); "
-            f"fix: apt-get update && apt-get install -y {package}"
+            f"fix: {host.apt_install([package], update=True)}"
         )
     return version
 
@@ -351,7 +351,7 @@ def _prepare(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
                 if not host_tarball.exists():
                     raise SourceError(f"{host_tarball} is missing although {offer.package} "
                                       "is installed",
-                                      fix=f"apt-get install --reinstall {offer.package}")
+                                      fix=host.apt_install([offer.package], reinstall=True))
                 import_tarball(host_tarball, dest, message=describe, log_dir=log_dir)
             else:
                 scratch = paths.sub("debian") / f".download-{dest.name}"

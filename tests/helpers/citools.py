@@ -7,7 +7,7 @@ with Node 22 from npm too (the machine's Node 20 fails in gitlab-ci-local with
 The npm packages go under $HARNESS_CI_TOOLS (default ~/.cache/harness/ci-tools), which
 persists between runs: the first install takes about 20 s, the next none.
 
-    python -m tests.citools lint-workflows [FILE...]   (tox's lint step)
+    python -m tests.helpers.citools lint-workflows [FILE...]   (tox's lint step)
 """
 
 from __future__ import annotations
