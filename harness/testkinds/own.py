@@ -179,6 +179,7 @@ def tree_bpftool(tree: Path, *, log_dir: Path) -> Path:
     log.info("building the tree's bpftool (once per its sources) into %s", out)
     with atomic.directory(out, prefix=".bpftool-") as scratch:
         objs = scratch / "objs"
+        objs.mkdir()  # tools/scripts/Makefile.include refuses an OUTPUT that does not exist
         proc.check(["make", "-s", "-C", str(tree / "tools/bpf/bpftool"), f"OUTPUT={objs}/",
                     f"-j{os.cpu_count() or 1}"], what="building the tree's bpftool",
                    timeout=1800, log_path=log_dir / "bpftool-build.log")

@@ -14,6 +14,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "memcg_kfuncs.h"
 #include "bpf_memcontrol.h"
 #include "bpf_rstat.h"
@@ -38,6 +39,17 @@ const volatile __u8 fkind[MK_N] = { MK_FIELDS(F_KIND) };
 const volatile int fitem[MK_N] = { MK_FIELDS(F_ITEM) };
 const volatile __u8 pkind[MK_N] = { MK_PROBES(P_KIND) };
 const volatile int pitem[MK_N] = { MK_PROBES(P_ITEM) };
+
+/* local flavors of the enums: the item that counts vmalloc memory, by CO-RE */
+enum memcg_stat_item___mk { MEMCG_VMALLOC___mk };
+enum node_stat_item___mk { NR_VMALLOC___mk };
+
+static __always_inline int vmalloc_item(void)
+{
+	if (bpf_core_enum_value_exists(enum memcg_stat_item___mk, MEMCG_VMALLOC___mk))
+		return bpf_core_enum_value(enum memcg_stat_item___mk, MEMCG_VMALLOC___mk);
+	return bpf_core_enum_value(enum node_stat_item___mk, NR_VMALLOC___mk);
+}
 
 /* the kfunc of @kind on @memcg; "no such counter", (unsigned long)-1: -EINVAL */
 static __always_inline __s64 call(int kind, struct mem_cgroup *memcg, int it)
@@ -80,6 +92,8 @@ int memcg_read(struct bpf_iter__cgroup *ctx)
 	records++;
 	for (i = 0; i < MK_N && i < n; i++) {
 		rec.item[i] = probe ? pitem[i] : fitem[i];
+		if (rec.item[i] == MK_VMALLOC)
+			rec.item[i] = vmalloc_item();
 		rec.val[i] = -MK_ENOENT;	/* without a memcg nothing is read */
 	}
 	if (rstat_first && !probe)

@@ -29,8 +29,10 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 #include <linux/magic.h>
 
+#include "inventory.h"
 #include "memcg_kfuncs.h"
 #include "memcg_kfuncs.skel.h"
 #include "memcg_kfuncs_css.skel.h"
@@ -75,15 +77,18 @@ static const enum mk_kind pkind[NR_PROBES] = { MK_PROBES(MK_PKIND) };
 #define MK_PCALL(kind, item) #kind "(" #item ")",
 static const char *const pcall[NR_PROBES] = { MK_PROBES(MK_PCALL) };
 
-enum { CG_P, CG_C, CG_N, CG_L, CG_E, CG_H, CG_S, CG_Z, NUM_CG, CG_R = NUM_CG };
-#define CG_NAMES "PCNLEHSZR"
+enum { CG_P, CG_C, CG_N, CG_L, CG_E, CG_H, CG_S, CG_Z, CG_O, CG_D, NUM_CG, CG_R = NUM_CG };
+#define CG_NAMES "PCNLEHSZODR"
 
-/* memory for P's children (C, N, E, H, S, Z), not for N's (L); R: the cgroup2 root */
+/* memory for P's children (C, N, E, H, S, Z, O, D), not for N's (L); R: the cgroup2 root */
 static struct cg_node cgs[NUM_CG + 1] = {
 	[CG_P] = { "P", -1, "+memory" }, [CG_C] = { "child", CG_P }, [CG_N] = { "nomem", CG_P },
 	[CG_L] = { "nomem/leaf", CG_N }, [CG_E] = { "flushed", CG_P }, [CG_H] = { "high", CG_P },
-	[CG_S] = { "swapped", CG_P }, [CG_Z] = { "zombie", CG_P }, [CG_R] = { "cgroup2 root", -1 },
+	[CG_S] = { "swapped", CG_P }, [CG_Z] = { "zombie", CG_P }, [CG_O] = { "oom", CG_P },
+	[CG_D] = { "dirty", CG_P }, [CG_R] = { "cgroup2 root", -1 },
 };
+/* the inventory's lists (selftests/inventory/memcg_kfuncs.toml, see test.toml) */
+#define INVENTORY "memcg_kfuncs.inventory.toml"
 static struct bpf_link *links[NUM_CG + 1];	/* SELF_ONLY; none for E and Z */
 
 static struct memcg_kfuncs_bpf *skel;
@@ -237,6 +242,123 @@ static int check_probes(void)
 	return verdict[0];
 }
 
+static int run_extra(const char *prog, int cgi, char *out, size_t len);
+
+/*
+ * The keys C's memory.stat, memory.events and memory.swap.events print are the
+ * inventory's lists for this kernel (captured from real guests: every key a row
+ * or a gap): a kernel that prints a new key, or stops printing one, fails here
+ * naming it.
+ */
+static int check_memory_files_keys_listed(void)
+{
+	static const char *const files[] = { "memory.stat", "memory.events", "memory.swap.events" };
+	static char text[16384], keys[256][64];
+	const char *found[256];
+	char name[64];
+	struct inv_list l;
+	size_t i;
+	int k, n, bad = 0;
+
+	for (i = 0; i < ARRAY_SIZE(files); i++) {
+		snprintf(name, sizeof(name), "%s.leaf", files[i]);
+		if (cg_read(cgs[CG_C].path, files[i], text, sizeof(text)) <= 0)
+			return check_fail("%s/%s: %s", cgs[CG_C].path, files[i], strerror(errno));
+		if (inv_load(INVENTORY, name, &l))
+			return KSFT_FAIL;
+		n = inv_keys(text, keys, ARRAY_SIZE(keys));
+		for (k = 0; k < n; k++)
+			found[k] = keys[k];
+		bad += inv_compare(&l, found, n, files[i]);
+		ksft_print_msg("%s: %d keys, %d in the inventory's list of %s\n", files[i], n, l.n,
+			       l.this_kernel ? "this kernel" : "every kernel (none of this one)");
+		inv_free(&l);
+	}
+	return bad ? KSFT_FAIL : KSFT_PASS;
+}
+
+/* the name of @idx in the enum(s) a kfunc of @kind takes; "index N" if none */
+static const char *item_name(enum mk_kind kind, long long idx)
+{
+	static const char *names[512];
+	static long long vals[512];
+	static char unknown[32];
+	int i, n;
+
+	if (kind == K_state) {
+		long long node_end = bu_enum_value("node_stat_item", "NR_VM_NODE_STAT_ITEMS");
+
+		n = idx < node_end ? bu_enum_names("node_stat_item", names, vals, 512) :
+			bu_enum_names("memcg_stat_item", names, vals, 512);
+	} else if (kind == K_events) {
+		n = bu_enum_names("vm_event_item", names, vals, 512);
+	} else {
+		n = bu_enum_names("memcg_memory_event", names, vals, 512);
+	}
+	for (i = 0; i < n && i < 512; i++) {
+		size_t len = strlen(names[i]);
+
+		/* aliases of the first item of a group, and the enums' ends */
+		if (vals[i] == idx && !(len > 5 && !strcmp(names[i] + len - 5, "_BASE")) &&
+		    strncmp(names[i], "NR_VM_", 6) && strcmp(names[i], "MEMCG_NR_STAT") &&
+		    strcmp(names[i], "MEMCG_NR_MEMORY_EVENTS"))
+			return names[i];
+	}
+	snprintf(unknown, sizeof(unknown), "index %lld", idx);
+	return unknown;
+}
+
+/*
+ * The items each reading kfunc accepts, scanned index by index over its enum
+ * (and past its end) on P, named from the kernel's BTF, are the inventory's
+ * lists (captured from each kernel's source): a kernel whose kfunc exposes a new
+ * item, or refuses a listed one, fails here naming it.  So are the kfuncs of the
+ * family in the kernel's BTF (every bpf_*mem_cgroup* function).
+ */
+static int check_kfunc_items_listed(void)
+{
+	static const struct {
+		const char *prog, *list;
+		enum mk_kind kind;
+	} scans[] = {
+		{ "scan_page_state", "memcg_kfuncs.page_state_items", K_state },
+		{ "scan_vm_events", "memcg_kfuncs.vm_event_items", K_events },
+		{ "scan_memory_events", "memcg_kfuncs.memory_events", K_memev },
+	};
+	static char out[65536];
+	const char *found[512], *funcs[64];
+	struct inv_list l, kf;
+	char *line, *save;
+	int n, bad = 0, err, i, k;
+	size_t j;
+
+	for (j = 0; j < ARRAY_SIZE(scans); j++) {
+		err = run_extra(scans[j].prog, CG_P, out, sizeof(out));
+		if (err)
+			return check_fail("%s on P: %s", scans[j].prog, strerror(-err));
+		if (inv_load(INVENTORY, scans[j].list, &l))
+			return KSFT_FAIL;
+		n = 0;
+		for (line = strtok_r(out, "\n", &save); line && n < 512; line = strtok_r(NULL, "\n", &save))
+			found[n++] = item_name(scans[j].kind, strtoll(line, NULL, 10));
+		bad += inv_compare(&l, found, n, scans[j].prog);
+		ksft_print_msg("%s: %d items accepted, %d in the inventory's list of %s\n",
+			       scans[j].prog, n, l.n, l.this_kernel ? "this kernel" : "every kernel");
+		inv_free(&l);
+	}
+	if (inv_load(INVENTORY, "memcg_kfuncs.kfuncs", &kf))
+		return KSFT_FAIL;
+	n = bu_func_names("bpf_", "mem_cgroup", funcs, ARRAY_SIZE(funcs));
+	for (i = 0; i < n && i < (int)ARRAY_SIZE(funcs); i++) {
+		for (k = 0; k < kf.n && strcmp(kf.items[k], funcs[i]); k++)
+			;
+		if (k == kf.n && ++bad)
+			ksft_print_msg("the kernel's BTF has %s, not in the inventory's kfuncs\n", funcs[i]);
+	}
+	inv_free(&kf);
+	return bad ? KSFT_FAIL : KSFT_PASS;
+}
+
 static int check_nonsleepable_flush_rejected(void)
 {
 	return bu_refused(neg_elf, neg_sz, "memcg_flush_in_plain_iter", "sleep") ? KSFT_PASS : KSFT_FAIL;
@@ -246,6 +368,7 @@ static int check_untrusted_cgroup_rejected(void)
 {
 	static const char *const cases[][2] = {
 		{ "get_untrusted", "must be a rcu pointer" }, { "leak", "Unreleased reference" },
+		{ "leak_root", "Unreleased reference" },
 		{ "read_untrusted" }, { "vm_events_untrusted" }, { "memory_events_untrusted" },
 		{ "usage_untrusted" }, { "flush_untrusted" }, { "put_unreferenced" },
 		{ "get_unchecked", "Possibly NULL pointer" },
@@ -543,6 +666,9 @@ static int check_child_values_match_created(void)
 		 MAPPED_BYTES + SLACK_BYTES);
 	in_range(&ok, 1, "pgfault (>= pages touched)", r->val[F_pgfault],
 		 (ANON_BYTES + MAPPED_BYTES) / page_size, LLONG_MAX);
+	/* a page-table page maps 512 pages: at least one per 512 pages the worker mapped */
+	in_range(&ok, 1, "pagetables (>= a page per 512 pages mapped)", r->val[F_pagetables],
+		 (ANON_BYTES + MAPPED_BYTES) / (512 * page_size) * page_size, LLONG_MAX);
 	/* shmem pages are swap-backed: on the anon LRUs with the anon pages */
 	in_range(&ok, 1, "inactive_anon + active_anon",
 		 r->val[F_inactive_anon] + r->val[F_active_anon], ANON_BYTES + all, LLONG_MAX);
@@ -1224,6 +1350,263 @@ static int check_flush_keeps_no_reference(void)
 			  now, before);
 }
 
+/* @prog of the extra object, loaded alone and run once by BPF_PROG_RUN; its pt_out */
+static int run_pt(struct bpf_object *obj, const char *prog, struct pt_out *o)
+{
+	static char pkt[64];	/* a zeroed frame, for the packet program types */
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
+	struct bpf_program *p = bpf_object__find_program_by_name(obj, prog);
+	struct bpf_map *m, *bss = NULL;
+	__u32 key = 0;
+	int err;
+
+	bpf_object__for_each_map(m, obj)
+		if (bpf_map__is_internal(m) && strstr(bpf_map__name(m), ".bss"))
+			bss = m;
+	if (!p || !bss || bpf_map__value_size(bss) != sizeof(*o))
+		return -ENOENT;
+	if (bpf_program__type(p) != BPF_PROG_TYPE_SYSCALL) {
+		opts.data_in = pkt;
+		opts.data_size_in = sizeof(pkt);
+	}
+	err = bpf_prog_test_run_opts(bpf_program__fd(p), &opts);
+	if (err)
+		return -errno;
+	return bpf_map__lookup_elem(bss, &key, sizeof(key), o, sizeof(*o), 0) ? -errno : 0;
+}
+
+/*
+ * The kfuncs from programs of other types than the iterators, each run by
+ * BPF_PROG_RUN (the syscall program, sleepable, flushes too): the kernel must
+ * accept exactly the program types its registration names (the inventory's
+ * list for this kernel, captured from its source: BPF_PROG_TYPE_UNSPEC is
+ * every type), refusing the others, and each run reads the root memcg: got,
+ * its usage the top-level cgroups' memory.current summed (up to DYING_SLACK
+ * while cgroups are dying; 3 attempts), anon and faults > 0.
+ */
+static int check_prog_types_registered(void)
+{
+	static const struct {
+		const char *prog, *type;
+	} pt[] = {
+		{ "pt_syscall", "BPF_PROG_TYPE_SYSCALL" },
+		{ "pt_sched_cls", "BPF_PROG_TYPE_SCHED_CLS" },
+		{ "pt_xdp", "BPF_PROG_TYPE_XDP" },
+		{ "pt_socket_filter", "BPF_PROG_TYPE_SOCKET_FILTER" },
+	};
+	static char vlog[65536];
+	struct inv_list reg;
+	struct bpf_object *obj;
+	struct pt_out o = {};
+	long long s0 = -1, s1 = -1, dying;
+	bool ok = true, all, want;
+	int attempt, err;
+	size_t i;
+
+	if (inv_load(INVENTORY, "memcg_kfuncs.registration", &reg))
+		return KSFT_FAIL;
+	all = inv_has(&reg, "BPF_PROG_TYPE_UNSPEC");
+	for (i = 0; i < ARRAY_SIZE(pt); i++) {
+		want = all || inv_has(&reg, pt[i].type);
+		if (!want) {
+			expect(&ok, bu_refused(extra_elf, extra_sz, pt[i].prog, "is not allowed"),
+			       "%s: a %s program must be refused (not registered for it)",
+			       pt[i].prog, pt[i].type);
+			continue;
+		}
+		obj = bu_load_one(extra_elf, extra_sz, pt[i].prog, vlog, sizeof(vlog));
+		if (!obj) {
+			ksft_print_msg("%s (%s) refused: %s; the verifier's log ends:\n", pt[i].prog,
+				       pt[i].type, strerror(errno));
+			print_block("  ", vlog + (strlen(vlog) > 600 ? strlen(vlog) - 600 : 0));
+			ok = false;
+			continue;
+		}
+		for (attempt = 1, err = 0; attempt <= 3; attempt++) {
+			dying = cg_read_key(cgs[CG_R].path, "cgroup.stat", "nr_dying_descendants");
+			s0 = top_level_current();
+			err = run_pt(obj, pt[i].prog, &o);
+			s1 = top_level_current();
+			if (err || (s0 == s1 && s0 > 0 && (long long)o.usage >= s0 &&
+				    (long long)o.usage - s0 <= (dying ? DYING_SLACK : 0)))
+				break;
+			usleep(500000);
+		}
+		bpf_object__close(obj);
+		ksft_print_msg("%s (%s): ran %llu, root memcg %s, usage %llu B (top-level memory.current %lld, then %lld), anon %llu B, pgfault %llu\n",
+			       pt[i].prog, pt[i].type, (unsigned long long)o.ran,
+			       o.got ? "got" : "NULL", (unsigned long long)o.usage, s0, s1,
+			       (unsigned long long)o.anon, (unsigned long long)o.pgfault);
+		expect(&ok, !err && attempt <= 3 && o.ran == 1 && o.got && o.anon > 0 && o.pgfault > 0,
+		       "%s: run %s; expected one run, the root memcg, its usage the top-level cgroups' memory.current (3 attempts), anon and pgfault > 0",
+		       pt[i].prog, err ? strerror(-err) : "ok");
+	}
+	inv_free(&reg);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+#define OOM_MAX		"16M"	/* O's memory.max */
+#define OOM_SWAP_MAX	"2M"	/* O's memory.swap.max: some swap, then none */
+#define OOM_BYTES	(64 * MiB)	/* what a worker in O tries to touch */
+
+/* in O: touch OOM_BYTES of anonymous memory, more than O may hold: the OOM killer's */
+static int oom_alloc(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	return cg_alloc_anon(OOM_BYTES) ? 0 : 3;
+}
+
+/* "killed" when @st is a SIGKILL's, else what it is */
+static const char *death(int st)
+{
+	static char buf[32];
+
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+		return "killed";
+	snprintf(buf, sizeof(buf), WIFEXITED(st) ? "exit %d" : "signal %d",
+		 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	return buf;
+}
+
+/* the growth of memory event field @f from @a to @b */
+#define GREW(b, a, f) ((long long)((b).val[F_##f] - (a).val[F_##f]))
+
+/*
+ * Memory events the test causes itself, counted as it saw them happen: in O
+ * (memory.max 16M, memory.swap.max 2M) one process touching 64 MiB must swap
+ * until swap.max refuses (swap_max, swap_fail), hit memory.max (max) and be
+ * OOM-killed: waitpid() sees one SIGKILL, so oom_kill grows by exactly 1
+ * (oom >= 1, oom_group_kill 0); with memory.oom.group set, a sleeper and a
+ * toucher are killed together: oom_group_kill exactly +1, oom_kill +2 or more
+ * (the victim may be counted again in the group's kill).  P's events are
+ * hierarchical: they grow exactly as O's.  memory.events agrees.
+ */
+static int check_oom_events_counted(void)
+{
+	struct mk_rec o0, o1, o2, p0, p1;
+	pid_t pid, sleeper;
+	int st = 0, st2 = 0, err, k;
+	bool ok = true;
+
+	err = cg_write(cgs[CG_O].path, "memory.max", OOM_MAX) ?:
+	      cg_write(cgs[CG_O].path, "memory.swap.max", OOM_SWAP_MAX);
+	if (err)
+		return check_fail("O: memory.max %s, memory.swap.max %s: %s", OOM_MAX, OOM_SWAP_MAX,
+				  strerror(-err));
+	if (read_rec(CG_O, &o0) || read_rec(CG_P, &p0))
+		return KSFT_FAIL;
+	pid = cg_spawn(cgs[CG_O].path, oom_alloc, NULL);
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return check_fail("the worker in O: %s", strerror(pid < 0 ? -pid : errno));
+	if (read_rec(CG_O, &o1) || read_rec(CG_P, &p1))
+		return KSFT_FAIL;
+	ksft_print_msg("O: the worker %s; max +%lld, oom +%lld, oom_kill +%lld, oom_group_kill +%lld, swap_max +%lld, swap_fail +%lld\n",
+		       death(st), GREW(o1, o0, max), GREW(o1, o0, oom), GREW(o1, o0, oom_kill),
+		       GREW(o1, o0, oom_group_kill), GREW(o1, o0, swap_max), GREW(o1, o0, swap_fail));
+	expect(&ok, !strcmp(death(st), "killed"), "O's worker: %s, expected killed (SIGKILL) by the OOM killer",
+	       death(st));
+	expect(&ok, GREW(o1, o0, oom_kill) == 1 && GREW(o1, o0, oom) >= 1 && GREW(o1, o0, max) >= 1 &&
+	       GREW(o1, o0, oom_group_kill) == 0,
+	       "O: expected oom_kill +1 (one process killed), oom and max >= +1, oom_group_kill +0");
+	expect(&ok, GREW(o1, o0, swap_max) >= 1 && GREW(o1, o0, swap_fail) >= GREW(o1, o0, swap_max),
+	       "O: expected swap_max >= +1 (swap.max %s refused a swap-out), swap_fail >= swap_max",
+	       OOM_SWAP_MAX);
+	expect(&ok, GREW(p1, p0, oom_kill) == GREW(o1, o0, oom_kill) &&
+	       GREW(p1, p0, oom) == GREW(o1, o0, oom) && GREW(p1, p0, max) == GREW(o1, o0, max) &&
+	       GREW(p1, p0, swap_max) == GREW(o1, o0, swap_max),
+	       "P (hierarchical): oom_kill +%lld, oom +%lld, max +%lld, swap_max +%lld: expected O's growth",
+	       GREW(p1, p0, oom_kill), GREW(p1, p0, oom), GREW(p1, p0, max), GREW(p1, p0, swap_max));
+	ok &= agree(CG_O, "memory.events", NULL) && agree(CG_O, "memory.swap.events", NULL);
+	err = cg_write(cgs[CG_O].path, "memory.oom.group", "1");
+	sleeper = err ? -1 : cg_spawn(cgs[CG_O].path, NULL, NULL);
+	pid = sleeper < 0 ? -1 : cg_spawn(cgs[CG_O].path, oom_alloc, NULL);
+	if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+		if (sleeper > 0)
+			cg_reap(&sleeper);
+		return check_fail("memory.oom.group of O, its two workers: %s", strerror(errno));
+	}
+	/* the sleeper dies with the group, or is killed here after 5 s (and reported) */
+	for (k = 0; k < 50 && waitpid(sleeper, &st2, WNOHANG) == 0; k++)
+		usleep(100000);
+	if (k == 50) {
+		kill(sleeper, SIGKILL);
+		waitpid(sleeper, NULL, 0);
+		st2 = 0;	/* "exit 0": not killed by the group's OOM kill */
+	}
+	if (read_rec(CG_O, &o2))
+		return KSFT_FAIL;
+	ksft_print_msg("O with memory.oom.group: the toucher %s, the sleeper %s; oom_kill +%lld, oom_group_kill +%lld\n",
+		       death(st), death(st2), GREW(o2, o1, oom_kill), GREW(o2, o1, oom_group_kill));
+	expect(&ok, !strcmp(death(st), "killed") && !strcmp(death(st2), "killed") &&
+	       GREW(o2, o1, oom_group_kill) == 1 && GREW(o2, o1, oom_kill) >= 2,
+	       "O's group: expected both killed, oom_group_kill +1, oom_kill >= +2");
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+#define DIRTY_BYTES	(8 * MiB)	/* written into D's page cache, not synced */
+#define DIRTY_SLACK	(256 * 1024)	/* the file system's own metadata blocks */
+
+/* in D: DIRTY_BYTES to the file @arg, left dirty (no sync) */
+static int write_dirty(void *arg)
+{
+	static char chunk[256 * 1024];
+	int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	long long done;
+
+	memset(chunk, 0x44, sizeof(chunk));
+	for (done = 0; fd >= 0 && done < DIRTY_BYTES; done += sizeof(chunk))
+		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk))
+			return 1;
+	return fd < 0 ? 2 : close(fd) ? 3 : 0;
+}
+
+/*
+ * Dirty and writeback pages against the writes that made them: a process in D
+ * writes 8 MiB to a disk file and exits without syncing: D's file_dirty +
+ * file_writeback is those 8 MiB (nothing reaches the background threshold or the
+ * 30 s expiry meanwhile), at most the file system's metadata blocks more; after
+ * the test's fsync() of the file both are back to at most those blocks.
+ */
+static int check_dirty_pages_follow_writes(void)
+{
+	const char *dir = scratch_dir();
+	char path[PATH_MAX];
+	struct mk_rec d0, d1;
+	long long pend;
+	bool ok = true;
+	int st, fd;
+
+	if (!dir)
+		return check_skip("no disk file system for scratch: no page cache to write back");
+	snprintf(path, sizeof(path), "%s/memcg_kfuncs.%d.dirty", dir, (int)getpid());
+	st = cg_run(cgs[CG_D].path, write_dirty, path);
+	if (st || read_rec(CG_D, &d0)) {
+		unlink(path);
+		return check_fail("the writer in D: %d", st);
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	st = fd < 0 || fsync(fd) ? errno : 0;
+	if (fd >= 0)
+		close(fd);
+	if (st || read_rec(CG_D, &d1)) {
+		unlink(path);
+		return check_fail("fsync of %s: %s", path, strerror(st));
+	}
+	unlink(path);
+	pend = d0.val[F_file_dirty] + d0.val[F_file_writeback];
+	ksft_print_msg("D after %lld MiB written: file_dirty %lld, file_writeback %lld, file %lld B; after fsync: file_dirty %lld, file_writeback %lld B\n",
+		       DIRTY_BYTES / MiB, (long long)d0.val[F_file_dirty],
+		       (long long)d0.val[F_file_writeback], (long long)d0.val[F_file],
+		       (long long)d1.val[F_file_dirty], (long long)d1.val[F_file_writeback]);
+	in_range(&ok, 1, "D file_dirty + file_writeback after the writes", pend, DIRTY_BYTES,
+		 DIRTY_BYTES + DIRTY_SLACK);
+	in_range(&ok, 1, "D file_dirty after fsync", d1.val[F_file_dirty], 0, DIRTY_SLACK);
+	in_range(&ok, 1, "D file_writeback after fsync", d1.val[F_file_writeback], 0, DIRTY_SLACK);
+	in_range(&ok, 1, "D file after the writes", d0.val[F_file], DIRTY_BYTES, LLONG_MAX);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 /* C's files, one by one (a shell's rm -r is not async-signal-safe either) */
 static void remove_slab_dir(void)
 {
@@ -1267,6 +1650,9 @@ int main(void)
 		CHECK_BY(bad_items_einval, check_probes, cgroup_setup),
 		CHECK_BY(untracked_items_einval, check_probes, cgroup_setup),
 		CHECK_BY(no_memcg_enoent, check_probes, cgroup_setup),
+		CHECK(kfunc_items_listed, cgroup_setup),
+		CHECK(memory_files_keys_listed, cgroup_setup),
+		CHECK(prog_types_registered, cgroup_setup),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(untrusted_cgroup_rejected),
 		CHECK(null_css_is_null, cgroup_setup),
@@ -1283,6 +1669,8 @@ int main(void)
 		CHECK(usage_matches_memory_current, charge_memory_in_child),
 		CHECK(memory_events_match_memory_events, cgroup_setup),
 		CHECK(swapped_out_child, cgroup_setup),
+		CHECK(oom_events_counted, cgroup_setup),
+		CHECK(dirty_pages_follow_writes, cgroup_setup),
 		CHECK(offline_memcg_handed_out, cgroup_setup),
 		CHECK(flush_keeps_no_reference, cgroup_setup),
 		CHECK(cgroup_cleanup),

@@ -32,12 +32,16 @@ enum mk_unit { U_PAGES, U_BYTES, U_KB, U_COUNT };
  * file, unit), grouped by file: memory.stat; memory.events, memory.swap.events
  * ("swap_" dropped from the key); memory.current; memory.swap.current.
  */
+/* vmalloc: MEMCG_VMALLOC up to 7.1, the node item NR_VMALLOC from 7.2 (resolved by CO-RE) */
+#define MK_VMALLOC	(-1000)
+
 #define MK_FIELDS(X)								\
 	X(anon, state, NR_ANON_MAPPED, 0, U_PAGES)				\
 	X(file, state, NR_FILE_PAGES, 0, U_PAGES)				\
 	X(shmem, state, NR_SHMEM, 0, U_PAGES)					\
 	X(file_mapped, state, NR_FILE_MAPPED, 0, U_PAGES)			\
 	X(file_dirty, state, NR_FILE_DIRTY, 0, U_PAGES)				\
+	X(file_writeback, state, NR_WRITEBACK, 0, U_PAGES)			\
 	X(unevictable, state, NR_UNEVICTABLE, 0, U_PAGES)			\
 	X(inactive_anon, state, NR_INACTIVE_ANON, 0, U_PAGES)			\
 	X(active_anon, state, NR_ACTIVE_ANON, 0, U_PAGES)			\
@@ -47,7 +51,7 @@ enum mk_unit { U_PAGES, U_BYTES, U_KB, U_COUNT };
 	X(swapcached, state, NR_SWAPCACHE, 1, U_PAGES)				\
 	X(kernel, state, MEMCG_KMEM, 1, U_PAGES)				\
 	X(sock, state, MEMCG_SOCK, 0, U_PAGES)					\
-	X(vmalloc, state, MEMCG_VMALLOC, 1, U_PAGES)				\
+	X(vmalloc, state, MK_VMALLOC, 1, U_PAGES)				\
 	X(kernel_stack, state, NR_KERNEL_STACK_KB, 0, U_KB)			\
 	X(percpu, state, MEMCG_PERCPU_B, 0, U_BYTES)				\
 	X(slab_reclaimable, state, NR_SLAB_RECLAIMABLE_B, 0, U_BYTES)		\
@@ -93,7 +97,7 @@ enum mk_field { MK_FIELDS(MK_SLOT) NR_FIELDS };
 	X(events, NR_VM_EVENT_ITEMS) X(events, NR_VM_EVENT_ITEMS + 5)		\
 	X(events, 0x7fffffff) X(events, -1)
 #define MK_UNTRACKED(X)								\
-	X(state, NR_ISOLATED_ANON) X(state, NR_DIRTIED) X(events, PGFREE) X(events, PSWPIN)
+	X(state, NR_ISOLATED_ANON) X(state, NR_DIRTIED) X(events, PGFREE) X(events, OOM_KILL)
 /*
  * vm events memcg tracks where cgroup v1's memory.stat prints them (cgroup v2's
  * does not): before 6.11 always (PGPGIN is the first event memcg tracks there),
@@ -118,6 +122,12 @@ struct mk_rec {
 	__u64 cgid;		/* cgrp->kn->id, == st_ino of the directory */
 	__s64 item[MK_N];	/* the item passed */
 	__s64 val[MK_N];	/* what the kfunc returned */
+};
+
+/* what the pt_* programs of memcg_kfuncs_extra.bpf.c write (their object's .bss):
+ * the root memcg read from a program of another type */
+struct pt_out {
+	__u64 ran, got, usage, anon, pgfault, high;
 };
 
 #endif /* MEMCG_KFUNCS_H */

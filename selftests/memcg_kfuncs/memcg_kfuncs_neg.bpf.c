@@ -78,6 +78,17 @@ int leak(struct bpf_iter__cgroup *ctx)
 	return 0;
 }
 
+/* the root memcg's reference is one too (KF_ACQUIRE), though the root is never freed */
+SEC("iter/cgroup")
+int leak_root(struct bpf_iter__cgroup *ctx)
+{
+	struct mem_cgroup *memcg = bpf_get_root_mem_cgroup();
+
+	if (memcg)
+		sink = bpf_mem_cgroup_usage(memcg);
+	return 0;
+}
+
 /* bpf_get_mem_cgroup() and bpf_get_root_mem_cgroup() may return NULL: used unchecked */
 NEG_GET(get_unchecked, &cgrp->self,
 	sink = bpf_mem_cgroup_usage(memcg); bpf_put_mem_cgroup(memcg))
