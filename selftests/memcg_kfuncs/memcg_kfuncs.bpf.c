@@ -51,6 +51,40 @@ static __always_inline int vmalloc_item(void)
 	return bpf_core_enum_value(enum node_stat_item___mk, NR_VMALLOC___mk);
 }
 
+/*
+ * The reclaim events (MK_RECLAIM): vm events up to 7.1, node items from 7.2, some
+ * absent before 6.x (khugepaged, proactive): the kfunc the running kernel puts each
+ * behind, by CO-RE; 0 for one the kernel does not have.
+ */
+enum vm_event_item___ev {
+	PGSCAN_KSWAPD___ev, PGSCAN_DIRECT___ev, PGSCAN_KHUGEPAGED___ev, PGSCAN_PROACTIVE___ev,
+	PGSTEAL_KSWAPD___ev, PGSTEAL_DIRECT___ev, PGSTEAL_KHUGEPAGED___ev, PGSTEAL_PROACTIVE___ev,
+};
+enum node_stat_item___ns {
+	PGSCAN_KSWAPD___ns, PGSCAN_DIRECT___ns, PGSCAN_KHUGEPAGED___ns, PGSCAN_PROACTIVE___ns,
+	PGSTEAL_KSWAPD___ns, PGSTEAL_DIRECT___ns, PGSTEAL_KHUGEPAGED___ns, PGSTEAL_PROACTIVE___ns,
+};
+
+#define RECLAIM(memcg, name)							\
+	(bpf_core_enum_value_exists(enum vm_event_item___ev, name##___ev) ?	\
+	 bpf_mem_cgroup_vm_events(memcg, bpf_core_enum_value(enum vm_event_item___ev, name##___ev)) : \
+	 bpf_core_enum_value_exists(enum node_stat_item___ns, name##___ns) ?	\
+	 bpf_mem_cgroup_page_state(memcg, bpf_core_enum_value(enum node_stat_item___ns, name##___ns)) : 0)
+
+static __always_inline unsigned long reclaim_item(struct mem_cgroup *memcg, int it)
+{
+	switch (it) {
+	case 0: return RECLAIM(memcg, PGSCAN_KSWAPD);
+	case 1: return RECLAIM(memcg, PGSCAN_DIRECT);
+	case 2: return RECLAIM(memcg, PGSCAN_KHUGEPAGED);
+	case 3: return RECLAIM(memcg, PGSCAN_PROACTIVE);
+	case 4: return RECLAIM(memcg, PGSTEAL_KSWAPD);
+	case 5: return RECLAIM(memcg, PGSTEAL_DIRECT);
+	case 6: return RECLAIM(memcg, PGSTEAL_KHUGEPAGED);
+	default: return RECLAIM(memcg, PGSTEAL_PROACTIVE);
+	}
+}
+
 /* the kfunc of @kind on @memcg; "no such counter", (unsigned long)-1: -EINVAL */
 static __always_inline __s64 call(int kind, struct mem_cgroup *memcg, int it)
 {
@@ -65,6 +99,8 @@ static __always_inline __s64 call(int kind, struct mem_cgroup *memcg, int it)
 		v = bpf_mem_cgroup_memory_events(memcg, it);
 	} else if (kind == K_usage) {
 		v = bpf_mem_cgroup_usage(memcg);
+	} else if (kind == K_reclaim) {
+		v = reclaim_item(memcg, it);
 	} else if (kind == K_flush) {
 		bpf_mem_cgroup_flush_stats(memcg);	/* may sleep */
 	} else {

@@ -60,6 +60,10 @@
 #define SLAB_MIN	192		/* a dentry at least, per file */
 #define SWAP_ANON	(32 * MiB)	/* S's anon, then reclaimed to swap */
 #define SWAP_RECLAIM	"24M"
+#define SWAP_RECLAIM_BYTES (24 * MiB)
+/* before 6.4 a reclaim counts the slab it frees as reclaimed pages too: S has no files,
+ * a few pages at most */
+#define RECLAIM_SLAB_PAGES 256
 #define ZOMBIE_BYTES	(8 * MiB)	/* Z's page cache, kept after its removal */
 /* what else moves the root's values while the test reads them: the rest of the guest */
 #define ROOT_NOISE	(4 * MiB)
@@ -108,6 +112,9 @@ static int swap_sock = -1;		/* S's worker's: "ready" */
 static struct mk_rec c_rec;		/* C after its charges, exact */
 
 #define ZSWAP_ENABLED "/sys/module/zswap/parameters/enabled"
+
+/* the growth of field @f from record @a to record @b */
+#define GREW(b, a, f) ((long long)((b).val[F_##f] - (a).val[F_##f]))
 
 /* the file a field is compared with */
 static const char *file_of(int f)
@@ -1075,9 +1082,9 @@ static long long zswap_stored(void)
  */
 static int check_swapped_out_child(void)
 {
-	long long swap_cur, cur, z0 = -1, z1, lo, hi;
+	long long swap_cur, cur, z0 = -1, z1, lo, hi, steal, scan;
 	int err = 0, attempt, fds[2], st;
-	struct mk_rec s, p;
+	struct mk_rec s, s0, p;
 	bool ok = true, zswap;
 	char c;
 
@@ -1098,6 +1105,8 @@ static int check_swapped_out_child(void)
 		return check_fail("the worker in S: %d", st);
 	}
 	close(fds[0]);
+	if (read_rec(CG_S, &s0))
+		return KSFT_FAIL;
 	for (attempt = 0; attempt < 3; attempt++) {
 		err = -cg_write(cgs[CG_S].path, "memory.reclaim", SWAP_RECLAIM);
 		if (err != EAGAIN)
@@ -1115,6 +1124,17 @@ static int check_swapped_out_child(void)
 	in_range(&ok, 1, "S anon + swap", s.val[F_anon] + s.val[F_swap], lo, hi);
 	expect(&ok, s.val[F_usage] == cur, "S usage %lld, memory.current %lld: expected equal (swap is not usage)",
 	       (long long)s.val[F_usage], cur);
+	/* the reclaim the test asked for, in the reclaim events of every kind of reclaimer */
+	steal = GREW(s, s0, pgsteal_kswapd) + GREW(s, s0, pgsteal_direct) +
+		GREW(s, s0, pgsteal_khugepaged) + GREW(s, s0, pgsteal_proactive);
+	scan = GREW(s, s0, pgscan_kswapd) + GREW(s, s0, pgscan_direct) +
+	       GREW(s, s0, pgscan_khugepaged) + GREW(s, s0, pgscan_proactive);
+	ksft_print_msg("S: memory.reclaim %s: pgsteal +%lld, pgscan +%lld pages\n", SWAP_RECLAIM,
+		       steal, scan);
+	in_range(&ok, 1, "S pgsteal (all reclaimers) over the memory.reclaim", steal,
+		 SWAP_RECLAIM_BYTES / page_size - RECLAIM_SLAB_PAGES, SWAP_ANON / page_size);
+	expect(&ok, scan >= steal, "S pgscan +%lld < pgsteal +%lld: every page stolen was scanned",
+	       scan, steal);
 	if (read_rec(CG_P, &p))
 		return KSFT_FAIL;
 	expect(&ok, p.val[F_swap] >= s.val[F_swap], "P swap %lld < S swap %lld",
@@ -1469,8 +1489,6 @@ static const char *death(int st)
 	return buf;
 }
 
-/* the growth of memory event field @f from @a to @b */
-#define GREW(b, a, f) ((long long)((b).val[F_##f] - (a).val[F_##f]))
 
 /*
  * Memory events the test causes itself, counted as it saw them happen: in O
@@ -1607,6 +1625,73 @@ static int check_dirty_pages_follow_writes(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+#define MLOCK_BYTES	(4 * MiB)	/* mlock()ed by a worker in D */
+#define MLOCK_BATCH	(64 * 4096LL)	/* per-CPU mlock batches not yet on the LRU */
+
+/* in D: MLOCK_BYTES of anonymous memory mlock()ed, "k" to the pipe @arg, then sleep */
+static int mlock_worker(void *arg)
+{
+	int fd = *(int *)arg;
+	char *p = mmap(NULL, MLOCK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (p == MAP_FAILED || mlock(p, MLOCK_BYTES))
+		return 1;
+	memset(p, 1, MLOCK_BYTES);
+	if (write(fd, "k", 1) != 1)
+		return 2;
+	for (;;)
+		pause();
+}
+
+/*
+ * Unevictable pages against the pages the test locked: a process in D mlock()s 4 MiB
+ * (its /proc/PID/status VmLck says so): D's unevictable grows by them (less what the
+ * per-CPU mlock batches still hold: 64 pages), and falls back once it is killed.
+ */
+static int check_mlocked_pages_unevictable(void)
+{
+	struct mk_rec d0, d1, d2;
+	int fds[2], st = 0;
+	long long vmlck, grew, fell;
+	char c, status[32], text[4096], *at;
+	pid_t pid;
+	bool ok = true;
+
+	if (read_rec(CG_D, &d0) || pipe2(fds, O_CLOEXEC))
+		return KSFT_FAIL;
+	pid = cg_spawn(cgs[CG_D].path, mlock_worker, &fds[1]);
+	close(fds[1]);
+	if (pid < 0 || read(fds[0], &c, 1) != 1) {
+		close(fds[0]);
+		st = pid < 0 ? pid : cg_wait(pid);
+		return check_fail("the mlock worker in D: %d", st);
+	}
+	close(fds[0]);
+	snprintf(status, sizeof(status), "/proc/%d", (int)pid);
+	vmlck = cg_read(status, "status", text, sizeof(text)) > 0 && (at = strstr(text, "VmLck:")) ?
+		strtoll(at + 6, NULL, 10) : -1;
+	if (read_rec(CG_D, &d1)) {
+		cg_reap(&pid);
+		return KSFT_FAIL;
+	}
+	cg_reap(&pid);
+	if (read_rec(CG_D, &d2))
+		return KSFT_FAIL;
+	grew = d1.val[F_unevictable] - d0.val[F_unevictable];
+	fell = d1.val[F_unevictable] - d2.val[F_unevictable];
+	ksft_print_msg("D: unevictable %lld -> %lld with %lld MiB mlock()ed (VmLck %lld kB) -> %lld B after the worker's end\n",
+		       (long long)d0.val[F_unevictable], (long long)d1.val[F_unevictable],
+		       MLOCK_BYTES / MiB, vmlck, (long long)d2.val[F_unevictable]);
+	expect(&ok, vmlck * 1024 == MLOCK_BYTES, "VmLck %lld kB, expected %lld kB", vmlck,
+	       MLOCK_BYTES / 1024);
+	in_range(&ok, 1, "D unevictable growth", grew, MLOCK_BYTES - MLOCK_BATCH,
+		 MLOCK_BYTES + SLACK_BYTES);
+	in_range(&ok, 1, "D unevictable fall after the end", fell, MLOCK_BYTES - MLOCK_BATCH,
+		 MLOCK_BYTES + SLACK_BYTES);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 /* C's files, one by one (a shell's rm -r is not async-signal-safe either) */
 static void remove_slab_dir(void)
 {
@@ -1671,6 +1756,7 @@ int main(void)
 		CHECK(swapped_out_child, cgroup_setup),
 		CHECK(oom_events_counted, cgroup_setup),
 		CHECK(dirty_pages_follow_writes, cgroup_setup),
+		CHECK(mlocked_pages_unevictable, cgroup_setup),
 		CHECK(offline_memcg_handed_out, cgroup_setup),
 		CHECK(flush_keeps_no_reference, cgroup_setup),
 		CHECK(cgroup_cleanup),

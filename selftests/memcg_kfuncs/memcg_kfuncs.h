@@ -17,7 +17,7 @@ enum mk_mode {
 };
 
 /* the kfunc called: bpf_mem_cgroup_{page_state,vm_events,memory_events,usage,...} */
-enum mk_kind { K_state, K_events, K_memev, K_usage, K_flush, K_root };
+enum mk_kind { K_state, K_events, K_memev, K_usage, K_flush, K_root, K_reclaim };
 
 /*
  * The units of MK_FIELDS' values, which decide how close two reads must be:
@@ -29,7 +29,9 @@ enum mk_unit { U_PAGES, U_BYTES, U_KB, U_COUNT };
 
 /*
  * MK_MODE_READ, X(key in its file, kind, item, optional: not in every kernel's
- * file, unit), grouped by file: memory.stat; memory.events, memory.swap.events
+ * file, unit); kind reclaim: item 0-7 pgscan_{kswapd,direct,khugepaged,proactive},
+ * pgsteal_{...}, behind the kfunc the kernel has them (vm events up to 7.1, node
+ * items from 7.2), 0 where the kernel has none; grouped by file: memory.stat; memory.events, memory.swap.events
  * ("swap_" dropped from the key); memory.current; memory.swap.current.
  */
 /* vmalloc: MEMCG_VMALLOC up to 7.1, the node item NR_VMALLOC from 7.2 (resolved by CO-RE) */
@@ -61,6 +63,14 @@ enum mk_unit { U_PAGES, U_BYTES, U_KB, U_COUNT };
 	X(workingset_refault_anon, state, WORKINGSET_REFAULT_ANON, 0, U_COUNT)	\
 	X(workingset_refault_file, state, WORKINGSET_REFAULT_FILE, 0, U_COUNT)	\
 	X(pgfault, events, PGFAULT, 0, U_COUNT)					\
+	X(pgscan_kswapd, reclaim, 0, 1, U_COUNT)				\
+	X(pgscan_direct, reclaim, 1, 1, U_COUNT)				\
+	X(pgscan_khugepaged, reclaim, 2, 1, U_COUNT)				\
+	X(pgscan_proactive, reclaim, 3, 1, U_COUNT)				\
+	X(pgsteal_kswapd, reclaim, 4, 1, U_COUNT)				\
+	X(pgsteal_direct, reclaim, 5, 1, U_COUNT)				\
+	X(pgsteal_khugepaged, reclaim, 6, 1, U_COUNT)				\
+	X(pgsteal_proactive, reclaim, 7, 1, U_COUNT)				\
 	X(pgmajfault, events, PGMAJFAULT, 0, U_COUNT)				\
 	X(pgactivate, events, PGACTIVATE, 0, U_COUNT)				\
 	X(pgdeactivate, events, PGDEACTIVATE, 0, U_COUNT)			\
