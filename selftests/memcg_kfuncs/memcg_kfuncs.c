@@ -1692,6 +1692,58 @@ static int check_mlocked_pages_unevictable(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+/*
+ * The css walk (6.7+: bpf_iter_css_new/next/destroy) from P's memcg in each order
+ * against the tree the test made: pre-order P, then its children with memory in the
+ * order they were made (C, E, H, S, Z, O, D: N has none); post-order the same children,
+ * then P; ancestors up P, then the cgroup2 root; an order 0 or 99 refused (-EINVAL) and
+ * walking nothing.
+ */
+static int check_css_walk_orders(void)
+{
+	static const int kids[] = { CG_C, CG_E, CG_H, CG_S, CG_Z, CG_O, CG_D };
+	static char out[8192];
+	unsigned long long want[5][16], got[5][16];
+	int nwant[5] = {}, ngot[5] = {}, ret[5] = { 1, 1, 1, 1, 1 }, cur = -1, o, i, err;
+	char *line, *save;
+	bool ok = true;
+
+	if (!bu_has_func("bpf_iter_css_new"))
+		return check_skip("no css iterator in this kernel (6.7+)");
+	want[0][nwant[0]++] = cgs[CG_P].id;
+	for (i = 0; i < (int)ARRAY_SIZE(kids); i++) {
+		want[0][nwant[0]++] = cgs[kids[i]].id;
+		want[1][nwant[1]++] = cgs[kids[i]].id;
+	}
+	want[1][nwant[1]++] = cgs[CG_P].id;
+	want[2][nwant[2]++] = cgs[CG_P].id;
+	want[2][nwant[2]++] = cgs[CG_R].id;
+	err = run_extra("css_walks", CG_P, out, sizeof(out));
+	if (err)
+		return check_fail("css_walks on P: %s", strerror(-err));
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long id;
+		int order, r;
+
+		if (sscanf(line, "order=%d ret=%d", &order, &r) == 2 && cur < 4)
+			ret[++cur] = r;
+		else if (sscanf(line, "id=%llu", &id) == 1 && cur >= 0 && ngot[cur] < 16)
+			got[cur][ngot[cur]++] = id;
+	}
+	for (o = 0; o < 5; o++) {
+		bool same = ngot[o] == nwant[o] && ret[o] == (o < 3 ? 0 : -EINVAL);
+
+		for (i = 0; same && i < ngot[o]; i++)
+			same = got[o][i] == want[o][i];
+		expect(&ok, same, "walk %d (%s): returned %d, %d csses; expected %d, %d (the tree)", o,
+		       (const char *[]){ "pre", "post", "ancestors up", "order 0", "order 99" }[o],
+		       ret[o], ngot[o], o < 3 ? 0 : -EINVAL, nwant[o]);
+	}
+	if (!ok)
+		print_block("  | ", out);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 /* C's files, one by one (a shell's rm -r is not async-signal-safe either) */
 static void remove_slab_dir(void)
 {
@@ -1738,6 +1790,7 @@ int main(void)
 		CHECK(kfunc_items_listed, cgroup_setup),
 		CHECK(memory_files_keys_listed, cgroup_setup),
 		CHECK(prog_types_registered, cgroup_setup),
+		CHECK(css_walk_orders, cgroup_setup),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(untrusted_cgroup_rejected),
 		CHECK(null_css_is_null, cgroup_setup),

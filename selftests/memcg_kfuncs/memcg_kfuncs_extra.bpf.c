@@ -226,3 +226,42 @@ int pt_socket_filter(struct __sk_buff *skb)
 	pt_read(false);
 	return 0;
 }
+
+/*
+ * css_walks (6.7+): from the iterator's cgroup's memcg css, one open-coded css walk per
+ * order userspace may name (DESCENDANTS_PRE, DESCENDANTS_POST, ANCESTORS_UP, and an
+ * invalid 0 and 99): "order=N ret=R" from bpf_iter_css_new(), then "id=I" per css the
+ * walk gives, in order.
+ */
+#define CSS_WALK(seq, start, order)						\
+do {									\
+	struct cgroup_subsys_state *pos;				\
+	__u64 it[3] = {};						\
+	int ret = bpf_iter_css_new((struct bpf_iter_css *)it, start, order); \
+									\
+	BPF_SEQ_PRINTF(seq, "order=%d ret=%d\n", order, ret);		\
+	while ((pos = bpf_iter_css_next((struct bpf_iter_css *)it)))	\
+		BPF_SEQ_PRINTF(seq, "id=%llu\n", pos->cgroup->kn->id);	\
+	bpf_iter_css_destroy((struct bpf_iter_css *)it);		\
+} while (0)
+
+SEC("iter/cgroup")
+int css_walks(struct bpf_iter__cgroup *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct cgroup *cgrp = ctx->cgroup;
+	struct mem_cgroup *memcg;
+
+	if (!cgrp)
+		return 0;
+	memcg = bpf_get_mem_cgroup(&cgrp->self);
+	if (!memcg)
+		return 0;
+	CSS_WALK(seq, &memcg->css, BPF_CGROUP_ITER_DESCENDANTS_PRE);
+	CSS_WALK(seq, &memcg->css, BPF_CGROUP_ITER_DESCENDANTS_POST);
+	CSS_WALK(seq, &memcg->css, BPF_CGROUP_ITER_ANCESTORS_UP);
+	CSS_WALK(seq, &memcg->css, 0);
+	CSS_WALK(seq, &memcg->css, 99);
+	bpf_put_mem_cgroup(memcg);
+	return 0;
+}
