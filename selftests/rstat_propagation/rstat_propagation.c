@@ -585,6 +585,69 @@ static int check_cpu_stat_user_system_nice(void)
 	return VERDICT(ok);
 }
 
+/* /proc/stat's cpu line in microseconds: user, nice, system, irq, softirq; false if unread */
+static bool proc_stat_us(long long *v)
+{
+	long long f[7], hz = sysconf(_SC_CLK_TCK);
+	char buf[512];
+	int i, n = read_close(open("/proc/stat", O_RDONLY | O_CLOEXEC), buf, sizeof(buf) - 1);
+
+	if (n <= 0 || hz <= 0)
+		return false;
+	buf[n] = '\0';
+	/* user nice system idle iowait irq softirq */
+	if (sscanf(buf, "cpu %lld %lld %lld %lld %lld %lld %lld", &f[0], &f[1], &f[2], &f[3],
+		   &f[4], &f[5], &f[6]) != 7)
+		return false;
+	for (i = 0; i < 7; i++)
+		f[i] *= 1000000 / hz;
+	v[0] = f[0];
+	v[1] = f[1];
+	v[2] = f[2];
+	v[3] = f[5];
+	v[4] = f[6];
+	return true;
+}
+
+/*
+ * The cgroup2 root's cpu.stat is summed from every CPU's kernel_cpustat, not flushed by
+ * rstat: against /proc/stat's cpu line (the same per-CPU times, summed and printed by
+ * fs/proc/stat.c in clock ticks), read between two reads of the root's cpu.stat:
+ * user_usec = user + nice, system_usec = system + irq + softirq, usage_usec their sum,
+ * nice_usec = nice (6.12+).  /proc/stat truncates each field to a tick: the root's first
+ * read may be up to a tick per field above it, its second at least it.  The niced
+ * spinner of cpu_stat_user_system_nice ran just before: nice holds 200 ms.
+ */
+static int check_cpu_stat_root_matches_proc_stat(void)
+{
+	static const char *const fields[] = { "usage_usec", "user_usec", "system_usec", "nice_usec" };
+	long long a[4], b[4], p[5], want[4], tick = 1000000 / sysconf(_SC_CLK_TCK), slack;
+	bool ok = true;
+	int f;
+
+	for (f = 0; f < 4; f++)
+		a[f] = cg_read_key(cgroot, "cpu.stat", fields[f]);
+	if (!proc_stat_us(p))
+		return check_fail("/proc/stat: no cpu line");
+	for (f = 0; f < 4; f++)
+		b[f] = cg_read_key(cgroot, "cpu.stat", fields[f]);
+	want[1] = p[0] + p[1];
+	want[2] = p[2] + p[3] + p[4];
+	want[0] = want[1] + want[2];
+	want[3] = p[1];
+	ksft_print_msg("cgroup2 root cpu.stat usage/user/system/nice %lld/%lld/%lld/%lld then %lld/%lld/%lld/%lld us; /proc/stat user %lld nice %lld system %lld irq %lld softirq %lld us\n",
+		       a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], p[0], p[1], p[2], p[3], p[4]);
+	for (f = 0; f < 4; f++) {
+		if (f == 3 && a[3] < 0)
+			continue;	/* no nice_usec before 6.x (6.1) */
+		slack = tick * (f == 0 ? 5 : f == 2 ? 3 : f == 1 ? 2 : 1);
+		expect(&ok, a[f] >= 0 && a[f] - slack <= want[f] && want[f] <= b[f],
+		       "root %s %lld then %lld us, /proc/stat's %lld us: expected between (less %lld us of ticks truncated)",
+		       fields[f], a[f], b[f], want[f], slack);
+	}
+	return VERDICT(ok);
+}
+
 /* the possible CPUs in order (/sys/devices/system/cpu/possible): how many, or -1 */
 static int possible_cpus(int *cpus, int max)
 {
@@ -682,6 +745,7 @@ static const struct check checks[] = {
 	CHECK(cgroup2_root_flushed, iter_read),
 	CHECK(cpu_time_on_another_cpu_flushed, tree_setup),
 	CHECK(cpu_stat_user_system_nice, tree_setup),
+	CHECK(cpu_stat_root_matches_proc_stat, tree_setup),
 	CHECK(cpu_stat_keys_listed, tree_setup),
 	CHECK(flush_loop_traces_each_cpu, tree_setup),
 	CHECK(tree_cleanup),
