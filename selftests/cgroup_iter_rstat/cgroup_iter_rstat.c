@@ -682,34 +682,17 @@ static int check_link_reports_itself(void)
  * (the count back to the baseline within 10 s: the sleepable program's link goes
  * after an RCU tasks-trace grace period).
  */
-/* in a1: touch 1 MiB of anonymous memory (charged to a's memcg on this CPU) */
-static int touch_anon(void *arg __attribute__((unused)))
-{
-	return cg_alloc_anon(1 * MiB) ? 0 : 1;
-}
-
 static int check_link_pins_cgroup(void)
 {
 	struct cg_node x[1] = { { .rel = "pinned", .parent = -1 } };
 	long long base = -1, held = -1, now = -1;
 	struct bpf_link *link;
-	int tries, err, cpu;
+	int tries, err;
 
-	/*
-	 * The removed cgroup of dead_cgroup_skipped goes once its memcg does: the uncharge
-	 * of its page cache left pages in a per-CPU charge stock, which keeps the memcg
-	 * until another memcg charges on that CPU: a charge on each CPU lets it go.
-	 */
-	for (cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); cpu++) {
-		pin_cpu(cpu);
-		cg_run(nodes[N_A1].path, touch_anon, NULL);
-	}
-	pin_cpu(0);
-	for (tries = 0; tries < 300; tries++, usleep(100000))
-		if (!(base = cg_read_key(nodes[N_ROOT].path, "cgroup.stat", "nr_dying_descendants")))
-			break;	/* the dead cgroup of dead_cgroup_skipped is gone */
+	/* before dead_cgroup_skipped: nothing of the test root is dying yet */
+	base = cg_read_key(nodes[N_ROOT].path, "cgroup.stat", "nr_dying_descendants");
 	if (base)
-		return check_fail("the test root's nr_dying_descendants %lld after 30 s: a removed cgroup of an earlier check never went",
+		return check_fail("the test root's nr_dying_descendants %lld before any removal, expected 0",
 				  base);
 	if (cg_tree_create(nodes[N_ROOT].path, "pinned", x, 1) != KSFT_PASS)
 		return KSFT_FAIL;
@@ -865,9 +848,9 @@ int main(void)
 		CHECK(early_termination, cgroup_tree_setup),
 		CHECK(partial_read_not_resumed, cgroup_tree_setup),
 		CHECK(children_order, cgroup_tree_setup),
+		CHECK(link_pins_cgroup, cgroup_tree_setup),	/* before the first removal */
 		CHECK(dead_cgroup_skipped, cgroup_tree_setup),
 		CHECK(link_reports_itself, cgroup_tree_setup),
-		CHECK(link_pins_cgroup, cgroup_tree_setup),
 		CHECK(btf_items_listed, load_sleepable_iter),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(cgroup_tree_cleanup),

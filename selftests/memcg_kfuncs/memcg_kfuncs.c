@@ -1694,15 +1694,17 @@ static int check_mlocked_pages_unevictable(void)
 
 /*
  * The css walk (6.7+: bpf_iter_css_new/next/destroy) from P's memcg in each order
- * against the tree the test made: pre-order P, then its children with memory in the
- * order they were made (C, E, H, S, Z, O, D: N has none); post-order the same children,
+ * against the tree the test made: pre-order P, then its children in the order they were
+ * made (C, N, E, H, S, Z, O, D: each has a memcg; N's child L has none); post-order the
+ * same children,
  * then P; ancestors up P, then the cgroup2 root; an order 0 or 99 refused (-EINVAL) and
  * walking nothing.
  */
 static int check_css_walk_orders(void)
 {
-	static const int kids[] = { CG_C, CG_E, CG_H, CG_S, CG_Z, CG_O, CG_D };
-	static char out[8192];
+	/* P's children in the order they were made: all have a memcg (P enables +memory) */
+	static const int kids[] = { CG_C, CG_N, CG_E, CG_H, CG_S, CG_Z, CG_O, CG_D };
+	static char out[8192], copy[8192];
 	unsigned long long want[5][16], got[5][16];
 	int nwant[5] = {}, ngot[5] = {}, ret[5] = { 1, 1, 1, 1, 1 }, cur = -1, o, i, err;
 	char *line, *save;
@@ -1721,6 +1723,7 @@ static int check_css_walk_orders(void)
 	err = run_extra("css_walks", CG_P, out, sizeof(out));
 	if (err)
 		return check_fail("css_walks on P: %s", strerror(-err));
+	memcpy(copy, out, sizeof(copy));
 	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		unsigned long long id;
 		int order, r;
@@ -1740,7 +1743,7 @@ static int check_css_walk_orders(void)
 		       ret[o], ngot[o], o < 3 ? 0 : -EINVAL, nwant[o]);
 	}
 	if (!ok)
-		print_block("  | ", out);
+		print_block("  | ", copy);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
