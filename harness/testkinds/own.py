@@ -35,7 +35,11 @@ from harness.testkinds.base import (
 log = logging.getLogger(__name__)
 
 CLANG = "clang-19"
-BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-Wall", "-Werror")
+# -fms-extensions: 7.x builds with it, and its BTF (so vmlinux.h) has structs embedded
+# anonymously by tag (`struct renamedata;` as a member), as the kernel's own BPF selftests
+# compile them
+BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-Wall", "-Werror", "-fms-extensions",
+              "-Wno-microsoft-anon-tag")
 _FORMATS = ("ktap", "test_progs", "exit")
 _NEEDS = ("swap", "scratch")
 _TOOLS = ("perf",)

@@ -33,7 +33,7 @@ BPFTOOL     ?= bpftool
 ifeq ($(origin CC),default)
 CC          := gcc
 endif
-BPF_CFLAGS  ?= -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
+BPF_CFLAGS  ?= -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -fms-extensions -Wno-microsoft-anon-tag
 CFLAGS      ?= -O2 -g -Wall -Wextra
 LDLIBS      := -lbpf -lelf -lz -lm
 
