@@ -478,7 +478,8 @@ static int check_storage_life(void)
 	err = cg_destroy(nodes[R].path);
 	if (err)
 		return check_fail("rmdir r: %s", strerror(-err));
-	for (waited = 0; waited < FREE_WAIT_S * 10 && !skel->bss->life.flush_after_free; waited++)
+	for (waited = 0; waited < FREE_WAIT_S * 10 && !skel->bss->life.flush_after_free &&
+	     !(skel->bss->life.free_seq && !skel->bss->life.marked); waited++)
 		usleep(100000);
 	l = skel->bss->life;
 	expect(&ok, l.rmdir_seq && l.rmdir_has && l.rmdir_moves == 13,
@@ -491,7 +492,9 @@ static int check_storage_life(void)
 	expect(&ok, l.free_seq > l.release_seq && l.freed,
 	       "the free (event %llu, release %llu): %s", l.free_seq, l.release_seq,
 	       l.freed ? "storage gone" : "storage still there at its exit");
-	expect(&ok, l.flush_after_free && !l.storage_after_free,
+	if (!l.marked)	/* 7.x: the freed cgroup cannot be looked up to mark it */
+		ksft_print_msg("the free could not mark the cgroup for rstat (trusted arguments only): no flush after it to observe\n");
+	expect(&ok, (l.flush_after_free || !l.marked) && !l.storage_after_free,
 	       "the rstat flush after the free: %llu flushes (expected >= 1 within %d s), %llu found or made storage (expected 0)",
 	       l.flush_after_free, FREE_WAIT_S, l.storage_after_free);
 	return ok ? KSFT_PASS : KSFT_FAIL;

@@ -13,8 +13,11 @@ static int capture(enum libbpf_print_level level, const char *fmt, va_list args)
 
 	if (level == LIBBPF_DEBUG && !getenv("BPF_UTIL_DEBUG"))
 		return 0;
-	if (log_len >= sizeof(log_buf) - 1)
-		return 0;
+	/* full: the oldest half goes (a verifier's log says why at its end) */
+	if (log_len >= sizeof(log_buf) / 2) {
+		memmove(log_buf, log_buf + log_len - sizeof(log_buf) / 4, sizeof(log_buf) / 4);
+		log_len = sizeof(log_buf) / 4;
+	}
 	n = vsnprintf(log_buf + log_len, sizeof(log_buf) - log_len, fmt, args);
 	if (n > 0)
 		log_len += n;
