@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
+#include <sys/resource.h>
 #include <linux/magic.h>
 
 #include "inventory.h"
@@ -1747,6 +1748,95 @@ static int check_css_walk_orders(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+#define MAJ_BYTES	(4 * MiB)	/* a file read back through a mapping, not cached */
+
+/* in D: fault in every page of the file @arg (clean, dropped from the page cache) by a
+ * read through a mapping; its own major faults meanwhile (getrusage) to the pipe */
+struct maj_arg {
+	const char *path;
+	int fd;
+};
+
+static int fault_file(void *arg)
+{
+	struct maj_arg *a = arg;
+	struct rusage r0, r1;
+	volatile char sink;
+	long long off, d;
+	int fd = open(a->path, O_RDONLY | O_CLOEXEC);
+	char *p = fd < 0 ? MAP_FAILED : mmap(NULL, MAJ_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+
+	if (p == MAP_FAILED)
+		return 1;
+	getrusage(RUSAGE_SELF, &r0);
+	for (off = 0; off < MAJ_BYTES; off += page_size)
+		sink = p[off];
+	(void)sink;
+	getrusage(RUSAGE_SELF, &r1);
+	d = r1.ru_majflt - r0.ru_majflt;
+	return write(a->fd, &d, sizeof(d)) == sizeof(d) ? 0 : 2;
+}
+
+/*
+ * Major faults against the faulting task's own count: a file written, synced and
+ * dropped from the page cache (POSIX_FADV_DONTNEED) is read through a mapping by a
+ * process in D: D's pgmajfault grows by at least one, by no more than the major faults
+ * getrusage() gives that process (the task's counter: it also counts a fault retried
+ * while readahead's I/O was in flight, which memcg does not) and no more than the
+ * machine's (/proc/vmstat: the node counter the same events go to).
+ */
+static int check_major_faults_counted(void)
+{
+	const char *dir = scratch_dir();
+	char path[PATH_MAX], chunk[65536];
+	struct maj_arg a = { .path = path };
+	struct mk_rec d0, d1;
+	long long majflt = -1, off, grew, vm0, vm1;
+	int fds[2], fd, st;
+	bool ok = true;
+
+	if (!dir)
+		return check_skip("no disk file system for scratch: no page cache to drop");
+	snprintf(path, sizeof(path), "%s/memcg_kfuncs.%d.maj", dir, (int)getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	memset(chunk, 0x6d, sizeof(chunk));
+	for (off = 0; fd >= 0 && off < MAJ_BYTES; off += sizeof(chunk))
+		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk))
+			break;
+	st = fd < 0 || off < MAJ_BYTES || fsync(fd) ||
+	     posix_fadvise(fd, 0, MAJ_BYTES, POSIX_FADV_DONTNEED) ? errno : 0;
+	if (fd >= 0)
+		close(fd);
+	if (st || pipe2(fds, O_CLOEXEC)) {
+		unlink(path);
+		return check_fail("%s: written, synced, dropped: %s", path, strerror(st ?: errno));
+	}
+	a.fd = fds[1];
+	vm0 = cg_read_key("/proc", "vmstat", "pgmajfault");
+	if (read_rec(CG_D, &d0)) {
+		unlink(path);
+		return KSFT_FAIL;
+	}
+	st = cg_run(cgs[CG_D].path, fault_file, &a);
+	vm1 = cg_read_key("/proc", "vmstat", "pgmajfault");
+	close(fds[1]);
+	if (st || read(fds[0], &majflt, sizeof(majflt)) != sizeof(majflt) || read_rec(CG_D, &d1)) {
+		check_fail("the faulting process in D: %d", st);
+		ok = false;
+	}
+	close(fds[0]);
+	unlink(path);
+	if (!ok)
+		return KSFT_FAIL;
+	grew = GREW(d1, d0, pgmajfault);
+	ksft_print_msg("D: pgmajfault +%lld over reading %lld MiB not cached; the process's own major faults %lld, /proc/vmstat pgmajfault +%lld\n",
+		       grew, MAJ_BYTES / MiB, majflt, vm1 - vm0);
+	expect(&ok, grew >= 1 && grew <= majflt && grew <= vm1 - vm0,
+	       "D pgmajfault +%lld: expected at least 1, at most the process's major faults (%lld) and the machine's (/proc/vmstat +%lld)",
+	       grew, majflt, vm1 - vm0);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 /* C's files, one by one (a shell's rm -r is not async-signal-safe either) */
 static void remove_slab_dir(void)
 {
@@ -1813,6 +1903,7 @@ int main(void)
 		CHECK(oom_events_counted, cgroup_setup),
 		CHECK(dirty_pages_follow_writes, cgroup_setup),
 		CHECK(mlocked_pages_unevictable, cgroup_setup),
+		CHECK(major_faults_counted, cgroup_setup),
 		CHECK(offline_memcg_handed_out, cgroup_setup),
 		CHECK(flush_keeps_no_reference, cgroup_setup),
 		CHECK(cgroup_cleanup),
