@@ -200,9 +200,10 @@ int BPF_PROG(cgs_on_flush, struct cgroup *cg, struct cgroup *parent, int cpu)
 }
 
 /*
- * Inside the creation of a storage (bpf_local_storage_update(), called with this CPU's
- * cgroup storage busy) for rec_id's cgroup: an existing storage is still found, none
- * is created, a delete is refused with -EBUSY (mainline's bpf_cgrp_storage_get/delete).
+ * Inside the creation of a storage (bpf_local_storage_update()) for rec_id's cgroup:
+ * with a per-CPU busy counter (6.x) an existing storage is still found, none is
+ * created, a delete is refused with -EBUSY; without one (7.x, an rqspinlock) all three
+ * proceed. cgrp_storage.c says which the kernel has.
  */
 SEC("fentry/bpf_local_storage_update")
 int BPF_PROG(cgs_nested_ops)

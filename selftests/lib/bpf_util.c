@@ -7,22 +7,42 @@
 static char log_buf[32768];
 static size_t log_len;
 
+/* @msg's last bytes after what is kept: the oldest go first, and a message longer than half
+ * the buffer keeps its end (a verifier's log, one message, says why at its end) */
+static void keep(const char *msg, size_t n)
+{
+	const size_t cap = sizeof(log_buf) - 1;
+
+	if (n > cap / 2) {
+		msg += n - cap / 2;
+		n = cap / 2;
+	}
+	if (log_len + n > cap) {
+		size_t drop = log_len + n - cap;
+
+		memmove(log_buf, log_buf + drop, log_len - drop);
+		log_len -= drop;
+	}
+	memcpy(log_buf + log_len, msg, n);
+	log_len += n;
+	log_buf[log_len] = '\0';
+}
+
 static int capture(enum libbpf_print_level level, const char *fmt, va_list args)
 {
+	va_list again;
+	char *msg;
 	int n;
 
 	if (level == LIBBPF_DEBUG && !getenv("BPF_UTIL_DEBUG"))
 		return 0;
-	/* full: the oldest half goes (a verifier's log says why at its end) */
-	if (log_len >= sizeof(log_buf) / 2) {
-		memmove(log_buf, log_buf + log_len - sizeof(log_buf) / 4, sizeof(log_buf) / 4);
-		log_len = sizeof(log_buf) / 4;
-	}
-	n = vsnprintf(log_buf + log_len, sizeof(log_buf) - log_len, fmt, args);
-	if (n > 0)
-		log_len += n;
-	if (log_len > sizeof(log_buf) - 1)
-		log_len = sizeof(log_buf) - 1;
+	va_copy(again, args);
+	n = vsnprintf(NULL, 0, fmt, again);
+	va_end(again);
+	msg = n > 0 ? malloc(n + 1) : NULL;
+	if (msg && vsnprintf(msg, n + 1, fmt, args) == n)
+		keep(msg, n);
+	free(msg);
 	return 0;
 }
 
@@ -71,6 +91,26 @@ long long bu_enum_value(const char *type, const char *name)
 		if (!strcmp(btf__name_by_offset(btf, e->name_off), name))
 			return e->val;
 	return -1;
+}
+
+const char *bu_member_type_name(const char *type, const char *name)
+{
+	struct btf *btf = vmlinux_btf();
+	int id = btf ? btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT) : -1;
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	const struct btf_member *m = t ? btf_members(t) : NULL;
+	const struct btf_type *mt;
+	int i;
+
+	for (i = 0; m && i < btf_vlen(t); i++, m++) {
+		if (strcmp(btf__name_by_offset(btf, m->name_off), name))
+			continue;
+		mt = btf__type_by_id(btf, m->type);
+		while (mt && btf_is_mod(mt))
+			mt = btf__type_by_id(btf, mt->type);
+		return mt ? btf__name_by_offset(btf, mt->name_off) : NULL;
+	}
+	return NULL;
 }
 
 int bu_enum_names(const char *type, const char **names, long long *vals, int max)

@@ -29,6 +29,9 @@ const char *bu_missing_funcs(const char *const *names);
 bool bu_has_func(const char *name);
 /* the value of enumerator @name of enum @type in the kernel's BTF; -1 if absent */
 long long bu_enum_value(const char *type, const char *name);
+/* the type struct @type's member @name is declared with, by its own name (a typedef's, not
+ * what it stands for: rqspinlock_t, raw_spinlock_t); NULL without BTF or such a member */
+const char *bu_member_type_name(const char *type, const char *name);
 /*
  * The enumerators of enum @type in the kernel's BTF: up to @max names (valid
  * while the program runs) and values; how many (all of them, even beyond @max),

@@ -17,20 +17,12 @@ char _license[] SEC("license") = "GPL";
 
 unsigned long sink;
 
-/* memcg->orig_objcg (loaded on >= 6.2 only; gone in 7.x) or memcg->objcg through CO-RE
- * flavors: compiles against a vmlinux.h without either */
-struct mem_cgroup___orig {
-	struct obj_cgroup *orig_objcg;
-} __attribute__((preserve_access_index));
-struct mem_cgroup___objcg {
-	struct obj_cgroup *objcg;
-} __attribute__((preserve_access_index));
-
-/* a memcg the verifier cannot vouch for: walked from a referenced one */
-#define WALKED(memcg)								\
-	(bpf_core_field_exists(struct mem_cgroup___orig, orig_objcg) ?		\
-	 ((struct mem_cgroup___orig *)(memcg))->orig_objcg->memcg :		\
-	 ((struct mem_cgroup___objcg *)(memcg))->objcg->memcg)
+/*
+ * A memcg the verifier cannot vouch for: walked from a referenced one through
+ * its node 0 info's back pointer, a route 6.1, 6.12 and 7.x all have (7.x moved
+ * objcg and orig_objcg into the per-node info, so they are not one).
+ */
+#define WALKED(memcg) ((memcg)->nodeinfo[0]->memcg)
 
 /* a program that gets the iterator's memcg, does @call with it, puts it */
 #define NEG(name, sec, call)						\

@@ -40,24 +40,28 @@ static int nkeys, nitems, k_anon = -1, k_shmem = -1, k_pgfault = -1;
 static bool unmapped;	/* memory.stat's items could not be mapped: nothing to measure */
 
 /* memory.stat keys whose counter is not NR_<KEY> or <KEY> (mm/memcontrol.c's
- * memory_stats[] and vm_event_name()); a sum where the kernel prints one */
+ * memory_stats[] and vm_event_name()); a sum where the kernel prints one, or the names a
+ * counter had in different kernels (vmalloc: MEMCG_VMALLOC up to 7.1, NR_VMALLOC from 7.2);
+ * an item a kernel lacks is skipped (PGSCAN_PROACTIVE is in 7.2's sum, not 6.12's) */
 static const struct {
-	const char *key, *items[3];
+	const char *key, *items[4];
 } named[] = {
 	{ "anon", { "NR_ANON_MAPPED" } }, { "file", { "NR_FILE_PAGES" } },
 	{ "kernel", { "MEMCG_KMEM" } }, { "kernel_stack", { "NR_KERNEL_STACK_KB" } },
 	{ "pagetables", { "NR_PAGETABLE" } },
 	{ "sec_pagetables", { "NR_SECONDARY_PAGETABLE" } },
 	{ "percpu", { "MEMCG_PERCPU_B" } }, { "sock", { "MEMCG_SOCK" } },
-	{ "vmalloc", { "MEMCG_VMALLOC" } }, { "zswap", { "MEMCG_ZSWAP_B" } },
+	{ "vmalloc", { "MEMCG_VMALLOC", "NR_VMALLOC" } }, { "zswap", { "MEMCG_ZSWAP_B" } },
 	{ "zswapped", { "MEMCG_ZSWAPPED" } }, { "file_writeback", { "NR_WRITEBACK" } },
 	{ "swapcached", { "NR_SWAPCACHE" } }, { "anon_thp", { "NR_ANON_THPS" } },
 	{ "file_thp", { "NR_FILE_THPS" } }, { "shmem_thp", { "NR_SHMEM_THPS" } },
 	{ "slab_reclaimable", { "NR_SLAB_RECLAIMABLE_B" } },
 	{ "slab_unreclaimable", { "NR_SLAB_UNRECLAIMABLE_B" } },
 	{ "slab", { "NR_SLAB_RECLAIMABLE_B", "NR_SLAB_UNRECLAIMABLE_B" } },
-	{ "pgscan", { "PGSCAN_KSWAPD", "PGSCAN_DIRECT", "PGSCAN_KHUGEPAGED" } },
-	{ "pgsteal", { "PGSTEAL_KSWAPD", "PGSTEAL_DIRECT", "PGSTEAL_KHUGEPAGED" } },
+	{ "pgscan", { "PGSCAN_KSWAPD", "PGSCAN_DIRECT", "PGSCAN_KHUGEPAGED",
+		      "PGSCAN_PROACTIVE" } },
+	{ "pgsteal", { "PGSTEAL_KSWAPD", "PGSTEAL_DIRECT", "PGSTEAL_KHUGEPAGED",
+		       "PGSTEAL_PROACTIVE" } },
 	{ "numa_pages_migrated", { "NUMA_PAGE_MIGRATE" } },
 };
 
@@ -175,7 +179,7 @@ static int map_items(const char *stat, size_t len)
 	const char *p = stat, *end = stat + len, *sp, *nl;
 	char upper[64], nr[72];
 	const char *const *want;
-	const char *one[3] = {};
+	const char *one[4] = {};
 	long long v;
 	int i, j, e;
 
@@ -201,7 +205,7 @@ static int map_items(const char *stat, size_t len)
 		/* NR_<KEY> or <KEY> as a page state, else <KEY> as an event */
 		for (e = 0; e < 3 && !k->count; e++) {
 			one[0] = e == 0 ? nr : upper;
-			for (j = 0; j < 3 && (want ? want[j] : one[j]); j++) {
+			for (j = 0; j < 4 && (want ? want[j] : one[j]); j++) {
 				const char *name = want ? want[j] : one[j];
 
 				if (e < 2) {
@@ -219,10 +223,13 @@ static int map_items(const char *stat, size_t len)
 				skel->bss->kind[nitems] = e < 2 ? MB_PAGE_STATE : MB_VM_EVENTS;
 				skel->bss->item[nitems++] = v;
 				k->count++;
-				/* memory.stat prints bytes for most page states; these are counts */
+				/* memory.stat prints bytes for most page states; these are counts
+				 * (7.2 keeps pgscan and pgsteal as node states, printed as counts) */
 				k->count_unit = e == 2 || !strncmp(name, "WORKINGSET_", 11) ||
 						!strncmp(name, "PGDEMOTE_", 9) ||
-						!strncmp(name, "PGPROMOTE_", 10);
+						!strncmp(name, "PGPROMOTE_", 10) ||
+						!strncmp(name, "PGSCAN_", 7) ||
+						!strncmp(name, "PGSTEAL_", 8);
 				k->kib_unit = !strcmp(name, "NR_KERNEL_STACK_KB");
 			}
 		}
