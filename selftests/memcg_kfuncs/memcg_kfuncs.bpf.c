@@ -40,16 +40,13 @@ const volatile int fitem[MK_N] = { MK_FIELDS(F_ITEM) };
 const volatile __u8 pkind[MK_N] = { MK_PROBES(P_KIND) };
 const volatile int pitem[MK_N] = { MK_PROBES(P_ITEM) };
 
-/* local flavors of the enums: the item that counts vmalloc memory, by CO-RE */
-enum memcg_stat_item___mk { MEMCG_VMALLOC___mk };
-enum node_stat_item___mk { NR_VMALLOC___mk };
-
-static __always_inline int vmalloc_item(void)
-{
-	if (bpf_core_enum_value_exists(enum memcg_stat_item___mk, MEMCG_VMALLOC___mk))
-		return bpf_core_enum_value(enum memcg_stat_item___mk, MEMCG_VMALLOC___mk);
-	return bpf_core_enum_value(enum node_stat_item___mk, NR_VMALLOC___mk);
-}
+/*
+ * The item that counts vmalloc memory: MEMCG_VMALLOC up to 7.1, the node item NR_VMALLOC
+ * from 7.2. memcg_kfuncs.c sets it from the kernel's BTF after the load (CO-RE's
+ * either-or: clang hoisted the absent enum's relocation above its exists test, and the
+ * verifier refused the poisoned instruction on 7.2). -1 until then: a kfunc refuses it.
+ */
+int vmalloc_item = -1;
 
 /*
  * The reclaim events (MK_RECLAIM): vm events up to 7.1, node items from 7.2, some
@@ -129,7 +126,7 @@ int memcg_read(struct bpf_iter__cgroup *ctx)
 	for (i = 0; i < MK_N && i < n; i++) {
 		rec.item[i] = probe ? pitem[i] : fitem[i];
 		if (rec.item[i] == MK_VMALLOC)
-			rec.item[i] = vmalloc_item();
+			rec.item[i] = vmalloc_item;
 		rec.val[i] = -MK_ENOENT;	/* without a memcg nothing is read */
 	}
 	if (rstat_first && !probe)

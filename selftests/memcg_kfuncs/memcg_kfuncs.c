@@ -184,10 +184,15 @@ static int check_load_sleepable_iter(void)
 {
 	/* the object built for the rstat flush kfunc of the kernel's name (bpf_rstat.h) */
 	int err = BU_LOAD_RSTAT(skel, memcg_kfuncs, NULL);
+	long long vmalloc = bu_enum_value("memcg_stat_item", "MEMCG_VMALLOC");
 
 	if (err) {
 		memcg_kfuncs_bpf__destroy(skel);
 		skel = NULL;
+	} else {
+		/* MEMCG_VMALLOC up to 7.1, the node item NR_VMALLOC from 7.2 */
+		skel->data->vmalloc_item = vmalloc >= 0 ? vmalloc
+				: bu_enum_value("node_stat_item", "NR_VMALLOC");
 	}
 	return err ? check_fail("loading the iter.s/cgroup program: %s", strerror(-err)) : KSFT_PASS;
 }
@@ -378,7 +383,10 @@ static int check_untrusted_cgroup_rejected(void)
 		{ "get_untrusted", "must be a rcu pointer" }, { "leak", "Unreleased reference" },
 		{ "leak_root", "Unreleased reference" },
 		{ "read_untrusted" }, { "vm_events_untrusted" }, { "memory_events_untrusted" },
-		{ "usage_untrusted" }, { "flush_untrusted" }, { "put_unreferenced" },
+		{ "usage_untrusted" }, { "flush_untrusted" },
+		/* 6.x: "must be referenced or trusted"; 7.x tests the release first:
+		 * "release kfunc ... expects referenced PTR_TO_BTF_ID" */
+		{ "put_unreferenced", "referenced" },
 		{ "get_unchecked", "Possibly NULL pointer" },
 		{ "get_root_unchecked", "Possibly NULL pointer" },
 	};

@@ -17,12 +17,15 @@ char _license[] SEC("license") = "GPL";
 
 unsigned long sink;
 
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
 /*
- * A memcg the verifier cannot vouch for: walked from a referenced one through
- * its node 0 info's back pointer, a route 6.1, 6.12 and 7.x all have (7.x moved
- * objcg and orig_objcg into the per-node info, so they are not one).
+ * A memcg the verifier cannot vouch for: the referenced one cast read-only, untrusted
+ * as a pointer walked from it is. No field walk serves every kernel: 7.x moved objcg
+ * and orig_objcg into the per-node info, an array of pointers the verifier does not walk.
  */
-#define WALKED(memcg) ((memcg)->nodeinfo[0]->memcg)
+#define WALKED(memcg)								\
+	((struct mem_cgroup *)bpf_rdonly_cast(memcg, bpf_core_type_id_kernel(struct mem_cgroup)))
 
 /* a program that gets the iterator's memcg, does @call with it, puts it */
 #define NEG(name, sec, call)						\
