@@ -177,7 +177,7 @@ static int map_items(const char *stat, size_t len)
 {
 	static const char *const page_enums[] = { "node_stat_item", "memcg_stat_item" };
 	const char *p = stat, *end = stat + len, *sp, *nl;
-	char upper[64], nr[72];
+	char upper[64], nr[72], memcg[72];
 	const char *const *want;
 	const char *one[4] = {};
 	long long v;
@@ -198,13 +198,16 @@ static int map_items(const char *stat, size_t len)
 			upper[i] = toupper((unsigned char)k->name[i]);
 		upper[i] = '\0';
 		snprintf(nr, sizeof(nr), "NR_%s", upper);
+		snprintf(memcg, sizeof(memcg), "MEMCG_%s", upper);
 		want = NULL;
 		for (i = 0; i < (int)ARRAY_SIZE(named) && !want; i++)
 			if (!strcmp(named[i].key, k->name))
 				want = named[i].items;
-		/* NR_<KEY> or <KEY> as a page state, else <KEY> as an event */
+		/* NR_<KEY>, MEMCG_<KEY> (7.2's zswap_incomp) or <KEY> as a page state, else
+		 * <KEY> as an event */
 		for (e = 0; e < 3 && !k->count; e++) {
 			one[0] = e == 0 ? nr : upper;
+			one[1] = e == 0 ? memcg : NULL;
 			for (j = 0; j < 4 && (want ? want[j] : one[j]); j++) {
 				const char *name = want ? want[j] : one[j];
 
