@@ -677,15 +677,17 @@ static int possible_cpus(int *cpus, int max)
 /*
  * The flush loop names each CPU it walks in the rstat lock's tracepoints: one flush
  * of the test root (its iterator, self only, read on CPU 0) must trace, for every
- * possible CPU c in order, either (up to 7.1) locked(-1), then unlock(c) and locked(c)
- * (the loop lets go of one lock between CPUs), then unlock(-1); or (7.x, a lock taken
- * per CPU) locked(c) and unlock(c).  A loop that names the current CPU, or skips a
- * CPU, traces something else.
+ * possible CPU c in order: with cgroup_rstat_flush (6.1, 6.12) locked(-1), then
+ * unlock(c) and locked(c) (the loop lets go of one lock held across CPUs), then
+ * unlock(-1); with css_rstat_flush (7.2, where the lock is taken per CPU) locked(c)
+ * and unlock(c).  The kernel's BTF says which flush it has; a loop that names the
+ * current CPU, or skips a CPU, traces something else.
  */
 static int check_flush_loop_traces_each_cpu(void)
 {
 	int cpus[31], n = possible_cpus(cpus, 31), got, i, k;
 	char line[256], seq[512] = "", *w = seq, want[2][512] = { "", "" };
+	bool per_cpu = bu_has_func("css_rstat_flush");
 	struct bpf_link *self;
 
 	if (!traced)
@@ -716,10 +718,11 @@ static int check_flush_loop_traces_each_cpu(void)
 	}
 	strcat(want[0], " U-1");
 	ksft_print_msg("the test root's flush traced:%s\n", seq);
-	if (!strcmp(seq, want[0]) || !strcmp(seq, want[1]))
+	if (!strcmp(seq, want[per_cpu]))
 		return KSFT_PASS;
-	return check_fail("expected (%d possible CPUs, in order)%s (one lock, up to 7.1) or%s (a lock per CPU, 7.x)",
-			  n, want[0], want[1]);
+	return check_fail("expected (%d possible CPUs, in order, %s)%s", n,
+			  per_cpu ? "css_rstat_flush: a lock per CPU" : "cgroup_rstat_flush: one lock",
+			  want[per_cpu]);
 }
 
 static int check_tree_cleanup(void)
