@@ -798,13 +798,13 @@ static int check_matches_memory_stat(void)
 /*
  * What P may hold beyond C, per field, while C is the only child with tasks: P's
  * own kernel memory (its children's memcgs are charged to it, a few hundred KiB:
- * kernel, slab, percpu); nothing for the rest.  Every C value of such a kind is
+ * kernel, slab, percpu, and so usage: 256 KiB on 7.2); nothing for the rest.  Every C value of such a kind is
  * MiBs, so a parent read locally (its own only) or credited twice fails.
  */
 static long long parent_own_max(int f)
 {
 	return f == F_kernel || f == F_percpu || f == F_slab_reclaimable ||
-	       f == F_slab_unreclaimable ? 1 * MiB : 0;
+	       f == F_slab_unreclaimable || f == F_usage ? 1 * MiB : 0;
 }
 
 static int check_parent_includes_child(void)
@@ -883,10 +883,23 @@ static long long top_level_current(void)
  * between (3 attempts) and no removed cgroup still holds charges.  A dying cgroup
  * (cgroup.stat's nr_dying_descendants of R) has no memory.current to read: then the
  * root may hold up to DYING_SLACK more (seen: 8 pages on 6.1 after the other tests).
+ * A kernel that reparents a removed cgroup's pages (reparents()) moves what a removed
+ * top-level cgroup still held to the root at once, and frees its memcg: no dying
+ * cgroup tells, so the same slack always applies there (seen: 24 pages on 7.2).
  * A usage read from the statistics instead of the counter misses the kernel memory
  * (tens of MiB here) and fails either way.
  */
 #define DYING_SLACK	(1 * MiB)
+
+/*
+ * Whether the kernel moves a removed memcg's pages to its parent when it goes
+ * offline (7.x: objcg per node, LRU folios reparented) rather than leave them
+ * charged to the offline memcg until they are freed (6.x).  The kernel's BTF says.
+ */
+static bool reparents(void)
+{
+	return bu_member_type_name("mem_cgroup_per_node", "objcg") != NULL;
+}
 
 static int check_root_usage_is_children_sum(void)
 {
@@ -896,7 +909,7 @@ static int check_root_usage_is_children_sum(void)
 
 	for (attempt = 1; attempt <= 3; attempt++) {
 		dying = cg_read_key(cgs[CG_R].path, "cgroup.stat", "nr_dying_descendants");
-		slack = dying ? DYING_SLACK : 0;
+		slack = dying || reparents() ? DYING_SLACK : 0;
 		s0 = top_level_current();
 		if (read_mode(CG_R, &r, MK_MODE_ROOT, false))
 			return KSFT_FAIL;
@@ -1187,6 +1200,59 @@ static int write_kept(void *arg)
 	return fd < 0 ? 2 : close(fd) ? 3 : 0;
 }
 
+/* the two ends a child passes a socket it made back through (SCM_RIGHTS) */
+static int pin_pass[2] = { -1, -1 };
+
+/*
+ * A socket made in the cgroup this runs in, sent to the parent: its sk_memcg holds
+ * a reference to the cgroup's memcg (mem_cgroup_sk_alloc(): css_tryget()) for as
+ * long as the parent keeps it, on every kernel.
+ */
+static int make_pinning_socket(void *arg)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u = {};
+	char c = 0;
+	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	(void)arg;
+	if (sk < 0)
+		return 1;
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &sk, sizeof(int));
+	return sendmsg(pin_pass[1], &m, 0) == 1 ? 0 : 2;
+}
+
+/* the socket make_pinning_socket() sent, -1 if none came */
+static int take_pinning_socket(void)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u = {};
+	char c;
+	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm;
+	int sk = -1;
+
+	if (recvmsg(pin_pass[0], &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	cm = CMSG_FIRSTHDR(&m);
+	if (cm && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(&sk, CMSG_DATA(cm), sizeof(int));
+	return sk;
+}
+
 /* pages of @path in the page cache (mincore), -1 on error */
 static long long resident(const char *path)
 {
@@ -1288,7 +1354,10 @@ static int offline_memcg_by_flush(long long pages)
 }
 
 /*
- * Z removed while its page cache keeps its memcg: offline, not freed.  Reached by
+ * Z removed while its page cache keeps its memcg: offline, not freed.  A kernel that
+ * reparents (reparents(): 7.x) moves the page cache to P when Z goes offline and
+ * frees Z's memcg: there a socket made in Z keeps it instead, its page cache is in
+ * P's values and not in Z's.  Reached by
  * P's css walk (the cgroup iterator skips dead cgroups, and a removed cgroup no
  * longer points to its memcg), or by the flush route where there is no css
  * iterator; bpf_get_mem_cgroup() hands it out as mainline does (css_tryget()
@@ -1299,6 +1368,8 @@ static int check_offline_memcg_handed_out(void)
 {
 	const char *dir = scratch_dir() ?: "/tmp";
 	unsigned long found = 0, online = 0, got = 0, file = 0, usage = 0;
+	bool moved = reparents();
+	int pin = -1;
 	static char walk[4096];
 	char *line, *save;
 	long long dying, pages;
@@ -1308,6 +1379,17 @@ static int check_offline_memcg_handed_out(void)
 
 	snprintf(zombie_file, sizeof(zombie_file), "%s/memcg_kfuncs.%d.zombie", dir, (int)getpid());
 	st = cg_run(cgs[CG_Z].path, write_kept, zombie_file);
+	if (moved) {
+		if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pin_pass))
+			return check_fail("socketpair: %s", strerror(errno));
+		st = st ?: cg_run(cgs[CG_Z].path, make_pinning_socket, NULL);
+		pin = take_pinning_socket();
+		close(pin_pass[0]);
+		close(pin_pass[1]);
+		if (pin < 0)
+			return check_fail("no socket made in Z to keep its memcg (writer %d)", st);
+		ksft_print_msg("the kernel reparents a removed memcg's pages: a socket made in Z keeps its memcg\n");
+	}
 	err = cg_destroy(cgs[CG_Z].path);
 	dying = cg_read_key(cgs[CG_P].path, "cgroup.stat", "nr_dying_descendants");
 	pages = resident(zombie_file);
@@ -1340,11 +1422,17 @@ static int check_offline_memcg_handed_out(void)
 	       found, online);
 	expect(&ok, got == 1, "bpf_get_mem_cgroup() of Z's offline memcg: %s, expected the memcg (css_tryget() holds)",
 	       got ? "the memcg" : "NULL");
-	if (got) {
+	if (got && !moved) {
 		in_range(&ok, 1, "Z's file", file, ZOMBIE_BYTES - tp, ZOMBIE_BYTES + SLACK_BYTES);
 		in_range(&ok, 1, "Z's usage", usage, file, LLONG_MAX);
 		in_range(&ok, 1, "P's file (includes Z's)", p.val[F_file], file, LLONG_MAX);
+	} else if (got) {
+		in_range(&ok, 1, "Z's file (reparented to P)", file, 0, SLACK_BYTES);
+		in_range(&ok, 1, "P's file (holds Z's page cache)", p.val[F_file],
+			 pages * page_size, LLONG_MAX);
 	}
+	if (pin >= 0)
+		close(pin);
 	unlink(zombie_file);
 	zombie_file[0] = '\0';
 	return ok ? KSFT_PASS : KSFT_FAIL;
