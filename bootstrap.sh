@@ -12,7 +12,7 @@ say() { [ -n "$quiet" ] || echo "bootstrap: $*" >&2; }
 PKGS="git make gcc ccache flex bison bc xz-utils lz4 perl cpio kmod file rsync
 libelf-dev libssl-dev openssl zlib1g-dev dwarves clang-19 llvm-19 lld-19 libbpf-dev bpftool
 qemu-system-x86 linux-source-6.12 python3-venv busybox-static python3-ply python3-git
-e2fsprogs util-linux chromium chromium-driver iputils-ping"
+e2fsprogs util-linux chromium chromium-driver iputils-ping bubblewrap"
 
 missing=
 for p in $PKGS; do
