@@ -20,7 +20,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from harness import target
-from harness.base import proc
+from harness.base import proc, sandbox
 from harness.base.errors import HarnessError, Stopped, from_os_error, signal_of
 from harness.base.model import Accel, Status
 from harness.drivers import doctor, matrix, run, runs
@@ -147,6 +147,16 @@ def _tree_options(p: argparse.ArgumentParser, *, several_kernels: bool = False) 
     p.add_argument("--toolchain", default=None, choices=target.known_toolchains(),
                    help=f"the toolchain to build with (default {target.DEFAULT_TOOLCHAIN}; "
                         "llvm: clang, lld and the LLVM binutils 19)")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run the kernel tree's code (make, scripts/, tools built from it) "
+                        "with all your rights instead of in bubblewrap (no network, no "
+                        "home); recorded in results.json and on the terminal")
+
+
+def _sandbox_policy(args: argparse.Namespace) -> sandbox.Policy:
+    """--no-sandbox, where a command has it: the policy its run is under."""
+    off = getattr(args, "no_sandbox", False)
+    return sandbox.Policy(enabled=not off, why_off="--no-sandbox" if off else "")
 
 
 def _guest_options(p: argparse.ArgumentParser) -> None:
@@ -157,6 +167,10 @@ def _guest_options(p: argparse.ArgumentParser) -> None:
                    help=f"the guest's RAM, e.g. 1536M or 4G (default {Cell.memory})")
     p.add_argument("--cpus", type=int, default=None, metavar="N",
                    help=f"the guest's CPUs (default {Cell.cpus})")
+    p.add_argument("--host-root", action="store_true",
+                   help="boot the guest on the host's root, as vng does (your tools in the "
+                        "guest; the tree's tests can then read your files), not on a root "
+                        "of its own; recorded in results.json and on the terminal")
     _accel_option(p)
 
 
@@ -497,7 +511,7 @@ def planned(args: argparse.Namespace) -> tuple[list[Cell], str]:
 def cmd_run(args: argparse.Namespace) -> int:
     return run.command(selection(args), out=args.out, here=Path.cwd(), accel=Accel(args.accel),
                        strict=args.strict, repeat=args.repeat, bisect_exit=args.bisect_exit,
-                       argv=_argv(), retry_failed=args.retry_failed)
+                       argv=_argv(), retry_failed=args.retry_failed, host_root=args.host_root)
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
@@ -507,7 +521,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
         kernel=args.kernel, series=tuple(args.series), configs=tuple(args.config),
         tests=tuple(args.test), patches=tuple(args.patch), append=args.append,
         memory=args.memory, cpus=args.cpus, arch=args.arch, toolchain=args.toolchain,
-        accel=Accel(args.accel))
+        accel=Accel(args.accel), host_root=args.host_root)
     return shell.command(request, args.out, here=Path.cwd(), interactive=sys.stdin.isatty())
 
 
@@ -705,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command not in USE_THE_CACHE:
             return handlers[args.command](args)
-        with cache.in_use():
+        with cache.in_use(), sandbox.using(_sandbox_policy(args)):
             code = handlers[args.command](args)
         _prune_after(args.command)
         return code

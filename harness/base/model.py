@@ -293,6 +293,30 @@ class TestResult:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Isolation:
+    """How a cell kept the tree's code in: its build in the sandbox, its guest on a root of
+    its own; what the user turned off, and why."""
+
+    sandbox: bool  # the tree's code ran in bubblewrap
+    sandbox_off: str = ""  # why not (--no-sandbox)
+    sandbox_tool: str = ""  # bubblewrap's version line
+    guest_root: str = ""  # content hash of the guest's root; "" none booted or the host's
+    host_root: str = ""  # the guest booted on the host's root: why (--host-root)
+    guest_root_size: int = 0  # bytes
+    guest_root_packages: int = 0
+
+    def describe(self) -> str:
+        """The cell line's words: "sandboxed build, guest root <hash>" or what was off."""
+        parts = ["sandboxed build" if self.sandbox else
+                 f"build NOT sandboxed ({self.sandbox_off or 'off'})"]
+        if self.guest_root:
+            parts.append(f"guest root {self.guest_root}")
+        elif self.host_root:
+            parts.append(f"guest on the host's root ({self.host_root})")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, kw_only=True)
 class StageTiming:
     stage: str
     status: Status
@@ -410,3 +434,5 @@ class CellResult:
     arch: str = "x86_64"  # what the kernel was built for and with
     toolchain: str = "gcc"
     compiler: str = ""  # the compiler's version line, as the kernel's build recorded it
+    # the build's sandbox and the guest's root (None: a record from before they existed)
+    isolation: Isolation | None = None

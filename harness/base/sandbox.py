@@ -322,16 +322,19 @@ def problem() -> str:
     return _probe()
 
 
+def installed() -> bool:
+    return _which(BWRAP) is not None
+
+
 def require() -> None:
     """A set-up error, with the cause and how to allow it, unless bubblewrap runs here."""
     why = problem()
     if not why:
         return
-    installed = _which(BWRAP) is not None
     raise SandboxError(
         "the kernel tree's code (make, scripts/, tools built from the tree) runs in a "
         f"bubblewrap sandbox, and bubblewrap cannot run here: {why}",
-        fix=f"{ALLOW_FIX if installed else INSTALL_FIX}; {NO_SANDBOX_FIX}")
+        fix=f"{ALLOW_FIX if installed() else INSTALL_FIX}; {NO_SANDBOX_FIX}")
 
 
 def version() -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import target
-from harness.base import paths, proc
+from harness.base import paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.guest import vm
 from harness.kernel import build
@@ -57,6 +57,7 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
                      fix="apt-get install -y libbpf-dev libelf-dev zlib1g-dev"))
     out.append(Check(name="libelf headers", ok=Path("/usr/include/libelf.h").exists(),
                      detail="/usr/include/libelf.h", fix="apt-get install -y libelf-dev"))
+    out.append(sandbox_check())
     out += target_checks()
     out += remote_cache_checks()
     root = paths.cache_root()
@@ -80,6 +81,20 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
                          detail=("usable: " if verdict.kvm_works else "NOT usable, TCG will be "
                                  "used: ") + verdict.reason + note))
     return out
+
+
+def sandbox_check() -> Check:
+    """bubblewrap runs a command the way the harness runs the kernel tree's code (no
+    network, a root of its own), or what stops it and the fix."""
+    why = sandbox.problem()
+    if not why:
+        return Check(name="sandbox", ok=True,
+                     detail=f"{sandbox.version()}: the kernel tree's code runs with no "
+                            "network, no home, writing only its build directories")
+    return Check(name="sandbox", ok=False, detail=why,
+                 fix=f"{sandbox.ALLOW_FIX if sandbox.installed() else sandbox.INSTALL_FIX}; "
+                     "or run "
+                     "with --no-sandbox (the series' code then runs with all your rights)")
 
 
 def remote_cache_checks() -> list[Check]:
@@ -110,7 +125,9 @@ def remote_cache_checks() -> list[Check]:
         return [Check(name=name, ok=False, detail=f"{where}: {exc}",
                       fix="start the server, or unset HARNESS_CCACHE_REMOTE (builds work "
                           "without it, from the local cache alone)")]
-    return [Check(name=name, ok=True, detail=f"{where}: answers")]
+    return [Check(name=name, ok=True, detail=f"{where}: answers" + (
+        "; not used by sandboxed builds (no network there: a file: storage is)"
+        if sandbox.policy().enabled else ""))]
 
 
 def target_checks() -> list[Check]:

@@ -31,6 +31,7 @@ from harness.base.model import (
     CellResult,
     ConfigResult,
     FeatureReport,
+    Isolation,
     KernelImage,
     KernelSpec,
     PatchCoverage,
@@ -140,6 +141,7 @@ class Known:
     accel: str | None = None
     retry: str | None = None  # one more boot, and why
     tests: tuple[TestResult, ...] | None = None
+    guest_root: vm.GuestRun | None = None  # a boot ended: what root it had
 
 
 T = TypeVar("T")
@@ -178,6 +180,8 @@ class CellFacts:
     compiler: str = ""
     arch: str = ""  # of the kernel booted ("": not known yet: the cell's)
     toolchain: str = ""
+    # the build's sandbox (the run's policy) and the guest's root (known at the first boot)
+    isolation: Isolation = field(default_factory=lambda: _sandbox_isolation())
 
     def learn(self, k: Known) -> None:
         if k.source is not None:
@@ -201,6 +205,13 @@ class CellFacts:
             self.retries = (*self.retries, k.retry)
         if k.tests is not None:
             self.tests = k.tests
+        if k.guest_root is not None:
+            own = k.guest_root.root
+            self.isolation = replace(
+                self.isolation, guest_root=own.identity.digest if own else "",
+                guest_root_size=own.identity.size if own else 0,
+                guest_root_packages=own.identity.packages if own else 0,
+                host_root="" if own else "--host-root")
 
     def result(self, cell: Cell, stages: StageLog, verdict: verdicts.CellVerdict) -> CellResult:
         return CellResult(
@@ -213,7 +224,7 @@ class CellFacts:
             guest=self.guest(cell), coverage=self.coverage,
             kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
             toolchain=self.toolchain or cell.toolchain,
-            compiler=self.compiler,
+            compiler=self.compiler, isolation=self.isolation,
         )
 
     def guest(self, cell: Cell) -> dict[str, object]:
@@ -226,6 +237,13 @@ class CellFacts:
         return out
 
 
+def _sandbox_isolation() -> Isolation:
+    """What the run's sandbox policy is (base/sandbox.py); the guest's root comes later."""
+    chosen = sandbox.policy()
+    return Isolation(sandbox=chosen.enabled, sandbox_off=chosen.why_off,
+                     sandbox_tool=sandbox.version() if chosen.enabled else "")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
     strict: bool = False  # an unexpected pass fails the cell
@@ -235,6 +253,7 @@ class RunOptions:
     repeat: int | None = None  # attempts of every test (--repeat); None: each test's own
     build_only: bool = False  # the kernel and the tests built (into the store), none booted
     retry_failed: int = 0  # each failed test again in this many fresh boots (flaky?)
+    host_root: bool = False  # the guest boots on the host's root (--host-root), not its own
 
 
 def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
@@ -264,7 +283,8 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
                     f.test for f in expectations.failures
                     if verdicts.version_matches(facts.kernel_version, f.kernel))
                 _drive(_retry_failed(cell, kernel.image, timed, tests.skipped, boot, out_dir,
-                                     stages, options.retry_failed, explained), facts)
+                                     stages, options.retry_failed, explained,
+                                     host_root=options.host_root), facts)
         if cell.coverage and not options.build_only:
             with stages.stage("coverage", Status.SETUP_ERROR):
                 facts.coverage = _coverage(kernel, facts.patches, out_dir)
@@ -311,6 +331,11 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
         with _collected(problems):
             spec = sources.parse_spec(cell.kernel)
             sources.check(spec)
+        with _collected(problems):
+            # the tree's code runs in bubblewrap unless the user said --no-sandbox: a host
+            # where it cannot run stops here, saying why and how to allow it
+            if sandbox.policy().enabled:
+                sandbox.require()
         tgt: Target | None = None
         with _collected(problems):
             tgt = target.select(cell.arch, cell.toolchain)
@@ -570,8 +595,10 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
         guest_dir = logs / "guest" if attempt == 1 else logs / f"guest-{attempt}"
         name = "boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})"
         with stages.stage(name, Status.BOOT_ERROR):
-            results = _one_boot(cell, kernel, accel, list(planned), guest_dir,
-                                fail_fast=options.fail_fast)
+            results, guest = _one_boot(cell, kernel, accel, list(planned), guest_dir,
+                                       fail_fast=options.fail_fast,
+                                       host_root=options.host_root)
+            yield Known(guest_root=guest)
             boot = results[0]
             # the kernel's boot to the runner, the tests; "other": QEMU's start, shutdown
             stages.parts((("boot", round(boot.duration_s, 2)),
@@ -606,8 +633,8 @@ RETRIED = (Status.FAIL, Status.TIMEOUT)
 
 def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],
                   skipped: tuple[TestResult, ...], boot: BootOutcome, logs: Path,
-                  stages: StageLog, retries: int,
-                  explained: frozenset[str]) -> Generator[Known, None, None]:
+                  stages: StageLog, retries: int, explained: frozenset[str],
+                  host_root: bool = False) -> Generator[Known, None, None]:
     """--retry-failed N: the tests that failed run again in N fresh boots of the same
     kernel (the guest's command line carries harness.retry=K, so a test can tell). One
     that passes in any is FLAKY, its reason counting the boots it failed in: a rate
@@ -632,8 +659,8 @@ def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Guest
             log.info("[%s] retry %d/%d of %s in a fresh boot", cell.name, k, retries,
                      ", ".join(failed))
             rerun = replace(cell, append=f"{cell.append} harness.retry={k}".strip())
-            results = _one_boot(rerun, kernel, Accel(boot.accel.split()[0]), list(again),
-                                logs / f"guest-retry-{k}")
+            results, _ = _one_boot(rerun, kernel, Accel(boot.accel.split()[0]),
+                                   list(again), logs / f"guest-retry-{k}", host_root=host_root)
             kernel_said += [replace(r, name=f"{r.name} (retry {k})") for r in results
                             if r.phase is not Phase.TEST
                             and (r.status is not Status.PASS or r.splats)]
@@ -666,7 +693,8 @@ def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Guest
 
 def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
               planned: list[protocol.GuestTest], guest_dir: Path, *,
-              fail_fast: bool = False) -> list[TestResult]:
+              fail_fast: bool = False,
+              host_root: bool = False) -> tuple[list[TestResult], vm.GuestRun]:
     guest_dir.mkdir(parents=True, exist_ok=True)
     plan_file = guest_dir / "plan.tsv"
     protocol.write_plan(planned, plan_file)
@@ -678,7 +706,8 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
                                                       gcov=cell.coverage),
                          timeout=timeout, console_log=console, memory=cell.memory,
                          cpus=cell.cpus, append=cell.append,
-                         shared=[protocol.RUNNER.parent, *(t.cwd for t in planned)])
+                         shared=[protocol.RUNNER.parent, *(t.cwd for t in planned)],
+                         host_root=host_root)
 
     def read(name: str) -> str:
         path = guest_dir / name
@@ -714,7 +743,14 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
         final.append(replace(res, splats=tuple(_decode(s, kernel) for s in res.splats),
                              log=guest_dir / res.log if res.log and
                              (guest_dir / res.log).exists() else None, extra=extra))
-    return attempts.fold(final)
+    if guest.removed and final:
+        # the guest's tests planted links or special files in the results: removed before
+        # anything was read (isolation.sanitize); said on the boot's result
+        final[0] = replace(final[0], notes=(*final[0].notes, (
+            f"the guest left {len(guest.removed)} entr(y/ies) in its results directory that "
+            "are not regular files, removed before reading: " + "; ".join(
+                f"{r.path} ({r.what})" for r in guest.removed[:10]))))
+    return attempts.fold(final), guest
 
 
 LOG_READ_CAP = 32 * 2**20

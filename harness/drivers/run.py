@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.base import atomic, paths
+from harness.base import sandbox as sandboxes
 from harness.base.errors import signal_of
 from harness.base.model import Accel, CellResult
 from harness.drivers import doctor, matrix, pipeline
@@ -46,6 +47,7 @@ class RunRequest:
     baseline: bool = False  # the cells come in (base, cell) pairs: compare each pair
     bisect_exit: bool = False  # exit codes for `git bisect run`
     argv: tuple[str, ...] = ("run",)  # the command line (reproduce.sh, results.json)
+    host_root: bool = False  # guests boot on the host's root (--host-root)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,6 +232,10 @@ def run(request: RunRequest) -> RunReport:
         "strict": request.strict,
         "repeat": request.repeat,
         "what": request.what,
+        # what the tree's code could reach (each cell's `isolation` says it in full)
+        "isolation": {"sandbox": sandboxes.policy().describe(),
+                      "guest": "the host's root (--host-root)" if request.host_root
+                      else "a root of its own"},
     }
     done: list[CellResult] = []
     current = ""
@@ -252,7 +258,8 @@ def run(request: RunRequest) -> RunReport:
                                     options=pipeline.RunOptions(
                                         strict=request.strict, repeat=request.repeat,
                                         build_only=request.build_only,
-                                        retry_failed=request.retry_failed))
+                                        retry_failed=request.retry_failed,
+                                        host_root=request.host_root))
             done.append(res)
             # the run's wall time so far, its own work (start, records) included
             meta["duration_s"] = round(time.monotonic() - started, 2)
@@ -291,7 +298,7 @@ def run(request: RunRequest) -> RunReport:
 
 def command(sel: Selection, *, out: Path | None, here: Path, accel: Accel, strict: bool,
             repeat: int | None, bisect_exit: bool, argv: tuple[str, ...],
-            retry_failed: int = 0) -> int:
+            retry_failed: int = 0, host_root: bool = False) -> int:
     """`harness run`: the cells the selection names (plan), what they test on the first
     lines, the run into --out (default results/<run id>), and where its results are."""
     cells, what = plan(sel, here=here)
@@ -299,7 +306,7 @@ def command(sel: Selection, *, out: Path | None, here: Path, accel: Accel, stric
     where = results.out_dir(out)
     report = run(RunRequest(cells=tuple(cells), what=what, out=where, accel=accel,
                             strict=strict, repeat=repeat, retry_failed=retry_failed,
-                            build_only=sel.build_only,
+                            build_only=sel.build_only, host_root=host_root,
                             baseline=sel.baseline, bisect_exit=bisect_exit, argv=argv))
     remember(report.results)
     print(f"\nresults: {report.results}  (exit {report.exit_code})")

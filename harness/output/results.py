@@ -35,6 +35,7 @@ from harness.base.model import (
     FeatureReport,
     FeatureState,
     FileLine,
+    Isolation,
     PatchCoverage,
     PatchResult,
     Phase,
@@ -167,9 +168,19 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "arch": c.arch,
         "toolchain": c.toolchain,
         "compiler": c.compiler,
+        **({"isolation": isolation_json(c.isolation)} if c.isolation is not None else {}),
         **({"coverage": [_coverage_json(x) for x in c.coverage]}
            if c.coverage is not None else {}),
     }
+
+
+def isolation_json(i: Isolation) -> dict[str, Any]:
+    """What the tree's code could reach: the build's sandbox and the guest's root."""
+    return {"sandbox": {"enabled": i.sandbox, "off": i.sandbox_off, "tool": i.sandbox_tool},
+            "guest_root": {"hash": i.guest_root, "host_root": i.host_root,
+                           "size_bytes": i.guest_root_size,
+                           "packages": i.guest_root_packages},
+            "summary": i.describe()}
 
 
 def _line_json(x: FileLine) -> dict[str, Any]:
@@ -316,6 +327,8 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         parts.append(f"patches: {applied} applied, {in_base} in base")
     if c.accel:
         parts.append(c.accel.split(" (")[0])
+    if c.isolation is not None:
+        parts.append(c.isolation.describe())
     if built_for := target.label(c.arch, c.toolchain):
         version += f" {built_for}"
     head = f"== {c.cell} [{version}]  {c.status.value}"

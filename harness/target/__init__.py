@@ -22,8 +22,11 @@ An arch file's keys:
   cross_packages  Debian packages that cross-build for it with gcc
   kcidb           the architecture name KCIDB reports
   deb_arch        Debian's name for it (amd64, arm64)
-  guest_root      Debian packages of a guest root for a host of another arch (see
-                  rootfs.py; a native guest runs on the host's own root)
+  guest_root      Debian packages of the guest's root (see harness/guest/rootfs.py):
+                  every guest boots on a root of its own, never the host's (unless
+                  --host-root, for the host's arch)
+  guest_root_resolve  (optional, default false) guest_root names the top packages and
+                  apt adds their dependencies; false: it lists every package
   config          Kconfig lines this arch needs to boot under vng (applied before the
                   fragments, which may override them)
 A toolchain file's keys:
@@ -75,6 +78,7 @@ class Arch:
     deb_arch: str
     guest_root: tuple[str, ...]
     config: str
+    guest_root_resolve: bool = False
 
     @property
     def image_name(self) -> str:
@@ -201,9 +205,10 @@ def _read(directory: Path, name: str, what: str) -> dict[str, object]:
     return data
 
 
-def _checked(data: dict[str, object], path: str, keys: tuple[str, ...]) -> None:
+def _checked(data: dict[str, object], path: str, keys: tuple[str, ...],
+             optional: tuple[str, ...] = ()) -> None:
     missing = [k for k in keys if k not in data]
-    unknown = sorted(set(data) - set(keys))
+    unknown = sorted(set(data) - set(keys) - set(optional))
     if missing or unknown:
         raise TargetError(f"{path}: " + "; ".join(
             ([f"missing {', '.join(missing)}"] if missing else [])
@@ -234,12 +239,15 @@ _TOOLCHAIN_KEYS = ("name", "cc", "hostcc", "make", "cross", "versions", "package
 
 def arch(name: str) -> Arch:
     data, path = _read(ARCH_DIR, name, "arch"), f"arches/{name}.toml"
-    _checked(data, path, _ARCH_KEYS)
+    _checked(data, path, _ARCH_KEYS, optional=("guest_root_resolve",))
     lists = ("packages", "cross_packages", "guest_root")
     text = {k: _str(data, k, path) for k in _ARCH_KEYS if k not in lists}
+    resolve = data.get("guest_root_resolve", False)
+    if not isinstance(resolve, bool):
+        raise TargetError(f"{path}: guest_root_resolve must be true or false, not {resolve!r}")
     return Arch(**text, packages=_strs(data, "packages", path),
                 cross_packages=_strs(data, "cross_packages", path),
-                guest_root=_strs(data, "guest_root", path))
+                guest_root=_strs(data, "guest_root", path), guest_root_resolve=resolve)
 
 
 def toolchain(name: str) -> Toolchain:

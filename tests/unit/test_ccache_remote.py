@@ -128,6 +128,7 @@ def test_doctor_says_a_remote_answers(server: str, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("HARNESS_CCACHE_REMOTE", server)
     [check] = doctor.remote_cache_checks()
     assert check.ok and "answers" in check.detail
+    assert "not used by sandboxed builds" in check.detail  # no network in the sandbox
     monkeypatch.delenv("HARNESS_CCACHE_REMOTE")
     assert doctor.remote_cache_checks() == []
 

@@ -154,42 +154,72 @@ def test_a_target_is_its_own_kernel_and_its_own_ci_tree() -> None:
     assert {b.slug for b in plan.builds} == {"debian_6_12-base", "debian_6_12-base_x86_64-llvm"}
 
 
-def test_a_guest_of_another_arch_boots_on_its_own_root_and_sees_what_it_reads(
+def test_every_guest_boots_on_its_own_root_and_sees_only_what_it_reads(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.base.model import KernelImage
-    from harness.guest import rootfs, vm
+    from harness.guest import isolation, rootfs, vm
 
     root = tmp_path / "rootfs"
+    (root / "root").mkdir(parents=True)
+    (root / "root" / "sh").write_text("sh")
+    (root / ".made").write_text("busybox-static\n1\n")
     monkeypatch.setattr(rootfs, "guest_root", lambda arch, log_dir: root)
-    native = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
-                         version="6.12", arch=target.DEFAULT_ARCH)
-    assert vm.foreign_root(native, [tmp_path], log_dir=tmp_path) is None
-    arm = KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
-                      version="6.12", arch="arm64")
+    monkeypatch.delenv(rootfs.OWN_ROOT_ENV)
     repo, cache = tmp_path / "repo", tmp_path / "cache"
     monkeypatch.setenv("HARNESS_CACHE", str(cache))
-    foreign = vm.foreign_root(arm, [repo / "harness/guest", cache / "selftests/a",
-                                    cache / "selftests/b", repo / "harness/guest/x",
-                                    tmp_path / "mine"], log_dir=tmp_path)
-    assert foreign is not None and foreign.root == root / "root"
-    # one under another is shared with it, once; the cache's test builds as the cache
-    assert foreign.shared == (cache, tmp_path / "mine", repo / "harness/guest")
+    for d in ("selftests/a", "selftests/b", "perf/k/obj"):
+        (cache / d).mkdir(parents=True)
+    (cache / "selftests/a/t").write_text("test a")
+    (cache / "perf/k/obj/perf").write_text("perf")
+    (cache / "selftests/b/perf").symlink_to(cache / "perf/k/obj/perf")
+    (cache / "kernels/k").mkdir(parents=True)  # not asked for: not seen
+    (repo / "harness/guest").mkdir(parents=True)
+    shared = [repo / "harness/guest", cache / "selftests/a", cache / "selftests/b",
+              repo / "harness/guest/x", tmp_path / "mine"]
+    (tmp_path / "mine").mkdir()
     out = tmp_path / "out"
-    argv = vm.vng_argv(arm, Accel.TCG, rwdirs=[out], command=["true"], foreign=foreign)
-    joined = " ".join(argv)
-    assert f"--arch arm64 --root {root / 'root'}" in joined
-    assert f"--rwdir {out}={out}" in joined and f"--rodir {cache}={cache}" in joined
-    assert f"--rwdir {out} " not in joined + " "
-    # the guest's directory, as vng takes it with a root of its own: a host path inside it
-    at = vm.vng_argv(arm, Accel.TCG, rwdirs=[out], command=["true"], foreign=foreign, cwd=out)
-    assert at[at.index("--cwd") + 1] == str(root / "root" / out.relative_to("/"))
-    foreign.mount_points([out])
-    assert (root / "root" / out.relative_to("/")).is_dir()
-    assert (root / "root" / cache.relative_to("/")).is_dir()
+    for kernel in (KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
+                               version="6.12", arch="arm64"),
+                   KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
+                               version="6.12", arch=target.DEFAULT_ARCH)):
+        with vm.guest_root(kernel, shared, host_root=False, log_dir=tmp_path) as own:
+            assert own is not None and own.root == root / "root"
+            assert own.identity.digest == rootfs.identity(root).digest != ""
+            # the cache's outputs the guest runs, alone, in a view mounted at the cache's
+            # path; the runner's directory and a command's own, each at its path
+            (guest, view), *rest = own.rodirs
+            assert guest == cache.resolve() and view.is_relative_to(cache / "guest-view")
+            assert sorted(p.relative_to(view).as_posix() for p in view.rglob("*")) == [
+                "perf", "perf/k", "perf/k/obj", "perf/k/obj/perf", "selftests",
+                "selftests/a", "selftests/a/t", "selftests/b", "selftests/b/perf"]
+            assert (view / "selftests/a/t").stat().st_ino == (cache / "selftests/a/t").stat(
+                ).st_ino  # linked, not copied
+            assert rest == [(tmp_path / "mine", tmp_path / "mine"),
+                            (repo / "harness/guest", repo / "harness/guest")]
+            argv = vm.vng_argv(kernel, Accel.TCG, rwdirs=[out], command=["true"], own=own)
+            joined = " ".join(argv)
+            assert f"--root {root / 'root'}" in joined
+            assert ("--arch arm64" in joined) is (kernel.arch == "arm64")
+            assert f"--rwdir {out}={out}" in joined and f"--rodir {cache}={view}" in joined
+            # the guest's directory, as vng takes it with a root of its own
+            at = vm.vng_argv(kernel, Accel.TCG, rwdirs=[out], command=["true"], own=own,
+                             cwd=out)
+            assert at[at.index("--cwd") + 1] == str(root / "root" / out.relative_to("/"))
+            own.mount_points([out])
+            assert (root / "root" / out.relative_to("/")).is_dir()
+        assert not view.exists()  # gone with the boot
+    # --host-root: the host's root, as vng exports it, for the host's arch alone
+    native = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
+                         version="6.12", arch=target.DEFAULT_ARCH)
+    with vm.guest_root(native, shared, host_root=True, log_dir=tmp_path) as own:
+        assert own is None
     # KVM runs only the host's arch: no probe, TCG, and a request for KVM is refused
+    arm = KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
+                      version="6.12", arch="arm64")
     assert vm.choose_accel(Accel.AUTO, arm.boot_image, arch="arm64")[0] is Accel.TCG
     with pytest.raises(vm.BootError, match="KVM runs only the host's arch"):
         vm.choose_accel(Accel.KVM, arm.boot_image, arch="arm64")
+    assert isolation.least([cache / "a", cache / "a/b", cache]) == [cache.resolve()]
 
 
 def test_busybox_applets_become_links_where_no_package_put_a_file(tmp_path: Path) -> None:
