@@ -33,8 +33,11 @@ log = logging.getLogger(__name__)
 
 BUILD_TIMEOUT_S = 3 * 3600
 # Fixed build identity: otherwise init/version.c and everything that embeds the
-# timestamp differ on every build and ccache cannot hit.
+# timestamp differ on every build and ccache cannot hit. KBUILD_BUILD_VERSION too: it is
+# the "#N" of `uname -v`, which kbuild otherwise counts up at every link of a build
+# directory, so that the same tree and .config linked twice gave two images.
 _BUILD_ENV = {
+    "KBUILD_BUILD_VERSION": "1",
     "KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 1970",
     "KBUILD_BUILD_USER": "harness",
     "KBUILD_BUILD_HOST": "harness",
