@@ -191,6 +191,7 @@ def make_argv(tree: Path, build_dir: Path, tools: Tools, *targets: str,
             # in another tree carries exactly the debug info this tree's compile would.
             f"KCFLAGS=-fdebug-prefix-map={tree}/="]
     tgt = tools.target
+    argv += target.UNUSED_TOOLS
     if not tgt.native_default:
         argv += tgt.make_vars()
     if tools.ccache:

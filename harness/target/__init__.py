@@ -50,6 +50,12 @@ from harness.base.errors import HarnessError
 from harness.base.model import Status
 
 _HERE = Path(__file__).resolve().parent
+# Tools kbuild probes for on PATH that no kernel of the harness uses, pinned to a name
+# nothing answers to: otherwise the .config records whatever rustc the machine has
+# (CONFIG_RUSTC_VERSION; a rustup in the home on one machine, none on a CI runner, none in
+# the build sandbox, which does not show the home), and the same tree and fragments give
+# two .config files, two store keys, and a build that re-runs syncconfig under its key.
+UNUSED_TOOLS = ("RUSTC=harness-builds-no-rust", "BINDGEN=harness-builds-no-rust")
 ARCH_DIR = _HERE / "arches"
 TOOLCHAIN_DIR = _HERE / "toolchains"
 DEFAULT_ARCH = "x86_64"
@@ -153,8 +159,9 @@ class Target:
         so that kbuild sees the compiler its .config was made with ("" for the default
         pair: what make assumes)."""
         if self.native_default:
-            return ()
-        return (*self.make_vars(), f"CC={self.cc}", f"HOSTCC={self.toolchain.hostcc}")
+            return UNUSED_TOOLS
+        return (*self.make_vars(), f"CC={self.cc}", f"HOSTCC={self.toolchain.hostcc}",
+                *UNUSED_TOOLS)
 
     def userspace_vars(self) -> tuple[str, ...]:
         """What the kernel's selftests Makefiles need to build for the guest: its arch and

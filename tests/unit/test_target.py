@@ -62,10 +62,12 @@ def test_the_default_pair_keeps_the_names_it_had() -> None:
     stored kernel's key over the same string as before there was a choice."""
     t = target.select(host_uname="x86_64")
     assert t.native_default and t.slug == "" and t.cc == "gcc"
-    assert kconfig.make_vars(t) == []
+    # (but for the tools no kernel of ours uses, pinned to nothing in every make)
+    assert kconfig.make_vars(t) == list(target.UNUSED_TOOLS)
     argv = build.make_argv(Path("/t"), Path("/t/.harness-build"), build.Tools(
         target=t, compiler="gcc", pahole="p", ccache=True), "bzImage")
     assert not any(a.startswith(("ARCH=", "CROSS_COMPILE=", "LLVM=")) for a in argv)
+    assert "RUSTC=harness-builds-no-rust" in argv
     assert "CC=ccache gcc" in argv
     tools = build.Tools(target=t, compiler="gcc (Debian 12.2.0) 12.2.0", pahole="v1.24",
                         ccache=True)
@@ -286,13 +288,15 @@ def test_every_command_the_extending_guide_gives_parses() -> None:
 
 
 def test_what_a_make_in_the_targets_tree_and_its_selftests_are_told() -> None:
-    assert target.default().kbuild_vars() == () and target.default().userspace_vars() == ()
+    pinned = target.UNUSED_TOOLS
+    assert target.default().kbuild_vars() == pinned and target.default().userspace_vars() == ()
     llvm = target.select("x86_64", "llvm", host_uname="x86_64")
-    assert llvm.kbuild_vars() == ("ARCH=x86_64", "LLVM=-19", "CC=clang-19", "HOSTCC=clang-19")
+    assert llvm.kbuild_vars() == ("ARCH=x86_64", "LLVM=-19", "CC=clang-19", "HOSTCC=clang-19",
+                                  *pinned)
     assert llvm.userspace_vars() == ()  # the host's gcc builds what the host's guest runs
     arm = target.select("arm64", "gcc", host_uname="x86_64")
     assert arm.kbuild_vars() == ("ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-",
-                                 "CC=aarch64-linux-gnu-gcc", "HOSTCC=gcc")
+                                 "CC=aarch64-linux-gnu-gcc", "HOSTCC=gcc", *pinned)
     assert arm.userspace_vars() == ("ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-")
 
 
