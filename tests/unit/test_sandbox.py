@@ -315,3 +315,42 @@ def test_the_fake_tree_builds_in_the_sandbox_as_the_harness_runs_it(
     assert (tmp_path / "cache" / "ccache" / "ok").exists()
     assert "1970" in res.output
     assert FAKES.exists()
+
+
+def test_every_make_of_a_tree_the_harness_runs_goes_through_the_sandbox() -> None:
+    """Each `proc.run`/`proc.check` whose command is make (a literal list starting with
+    "make", or kbuild's make_argv) passes a sandbox reach: a new make of the tree cannot
+    slip past it unnoticed. (The tree's scripts and tools run so as well: checkpatch,
+    decode_stacktrace, perf, bpftool; those are named below.)"""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "harness"
+    unconfined = []
+    calls = 0
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("run", "check")
+                    and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "proc" and node.args):
+                continue
+            first = node.args[0]
+            is_make = (isinstance(first, ast.List) and first.elts
+                       and isinstance(first.elts[0], ast.Constant)
+                       and first.elts[0].value == "make") or (
+                isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute)
+                and first.func.attr == "make_argv") or (
+                isinstance(first, ast.Name) and first.id == "argv"
+                and path.name in ("build.py", "test_progs.py", "perf.py"))
+            if is_make:
+                calls += 1
+                if not any(k.arg == "sandbox" for k in node.keywords):
+                    unconfined.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert calls >= 9 and unconfined == []
+    text = {p.name: p.read_text() for p in root.rglob("*.py")}
+    for module, call in (("check.py", "*CHECKPATCH_ARGS, str(patch)"),
+                         ("pipeline.py", "str(kernel.source_dir)],"),
+                         ("perf.py", '"--build-options"'), ("own.py", '"btf", "dump"')):
+        at = text[module].index(call)
+        assert "sandbox=" in text[module][at:at + 600], (module, call)
