@@ -303,9 +303,15 @@ def test_the_same_kernel_has_one_store_key_and_one_image_with_and_without_the_sa
                 *_ccache_results(log))
             log.unlink(missing_ok=True)
     boxed, bare = seen["sandboxed"], seen["not sandboxed"]
+    print(f"store key {key}; sha256 sandboxed / not sandboxed: " + ", ".join(
+        f"{rel} {a[:16]} / {b[:16]}" for rel, a, b in zip(remade, boxed, bare, strict=False)))
     assert boxed[:len(remade)] == bare[:len(remade)]
-    hits = bare[len(remade):]
-    assert hits and all(r.endswith("cache_hit") for r in hits), hits
+    # ccache's outcomes in the second build: the two objects compiled again were hits of
+    # what the first (the other side) had stored, and nothing missed
+    outcomes = bare[len(remade):]
+    assert "cache_miss" not in outcomes, outcomes
+    assert sum(r in ("direct_cache_hit", "preprocessed_cache_hit") for r in outcomes) >= 2, \
+        outcomes
 
 
 def paths_ccache_log(name: str) -> Path:
