@@ -176,18 +176,29 @@ def _identity_files() -> tuple[Path, Path]:
     return out[0], out[1]
 
 
-@functools.cache
 def host() -> Host:
+    """The host's facts, measured once per cache root, home and extra directories."""
+    return _host(str(paths.cache_root()), os.environ.get("HOME", ""),
+                 os.environ.get(EXTRA_READ_ENV, ""))
+
+
+@functools.cache
+def _host(cache: str, home: str, extra_read: str) -> Host:
     found = _which(BWRAP)
     if found is None:
         raise SandboxError("bubblewrap (bwrap) is not installed: the kernel tree's code "
                            "cannot be sandboxed", fix=f"{INSTALL_FIX}; {NO_SANDBOX_FIX}")
     passwd, group = _identity_files()
-    home = os.environ.get("HOME")
-    extra = tuple(Path(p) for p in os.environ.get(EXTRA_READ_ENV, "").split(":") if p)
+    extra = tuple(Path(p) for p in extra_read.split(":") if p)
     return Host(bwrap=found, top=_entries(Path("/"), TOP), etc=_entries(Path("/etc"), ETC),
                 home=Path(home) if home and home != "/" else None, passwd=passwd,
                 group=group, extra_read=extra)
+
+
+def forget() -> None:
+    """Measure the host and probe bubblewrap again (tests; a host that changed)."""
+    _host.cache_clear()
+    _probe.cache_clear()
 
 
 def _which(program: str) -> str | None:

@@ -98,11 +98,9 @@ def test_the_environment_is_an_allow_list_and_the_commands_own() -> None:
 
 @pytest.fixture
 def fresh_probe() -> Iterator[None]:
-    sandbox.host.cache_clear()
-    sandbox._probe.cache_clear()
+    sandbox.forget()
     yield
-    sandbox.host.cache_clear()
-    sandbox._probe.cache_clear()
+    sandbox.forget()
 
 
 def test_without_bubblewrap_the_run_stops_with_the_cause_and_the_fix(
@@ -200,12 +198,10 @@ def hostile_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     tree = committed_tree(tmp_path / "cache" / "work" / "linux")
     with (tree / "Makefile").open("a") as f:
         f.write(HOSTILE.format(secret=secret, written=written, port=listener.port))
-    sandbox.host.cache_clear()  # HOME moved
     try:
         yield tree, secret, written, listener, secret_text
     finally:
         listener.close()
-        sandbox.host.cache_clear()
 
 
 def test_a_hostile_makefile_reaches_nothing_in_the_sandbox_and_everything_without(
@@ -354,3 +350,37 @@ def test_every_make_of_a_tree_the_harness_runs_goes_through_the_sandbox() -> Non
                          ("perf.py", '"--build-options"'), ("own.py", '"btf", "dump"')):
         at = text[module].index(call)
         assert "sandbox=" in text[module][at:at + 600], (module, call)
+
+
+def test_a_hostile_git_tree_reaches_nothing_through_the_whole_pipeline(
+        hostile_tree: tuple[Path, Path, Path, Listener, str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--kernel git:TREE` whose uncommitted Makefile reaches for the home and the network:
+    the real pipeline (kconfig, build, the tests, the fake vng's boot) in the sandbox.
+    The secret is in no file of the results, nothing was written, nothing connected, and
+    the build log shows the line ran."""
+    from harness.base.model import Accel
+    from harness.drivers import pipeline
+    from harness.drivers.matrix import Cell, Tier
+    from harness.output import results
+    from tests.unit.test_orchestrator import KTAP_PASS, own_test
+
+    tree, _secret, written, listener, secret_text = hostile_tree
+    monkeypatch.setenv("PATH", f"{FAKES / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.delenv("FAKE_VNG", raising=False)
+    monkeypatch.setenv("FAKE_VNG_STATE", str(tmp_path / "vng-state"))
+    cell = Cell(name="hostile", tier=Tier.DEFAULT, kernel=f"git:{tree}",
+                configs=(str(FAKES / "fake.config"),),
+                tests=(own_test(tmp_path, "fake_pass", KTAP_PASS),))
+    out = tmp_path / "out"
+    result = pipeline.run_cell(cell, out, accel=Accel.TCG)
+    results.write_json(out / "results.json", [result], meta={"command": ["test"]})
+    assert result.status is Status.PASS, result.error
+    assert "uncommitted" in result.source  # the Makefile line is an uncommitted change
+    assert result.isolation is not None and result.isolation.sandbox
+    build_log = (out / "build.log").read_text()
+    assert "probe: cat: " in build_log and "No such file" in build_log
+    for p in out.rglob("*"):
+        assert not p.is_file() or secret_text.encode() not in p.read_bytes(), p
+    assert secret_text not in results.summary([result])
+    assert not written.exists() and listener.connections == 0
