@@ -384,3 +384,107 @@ def test_a_hostile_git_tree_reaches_nothing_through_the_whole_pipeline(
         assert not p.is_file() or secret_text.encode() not in p.read_bytes(), p
     assert secret_text not in results.summary([result])
     assert not written.exists() and listener.connections == 0
+
+
+def _fake_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", f"{FAKES / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.delenv("FAKE_VNG", raising=False)
+    monkeypatch.setenv("FAKE_VNG_STATE", str(tmp_path / "vng-state"))
+
+
+def test_what_a_guest_plants_in_its_results_is_removed_before_it_is_read_and_said(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that leaves links to a host file where the harness reads a test's metrics
+    and output, a link to /, and a FIFO: none is followed (the harness would read the
+    host's file into results.json, or block on the FIFO); the boot's result says what
+    was removed; the cell line says how the cell was kept in."""
+    from harness.base.model import Accel
+    from harness.drivers import pipeline
+    from harness.drivers.matrix import Cell, Tier
+    from harness.output import results
+    from tests.unit.test_orchestrator import KTAP_PASS, own_test
+
+    _fake_world(tmp_path, monkeypatch)
+    secret = tmp_path / "secret"
+    secret.write_text("s3cr3t-planted\n")
+    plant = own_test(tmp_path, "planter", KTAP_PASS + (
+        f'ln -s {secret} "$HARNESS_METRICS"; ln -s / "$HARNESS_OUT/up"; '
+        f'mkfifo "$HARNESS_OUT/fifo"; ln -s {secret} "$HARNESS_OUT/planter.json"\n'))
+    tree = committed_tree(tmp_path / "linux")
+    cell = Cell(name="planted", tier=Tier.DEFAULT, kernel=f"git:{tree}",
+                configs=(str(FAKES / "fake.config"),), tests=(plant,))
+    out = tmp_path / "out"
+    result = pipeline.run_cell(cell, out, accel=Accel.TCG)
+    results.write_json(out / "results.json", [result], meta={"command": ["test"]})
+    assert result.status is Status.PASS, result.error
+    boot = next(t for t in result.tests if t.name == "boot")
+    said = " ".join(boot.notes)
+    assert "planter.metrics.json (symlink to" in said and "fifo (fifo)" in said
+    assert "up (symlink to /)" in said and "planter.json" in said
+    text = (out / "results.json").read_text()
+    assert "s3cr3t-planted" not in text and "metrics" not in next(
+        t for t in result.tests if t.name == "planter").extra
+    assert not [p for p in out.rglob("*") if p.is_symlink() or not (p.is_file() or p.is_dir())]
+    # the guest booted on its own root and saw the cache through a view of its own
+    iso = result.isolation
+    assert iso is not None and iso.sandbox and iso.guest_root and not iso.host_root
+    assert "guest-view/view-" in (out / "guest" / "console.log").read_text()
+    assert f"sandboxed build, guest root {iso.guest_root}" in " ".join(
+        results.summary([result]).split())
+
+
+def test_no_sandbox_and_host_root_are_honoured_and_said(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.base.model import Accel
+    from harness.drivers import pipeline
+    from harness.drivers.matrix import Cell, Tier
+    from harness.output import results
+    from tests.unit.test_orchestrator import KTAP_PASS, own_test
+
+    _fake_world(tmp_path, monkeypatch)
+    tree = committed_tree(tmp_path / "linux")
+    cell = Cell(name="open", tier=Tier.DEFAULT, kernel=f"git:{tree}",
+                configs=(str(FAKES / "fake.config"),),
+                tests=(own_test(tmp_path, "fake_pass", KTAP_PASS),))
+    out = tmp_path / "out"
+    with sandbox.using(OFF):
+        result = pipeline.run_cell(cell, out, accel=Accel.TCG,
+                                   options=pipeline.RunOptions(host_root=True))
+    assert result.status is Status.PASS, result.error
+    assert "[sandbox]" not in (out / "build.log").read_text()
+    assert "guest-view" not in (out / "guest" / "console.log").read_text()
+    iso = result.isolation
+    assert iso is not None and not iso.sandbox and iso.sandbox_off == "--no-sandbox"
+    assert iso.host_root == "--host-root" and iso.guest_root == ""
+    line = " ".join(results.summary([result]).split())
+    assert "build NOT sandboxed (--no-sandbox), guest on the host's root (--host-root)" in line
+    data = results.cell_json(result)["isolation"]
+    assert data["sandbox"]["enabled"] is False and data["guest_root"]["host_root"]
+    # and the default: in the sandbox, on its own root
+    again = pipeline.run_cell(cell, tmp_path / "out2", accel=Accel.TCG)
+    assert again.status is Status.PASS and again.kernel_from_store  # the same key
+    assert again.isolation is not None and again.isolation.sandbox and \
+        again.isolation.guest_root
+
+
+def test_a_host_where_bubblewrap_cannot_run_stops_the_cell_in_its_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_probe: None) -> None:
+    from harness.base.model import Accel
+    from harness.drivers import pipeline
+    from harness.drivers.matrix import Cell, Tier
+
+    _fake_world(tmp_path, monkeypatch)
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sandbox, "_which", lambda program: str(fake))
+    tree = committed_tree(tmp_path / "linux")
+    cell = Cell(name="refused", tier=Tier.DEFAULT, kernel=f"git:{tree}",
+                configs=(str(FAKES / "fake.config"),), tests=())
+    result = pipeline.run_cell(cell, tmp_path / "out", accel=Accel.TCG)
+    assert result.status is Status.SETUP_ERROR
+    assert [(s.stage, s.status) for s in result.stages] == [("plan", Status.SETUP_ERROR)]
+    assert "setting up uid map: Permission denied" in result.error
+    assert "--no-sandbox" in result.error and "sysctl" in result.error
