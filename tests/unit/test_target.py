@@ -310,3 +310,32 @@ def test_tests_built_only_for_the_host_are_refused_for_another_arch_before_any_b
     with pytest.raises(Exception, match=r"test_progs:cgroup_iter: built for the host's arch"
                                         r" \(x86_64\); an arm64 guest cannot run them yet"):
         pipeline._plan(cell, StageLog("a"))
+
+
+def test_a_roots_packages_are_what_apts_solver_says_and_its_hash_is_its_content(
+        tmp_path: Path) -> None:
+    from harness.guest import rootfs
+
+    # `apt-get -s install` against an empty package database (recorded here, 2026-11-28)
+    said = ("NOTE: This is only a simulation!\n"
+            "Inst gcc-12-base (12.2.0-14+deb12u1 Debian:12.12/stable [amd64])\n"
+            "Inst libc6 (2.36-9+deb12u14 Debian-Security:12/stable-security [amd64])\n"
+            "Conf libc6 (2.36-9+deb12u14 Debian-Security:12/stable-security [amd64])\n"
+            "Inst busybox-static (1:1.35.0-4+deb12u1+b1 Debian:12.12/stable [amd64])\n")
+    assert [(m["name"], m["version"]) for m in rootfs._INST.finditer(said)] == [
+        ("gcc-12-base", "12.2.0-14+deb12u1"), ("libc6", "2.36-9+deb12u14"),
+        ("busybox-static", "1:1.35.0-4+deb12u1+b1")]
+    root = tmp_path / "root"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "sh").write_text("#!sh\n")
+    (root / "usr").mkdir()
+    (root / "bin" / "awk").symlink_to("/usr/bin/mawk")
+    first = rootfs._measure(root, 2)
+    assert first.size == 5 and first.packages == 2 and len(first.digest) == 16
+    (root / "tmp" / "wt41-runs" / "x").mkdir(parents=True)  # a mount point vng needs
+    assert rootfs._measure(root, 2) == first
+    (root / "bin" / "sh").chmod(0o755)  # a mode is content
+    assert rootfs._measure(root, 2).digest != first.digest
+    (root / "bin" / "awk").unlink()
+    (root / "bin" / "awk").symlink_to("/bin/busybox")  # where a link points too
+    assert rootfs._measure(root, 2).digest not in (first.digest,)
