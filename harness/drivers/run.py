@@ -252,7 +252,8 @@ def run(request: RunRequest) -> RunReport:
             cell_dir = out / cell.name
             cell_dir.mkdir(parents=True, exist_ok=True)
             results.write_reproduce(cell_dir / "reproduce.sh",
-                                    argv=pipeline.cell_argv(cell, accel),
+                                    argv=_isolation_flags(pipeline.cell_argv(cell, accel),
+                                                          request.host_root),
                                     repo=paths.repo_root(), harness_rev=meta["harness_rev"])
             res = pipeline.run_cell(cell, cell_dir, accel=accel,
                                     options=pipeline.RunOptions(
@@ -294,6 +295,15 @@ def run(request: RunRequest) -> RunReport:
     if request.bisect_exit:
         code = results.bisect_exit_code(done)
     return RunReport(cells=tuple(done), results=out / "results.json", exit_code=code)
+
+
+def _isolation_flags(argv: list[str], host_root: bool) -> list[str]:
+    """A cell's command line with what this run turned off (--no-sandbox, --host-root),
+    before a guest command's `--`: its reproduce.sh runs it the same way."""
+    flags = (["--no-sandbox"] if not sandboxes.policy().enabled else []) + (
+        ["--host-root"] if host_root else [])
+    at = argv.index("--") if "--" in argv else len(argv)
+    return [*argv[:at], *flags, *argv[at:]]
 
 
 def command(sel: Selection, *, out: Path | None, here: Path, accel: Accel, strict: bool,

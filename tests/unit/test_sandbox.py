@@ -488,3 +488,14 @@ def test_a_host_where_bubblewrap_cannot_run_stops_the_cell_in_its_plan(
     assert [(s.stage, s.status) for s in result.stages] == [("plan", Status.SETUP_ERROR)]
     assert "setting up uid map: Permission denied" in result.error
     assert "--no-sandbox" in result.error and "sysctl" in result.error
+
+
+def test_a_cells_reproduce_command_keeps_what_the_run_turned_off() -> None:
+    from harness.drivers import run
+
+    argv = ["run", "--kernel", "debian:6.12", "--accel", "tcg", "--", "uname", "-r"]
+    assert run._isolation_flags(argv, False) == argv
+    with sandbox.using(OFF):
+        assert run._isolation_flags(argv, True) == [
+            "run", "--kernel", "debian:6.12", "--accel", "tcg", "--no-sandbox", "--host-root",
+            "--", "uname", "-r"]
