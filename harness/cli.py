@@ -147,6 +147,10 @@ def _tree_options(p: argparse.ArgumentParser, *, several_kernels: bool = False) 
     p.add_argument("--toolchain", default=None, choices=target.known_toolchains(),
                    help=f"the toolchain to build with (default {target.DEFAULT_TOOLCHAIN}; "
                         "llvm: clang, lld and the LLVM binutils 19)")
+    _sandbox_option(p)
+
+
+def _sandbox_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-sandbox", action="store_true",
                    help="run the kernel tree's code (make, scripts/, tools built from it) "
                         "with all your rights instead of in bubblewrap (no network, no "
@@ -281,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="statuses that count as bad (default FAIL,CRASHED,TIMEOUT,FLAKY)")
     _accel_option(bi)
     bi.add_argument("--out", type=Path, metavar="DIR")
+    _sandbox_option(bi)
     mu = sub.add_parser("mutate", help="mutation testing: which one-line bugs in a series (or "
                         "a kernel function) do the tests miss?")
     mu.add_argument("--series", required=True, metavar="NAME",
@@ -310,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run the unmutated kernel N times; a result not PASS in each "
                          "cannot judge a mutant (default 2)")
     _accel_option(mu)
+    _sandbox_option(mu)
     mu.add_argument("--out", type=Path, metavar="DIR",
                     help="results directory (default results/mutate-<timestamp>)")
 
