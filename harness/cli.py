@@ -207,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--build-only", action="store_true",
                    help="build the kernel (into the kernel store) and the tests, boot nothing "
                         "(a CI build job; PASS when every build stage passed)")
+    r.add_argument("--prebuilt", type=Path, metavar="BUILD_RUN",
+                   help="boot the kernel and tests a --build-only run of these cells made "
+                        "(its directory; the kernel and test builds imported with harness "
+                        "cache import): no source, no build (a CI test job)")
     r.add_argument("--coverage", action="store_true",
                    help="build with gcov for the series' C files and report, per patch, "
                         "which of its added lines the tests ran (a kernel of its own)")
@@ -393,22 +397,28 @@ def build_parser() -> argparse.ArgumentParser:
                             ("gitlab", "GitLab CI pipeline")):
         gen = ci_sub.add_parser(system, help=f"the {runners} of the tier's cells")
         gen.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
-        gen.add_argument("--accel", choices=[Accel.TCG.value, Accel.KVM.value],
-                         default=Accel.TCG.value,
-                         help="the guests' accelerator (default tcg, on any runner; kvm "
-                              "needs " + ("--runs-on" if system == "github" else "--tag")
+        gen.add_argument("--accel", choices=[a.value for a in Accel], default=Accel.AUTO.value,
+                         help="the guests' accelerator (default auto: KVM where the runner "
+                              "has it, else TCG, the reason in results.json; kvm needs "
+                              + ("--test-runs-on" if system == "github" else "--test-tag")
                               + " naming runners with /dev/kvm)")
+        flag, what = (("--runs-on", "label"), ("--tag", "tag"))[system == "gitlab"]
+        dest = "runs_on" if system == "github" else "tag"
+        gen.add_argument(flag, action="append", default=[], metavar=what.upper(), dest=dest,
+                         help=f"the runner {what}(s) of every job that builds or boots "
+                              "(repeatable; default: " + ("ubuntu-latest" if system ==
+                                                          "github" else "any runner") + ")")
+        gen.add_argument(f"--test-{flag[2:]}", action="append", default=[],
+                         metavar=what.upper(), dest=f"test_{dest}",
+                         help=f"the runner {what}(s) of the test jobs apart (runners with "
+                              "/dev/kvm, say; repeatable; default: as the build jobs')")
         if system == "github":
-            gen.add_argument("--runs-on", action="append", default=[], metavar="LABEL",
-                             help="the runner label(s) of the jobs that build and boot "
-                                  "(repeatable; default ubuntu-latest)")
             gen.add_argument("--container-options", default=None, metavar="OPTS",
-                             help="docker options of their debian:12 container (default "
-                                  "--privileged)")
-        else:
-            gen.add_argument("--tag", action="append", default=[], metavar="TAG",
-                             help="the runner tag(s) of the jobs that build and boot "
-                                  "(repeatable; default none: any runner)")
+                             help="docker options of the test jobs' debian:12 container "
+                                  "(default --device /dev/kvm, none with --accel tcg)")
+        gen.add_argument("--runner-disk", type=int, default=None, metavar="GB",
+                         help="the runners' free disk, which sizes ccache and the harness "
+                              "cache (default 14, a GitHub-hosted runner's)")
         gen.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                          help="write the file here (default: stdout)")
     key = ci_sub.add_parser("cache-key", help="the cache keys of the cells' build jobs")
@@ -461,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--plan", type=Path, default=None, metavar="FILE",
                     help="expect the cells this plan file lists (JSON: {\"cells\": [NAME, "
                          "...]}, as shard.write_plan writes it)")
+    mg.add_argument("--builds", nargs="+", type=Path, default=[], metavar="DIR",
+                    help="CI build jobs' --build-only runs: a cell no run holds takes the "
+                         "build error that kept it from its test job, not MISSING")
 
     for name, parser in sub.choices.items():
         shown = "\n".join(f"  {e}" for e in EXAMPLES[name])
@@ -505,7 +518,7 @@ def selection(args: argparse.Namespace) -> run.Selection:
         tier=args.tier, cells=tuple(args.cell), matrix=args.matrix, memory=args.memory,
         cpus=args.cpus, arch=args.arch, toolchain=args.toolchain,
         guest_command=tuple(args.guest_command), cwd=args.cwd, timeout=args.timeout,
-        shard=args.shard, costs=args.costs, baseline=args.baseline)
+        shard=args.shard, costs=args.costs, baseline=args.baseline, prebuilt=args.prebuilt)
 
 
 def planned(args: argparse.Namespace) -> tuple[list[Cell], str]:
@@ -596,9 +609,10 @@ def cmd_ci(args: argparse.Namespace) -> int:
     github = args.what == "github"
     settings = ciplan.Settings(
         accel=Accel(args.accel), runs_on=tuple(args.runs_on) if github else (),
-        tags=() if github else tuple(args.tag),
-        container_options=args.container_options if github and args.container_options
-        is not None else ciplan.DEFAULT_CONTAINER_OPTIONS)
+        test_runs_on=tuple(args.test_runs_on) if github else (),
+        tags=() if github else tuple(args.tag), test_tags=() if github else tuple(args.test_tag),
+        container_options=args.container_options if github else None,
+        disk_gb=args.runner_disk or ciplan.DEFAULT_DISK_GB)
     return commands.pipeline(commands.PipelineRequest(system=args.what, tier=Tier(args.tier),
                                                       settings=settings, output=args.output))
 
@@ -614,7 +628,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     return runs.merge(runs.MergeRequest(runs=tuple(args.runs), out=args.out, tier=args.tier,
                                         cells=tuple(args.cell), matrix=args.matrix,
-                                        plan=args.plan), argv=_argv())
+                                        plan=args.plan, builds=tuple(args.builds)),
+                      argv=_argv())
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

@@ -15,9 +15,11 @@ from harness.drivers import shard
 
 @dataclass(frozen=True, kw_only=True)
 class Built:
-    """A kernel a job builds: what shard.kernel_of compares, and where its run goes."""
+    """A kernel a job builds: what shard.kernel_of compares, the cells whose tests it
+    builds with it, and where its run goes."""
 
-    kernel: tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+    kernel: tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], str]
+    cells: tuple[str, ...]
     out: str
 
 
@@ -35,11 +37,13 @@ def harness_runs(script: str) -> list[argparse.Namespace]:
 
 def builds(script: str) -> list[Built]:
     """The kernels a script builds: its --build-only runs (a run without it is a test,
-    whose kernel comes from the store), each of one matrix cell, whose kernel it is."""
+    whose kernel comes from the store), each of the cells of one kernel."""
     found = []
     for a in harness_runs(script):
         if a.build_only:
             cells, _what = cli.planned(a)
-            assert len(cells) == 1, [c.name for c in cells]
-            found.append(Built(kernel=shard.kernel_of(cells[0]), out=str(a.out)))
+            kernels = {shard.kernel_of(c) for c in cells}
+            assert len(kernels) == 1, [c.name for c in cells]
+            found.append(Built(kernel=kernels.pop(), cells=tuple(c.name for c in cells),
+                               out=str(a.out)))
     return found

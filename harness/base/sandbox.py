@@ -310,7 +310,7 @@ def links_on_the_way(paths_: Sequence[Path]) -> dict[str, str]:
 @functools.cache
 def _probe() -> str:
     """"" when bwrap runs a command in the shape the harness uses; else what it said."""
-    import subprocess
+    from harness.base import proc  # (proc runs sandboxed commands through this module)
 
     try:
         found = host()
@@ -318,13 +318,12 @@ def _probe() -> str:
         return exc.message
     argv = command_line(Reach(), ["true"], env={"PATH": "/usr/bin:/bin"}, cwd=None, host=found)
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = proc.run(argv, timeout=60)
+    except HarnessError as exc:
         return f"{shlex.join(argv[:3])} ... failed: {exc}"
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).decode(errors="replace").strip()
-        return f"bwrap exited {done.returncode}: {said[:400] or 'no message'}"
+    if not done.ok:
+        how = "timed out" if done.timed_out else f"exited {done.returncode}"
+        return f"bwrap {how}: {done.output.strip()[:400] or 'no message'}"
     return ""
 
 
@@ -350,15 +349,9 @@ def require() -> None:
 
 def version() -> str:
     """bubblewrap's version line ("" when it is not installed)."""
-    import subprocess
+    from harness.base import proc
 
-    found = _which(BWRAP)
-    if found is None:
-        return ""
-    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        return subprocess.run([found, "--version"], capture_output=True, timeout=30,
-                              check=False).stdout.decode(errors="replace").strip()
-    return ""
+    return proc.version_line(BWRAP)
 
 
 def git_dirs(tree: Path) -> tuple[Path, ...]:

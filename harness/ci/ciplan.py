@@ -2,45 +2,51 @@
 (`harness ci github`, harness/ci/workflow.py; `harness ci gitlab`, harness/ci/gitlab.py). Pure:
 cells and settings in, a plan out; and a small YAML emitter for both.
 
-Build once, fan out (as kernel-patches/vmtest and libbpf/ci do):
-- one build job per build tree: the cells whose kernel is built in the same worktree (the
-  same kernel spec and config fragments, which name the worktree). It builds each distinct
-  kernel of its cells (`shard.kernel_of`: kernel spec, series, configs, extra patches) once,
-  one after the other in that worktree, so the variants with other series or extra patches
-  build incrementally, and exports each kernel as an archive (`harness cache export`):
-  `harness run --cell C --build-only` of its first cell builds the kernel into the kernel
-  store and the cell's tests, and boots nothing;
-- one test job per cell, which needs its build job, imports its kernel's archive
-  (`harness cache import`) and runs `harness run --cell C`: the kernel is in the store, so
-  nothing is built (the source is still imported, the series applied and the .config made:
-  the store's key is the tree id and the .config);
+Build once, fan out, one kernel per build job (as BPF CI and kernel-patches/vmtest do):
+- one build job per distinct kernel (`shard.kernel_of`: kernel spec, series, configs,
+  extra patches, arch, toolchain: the kernel store's key). It installs the build role
+  (`bootstrap.sh --role build`, and the arch's and toolchain's packages from their data
+  files), runs `harness run --cell C... --build-only` for every cell of that kernel (the
+  kernel once, each cell's tests; nothing boots) and exports the kernel and the test
+  builds as one archive (`harness cache export`), its only artifact besides the run;
+- one test job per cell, which needs exactly its kernel's build job and downloads only
+  its artifact, and runs `harness run --cell C --prebuilt build/K`, which imports the
+  archive and boots the kernel and tests as built: no source, no compiler (the test
+  role). A kernel that did not build makes its own cells' test jobs report that error,
+  with its log (drivers/prebuilt.py);
 - one merge job that joins the cells' runs against the tier (`harness merge --tier T`).
+
+Timeouts come from measured times (harness/ci/timings.toml) with a margin, within the
+hosted runners' limits; the cache limits from the runner's free disk.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shlex
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness import target
 from harness.base.errors import HarnessError
 from harness.base.model import Accel, Status
-from harness.drivers import shard
+from harness.drivers import prebuilt, shard
 from harness.drivers.matrix import Cell
-from harness.kernel import kconfig
 
 IMAGE = "debian:12"  # bootstrap.sh is Debian-only
 DEFAULT_RUNS_ON = "ubuntu-latest"
-DEFAULT_CONTAINER_OPTIONS = "--privileged"
-BUILD_DIR = "build"  # where a build job's build-only runs go, one directory per kernel
-ARCHIVE_DIR = "archives"  # the kernels' archives, one per kernel
+KVM_CONTAINER_OPTIONS = "--device /dev/kvm"  # the test jobs' default: KVM, no privileges
+BUILD_DIR = "build"  # a build job's build-only run, and the kernel's archive in it
 RESULTS_DIR = "results"  # a test job's run: results/<cell>
 HARNESS = ".venv/bin/harness"  # bootstrap.sh installs it there
+TIMINGS = Path(__file__).resolve().parent / "timings.toml"
+DEFAULT_DISK_GB = 14  # free disk on a GitHub-hosted Linux runner (docs/ci.md)
 
 
 class CiError(HarnessError):
@@ -49,37 +55,110 @@ class CiError(HarnessError):
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    """What the generated file asks of the CI system: the accelerator the guests use, and
-    the runners (GitHub labels, or GitLab tags) and container options of the jobs that
-    boot them. Empty `runs_on` and `tags`: the CI system's default runners."""
+    """What the generated file asks of the CI system: the accelerator the guests use, the
+    runners (GitHub labels or GitLab tags; of the test jobs apart: test_runs_on,
+    test_tags) and the test jobs' container options, and the runners' free disk, which
+    sizes the caches. Empty labels and tags: the CI system's default runners."""
 
-    accel: Accel = Accel.TCG
+    accel: Accel = Accel.AUTO
     runs_on: tuple[str, ...] = ()
-    container_options: str = DEFAULT_CONTAINER_OPTIONS
+    test_runs_on: tuple[str, ...] = ()
+    container_options: str | None = None  # the test jobs'; None: by accel (see below)
     tags: tuple[str, ...] = ()
+    test_tags: tuple[str, ...] = ()
+    disk_gb: int = DEFAULT_DISK_GB
 
     def __post_init__(self) -> None:
-        if self.accel is Accel.AUTO:
-            # a CI file says what it runs on: auto would pick TCG silently where KVM fails
-            raise CiError("--accel auto: a CI file names its accelerator",
-                          fix="--accel tcg (any runner), or --accel kvm with the runner "
-                              "label (--runs-on) or tag (--tag) of runners that have /dev/kvm")
+        if self.disk_gb < 8:
+            raise CiError(f"--runner-disk {self.disk_gb}: a build job needs about 8 GB (the "
+                          "source, its worktree and build directory, the caches)",
+                          fix="give the runners' free disk in GB, at least 8")
+
+    @property
+    def test_options(self) -> str:
+        """The test jobs' container options: /dev/kvm passed (not --privileged) unless
+        TCG is asked for."""
+        if self.container_options is not None:
+            return self.container_options
+        return "" if self.accel is Accel.TCG else KVM_CONTAINER_OPTIONS
+
+    @property
+    def ccache_max(self) -> str:
+        """ccache's limit: a fifth of the disk, at most 5G (one kernel's objects take
+        about 1G compressed)."""
+        return f"{min(5, max(1, self.disk_gb // 5))}G"
+
+    @property
+    def cache_max(self) -> str:
+        """HARNESS_CACHE_MAX: the rest of the disk less ccache and 2G of room."""
+        return f"{self.disk_gb - int(self.ccache_max[:-1]) - 2}G"
 
 
 @dataclass(frozen=True, kw_only=True)
-class Kernel:
-    """One distinct kernel (what `shard.kernel_of` decides) and the cells that test it."""
+class Timings:
+    """Measured minutes (timings.toml) and how a timeout is made of them."""
+
+    margin: float
+    setup: float
+    per_extra_cell: float
+    build: dict[str, float]
+    test: dict[str, float]
+
+    def build_minutes(self, job: BuildJob) -> tuple[float, str]:
+        measured = self.build.get(job.timing_key)
+        base = measured if measured is not None else self.build["default"]
+        extra = self.per_extra_cell * (len(job.cells) - 1)
+        said = (f"kernel {base:g} " + ("measured" if measured is not None else "(not measured: "
+                                        "the default)")
+                + (f" + {len(job.cells) - 1} more cell(s) x {self.per_extra_cell:g}"
+                   if extra else ""))
+        return base + extra, said
+
+    def test_minutes(self, cell: str) -> tuple[float, str]:
+        measured = self.test.get(cell)
+        if measured is None:
+            return self.test["default"], f"tests {self.test['default']:g} (not measured)"
+        return measured, f"tests {measured:g} measured"
+
+    def timeout(self, minutes: float, limit: int) -> int:
+        """(set-up + minutes) x margin, rounded up to 5, at least 15, at most `limit`."""
+        return min(limit, max(15, 5 * math.ceil((self.setup + minutes) * self.margin / 5)))
+
+
+def timings(path: Path = TIMINGS) -> Timings:
+    try:
+        data = tomllib.loads(path.read_text())
+        return Timings(margin=float(data["margin"]), setup=float(data["setup"]),
+                       per_extra_cell=float(data["per_extra_cell"]),
+                       build={str(k): float(v) for k, v in data["build"].items()},
+                       test={str(k): float(v) for k, v in data["test"].items()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CiError(f"{path}: not readable timings: {exc}",
+                      fix="margin, setup, per_extra_cell, [build] and [test] (with a "
+                          "default each), in minutes") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildJob:
+    """One distinct kernel and the cells that test it (in the matrix's order)."""
 
     kernel: str
     series: tuple[str, ...]
     configs: tuple[str, ...]
     patches: tuple[str, ...]
-    cells: tuple[str, ...]  # in the matrix's order
+    arch: str
+    toolchain: str
+    cells: tuple[str, ...]
 
     @property
     def name(self) -> str:
-        """The first cell that tests it: names its build-only run and its archive."""
+        """The first cell that tests it: names its run, its archive and its jobs."""
         return self.cells[0]
+
+    @property
+    def slug(self) -> str:
+        """Its jobs' id: [A-Za-z0-9_-] (GitHub's job ids), from the name."""
+        return re.sub(r"[^A-Za-z0-9_-]", "_", self.name)
 
     @property
     def run_dir(self) -> str:
@@ -87,49 +166,58 @@ class Kernel:
 
     @property
     def archive(self) -> str:
-        return f"{ARCHIVE_DIR}/{self.name}.tar"
+        """The kernel and the cells' test builds, in the run's directory: the job's one
+        artifact is that directory, which `harness run --prebuilt` imports from."""
+        return f"{self.run_dir}/{prebuilt.ARCHIVE}"
+
+    @property
+    def title(self) -> str:
+        pair = target.label(self.arch, self.toolchain)
+        extras = [f"series {'+'.join(self.series)}" if self.series else "",
+                  f"{len(self.patches)} patch(es)" if self.patches else "",
+                  f"config {'+'.join(self.configs)}", pair]
+        return f"{self.kernel} " + ", ".join(e for e in extras if e)
+
+    def bootstrap_argv(self, role: str) -> list[str]:
+        """bootstrap.sh for this job's role, with the arch's and toolchain's own packages
+        (read from their data files) when they are not x86_64/gcc."""
+        argv = ["./bootstrap.sh", "--role", role]
+        if self.arch != target.DEFAULT_ARCH:
+            argv += ["--arch", self.arch]
+        if role == "build" and self.toolchain != target.DEFAULT_TOOLCHAIN:
+            argv += ["--toolchain", self.toolchain]
+        return argv
 
     def build_argv(self) -> list[str]:
-        """The run that builds it into the kernel store, with its first cell's tests, and
-        boots nothing."""
-        return [HARNESS, "run", "--cell", self.name, "--build-only", "--out", self.run_dir]
+        """Every cell of the kernel, built: the kernel once (the store has it from the
+        first on), each cell's tests; nothing boots."""
+        argv = [HARNESS, "run"]
+        for c in self.cells:
+            argv += ["--cell", c]
+        return [*argv, "--build-only", "--out", self.run_dir]
 
     def export_argv(self) -> list[str]:
         return [HARNESS, "cache", "export", "--run", self.run_dir, "-o", self.archive]
 
-
-@dataclass(frozen=True, kw_only=True)
-class BuildJob:
-    """The kernels built in one worktree, in the order their first cells appear."""
-
-    kernel: str
-    configs: tuple[str, ...]
-    kernels: tuple[Kernel, ...]
-    target: str = ""  # "@ARCH-TOOLCHAIN" when not x86_64/gcc (each has a tree of its own)
-
-    @property
-    def slug(self) -> str:
-        """A job id (GitHub: [A-Za-z0-9_-], starting with a letter) that names the tree."""
-        text = re.sub(r"[^A-Za-z0-9_-]+", "_",
-                      f"{self.kernel}-{kconfig.config_slug(list(self.configs))}{self.target}")
-        if len(text) > 60:  # a job id has at most 100 characters; keep it readable
-            text = f"{text[:50]}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
-        return text
-
-    @property
-    def title(self) -> str:
-        return f"{self.kernel} ({'+'.join(self.configs)}){self.target.replace('@', ' ')}"
-
-    @property
-    def cells(self) -> tuple[str, ...]:
-        return tuple(c for k in self.kernels for c in k.cells)
-
     def key_argv(self) -> list[str]:
-        """`harness ci cache-key` for the kernels this job builds (one cell of each)."""
-        argv = [HARNESS, "ci", "cache-key"]
-        for k in self.kernels:
-            argv += ["--cell", k.name]
-        return argv
+        """`harness ci cache-key` of this kernel (one cell of it names it)."""
+        return [HARNESS, "ci", "cache-key", "--cell", self.name]
+
+    @property
+    def timing_key(self) -> str:
+        """What its cold build time is measured by: the kernel spec, configs and target
+        (a patch or another series on the same tree builds as long)."""
+        pair = target.label(self.arch, self.toolchain)
+        return f"{self.kernel} {'+'.join(self.configs)}" + (f" {pair}" if pair else "")
+
+    @property
+    def tree(self) -> str:
+        """The worktree its build uses (kernel spec, configs, target): what its ccache is
+        shared by."""
+        text = f"{self.kernel}-{'+'.join(self.configs)}-{self.arch}-{self.toolchain}"
+        slug = re.sub(r"[^A-Za-z0-9_-]+", "_", text)
+        return slug if len(slug) <= 60 else \
+            f"{slug[:50]}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,19 +225,47 @@ class Plan:
     tier: str
     builds: tuple[BuildJob, ...]
     settings: Settings
+    timings: Timings
 
     @property
     def cells(self) -> tuple[str, ...]:
         return tuple(c for b in self.builds for c in b.cells)
 
-    def test_argv(self, cell: str) -> list[str]:
-        return [HARNESS, "run", "--cell", cell, "--accel", self.settings.accel.value,
-                "--out", f"{RESULTS_DIR}/{cell}"]
+    def test_line(self, job: BuildJob, variable: str = "CELL") -> str:
+        """The test job's `harness run`, its cell the value of a shell variable (a matrix
+        leg's), quoted."""
+        cell = f'"${variable}"'
+        return (f"{HARNESS} run --cell {cell} --prebuilt {shlex.quote(job.run_dir)} "
+                f"--accel {self.settings.accel.value} --out {RESULTS_DIR}/{cell}")
+
+    def build_timeout(self, job: BuildJob, limit: int) -> tuple[int, str]:
+        minutes, said = self.timings.build_minutes(job)
+        return self.timings.timeout(minutes, limit), said
+
+    def test_timeout(self, job: BuildJob, limit: int) -> tuple[int, str]:
+        """The longest of its cells'."""
+        found = [self.timings.test_minutes(c) for c in job.cells]
+        minutes, said = max(found)
+        return self.timings.timeout(minutes, limit), said
+
+    def timeout_lines(self, limit: int, build_word: str = "build",
+                      test_word: str = "test") -> list[str]:
+        """What the header says of each job's timeout and where it comes from."""
+        t = self.timings
+        lines = [f"Timeouts (minutes): (set-up {t.setup:g} + measured) x {t.margin:g}, "
+                 f"rounded up to 5, at least 15, at most {limit} (the hosted runners' "
+                 "limit); harness/ci/timings.toml has the measurements."]
+        for b in self.builds:
+            build, said = self.build_timeout(b, limit)
+            test, test_said = self.test_timeout(b, limit)
+            lines.append(f"  {build_word} {b.name}: {build} ({said}); "
+                         f"{test_word} {b.name}: {test} ({test_said})")
+        return lines
 
 
-def plan(cells: Sequence[Cell], tier: str, settings: Settings = Settings()) -> Plan:
-    """Build jobs by worktree (kernel spec and configs), in the order their first cells
-    appear; in each, its distinct kernels in the same order."""
+def plan(cells: Sequence[Cell], tier: str, settings: Settings = Settings(),
+         measured: Timings | None = None) -> Plan:
+    """A build job per distinct kernel, in the order their first cells appear."""
     if not cells:
         raise CiError(f"the {tier} tier has no cells", fix="harness matrix --tier full")
     if bad := [c.name for c in cells if not re.fullmatch(r"[A-Za-z0-9._+-]+", c.name)]:
@@ -160,27 +276,52 @@ def plan(cells: Sequence[Cell], tier: str, settings: Settings = Settings()) -> P
         raise CiError(f"cell(s) {', '.join(images)} boot a prebuilt image:PATH, a file of "
                       "this machine that a CI runner does not have",
                       fix="give CI cells debian: or git: kernels")
-    trees: dict[tuple[str, tuple[str, ...], str], dict[tuple[Any, ...], list[Cell]]] = {}
+    kernels: dict[tuple[Any, ...], list[Cell]] = {}
     for c in cells:
-        slug = target.select(c.arch, c.toolchain).slug
-        trees.setdefault((c.kernel, c.configs, slug), {}).setdefault(
-            shard.kernel_of(c), []).append(c)
-    builds = []
-    for (kernel, configs, slug), kernels in trees.items():
-        builds.append(BuildJob(kernel=kernel, configs=configs, target=slug, kernels=tuple(
-            Kernel(kernel=g[0].kernel, series=g[0].series, configs=g[0].configs,
-                   patches=g[0].patches, cells=tuple(c.name for c in g))
-            for g in kernels.values())))
+        target.select(c.arch, c.toolchain)  # an unknown arch or toolchain: said now
+        kernels.setdefault(shard.kernel_of(c), []).append(c)
+    builds = tuple(BuildJob(kernel=g[0].kernel, series=g[0].series, configs=g[0].configs,
+                            patches=g[0].patches, arch=g[0].arch, toolchain=g[0].toolchain,
+                            cells=tuple(c.name for c in g)) for g in kernels.values())
     slugs = [b.slug for b in builds]
     if twice := sorted({s for s in slugs if slugs.count(s) > 1}):
-        raise CiError(f"two build trees get the job id {', '.join(twice)}",
-                      fix="give their kernels or config fragments names that differ in "
-                          "more than punctuation")
-    return Plan(tier=tier, builds=tuple(builds), settings=settings)
+        raise CiError(f"two kernels get the job id {', '.join(twice)}",
+                      fix="give their first cells names that differ in more than "
+                          "punctuation")
+    return Plan(tier=tier, builds=builds, settings=settings,
+                timings=measured or timings())
+
+
+def regenerate(tier: str, settings: Settings, what: str) -> str:
+    """The command that writes this file again, with its settings."""
+    argv = ["harness", "ci", what, "--tier", tier, "--accel", settings.accel.value]
+    if what == "github":
+        for label in settings.runs_on:
+            argv += ["--runs-on", label]
+        for label in settings.test_runs_on:
+            argv += ["--test-runs-on", label]
+        if settings.container_options is not None:
+            argv += ["--container-options", settings.container_options]
+    else:
+        for tag in settings.tags:
+            argv += ["--tag", tag]
+        for tag in settings.test_tags:
+            argv += ["--test-tag", tag]
+    if settings.disk_gb != DEFAULT_DISK_GB:
+        argv += ["--runner-disk", str(settings.disk_gb)]
+    return sh(argv)
 
 
 def sh(argv: Sequence[str]) -> str:
     return shlex.join(argv)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Commented:
+    """A string with a comment after it on its line (`uses: "a@SHA"  # v4.3.0`)."""
+
+    text: str
+    comment: str
 
 
 def to_yaml(doc: Any, indent: int = 0) -> str:
@@ -216,4 +357,6 @@ def to_yaml(doc: Any, indent: int = 0) -> str:
         return "true" if doc else "false"
     if isinstance(doc, (int, float)):
         return str(doc)
+    if isinstance(doc, Commented):
+        return f"{json.dumps(doc.text)}  # {doc.comment}"
     return json.dumps(str(doc))

@@ -2,21 +2,27 @@
 settings in, YAML text out.
 
 Pipelines: one per change (a merge request's commits run as the merge request, a branch
-without one as a branch pipeline), an older one interruptible by a newer. Stages:
-- build: a job per build tree in `debian:12`, on the runners with the given tags (for
-  `--accel kvm`, runners whose Docker executor passes /dev/kvm): ./bootstrap.sh, each
-  kernel built by `harness run --cell C --build-only` (nothing boots) and exported with
-  `harness cache export`; the archives and the runs kept as artifacts. The kernel store and
-  ccache are a GitLab cache of the job, inside the project directory (GitLab caches only
-  paths there: HARNESS_CACHE is $CI_PROJECT_DIR/.cache/harness): one key per job, written
-  by each run, so ccache rolls and the store, keyed by content, keeps what still matches
-  (GitLab keeps protected and unprotected branches' caches apart);
-- test: a job per cell (`parallel: matrix`), which needs its build job's artifacts, imports
-  its kernel and runs `harness run --cell C`; its run directory kept as an artifact;
-- merge: Python only (a venv with the harness, no bootstrap), whatever the tests did: the
-  runs merged against the tier (`harness merge --tier T`: a cell no job left is MISSING),
-  the merge's exit code the job's, the merged run as JUnit XML (`artifacts:reports:junit`,
-  which GitLab shows in the merge request).
+without one as a branch pipeline), an older one interruptible by a newer, except on the
+default branch. Stages:
+- build: a job per distinct kernel in `debian:12` (the build role: bootstrap.sh --role
+  build, with the arch's and toolchain's packages from their data files), on the runners
+  with the given tags: `harness run --cell C... --build-only` of the kernel's cells (the
+  kernel once, their tests; nothing boots), the kernel and test builds exported into the
+  run's directory, which is the job's one artifact (when: always). The kernel store and
+  ccache are GitLab caches inside the project directory (GitLab caches only paths there:
+  HARNESS_CACHE is $CI_PROJECT_DIR/.cache/harness): the store per kernel, ccache per
+  worktree, pulled in every pipeline and pushed only on the default branch
+  ($HARNESS_CACHE_POLICY, set by the workflow rules), within limits that fit the runner;
+- test: a job per cell (`parallel: matrix`) needing exactly its kernel's build job, so it
+  downloads that one artifact, run even when the build failed (when: always): the test
+  role (QEMU, no compiler), `harness run --cell C --prebuilt build/K`, which imports the
+  kernel and boots it and the tests as built, or says the build's error with its log;
+  `--accel auto`: KVM where the runner passes /dev/kvm, else TCG (the reason in
+  results.json); its run directory kept as an artifact;
+- merge: the merge role (Python only), whatever the tests did: the runs merged against
+  the tier (`harness merge --tier T`: a cell no job left is MISSING), the merge's exit
+  code the job's, the merged run as JUnit XML (`artifacts:reports:junit`, which GitLab
+  shows in the merge request).
 """
 
 from __future__ import annotations
@@ -24,62 +30,55 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.base.model import Accel
 from harness.ci import ciplan
 from harness.ci.ciplan import BuildJob, Plan, Settings, sh
 from harness.drivers.matrix import Cell
 
 CACHE_DIR = ".cache/harness"  # HARNESS_CACHE, relative to the project directory
+HOSTED_LIMIT = 180  # minutes: GitLab.com's hosted runners stop a job there
 HEADER = ("# Generated from matrix.toml by `{command}`:\n"
           "# do not edit; run it again. tests/unit/test_gitlab.py checks that it matches.\n")
+DEFAULT_BRANCH = "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
 
 
 def command(tier: str, settings: Settings) -> str:
-    argv = ["harness", "ci", "gitlab", "--tier", tier, "--accel", settings.accel.value]
-    for tag in settings.tags:
-        argv += ["--tag", tag]
-    return sh(argv)
+    return ciplan.regenerate(tier, settings, "gitlab")
 
 
-def _check(settings: Settings) -> None:
-    if settings.accel is Accel.KVM and not settings.tags:
-        raise ciplan.CiError("--accel kvm needs runners with /dev/kvm, and untagged jobs run "
-                             "on any runner",
-                             fix="give the tag of runners that pass /dev/kvm to their "
-                                 "containers: --tag TAG (repeatable), or --accel tcg")
-
-
-def _machine(settings: Settings) -> dict[str, Any]:
+def _machine(tags: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {"image": ciplan.IMAGE}
-    if settings.tags:
-        out["tags"] = list(settings.tags)
+    if tags:
+        out["tags"] = list(tags)
     return out
 
 
-def build_job(job: BuildJob, settings: Settings) -> dict[str, Any]:
+def build_job(job: BuildJob, plan: Plan) -> dict[str, Any]:
+    timeout, _said = plan.build_timeout(job, HOSTED_LIMIT)
     return {
-        "stage": "build", **_machine(settings),
-        "timeout": f"{min(6, 1 + len(job.kernels) // 3)}h",
-        "cache": [{"key": f"harness-build-{job.slug}",
-                   "paths": [f"{CACHE_DIR}/kernels", f"{CACHE_DIR}/ccache"]}],
-        "script": ["./bootstrap.sh",
-                   *(sh(k.build_argv()) for k in job.kernels),
-                   *(sh(k.export_argv()) for k in job.kernels)],
-        "artifacts": {"when": "always", "expire_in": "3 days",
-                      "paths": [f"{ciplan.ARCHIVE_DIR}/", f"{ciplan.BUILD_DIR}/"]},
+        "stage": "build", **_machine(plan.settings.tags), "timeout": f"{timeout} minutes",
+        "needs": [],
+        "cache": [{"key": f"harness-kernels-{job.slug}", "paths": [f"{CACHE_DIR}/kernels"],
+                   "policy": "$HARNESS_CACHE_POLICY"},
+                  {"key": f"harness-ccache-{job.tree}", "paths": [f"{CACHE_DIR}/ccache"],
+                   "policy": "$HARNESS_CACHE_POLICY"}],
+        "script": [sh(job.bootstrap_argv("build")), sh(job.build_argv()),
+                   sh(job.export_argv())],
+        "artifacts": {"when": "always", "expire_in": "3 days", "paths": [f"{job.run_dir}/"]},
     }
 
 
 def test_job(job: BuildJob, plan: Plan) -> dict[str, Any]:
+    timeout, _said = plan.test_timeout(job, HOSTED_LIMIT)
+    line = plan.test_line(job)
     return {
-        "stage": "test", **_machine(plan.settings), "timeout": "2h",
+        "stage": "test", **_machine(plan.settings.test_tags or plan.settings.tags),
+        "timeout": f"{timeout} minutes",
+        # exactly its kernel's build job, whose one artifact is that kernel's run
         "needs": [{"job": f"build:{job.slug}", "artifacts": True}],
-        "parallel": {"matrix": [{"CELL": c, "KERNEL": k.name}
-                                for k in job.kernels for c in k.cells]},
-        "script": ["./bootstrap.sh",
-                   f'{ciplan.HARNESS} cache import "{ciplan.ARCHIVE_DIR}/$KERNEL.tar"',
-                   f'{ciplan.HARNESS} run --cell "$CELL" --accel {plan.settings.accel.value} '
-                   f'--out "{ciplan.RESULTS_DIR}/$CELL"'],
+        # a kernel that did not build: its cells say so, with the build's error and log
+        "when": "always",
+        "parallel": {"matrix": [{"CELL": list(job.cells)}]},
+        "script": [sh(job.bootstrap_argv("test")), line],
         "artifacts": {"when": "always", "expire_in": "1 week",
                       "paths": [f"{ciplan.RESULTS_DIR}/"]},
     }
@@ -87,33 +86,40 @@ def test_job(job: BuildJob, plan: Plan) -> dict[str, Any]:
 
 def merge_job(plan: Plan) -> dict[str, Any]:
     return {
-        "stage": "merge", "image": "python:3.11", "when": "always",
+        "stage": "merge", "image": ciplan.IMAGE, "when": "always", "timeout": "30 minutes",
         "needs": [{"job": f"test:{b.slug}", "artifacts": True} for b in plan.builds],
         # the whole history: the harness revision is known
         "variables": {"GIT_DEPTH": "0"},
-        "script": ["python -m venv .venv", ".venv/bin/pip install -q -e .",
+        # the merge's exit code is the job's, after the JUnit XML is written (not in an
+        # after_script: gitlab-ci-local runs that in a fresh copy of the project)
+        "script": ["./bootstrap.sh --role merge",
                    f"{ciplan.HARNESS} merge {ciplan.RESULTS_DIR}/* --tier {plan.tier} "
-                   "--out merged"],
-        # after_script runs after a failing script too; its exit code is not the job's
-        "after_script": [f"{ciplan.HARNESS} export junit merged -o merged/junit.xml"],
+                   "--out merged && code=0 || code=$?",
+                   f"{ciplan.HARNESS} export junit merged -o merged/junit.xml",
+                   'exit "$code"'],
         "artifacts": {"when": "always", "expire_in": "1 month", "paths": ["merged/"],
                       "reports": {"junit": "merged/junit.xml"}},
     }
 
 
 def pipeline(plan: Plan) -> dict[str, Any]:
-    _check(plan.settings)
+    pull = {"HARNESS_CACHE_POLICY": "pull"}
     doc: dict[str, Any] = {
         "workflow": {"rules": [
-            {"if": '$CI_PIPELINE_SOURCE == "merge_request_event"'},
+            {"if": '$CI_PIPELINE_SOURCE == "merge_request_event"', "variables": pull},
             {"if": "$CI_COMMIT_BRANCH && $CI_OPEN_MERGE_REQUESTS", "when": "never"},
-            {"if": "$CI_COMMIT_BRANCH"}]},
+            # the default branch's pipelines write the caches and are never interrupted
+            {"if": DEFAULT_BRANCH, "variables": {"HARNESS_CACHE_POLICY": "pull-push"},
+             "auto_cancel": {"on_new_commit": "none"}},
+            {"if": "$CI_COMMIT_BRANCH", "variables": pull}]},
         "stages": ["build", "test", "merge"],
-        "variables": {"HARNESS_CACHE": f"$CI_PROJECT_DIR/{CACHE_DIR}"},
+        "variables": {"HARNESS_CACHE": f"$CI_PROJECT_DIR/{CACHE_DIR}",
+                      "CCACHE_MAXSIZE": plan.settings.ccache_max,
+                      "HARNESS_CACHE_MAX": plan.settings.cache_max},
         "default": {"interruptible": True},
     }
     for b in plan.builds:
-        doc[f"build:{b.slug}"] = build_job(b, plan.settings)
+        doc[f"build:{b.slug}"] = build_job(b, plan)
     for b in plan.builds:
         doc[f"test:{b.slug}"] = test_job(b, plan)
     doc["merge"] = merge_job(plan)
@@ -123,5 +129,9 @@ def pipeline(plan: Plan) -> dict[str, Any]:
 def render(cells: Sequence[Cell], tier: str, settings: Settings | None = None) -> str:
     settings = settings or Settings()
     plan = ciplan.plan(cells, tier, settings)
+    limits = (f"# Caches: ccache at most {settings.ccache_max}, the harness cache "
+              f"{settings.cache_max} (runners with {settings.disk_gb} GB free: "
+              "--runner-disk).\n")
     return (HEADER.format(command=command(tier, settings) + " -o .gitlab-ci.yml")
+            + "".join(f"# {line}\n" for line in plan.timeout_lines(HOSTED_LIMIT)) + limits
             + ciplan.to_yaml(pipeline(plan)) + "\n")

@@ -3,28 +3,37 @@ harness/ci/ciplan.py); `harness ci cache-key`: the keys its build jobs restore a
 kernel store and ccache under; `harness ci minutes`: what one job per cell costs.
 
 The workflow (triggers: a push to main or master, a pull request, by hand; one run per
-ref at a time, a newer push cancelling the older run; the token may only read the
-repository, except in the job that posts the JUnit report):
-- a build job per build tree, in a `debian:12` container: ./bootstrap.sh; the cache keys;
-  the kernel store restored under its exact key and ccache under a rolling one (restored
-  by its prefix: the newest earlier one); each kernel built, with its first cell's tests,
-  by `harness run --cell C --build-only` (nothing boots), whose exit code is the step's;
-  failures annotated; each kernel exported (`harness cache export`) and uploaded as an
-  artifact named with the run attempt; the caches saved on pushes only;
-- a test job per cell: ./bootstrap.sh, its kernel's archive downloaded and imported,
-  `harness run --cell C` (the kernel comes from the store), whose exit code is the step's;
-  then, whatever happened, failures annotated (`harness ci annotate`), a summary in the
-  step summary, the run directory uploaded;
-- a merge job, Python only (a venv with the harness, no bootstrap): each cell's latest
-  attempt merged against the tier (`harness merge --tier T`, MISSING for a cell no job
-  uploaded), the merge's exit code the step's, what only the merge knows annotated, the
-  JUnit XML written;
-- a report job, the only one allowed to write checks and pull requests: the JUnit report.
+workflow, tier and ref at a time, a newer push cancelling an older one except on the
+default branch, whose every run goes on and saves the caches; the token only reads the
+repository in every job, so a fork's pull request runs it whole):
+- a build job per distinct kernel, in a `debian:12` container (git installed first, so
+  the checkout has its history and results.json its harness revision): the build role
+  (`bootstrap.sh --role build`, the arch's and toolchain's packages from their data
+  files); the kernel store restored under the kernel's exact key and ccache under a
+  rolling one (its prefix: the newest earlier one); `harness run --cell C... --build-only`
+  of every cell of the kernel, whose exit code is the step's; failures annotated; the
+  kernel and test builds exported into the run's directory, uploaded whatever happened as
+  the job's one artifact (build-<kernel>-<attempt>); the caches saved on pushes to the
+  default branch only, within limits that fit the runner's disk;
+- a test job per cell, needing exactly its kernel's build job, run even when that failed:
+  the test role (QEMU, no compiler), only its kernel's artifact downloaded, `harness run
+  --cell C --prebuilt build/K` (the kernel imported and booted as built; the build's
+  error and log when it was not), whose exit code is the step's; failures annotated, a
+  summary, the run directory uploaded. /dev/kvm is passed to its container (not
+  --privileged) and `--accel auto` boots with KVM where the runner has it, else TCG, the
+  reason in results.json;
+- a merge job (the merge role: Python only): each cell's latest attempt merged against
+  the tier (`harness merge --tier T`, MISSING for a cell no job uploaded), the merge's
+  exit code the step's, what only the merge knows annotated, a table of the cells in the
+  step summary, the JUnit XML uploaded. Reporting is annotations and summaries, which need
+  no write token: nothing in a pull request's context can write.
+Every action is pinned by commit, the tag in a comment (harness/ci/actions.toml).
 """
 
 from __future__ import annotations
 
 import hashlib
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,15 +43,22 @@ from harness import target
 from harness.base import paths
 from harness.base.model import Accel, Status
 from harness.ci import ciplan
-from harness.ci.ciplan import BuildJob, Plan, Settings, sh
+from harness.ci.ciplan import BuildJob, Commented, Plan, Settings, sh
 from harness.drivers import shard
 from harness.drivers.matrix import Cell
 from harness.kernel import build, kconfig, series, sources
 
 CACHE_ROOT = "/var/cache/harness"  # HARNESS_CACHE of every job: the same path in each
+HOSTED_LIMIT = 360  # minutes: GitHub-hosted runners stop a job there
+ACTIONS = Path(__file__).resolve().parent / "actions.toml"
 ANNOTATE_IF = "always() && steps.run.outcome != 'skipped'"
+DEFAULT_BRANCH = "github.ref_name == github.event.repository.default_branch"
+ON_DEFAULT_PUSH = f"github.event_name == 'push' && {DEFAULT_BRANCH}"
 HEADER = ("# Generated from matrix.toml by `{command}`:\n"
           "# do not edit; run it again. tests/unit/test_workflow.py checks that it matches.\n")
+GIT_FIRST = {"name": "git, before the checkout (so it has .git: the harness revision)",
+             "run": "apt-get update -q\n"
+                    "apt-get install -y -q --no-install-recommends git ca-certificates\n"}
 
 # A re-run of failed jobs keeps the runs of the jobs that passed: artifacts of an earlier
 # attempt (run-<cell>-<attempt>). Each cell's latest attempt is merged; none at all is a
@@ -52,189 +68,188 @@ latest=$(for d in runs/run-*-*; do
   if [ -d "$d" ]; then echo "${d##*-} ${d%-*}"; fi
 done | sort -k2,2 -k1,1n \\
   | awk '{ last[$2] = $2 "-" $1 } END { for (c in last) print last[c] }' | sort)
+# shellcheck disable=SC2086 # one word per directory, none with a space
 set -- $latest
 [ $# -gt 0 ] || set -- runs/no-run-was-uploaded
 """
 
 
-def command(tier: str, settings: Settings, what: str = "github") -> str:
-    """The command that writes this file again, with its settings."""
-    argv = ["harness", "ci", what, "--tier", tier, "--accel", settings.accel.value]
-    if what == "github":
-        for label in settings.runs_on:
-            argv += ["--runs-on", label]
-        if settings.container_options != ciplan.DEFAULT_CONTAINER_OPTIONS:
-            argv += ["--container-options", settings.container_options]
-    else:
-        for tag in settings.tags:
-            argv += ["--tag", tag]
-    return sh(argv)
+def pins(path: Path = ACTIONS) -> dict[str, tuple[str, str]]:
+    """action -> (commit, tag), from the data file."""
+    try:
+        data = tomllib.loads(path.read_text())["actions"]
+        return {str(name): (str(a["sha"]), str(a["tag"])) for name, a in data.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ciplan.CiError(f"{path}: not readable pins: {exc}",
+                             fix='[actions."owner/name"] with sha and tag') from None
+
+
+def uses(action: str, known: Mapping[str, tuple[str, str]]) -> Commented:
+    """owner/name[/path] at its pinned commit, the tag in a comment."""
+    repo = "/".join(action.split("/")[:2])
+    if repo not in known:
+        raise ciplan.CiError(f"no pin for {repo} in {ACTIONS}", fix="add its sha and tag")
+    sha, tag = known[repo]
+    return Commented(text=f"{action}@{sha}", comment=tag)
+
+
+def command(tier: str, settings: Settings) -> str:
+    return ciplan.regenerate(tier, settings, "github")
 
 
 def _check(settings: Settings) -> None:
-    if settings.accel is Accel.KVM and not settings.runs_on:
-        raise ciplan.CiError("--accel kvm needs runners with /dev/kvm, and the default "
-                             f"{ciplan.DEFAULT_RUNS_ON} is not known to be one",
-                             fix="give their label: --runs-on LABEL (repeatable), or "
-                                 "--accel tcg")
+    if settings.accel is Accel.KVM and not (settings.test_runs_on or settings.runs_on):
+        raise ciplan.CiError("--accel kvm fails a cell where the runner has no /dev/kvm, and "
+                             f"the default {ciplan.DEFAULT_RUNS_ON} is not promised to have "
+                             "it", fix="give the test runners' label: --test-runs-on LABEL "
+                                       "(repeatable), or --accel auto (KVM where it works, "
+                                       "else TCG, said in results.json)")
 
 
-def _runs_on(settings: Settings) -> str | list[str]:
-    labels = list(settings.runs_on) or [ciplan.DEFAULT_RUNS_ON]
-    return labels[0] if len(labels) == 1 else labels
-
-
-def _container(settings: Settings) -> dict[str, Any]:
-    out: dict[str, Any] = {"image": ciplan.IMAGE}
-    if settings.container_options:
-        out["options"] = settings.container_options
-    return out
+def _runs_on(labels: tuple[str, ...]) -> str | list[str]:
+    chosen = list(labels) or [ciplan.DEFAULT_RUNS_ON]
+    return chosen[0] if len(chosen) == 1 else chosen
 
 
 def _needs_attempt(job: BuildJob) -> str:
-    """The attempt that uploaded the build job's archives: a re-run of failed test jobs
+    """The attempt that uploaded the build job's artifact: a re-run of failed test jobs
     keeps the build job (and its outputs) of an earlier attempt."""
     return f"${{{{ needs['build-{job.slug}'].outputs.attempt }}}}"
 
 
-def build_job(job: BuildJob, settings: Settings) -> dict[str, Any]:
+def build_job(job: BuildJob, plan: Plan, known: Mapping[str, tuple[str, str]]
+              ) -> dict[str, Any]:
     cache = "${{ env.HARNESS_CACHE }}"
     key = "${{ steps.key.outputs.store_key }}"
     prefix = "${{ steps.key.outputs.ccache_prefix }}"
+    # the tree's prefix, then this job's own key: the jobs of one tree each save theirs
+    # (a cache key is written once), and each restores the newest under the prefix
+    rolling = f"{prefix}{job.slug}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"
+    timeout, _said = plan.build_timeout(job, HOSTED_LIMIT)
     steps: list[dict[str, Any]] = [
-        {"uses": "actions/checkout@v4"},
-        {"name": "bootstrap (Debian packages, the venv, the harness)", "run": "./bootstrap.sh"},
-        {"name": "cache keys (the kernels' sources, series, configs, toolchain)", "id": "key",
+        GIT_FIRST,
+        {"uses": uses("actions/checkout", known), "with": {"persist-credentials": False}},
+        {"name": "bootstrap: the build role (compilers, kernel build tools; no QEMU)",
+         "run": sh(job.bootstrap_argv("build"))},
+        {"name": "cache keys (the kernel's source, series, configs, toolchain)", "id": "key",
          "run": sh(job.key_argv()) + ' >> "$GITHUB_OUTPUT"'},
         {"name": "restore the kernel store (exact key)", "id": "store",
-         "uses": "actions/cache/restore@v4",
+         "uses": uses("actions/cache/restore", known),
          "with": {"path": f"{cache}/kernels", "key": key}},
         {"name": "restore ccache (the newest under its prefix)",
-         "uses": "actions/cache/restore@v4",
-         "with": {"path": f"{cache}/ccache",
-                  "key": f"{prefix}${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}",
-                  "restore-keys": prefix}},
-    ]
-    for k in job.kernels:
-        steps.append({"name": f"build {k.name}'s kernel, boot it once (cells: "
-                              f"{', '.join(k.cells)})",
-                      "run": sh(k.build_argv())})
-    steps += [
-        {"name": "annotate failures", "if": "always()",
-         "run": f"set -- {ciplan.BUILD_DIR}/*/results.json\n"
-                '[ -e "$1" ] || exit 0  # no build wrote results: the failed step says why\n'
-                f'{ciplan.HARNESS} ci annotate "$@" --summary "$GITHUB_STEP_SUMMARY"\n'},
-        {"name": "export each kernel for its test jobs",
-         "run": "".join(sh(k.export_argv()) + "\n" for k in job.kernels)},
-    ]
-    for k in job.kernels:
-        steps.append({"name": f"upload {k.name}'s kernel", "uses": "actions/upload-artifact@v4",
-                      "with": {"name": f"kernel-{k.name}-${{{{ github.run_attempt }}}}",
-                               "path": k.archive, "retention-days": 3}})
-    steps += [
-        {"name": "upload the build runs (logs)", "if": "always()",
-         "uses": "actions/upload-artifact@v4",
-         "with": {"name": f"build-{job.slug}-${{{{ github.run_attempt }}}}",
-                  "path": ciplan.BUILD_DIR, "if-no-files-found": "ignore"}},
-        {"name": "save the kernel store (pushes only, when its key missed)",
-         "if": "github.event_name == 'push' && steps.store.outputs.cache-hit != 'true'",
-         "uses": "actions/cache/save@v4",
+         "uses": uses("actions/cache/restore", known),
+         "with": {"path": f"{cache}/ccache", "key": rolling, "restore-keys": prefix}},
+        {"name": f"build the kernel and the tests of {', '.join(job.cells)}; boot nothing",
+         "id": "build", "run": sh(job.build_argv())},
+        {"name": "annotate failures", "if": "always() && steps.build.outcome != 'skipped'",
+         "run": f'{ciplan.HARNESS} ci annotate {job.run_dir} --summary "$GITHUB_STEP_SUMMARY"'},
+        {"name": "export the kernel and test builds into the run's directory",
+         "run": sh(job.export_argv())},
+        {"name": "upload the run and the kernel: this job's one artifact", "if": "always()",
+         "uses": uses("actions/upload-artifact", known),
+         "with": {"name": f"build-{job.name}-${{{{ github.run_attempt }}}}",
+                  "path": job.run_dir, "retention-days": 3, "if-no-files-found": "ignore"}},
+        {"name": "save the kernel store (pushes to the default branch, when its key missed)",
+         "if": f"{ON_DEFAULT_PUSH} && steps.store.outputs.cache-hit != 'true'",
+         "uses": uses("actions/cache/save", known),
          "with": {"path": f"{cache}/kernels", "key": key}},
-        {"name": "save ccache (pushes only)",
-         "if": "!cancelled() && github.event_name == 'push'",
-         "uses": "actions/cache/save@v4",
-         "with": {"path": f"{cache}/ccache",
-                  "key": f"{prefix}${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"}},
+        {"name": "save ccache (pushes to the default branch)",
+         "if": f"!cancelled() && {ON_DEFAULT_PUSH}",
+         "uses": uses("actions/cache/save", known),
+         "with": {"path": f"{cache}/ccache", "key": rolling}},
     ]
-    return {"name": f"build {job.title}: {len(job.kernels)} kernel(s)",
-            "runs-on": _runs_on(settings), "container": _container(settings),
-            "timeout-minutes": min(360, 60 + 20 * len(job.kernels)),
+    return {"name": f"build {job.name}: {job.title}",
+            "runs-on": _runs_on(plan.settings.runs_on), "container": {"image": ciplan.IMAGE},
+            "timeout-minutes": timeout,
             "outputs": {"attempt": "${{ github.run_attempt }}"}, "steps": steps}
 
 
-def test_job(job: BuildJob, plan: Plan) -> dict[str, Any]:
-    cell = "${{ matrix.cell }}"
-    run_dir = f"{ciplan.RESULTS_DIR}/{cell}"
+def test_job(job: BuildJob, plan: Plan, known: Mapping[str, tuple[str, str]]
+             ) -> dict[str, Any]:
+    run_dir = f"{ciplan.RESULTS_DIR}/${{CELL}}"
+    env = {"CELL": "${{ matrix.cell }}"}
+    line = plan.test_line(job)
+    timeout, _said = plan.test_timeout(job, HOSTED_LIMIT)
     steps: list[dict[str, Any]] = [
-        {"uses": "actions/checkout@v4"},
-        {"name": "bootstrap (Debian packages, the venv, the harness)", "run": "./bootstrap.sh"},
-        {"name": "download the cell's kernel", "uses": "actions/download-artifact@v4",
-         "with": {"name": f"kernel-${{{{ matrix.kernel }}}}-{_needs_attempt(job)}",
-                  "path": ciplan.ARCHIVE_DIR}},
-        {"name": "import it into the kernel store",
-         "run": f'{ciplan.HARNESS} cache import '
-                f'"{ciplan.ARCHIVE_DIR}/${{{{ matrix.kernel }}}}.tar"'},
-        {"name": "run the cell", "id": "run",
-         "run": f'{ciplan.HARNESS} run --cell "{cell}" --accel {plan.settings.accel.value} '
-                f'--out "{run_dir}"'},
-        {"name": "annotate failures, summary", "if": ANNOTATE_IF,
+        GIT_FIRST,
+        {"uses": uses("actions/checkout", known), "with": {"persist-credentials": False}},
+        {"name": "bootstrap: the test role (QEMU and what the guest runs; no compiler)",
+         "run": sh(job.bootstrap_argv("test"))},
+        {"name": "download its kernel's build (the run, and the kernel unless it failed)",
+         "uses": uses("actions/download-artifact", known),
+         "with": {"name": f"build-{job.name}-{_needs_attempt(job)}", "path": job.run_dir}},
+        {"name": "run the cell on the kernel and tests as built", "id": "run", "env": env,
+         "run": line},
+        {"name": "annotate failures, summary", "if": ANNOTATE_IF, "env": env,
          "run": f'{ciplan.HARNESS} ci annotate "{run_dir}" --summary "$GITHUB_STEP_SUMMARY"'},
         {"name": "upload the run directory", "if": ANNOTATE_IF,
-         "uses": "actions/upload-artifact@v4",
-         "with": {"name": f"run-{cell}-${{{{ github.run_attempt }}}}", "path": run_dir}},
+         "uses": uses("actions/upload-artifact", known),
+         "with": {"name": "run-${{ matrix.cell }}-${{ github.run_attempt }}",
+                  "path": f"{ciplan.RESULTS_DIR}/${{{{ matrix.cell }}}}"}},
     ]
-    return {"name": f"test {cell}", "needs": f"build-{job.slug}",
-            "runs-on": _runs_on(plan.settings), "container": _container(plan.settings),
-            "timeout-minutes": 120,
-            "strategy": {"fail-fast": False, "matrix": {"include": [
-                {"cell": c, "kernel": k.name} for k in job.kernels for c in k.cells]}},
+    container: dict[str, Any] = {"image": ciplan.IMAGE}
+    if plan.settings.test_options:
+        container["options"] = plan.settings.test_options
+    return {"name": "test ${{ matrix.cell }}", "needs": f"build-{job.slug}",
+            # a kernel that did not build: its cells say so (its error and log)
+            "if": "${{ !cancelled() }}",
+            "runs-on": _runs_on(plan.settings.test_runs_on or plan.settings.runs_on),
+            "container": container, "timeout-minutes": timeout,
+            "strategy": {"fail-fast": False, "matrix": {"cell": list(job.cells)}},
             "steps": steps}
 
 
-def merge_job(plan: Plan) -> dict[str, Any]:
+def merge_job(plan: Plan, known: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
     ok = "always() && steps.merge.outcome != 'skipped'"
     steps: list[dict[str, Any]] = [
+        GIT_FIRST,
         # the whole history: the harness revision is known (git describe, rev-parse)
-        {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}},
-        {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
-        {"name": "install the harness (Python only: merging boots nothing)",
-         "run": "python -m venv .venv\n.venv/bin/pip install -q -e .\n"},
-        {"name": "download the cells' runs", "uses": "actions/download-artifact@v4",
+        {"uses": uses("actions/checkout", known),
+         "with": {"fetch-depth": 0, "persist-credentials": False}},
+        {"name": "bootstrap: the merge role (Python only: merging boots nothing)",
+         "run": "./bootstrap.sh --role merge"},
+        {"name": "download the cells' runs", "uses": uses("actions/download-artifact", known),
          "with": {"pattern": "run-*", "path": "runs"}},
         {"name": "merge each cell's latest attempt against the tier", "id": "merge",
          "run": LATEST_ATTEMPTS + f'{ciplan.HARNESS} merge "$@" --tier {plan.tier} '
                                   "--out merged\n"},
-        {"name": "annotate what only the merge knows, summary", "if": ok,
+        {"name": "annotate what only the merge knows, summary of every cell", "if": ok,
          "run": f'{ciplan.HARNESS} ci annotate merged --summary "$GITHUB_STEP_SUMMARY"'},
         {"name": "JUnit XML of the merged run", "if": ok,
          "run": f"{ciplan.HARNESS} export junit merged -o merged/junit.xml"},
-        {"name": "upload the merged run", "if": ok, "uses": "actions/upload-artifact@v4",
+        {"name": "upload the merged run", "if": ok,
+         "uses": uses("actions/upload-artifact", known),
          "with": {"name": "merged-${{ github.run_attempt }}", "path": "merged"}},
     ]
-    return {"name": f"merge the {plan.tier} tier", "needs": [f"test-{b.slug}" for b in plan.builds],
-            "if": "!cancelled()", "runs-on": ciplan.DEFAULT_RUNS_ON, "timeout-minutes": 30,
-            "steps": steps}
-
-
-def report_job() -> dict[str, Any]:
-    return {"name": "JUnit report", "needs": "merge", "if": "!cancelled()",
-            "runs-on": ciplan.DEFAULT_RUNS_ON,
-            "permissions": {"contents": "read", "checks": "write", "pull-requests": "write"},
-            "steps": [
-                {"uses": "actions/download-artifact@v4",
-                 "with": {"name": "merged-${{ github.run_attempt }}", "path": "merged"}},
-                {"uses": "mikepenz/action-junit-report@v4",
-                 "with": {"report_paths": "merged/junit.xml"}}]}
+    return {"name": f"merge the {plan.tier} tier",
+            "needs": [f"test-{b.slug}" for b in plan.builds],
+            "if": "${{ !cancelled() }}", "runs-on": ciplan.DEFAULT_RUNS_ON,
+            "container": {"image": ciplan.IMAGE}, "timeout-minutes": 30, "steps": steps}
 
 
 def workflow(plan: Plan) -> dict[str, Any]:
     _check(plan.settings)
+    known = pins()
     jobs: dict[str, Any] = {}
     for b in plan.builds:
-        jobs[f"build-{b.slug}"] = build_job(b, plan.settings)
+        jobs[f"build-{b.slug}"] = build_job(b, plan, known)
     for b in plan.builds:
-        jobs[f"test-{b.slug}"] = test_job(b, plan)
-    jobs["merge"] = merge_job(plan)
-    jobs["report"] = report_job()
+        jobs[f"test-{b.slug}"] = test_job(b, plan, known)
+    jobs["merge"] = merge_job(plan, known)
     return {
         "name": f"harness ({plan.tier} tier)",
         # a pull request's commits run once, as the pull request; branches other than
         # main/master only through one
         "on": {"push": {"branches": ["main", "master"]}, "pull_request": {},
                "workflow_dispatch": {}},
-        "concurrency": {"group": "harness-${{ github.ref }}", "cancel-in-progress": True},
+        # per workflow and tier; on the default branch one group per run: never cancelled
+        "concurrency": {
+            "group": f"harness-{plan.tier}-${{{{ {DEFAULT_BRANCH} && github.run_id "
+                     "|| github.ref }}",
+            "cancel-in-progress": f"${{{{ !({DEFAULT_BRANCH}) }}}}"},
         "permissions": {"contents": "read"},
-        "env": {"HARNESS_CACHE": CACHE_ROOT},
+        "env": {"HARNESS_CACHE": CACHE_ROOT, "CCACHE_MAXSIZE": plan.settings.ccache_max,
+                "HARNESS_CACHE_MAX": plan.settings.cache_max},
         "jobs": jobs,
     }
 
@@ -242,7 +257,11 @@ def workflow(plan: Plan) -> dict[str, Any]:
 def render(cells: Sequence[Cell], tier: str, settings: Settings | None = None) -> str:
     settings = settings or Settings()
     plan = ciplan.plan(cells, tier, settings)
+    limits = (f"# Caches: ccache at most {settings.ccache_max}, the harness cache "
+              f"{settings.cache_max} (runners with {settings.disk_gb} GB free: "
+              "--runner-disk).\n")
     return (HEADER.format(command=command(tier, settings) + " -o .github/workflows/harness.yml")
+            + "".join(f"# {line}\n" for line in plan.timeout_lines(HOSTED_LIMIT)) + limits
             + ciplan.to_yaml(workflow(plan)) + "\n")
 
 

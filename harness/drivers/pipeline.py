@@ -44,6 +44,7 @@ from harness.base.model import (
     TestResult,
     worst,
 )
+from harness.drivers import prebuilt
 from harness.drivers.matrix import Cell
 from harness.drivers.stages import StageLog
 from harness.guest import protocol, vm
@@ -116,6 +117,7 @@ class BuiltKernel:
 class TestPlan:
     planned: tuple[protocol.GuestTest, ...]  # what the guest runs
     skipped: tuple[TestResult, ...]  # what the kernel cannot run: never booted for
+    built: Mapping[str, Path] = field(default_factory=dict)  # test name -> its build
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,6 +256,9 @@ class RunOptions:
     build_only: bool = False  # the kernel and the tests built (into the store), none booted
     retry_failed: int = 0  # each failed test again in this many fresh boots (flaky?)
     host_root: bool = False  # the guest boots on the host's root (--host-root), not its own
+    # a build-only run's directory: the kernel and the tests it built, booted as they are
+    # (no source, no build; drivers/prebuilt.py)
+    prebuilt: Path | None = None
 
 
 def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
@@ -271,8 +276,16 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
     try:
         expectations = verdicts.load_expectations(expectations_path())
         plan = _plan(cell, stages)
-        kernel = _drive(_kernel(cell, plan, out_dir, stages), facts)
-        tests = _drive(_test_plan(plan, kernel, out_dir, stages, options.repeat), facts)
+        if options.prebuilt is not None:
+            record = _drive(_prebuilt_kernel(cell, options.prebuilt, out_dir, stages), facts)
+            kernel = record.kernel
+            tests = _drive(_test_plan(plan, kernel, out_dir, stages, options.repeat,
+                                      built=record.tests), facts)
+        else:
+            kernel = _drive(_kernel(cell, plan, out_dir, stages), facts)
+            tests = _drive(_test_plan(plan, kernel, out_dir, stages, options.repeat), facts)
+        if options.build_only:
+            _write_prebuilt(cell, kernel, tests, facts, out_dir)
         timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(
             attempts.base_name(t.name), t.timeout_s))) for t in tests.planned)
         if not options.build_only:
@@ -357,10 +370,12 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
         with _collected(problems):
             known = {f.name for f in features.known_features()}
         for ref in refs:
-            if unknown := [n for r in ref.requires for n in r.split("|") if n not in known]:
+            if unknown := [n for r in ref.requires for n in features.alternatives(r)
+                           if n not in known]:
                 problems.append(SelftestError(
                     f"test {ref.name} requires unknown feature(s) {', '.join(unknown)}",
-                    fix=f"use the names the feature probe knows: {', '.join(sorted(known))} "
+                    fix=f"use the names the feature probe knows: "
+                        f"{', '.join(sorted(known | set(features.CAPABILITIES)))} "
                         "(or declare them in a series' provides.toml)",
                     status=Status.SETUP_ERROR))
         host_only = [r.name for r in refs
@@ -479,6 +494,53 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
                        kselftest=header, tree=tree, head=head, bpftool=bpftool)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Prebuilt:
+    kernel: BuiltKernel
+    tests: Mapping[str, Path]  # test name -> its build, in this cache
+
+
+def _prebuilt_kernel(cell: Cell, run_dir: Path, logs: Path,
+                     stages: StageLog) -> Generator[Known, None, Prebuilt]:
+    """The kernel and the tests a build-only run made (its record, drivers/prebuilt.py),
+    from this machine's cache: what the source, series, config and build stages would
+    have said, said again, and nothing built."""
+    with stages.stage("prebuilt", Status.SETUP_ERROR):
+        if (failed := prebuilt.failed_build(run_dir, cell, logs)) is not None:
+            raise failed
+        rec = prebuilt.read(run_dir, cell)
+        yield Known(source=(rec.source, rec.package_version), patches=rec.patches)
+        image = prebuilt.image(rec, run_dir)
+        config = rec.config
+        if image.config is not None:
+            (logs / "config").write_bytes(image.config.read_bytes())
+            if config is not None:  # the build job's path means nothing here
+                config = replace(config, config_path=logs / "config")
+        yield Known(config=config, image=image, built=True, features=rec.features)
+        built = prebuilt.tests(rec)
+        header = None
+        if (where := prebuilt.kselftest_dir(rec)) is not None:
+            header = KselftestHeader(directory=where, origin=rec.kselftest_origin)
+            yield Known(kselftest_h=rec.kselftest_origin)
+        cache.note_use(image.boot_image.parent, describe(cell))
+    log.info("[%s] kernel %s and %d test build(s) from %s: nothing built", cell.name,
+             rec.kernel_entry, len(built), run_dir)
+    return Prebuilt(kernel=BuiltKernel(image=image, features=rec.features, kselftest=header),
+                    tests=built)
+
+
+def _write_prebuilt(cell: Cell, kernel: BuiltKernel, tests: TestPlan, facts: CellFacts,
+                    out_dir: Path) -> None:
+    """A build-only run's record of the cell: what a run elsewhere boots without building
+    (`harness run --prebuilt`)."""
+    header = kernel.kselftest
+    prebuilt.write(out_dir, prebuilt.record(
+        cell, image=kernel.image, source=facts.source, package_version=facts.package_version,
+        patches=facts.patches, config=facts.config, features=facts.features,
+        kselftest=(header.directory, header.origin) if header is not None else None,
+        tests=dict(tests.built)))
+
+
 def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
             stages: StageLog) -> Generator[Known, None, PreparedTree]:
     with stages.stage("series", Status.PATCH_CONFLICT):
@@ -555,7 +617,10 @@ def _build_tests_of(refs: tuple[TestRef, ...], reports: tuple[FeatureReport, ...
 
 
 def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog,
-               repeat: int | None = None) -> Generator[Known, None, TestPlan]:
+               repeat: int | None = None, *, built: Mapping[str, Path] | None = None
+               ) -> Generator[Known, None, TestPlan]:
+    """The guest's plan; `built`: the tests' builds as a build-only run made them (nothing
+    is built then, and a test it did not build is a SETUP_ERROR)."""
     # Not built, not booted: what the kernel cannot run.
     skipped = tuple(
         TestResult(name=ref.name, status=Status.SKIP, duration_s=0.0, exit_code=None,
@@ -563,19 +628,37 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
                                      + ", ".join(missing))
         for ref in plan.tests if (missing := features.missing_for(ref.requires, kernel.features)))
     yield Known(tests=skipped)
+    if built is not None:
+        # the build-only run's builds, as they are: planned, nothing built
+        with stages.stage("tests-plan", Status.SETUP_ERROR):
+            if absent := [r.name for r in plan.tests if r.name not in built
+                          and not features.missing_for(r.requires, kernel.features)]:
+                raise prebuilt.PrebuiltError(
+                    f"test(s) {', '.join(absent)}: not built by the build-only run",
+                    fix="build the cell's tests where its kernel is built: harness run "
+                        "--cell CELL --build-only")
+            planned = _guest_plan(plan, built, repeat)
+    else:
+        with stages.stage("selftests-build", Status.BUILD_ERROR):
+            built = {**kernel.tree_tests, **_build_tests_of(
+                plan.tests, kernel.features, BuildContext(
+                    kernel=kernel.image, log_dir=logs, kselftest=kernel.kselftest,
+                    bpftool=kernel.bpftool),
+                from_tree=False)}
+            planned = _guest_plan(plan, built, repeat)
+    return TestPlan(planned=tuple(planned), skipped=skipped, built=dict(built))
+
+
+def _guest_plan(plan: CellPlan, built: Mapping[str, Path],
+                repeat: int | None) -> list[protocol.GuestTest]:
+    """Each built test's guest commands, as many attempts as asked."""
     planned: list[protocol.GuestTest] = []
-    with stages.stage("selftests-build", Status.BUILD_ERROR):
-        built = {**kernel.tree_tests, **_build_tests_of(
-            plan.tests, kernel.features, BuildContext(
-                kernel=kernel.image, log_dir=logs, kselftest=kernel.kselftest,
-                bpftool=kernel.bpftool),
-            from_tree=False)}
-        for ref in plan.tests:
-            if ref.name in built:
-                times = repeat or (ref.manifest.repeat if ref.manifest is not None else 1)
-                planned += attempts.expand(testkinds.kind_of(ref).plan(ref, built[ref.name]),
-                                           times)
-    return TestPlan(planned=tuple(planned), skipped=skipped)
+    for ref in plan.tests:
+        if ref.name in built:
+            times = repeat or (ref.manifest.repeat if ref.manifest is not None else 1)
+            planned += attempts.expand(testkinds.kind_of(ref).plan(ref, built[ref.name]),
+                                       times)
+    return planned
 
 
 def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],

@@ -44,6 +44,7 @@ class RunRequest:
     repeat: int | None = None  # each test N times in one boot
     retry_failed: int = 0  # each failed test again in N fresh boots: FLAKY if it passes
     build_only: bool = False
+    prebuilt: Path | None = None  # boot what this --build-only run built (no build)
     baseline: bool = False  # the cells come in (base, cell) pairs: compare each pair
     bisect_exit: bool = False  # exit codes for `git bisect run`
     argv: tuple[str, ...] = ("run",)  # the command line (reproduce.sh, results.json)
@@ -87,6 +88,7 @@ class Selection:
     shard: str | None = None  # K/N: only this shard of the cells
     costs: Path | None = None  # an earlier run whose cell durations balance the shards
     baseline: bool = False  # each cell also on its base without the series
+    prebuilt: Path | None = None  # a --build-only run's directory: its builds booted
 
 
 def plan(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
@@ -122,6 +124,11 @@ def cells_for(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
     if sel.boot_only and (sel.tests or cmd):
         raise matrix.MatrixError("--boot-only runs no test; drop it or the --test options "
                                  "and the -- command")
+    if sel.prebuilt is not None and (sel.build_only or sel.coverage or sel.baseline
+                                     or explicit or cmd or not (sel.tier or sel.cells)):
+        raise matrix.MatrixError("--prebuilt boots what a --build-only run of matrix cells "
+                                 "built: give it with --cell/--tier alone",
+                                 fix="harness run --cell CELL --prebuilt build/RUN")
     if sel.build_only and (sel.boot_only or cmd or sel.coverage):
         raise matrix.MatrixError("--build-only boots nothing: drop it, or --boot-only, "
                                  "--coverage and the -- command")
@@ -260,7 +267,8 @@ def run(request: RunRequest) -> RunReport:
                                         strict=request.strict, repeat=request.repeat,
                                         build_only=request.build_only,
                                         retry_failed=request.retry_failed,
-                                        host_root=request.host_root))
+                                        host_root=request.host_root,
+                                        prebuilt=request.prebuilt))
             done.append(res)
             # the run's wall time so far, its own work (start, records) included
             meta["duration_s"] = round(time.monotonic() - started, 2)
@@ -317,6 +325,7 @@ def command(sel: Selection, *, out: Path | None, here: Path, accel: Accel, stric
     report = run(RunRequest(cells=tuple(cells), what=what, out=where, accel=accel,
                             strict=strict, repeat=repeat, retry_failed=retry_failed,
                             build_only=sel.build_only, host_root=host_root,
+                            prebuilt=sel.prebuilt,
                             baseline=sel.baseline, bisect_exit=bisect_exit, argv=argv))
     remember(report.results)
     print(f"\nresults: {report.results}  (exit {report.exit_code})")

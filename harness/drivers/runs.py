@@ -284,6 +284,7 @@ class MergeRequest:
     cells: tuple[str, ...] = ()
     matrix: Path | None = None
     plan: Path | None = None
+    builds: tuple[Path, ...] = ()  # CI build jobs' --build-only runs (shard.merge)
 
 
 def expected_cells(request: MergeRequest) -> tuple[shard.Planned, ...] | None:
@@ -313,7 +314,7 @@ def merge(request: MergeRequest, argv: tuple[str, ...]) -> int:
         raise EnvironmentProblem("--out is one of the runs merged", fix="give a new directory")
     expected = expected_cells(request)
     results.prepare_out(out)
-    merged = shard.merge(runs, expected=expected,
+    merged = shard.merge(runs, expected=expected, builds=[b.resolve() for b in request.builds],
                          run_id=f"merge-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}",
                          merged_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     for cell, source in merged.sources.items():

@@ -243,9 +243,11 @@ def _read_run(run: Path) -> dict[str, Any]:
     return doc
 
 
-def _missing_cell(p: Planned, unreadable: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+def _missing_cell(p: Planned, unreadable: Sequence[Mapping[str, str]],
+                  built: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """A planned cell no run holds, with the keys of a cell of results.json."""
-    error = MISSING_REASON + "".join(
+    error = (BUILT_NOT_RUN.format(run=built[p.name]) if built and p.name in built
+             else MISSING_REASON) + "".join(
         f"\na run that could not be read may have held it: {u['run']} ({u['reason']})"
         for u in unreadable)
     return {"cell": p.name, "kernel": p.kernel, "kernel_version": "", "source": "",
@@ -265,10 +267,46 @@ def _earliest(times: Sequence[str]) -> str | None:
     return min(parsed)[1] if parsed else None
 
 
+BUILT_NOT_RUN = "no test run holds it, though its build run built it (run {run})"
+FROM_BUILD = ("from its build job's run {run}: the kernel or the tests did not build, so no "
+              "test job ran it")
+
+
+def _from_builds(builds: Sequence[Path], held: Mapping[str, object]
+                 ) -> tuple[dict[str, tuple[dict[str, Any], Path]], dict[str, Path],
+                            list[dict[str, Any]]]:
+    """What CI build jobs' --build-only runs say of the cells no test run holds: a cell
+    whose kernel or tests failed to build (a stage error) is that run's record, the
+    status of the cell; a cell they built is not a result (nothing booted it). -> the
+    failed cells (record, run), the built ones (run), and each build run's summary."""
+    failed: dict[str, tuple[dict[str, Any], Path]] = {}
+    passed: dict[str, Path] = {}
+    metas: list[dict[str, Any]] = []
+    for run in builds:
+        try:
+            doc = _read_run(run)
+        except ShardError as exc:
+            metas.append({"dir": str(run), "unreadable": exc.message})
+            continue
+        metas.append({"dir": str(run), "run_id": doc.get("run_id"), "state": doc.get("state"),
+                      "cells": {c["cell"]: c["status"] for c in doc["cells"]}})
+        for c in doc["cells"]:
+            if c["cell"] in held or c["cell"] in failed:
+                continue
+            if Status(c["status"]).is_stage_error:
+                note = FROM_BUILD.format(run=run)
+                failed[c["cell"]] = ({**c, "notes": [*c.get("notes", []), note]}, run)
+            else:
+                passed.setdefault(c["cell"], run)
+    return failed, passed, metas
+
+
 def merge(runs: Sequence[Path], *, expected: Sequence[Planned] | None = None,
-          run_id: str = "", merged_at: str = "") -> Merged:
+          run_id: str = "", merged_at: str = "", builds: Sequence[Path] = ()) -> Merged:
     """The runs merged, against `expected` (None: no plan, missing cells go unseen).
-    `run_id`: the merged run's own id; `merged_at`: when (both written as given)."""
+    `run_id`: the merged run's own id; `merged_at`: when (both written as given).
+    `builds`: CI build jobs' --build-only runs, which give a cell no run holds the stage
+    error that kept it from its test job (_from_builds)."""
     held: dict[str, dict[str, Any]] = {}
     sources: dict[str, Path] = {}
     conflicts: list[str] = []
@@ -291,13 +329,16 @@ def merge(runs: Sequence[Path], *, expected: Sequence[Planned] | None = None,
                 continue
             sources[c["cell"]] = run
             held[c["cell"]] = c
+    failed, built, build_metas = _from_builds(builds, held)
+    for name, (record, run) in failed.items():
+        held[name], sources[name] = record, run
     names = [p.name for p in expected] if expected is not None else None
     missing = [p for p in expected or () if p.name not in held]
     unexpected = [n for n in held if names is not None and n not in names]
     if expected is None:
         cells = list(held.values())
     else:
-        cells = [held[p.name] if p.name in held else _missing_cell(p, unreadable)
+        cells = [held[p.name] if p.name in held else _missing_cell(p, unreadable, built)
                  for p in expected] + [held[n] for n in unexpected]
     statuses = [Status(c["status"]) for c in cells]
     incomplete = [m["dir"] for m in metas if m["state"] != "complete"]
@@ -322,6 +363,7 @@ def merge(runs: Sequence[Path], *, expected: Sequence[Planned] | None = None,
            "incomplete_runs": incomplete, "unreadable_runs": unreadable,
            "conflicts": conflicts, "revision_conflict": revision_conflict,
            "missing": [p.name for p in missing], "unexpected": unexpected,
+           **({"builds": build_metas} if builds else {}),
            "status": worst(statuses).value if statuses else None, "exit_code": code,
            "cells": cells}
     return Merged(doc=doc, sources=sources, conflicts=tuple(conflicts))

@@ -221,7 +221,9 @@ BUILD_PHASES = (
     ("kallsyms", re.compile(r"^\s+(KSYMS|NM)\s+\.tmp_vmlinux|^\s+AS\s+\.tmp_vmlinux.*kallsyms")),
     ("link", re.compile(r"^\s+LD\s+\.tmp_vmlinux")),
     ("btf", re.compile(r"^\s+BTF\s+")),
-    ("vmlinux", re.compile(r"^\s+(LD|BTFIDS|SORTTAB)\s+vmlinux$|^\s+NM\s+System\.map$")),
+    # 6.17+ links vmlinux.unstripped, then copies vmlinux out of it
+    ("vmlinux", re.compile(r"^\s+(LD|BTFIDS|SORTTAB)\s+vmlinux(\.unstripped)?$"
+                           r"|^\s+NM\s+System\.map$|^\s+OBJCOPY\s+vmlinux$")),
     ("image", re.compile(r"^\s+\S+\s+arch/\S+/boot/")),
 )
 

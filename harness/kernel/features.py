@@ -81,6 +81,20 @@ KERNEL_FEATURES = (
     Feature(name="DYNAMIC_FTRACE_WITH_DIRECT_CALLS", kind=FeatureKind.CONFIG),
 )
 
+# What a test may require by what it does, met by any of the names kernels have given it
+# (`requires = ["rstat_flush_kfunc"]`); a requirement may also name one API's names itself
+# ("a|b").
+CAPABILITIES = {
+    "rstat_updated_kfunc": ("cgroup_rstat_updated", "css_rstat_updated"),
+    "rstat_flush_kfunc": ("cgroup_rstat_flush", "css_rstat_flush"),
+}
+
+
+def alternatives(wanted: str) -> tuple[str, ...]:
+    """The feature names that each meet a requirement: a capability's, or "a|b"'s."""
+    return CAPABILITIES.get(wanted) or tuple(wanted.split("|"))
+
+
 _KEYS = {"hooks": FeatureKind.HOOK, "kfuncs": FeatureKind.KFUNC,
          "iterators": FeatureKind.ITERATOR, "helpers": FeatureKind.HELPER,
          "map_types": FeatureKind.MAP_TYPE, "configs": FeatureKind.CONFIG}
@@ -420,11 +434,12 @@ def check_declared(reports: tuple[FeatureReport, ...], applied: Iterable[str], *
 
 def missing_for(requires: Iterable[str], reports: tuple[FeatureReport, ...]) -> list[str]:
     """What a test requires that the probe found absent, each with the probe's why. A
-    requirement "a|b" (one API under two names) is met by either."""
+    requirement "a|b" (one API under two names), or a capability, is met by any of its
+    names."""
     by_name = {r.feature.name: r for r in reports}
     out = []
     for wanted in requires:
-        names = wanted.split("|")
+        names = alternatives(wanted)
         absent = []
         for name in names:
             r = by_name.get(name)
@@ -432,5 +447,5 @@ def missing_for(requires: Iterable[str], reports: tuple[FeatureReport, ...]) -> 
                 note = f": {r.note}" if r is not None and r.note else ""
                 absent.append(f"{name} ({r.feature.kind.value if r else 'feature'}{note})")
         if len(absent) == len(names):
-            out.append(" nor ".join(absent))
+            out.append((f"{wanted}: " if wanted in CAPABILITIES else "") + " nor ".join(absent))
     return out

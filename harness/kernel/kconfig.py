@@ -133,21 +133,24 @@ def for_kernel(text: str, version: tuple[int, int]) -> str:
     return "\n".join(out) + "\n"
 
 
-def kernel_release(tree: Path) -> tuple[int, int]:
-    """(VERSION, PATCHLEVEL) from the tree's top Makefile."""
+def kernel_release(tree: Path) -> tuple[int, int] | None:
+    """(VERSION, PATCHLEVEL) from the tree's top Makefile; None when it says neither."""
     head = "\n".join((tree / "Makefile").read_text(errors="replace").splitlines()[:10])
     fields = dict(re.findall(r"^(VERSION|PATCHLEVEL) = (\d+)", head, re.M))
     if len(fields) != 2:
-        raise ConfigError(f"{tree / 'Makefile'}: no VERSION and PATCHLEVEL in its first lines",
-                          fix="pass a Linux source tree")
+        return None
     return int(fields["VERSION"]), int(fields["PATCHLEVEL"])
 
 
-def rendered(fragments: list[Path], version: tuple[int, int]) -> tuple[list[Path],
-                                                                        dict[Path, Path]]:
+def rendered(fragments: list[Path], version: tuple[int, int] | None) -> tuple[
+        list[Path], dict[Path, Path]]:
     """Each fragment as this kernel takes it (the file itself when no line is limited to
-    other kernels), and rendered copy -> the fragment it came from, for errors."""
-    out, origin = [], {}
+    other kernels), and rendered copy -> the fragment it came from, for errors. A tree
+    whose Makefile names no version takes every line, as the kernel's own tools would."""
+    out: list[Path] = []
+    origin: dict[Path, Path] = {}
+    if version is None:
+        return list(fragments), origin
     for frag in fragments:
         text = frag.read_text()
         mine = for_kernel(text, version)

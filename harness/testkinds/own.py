@@ -35,7 +35,11 @@ from harness.testkinds.base import (
 log = logging.getLogger(__name__)
 
 CLANG = "clang-19"
-BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-Wall", "-Werror")
+# -fms-extensions: a vmlinux.h from 6.19+ BTF embeds tagged structs unnamed (the kernel is
+# built with -fms-extensions since then), which C rejects otherwise; mainline's BPF
+# selftests compile with the same two flags.
+BPF_CFLAGS = ("-g", "-O2", "-target", "bpf", "-Wall", "-Werror", "-fms-extensions",
+              "-Wno-microsoft-anon-tag")
 _FORMATS = ("ktap", "test_progs", "exit")
 _NEEDS = ("swap", "scratch")
 _TOOLS = ("perf",)
@@ -179,6 +183,7 @@ def tree_bpftool(tree: Path, *, log_dir: Path) -> Path:
     log.info("building the tree's bpftool (once per its sources) into %s", out)
     with atomic.directory(out, prefix=".bpftool-") as scratch:
         objs = scratch / "objs"
+        objs.mkdir()  # 7.2's tools/scripts/Makefile.include wants OUTPUT to exist
         proc.check(["make", "-s", "-C", str(tree / "tools/bpf/bpftool"), f"OUTPUT={objs}/",
                     f"-j{os.cpu_count() or 1}"], what="building the tree's bpftool",
                    timeout=1800, log_path=log_dir / "bpftool-build.log",
@@ -225,7 +230,7 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
     btf_types = hashlib.sha256(header.read_bytes()).hexdigest() if header else "no BPF"
     arch = target.arch(kernel.arch)
     cross = target.foreign(arch.name)
-    key = hashlib.sha256(f"{btf_types}|{trees}".encode())
+    key = hashlib.sha256(f"{btf_types}|{trees}|{' '.join(BPF_CFLAGS)}".encode())
     if cross:
         key.update(f"|{arch.name}".encode())
     out = paths.sub("selftests") / f"{manifest.directory.name}-{key.hexdigest()[:16]}"

@@ -31,7 +31,10 @@ BPFTOOL     ?= bpftool
 ifeq ($(origin CC),default)
 CC          := gcc
 endif
-BPF_CFLAGS  ?= -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
+# -fms-extensions: 6.19+ vmlinux.h embeds tagged structs unnamed (as the kernel's own BPF
+# selftests build)
+BPF_CFLAGS  ?= -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -fms-extensions \
+	       -Wno-microsoft-anon-tag
 CFLAGS      ?= -O2 -g -Wall -Wextra
 LDLIBS      := -lbpf -lelf -lz -lm
 

@@ -44,3 +44,22 @@ def test_an_incremental_612_build_is_told_by_phase() -> None:
 
 def test_a_build_with_nothing_to_link_is_all_compile() -> None:
     assert [n for n, _ in _timed(["  CC      mm/memcontrol.o"], {})] == ["compile"]
+
+
+def test_a_cold_72_build_is_told_by_phase() -> None:
+    """7.2's x86 compiles arch/x86/boot/startup/ into vmlinux early in the build (lines
+    that look like the image's), and links vmlinux.unstripped before vmlinux."""
+    lines = [ln for part in ("cold-7.2-part1.log", "cold-7.2-part2.log")
+             for ln in (GOLDEN / part).read_text().splitlines()]
+    assert any("arch/x86/boot/startup/" in ln for ln in lines[:1000])
+    cost = {"CC": 2.0, "BTF": 50.0, "LD": 10.0}
+    parts = dict(_timed(lines, cost))
+    assert list(parts) == ["compile", "vmlinux.o", "kallsyms", "link", "btf", "vmlinux",
+                           "image"]
+    image_lines = [ln for ln in lines[next(i for i, ln in enumerate(lines)
+                                           if ln.strip() == "GEN     modules.builtin") + 1:]]
+    # the image: everything after vmlinux, from the setup code to bzImage
+    assert parts["image"] == sum(cost.get((ln.split() or [""])[0], 1.0) for ln in image_lines)
+    # LD vmlinux.unstripped, then BTFIDS, NM, SORTTAB, OBJCOPY and two GEN lines
+    assert parts["vmlinux"] == 10.0 + 6
+    assert parts["compile"] > 0.9 * sum(parts.values())

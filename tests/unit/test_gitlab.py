@@ -58,65 +58,92 @@ def test_a_broken_pipeline_fails_the_schema() -> None:
 
 
 @pytest.mark.parametrize("tier", [Tier.CI, Tier.FULL])
-def test_each_kernel_is_built_once_and_each_cell_tested_once(tier: Tier) -> None:
+def test_one_build_job_per_kernel_and_each_test_job_needs_exactly_its_own(tier: Tier) -> None:
     cells = matrix.select(matrix.load(), tier)
-    jobs = _jobs(_load(gitlab.render(cells, tier.value)))
+    doc = _load(gitlab.render(cells, tier.value))
+    _validate(doc)
+    jobs = _jobs(doc)
     built = {name: builds("\n".join(job["script"])) for name, job in jobs.items()}
-    every = [b.kernel for kernels in built.values() for b in kernels]
-    assert len(every) == len(set(every)) and set(every) == {shard.kernel_of(c) for c in cells}
-    assert all(name.startswith("build:") for name, kernels in built.items() if kernels)
+    building = {name: k for name, k in built.items() if k}
+    assert all(name.startswith("build:") and len(k) == 1 for name, k in building.items())
+    every = [k[0].kernel for k in building.values()]
+    assert len(every) == len(set(every)) == len({shard.kernel_of(c) for c in cells})
     by_cell = {c.name: c for c in cells}
     tested = []
     for name, job in jobs.items():
+        assert int(job["timeout"].split()[0]) <= gitlab.HOSTED_LIMIT
         runs = [a for a in harness_runs("\n".join(job["script"])) if a.cell and not a.build_only]
         if not runs:
             continue
-        assert name.startswith("test:") and job["stage"] == "test"
-        [need] = job["needs"]
+        assert name.startswith("test:") and job["stage"] == "test" and job["when"] == "always"
+        [need] = job["needs"]  # exactly its kernel's build job: its one artifact
         assert need["artifacts"] is True
-        made = {b.out.removeprefix("build/"): b.kernel for b in built[need["job"]]}
-        exports = [line for line in jobs[need["job"]]["script"] if "cache export" in line]
-        for leg in job["parallel"]["matrix"]:
-            tested.append(leg["CELL"])
-            assert made[leg["KERNEL"]] == shard.kernel_of(by_cell[leg["CELL"]])
-            assert any(line.endswith(f"-o archives/{leg['KERNEL']}.tar") for line in exports)
-        assert runs[0].cell == ["$CELL"] and runs[0].accel == "tcg"
+        [kernel] = built[need["job"]]
+        assert jobs[need["job"]]["artifacts"]["paths"] == [f"{kernel.out}/"]
+        assert any(line.endswith(f"-o {kernel.out}/kernel.tar")
+                   for line in jobs[need["job"]]["script"])
+        [legs] = job["parallel"]["matrix"]
+        assert tuple(legs["CELL"]) == kernel.cells
+        for leg in legs["CELL"]:
+            tested.append(leg)
+            assert shard.kernel_of(by_cell[leg]) == kernel.kernel
+        assert runs[0].cell == ["$CELL"] and runs[0].accel == "auto"
+        assert runs[0].prebuilt == Path(kernel.out)
     assert sorted(tested) == sorted(by_cell)
 
 
-def test_cache_inside_the_project_merge_light_junit_report() -> None:
+def test_caches_inside_the_project_pushed_on_the_default_branch_only() -> None:
     doc = _load(COMMITTED.read_text())
-    assert doc["variables"]["HARNESS_CACHE"] == "$CI_PROJECT_DIR/.cache/harness"
+    assert doc["variables"] == {"HARNESS_CACHE": "$CI_PROJECT_DIR/.cache/harness",
+                                "CCACHE_MAXSIZE": "2G", "HARNESS_CACHE_MAX": "10G"}
     jobs = _jobs(doc)
     for name, job in jobs.items():
         for cache in job.get("cache", []):
             assert all(p.startswith(".cache/harness/") for p in cache["paths"]), name
+            assert cache["policy"] == "$HARNESS_CACHE_POLICY"
     assert all("cache" in job for name, job in jobs.items() if name.startswith("build:"))
+    policies = {r["if"]: r.get("variables", {}).get("HARNESS_CACHE_POLICY")
+                for r in doc["workflow"]["rules"]}
+    assert policies == {'$CI_PIPELINE_SOURCE == "merge_request_event"': "pull",
+                        "$CI_COMMIT_BRANCH && $CI_OPEN_MERGE_REQUESTS": None,
+                        "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH": "pull-push",
+                        "$CI_COMMIT_BRANCH": "pull"}
+    [default] = [r for r in doc["workflow"]["rules"] if "CI_DEFAULT_BRANCH" in r["if"]]
+    assert default["auto_cancel"] == {"on_new_commit": "none"}  # never interrupted
+
+
+def test_merge_light_junit_report_roles() -> None:
+    doc = _load(COMMITTED.read_text())
+    jobs = _jobs(doc)
     merge = jobs["merge"]
     assert merge["when"] == "always" and merge["variables"] == {"GIT_DEPTH": "0"}
-    assert "./bootstrap.sh" not in merge["script"] and merge["image"].startswith("python:")
-    assert ".venv/bin/harness merge results/* --tier ci --out merged" in merge["script"]
+    assert merge["script"][0] == "./bootstrap.sh --role merge"
+    assert merge["script"][1:] == [
+        ".venv/bin/harness merge results/* --tier ci --out merged && code=0 || code=$?",
+        ".venv/bin/harness export junit merged -o merged/junit.xml", 'exit "$code"']
     assert merge["artifacts"]["reports"]["junit"] == "merged/junit.xml"
     assert {n["job"] for n in merge["needs"]} == {n for n in jobs if n.startswith("test:")}
+    assert jobs["build:6_12"]["script"][0] == "./bootstrap.sh --role build"
+    assert jobs["test:6_12"]["script"][0] == "./bootstrap.sh --role test"
     assert doc["workflow"]["rules"][1] == {"if": "$CI_COMMIT_BRANCH && $CI_OPEN_MERGE_REQUESTS",
                                            "when": "never"}  # one pipeline per change
 
 
 def test_tags_and_kvm(capsys: pytest.CaptureFixture[str]) -> None:
     cells = matrix.select(matrix.load(), Tier.CI)
-    with pytest.raises(ciplan.CiError, match="--tag"):
-        gitlab.render(cells, "ci", ciplan.Settings(accel=Accel.KVM))
-    text = gitlab.render(cells, "ci", ciplan.Settings(accel=Accel.KVM, tags=("kvm",)))
-    assert "harness ci gitlab --tier ci --accel kvm --tag kvm -o .gitlab-ci.yml" in text
+    text = gitlab.render(cells, "ci", ciplan.Settings(accel=Accel.KVM, tags=("big",),
+                                                      test_tags=("kvm",)))
+    assert "harness ci gitlab --tier ci --accel kvm --tag big --test-tag kvm -o " \
+        ".gitlab-ci.yml" in text
     doc = _load(text)
     _validate(doc)
     for name, job in _jobs(doc).items():
-        if name.startswith(("build:", "test:")):
+        if name.startswith("test:"):
             assert job["tags"] == ["kvm"]
-            assert all(a.accel == "kvm" for a in harness_runs("\n".join(job["script"]))
-                       if not a.build_only)
+            assert all(a.accel == "kvm" for a in harness_runs("\n".join(job["script"])))
+        elif name.startswith("build:"):
+            assert job["tags"] == ["big"]
         else:
             assert "tags" not in job  # the merge boots nothing: any runner
-    assert cli.main(["ci", "gitlab", "--accel", "kvm"]) == 2
-    assert "--tag TAG" in capsys.readouterr().err
     assert cli.main(["ci", "gitlab", "--runs-on", "x"]) == 2
+    assert "unrecognized arguments: --runs-on" in capsys.readouterr().err

@@ -115,3 +115,5 @@ def test_base_config_asks_for_the_zswap_pool_only_where_it_exists() -> None:
 def test_the_release_is_read_from_the_tree(tmp_path: Path) -> None:
     (tmp_path / "Makefile").write_text("# SPDX\nVERSION = 7\nPATCHLEVEL = 2\nSUBLEVEL = 13\n")
     assert kconfig.kernel_release(tmp_path) == (7, 2)
+    (tmp_path / "Makefile").write_text("all:\n")
+    assert kconfig.kernel_release(tmp_path) is None

@@ -260,3 +260,56 @@ def test_missing_is_never_hidden_and_exits_1() -> None:
     assert worst([Status.PASS, Status.MISSING, Status.CRASHED]) is Status.MISSING
     assert worst([Status.MISSING, Status.BUILD_ERROR]) is Status.BUILD_ERROR
     assert junit.outcome("MISSING") == "failure" and kcidb.test_status("MISSING") == "MISS"
+
+
+def _build_run(tmp: Path, name: str, cells: dict[str, str]) -> Path:
+    """A CI build job's --build-only run: the 6.12 cell's record of the verify run under
+    other names and statuses (a stage error carries the build's error)."""
+    verify = json.loads(shards.VERIFY.read_text())
+    base = next(c for c in verify["cells"] if c["cell"] == "6.12")
+    run = tmp / "builds" / name
+    run.mkdir(parents=True)
+    docs = []
+    for cell, status in cells.items():
+        (run / cell).mkdir()
+        (run / cell / "build.log").write_text("kernel/fake.c:1: error: broken\n")
+        docs.append({**base, "cell": cell, "status": status, "tests": [],
+                     "error": "kernel build failed (exit 2)" if status != "PASS" else ""})
+    (run / "results.json").write_text(json.dumps(
+        {**verify, "state": "complete", "cells": docs}))
+    return run
+
+
+def test_a_cell_whose_build_failed_takes_the_build_error_not_missing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CI layout: a test job per cell, a build job per kernel. 6.12-faults' kernel
+    did not build (its test job never ran): BUILD_ERROR from its build run, with its log;
+    a build run's PASS (built, not booted) is never a result: 6.12, from its test run,
+    stays as tested, and a cell only built is MISSING, saying so."""
+    shards.ci_shards(tmp_path / "runs")
+    failed = _build_run(tmp_path, "6.12-faults", {"6.12-faults": "BUILD_ERROR"})
+    built = _build_run(tmp_path, "6.12", {"6.12": "PASS", "6.12-lockdep": "PASS"})
+    code = cli.main(["merge", *map(str, sorted((tmp_path / "runs").iterdir())),
+                     "--builds", str(failed), str(built), str(tmp_path / "builds" / "gone"),
+                     "--out", str(tmp_path / "merged"), "--plan", str(_plan_file(tmp_path)),
+                     ])
+    assert code == 2  # a stage error
+    doc = json.loads((tmp_path / "merged" / "results.json").read_text())
+    by = {c["cell"]: c for c in doc["cells"]}
+    assert by["6.12-faults"]["status"] == "BUILD_ERROR"
+    assert any("did not build" in n for n in by["6.12-faults"]["notes"])
+    assert (tmp_path / "merged" / "6.12-faults" / "build.log").is_file()
+    assert by["6.12"]["status"] != "BUILD_ERROR" and by["6.12"]["tests"]  # the test run's
+    assert doc["missing"] == []
+    assert [b.get("unreadable", "") != "" for b in doc["builds"]] == [False, False, True]
+    assert "6.12-faults" in capsys.readouterr().out
+
+
+def test_a_cell_only_built_is_missing_and_says_it_was_built(tmp_path: Path) -> None:
+    from harness.drivers import shard
+
+    built = _build_run(tmp_path, "6.12", {"6.12": "PASS"})
+    merged = shard.merge([], expected=[shard.Planned(name="6.12")], builds=[built]).doc
+    [cell] = merged["cells"]
+    assert cell["status"] == "MISSING" and merged["missing"] == ["6.12"]
+    assert cell["error"].startswith("no test run holds it, though its build run built it")

@@ -57,3 +57,24 @@ def test_a_variants_requires_adds_to_the_tests(tmp_path: Path) -> None:
     variant = load_manifest(tmp_path, "storage")
     assert variant.requires == ("cgroup_rstat_flush", "BPF_MAP_TYPE_CGRP_STORAGE")
     assert variant.command == ("./t", "--storage")
+
+
+def test_a_capability_is_met_by_any_name_kernels_gave_it() -> None:
+    """rstat_flush_kfunc: what the test does, whichever name the kernel has for it."""
+    ref = _ref("rstat_flush_kfunc")
+    assert missing_for(ref.requires, OLD_API) == []
+    assert missing_for(ref.requires, NEW_API) == []
+    assert missing_for(ref.requires, NEITHER) == [
+        "rstat_flush_kfunc: cgroup_rstat_flush (kfunc: not in the tree) nor css_rstat_flush "
+        "(kfunc: not in the tree)"]
+
+
+def test_our_tests_require_the_rstat_kfuncs_by_what_they_do() -> None:
+    """No test names one kernel's rstat kfunc alone: it would be skipped on the other."""
+    from harness.testkinds import own
+
+    for name in own.own_tests():
+        requires = own.resolve(name).requires
+        assert not [r for r in requires if r in (
+            "cgroup_rstat_flush", "css_rstat_flush", "cgroup_rstat_updated",
+            "css_rstat_updated")], (name, requires)

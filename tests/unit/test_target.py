@@ -153,7 +153,10 @@ def test_a_target_is_its_own_kernel_and_its_own_ci_tree() -> None:
     assert shard.kernel_of(gcc) != shard.kernel_of(llvm)
     plan = ciplan.plan([gcc, llvm], "ci", ciplan.Settings(accel=Accel.TCG))
     assert len(plan.builds) == 2
-    assert {b.slug for b in plan.builds} == {"debian_6_12-base", "debian_6_12-base_x86_64-llvm"}
+    assert [b.slug for b in plan.builds] == ["a", "b"]  # a job per kernel, by its first cell
+    assert [b.tree for b in plan.builds] == ["debian_6_12-base-x86_64-gcc",
+                                             "debian_6_12-base-x86_64-llvm"]  # ccache apart
+    assert plan.builds[1].bootstrap_argv("build")[-2:] == ["--toolchain", "llvm"]
 
 
 def test_every_guest_boots_on_its_own_root_and_sees_only_what_it_reads(

@@ -5,6 +5,7 @@ to the cells' test jobs; honest steps; its cache keys; and what one job per cell
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -54,40 +55,43 @@ def test_a_broken_workflow_fails_the_schema() -> None:
         jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
 
 
+def _sha_pinned(uses: str) -> bool:
+    return bool(re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", uses))
+
+
 @pytest.mark.parametrize("tier", [Tier.CI, Tier.FULL])
-def test_each_kernel_of_the_tier_is_built_once_and_tested_by_its_cells(tier: Tier) -> None:
-    """Build jobs x the kernels each builds = the tier's distinct kernels, each once; one
-    build job per worktree (kernel spec, configs and target); every cell in one test job, which
-    needs the build job that built its kernel and imports that kernel's archive."""
+def test_one_build_job_per_kernel_and_each_test_job_needs_exactly_its_own(tier: Tier) -> None:
+    """Build jobs = the tier's distinct kernels, each built once with the tests of every
+    cell of it; every cell in the test job that needs exactly the build job of its kernel
+    and downloads only that job's artifact; timeouts within GitHub's hosted limit."""
     cells = matrix.select(matrix.load(), tier)
     doc = _load(workflow.render(cells, tier.value))
     jobs = doc["jobs"]
     built = {job_id: builds(_script(job)) for job_id, job in jobs.items()}
-    every = [b.kernel for kernels in built.values() for b in kernels]
-    assert len(every) == len(set(every))  # no kernel built twice
-    assert set(every) == {shard.kernel_of(c) for c in cells}
     building = {job_id: kernels for job_id, kernels in built.items() if kernels}
-    assert all(job_id.startswith("build-") for job_id in building)
-    # a worktree: kernel spec, configs, target (arch/toolchain)
-    trees = [{(k.kernel[0], k.kernel[2], k.kernel[4]) for k in kernels}
-             for kernels in building.values()]
-    assert all(len(t) == 1 for t in trees) and len({t.pop() for t in trees}) == len(trees)
+    assert all(job_id.startswith("build-") and len(k) == 1 for job_id, k in building.items())
+    every = [k[0].kernel for k in building.values()]
+    assert len(every) == len(set(every)) == len({shard.kernel_of(c) for c in cells})
     by_cell = {c.name: c for c in cells}
     tested = []
     for job_id, job in jobs.items():
+        assert job["timeout-minutes"] <= workflow.HOSTED_LIMIT
         runs = [a for a in harness_runs(_script(job)) if a.cell and not a.build_only]
         if not runs:
             continue
         assert job_id.startswith("test-") and not built[job_id]
         [run] = runs
-        assert run.cell == ["${{ matrix.cell }}"] and not run.boot_only
-        made = {b.out.removeprefix("build/"): b.kernel for b in built[job["needs"]]}
-        uploads = [s["with"]["name"] for s in jobs[job["needs"]]["steps"]
-                   if s.get("uses", "").startswith("actions/upload-artifact")]
-        for leg in job["strategy"]["matrix"]["include"]:
-            tested.append(leg["cell"])
-            assert made[leg["kernel"]] == shard.kernel_of(by_cell[leg["cell"]])
-            assert f"kernel-{leg['kernel']}-${{{{ github.run_attempt }}}}" in uploads
+        [kernel] = built[job["needs"]]
+        assert run.prebuilt == Path(kernel.out) and run.cell == ["$CELL"]
+        downloads = [s["with"]["name"] for s in job["steps"]
+                     if s.get("uses", "").startswith("actions/download-artifact")]
+        assert downloads == [f"build-{kernel.out.removeprefix('build/')}-${{{{ needs['"
+                             f"{job['needs']}'].outputs.attempt }}}}"]
+        legs = job["strategy"]["matrix"]["cell"]
+        assert tuple(legs) == kernel.cells
+        for leg in legs:
+            tested.append(leg)
+            assert kernel.kernel == shard.kernel_of(by_cell[leg])
     assert sorted(tested) == sorted(by_cell)
 
 
@@ -107,54 +111,104 @@ def test_steps_are_honest_about_exit_codes() -> None:
                 assert "if" not in step, step
             if "harness ci annotate" in run:
                 assert step["if"].startswith("always()")
-    test = jobs["test-debian_6_12-base"]["steps"]
-    [annotate] = [s for s in test if "harness ci annotate" in s.get("run", "")]
+    test = jobs["test-6_12"]
+    assert test["if"] == "${{ !cancelled() }}"  # a failed build: its cells say why
+    [annotate] = [s for s in test["steps"] if "harness ci annotate" in s.get("run", "")]
     assert '--summary "$GITHUB_STEP_SUMMARY"' in annotate["run"]
     assert annotate["if"] == "always() && steps.run.outcome != 'skipped'"
 
 
-def test_hygiene_triggers_concurrency_permissions_and_artifact_names() -> None:
+def test_supply_chain_pins_git_first_kvm_device_and_no_write_token() -> None:
     doc = _load(COMMITTED.read_text())
-    assert doc["on"]["push"] == {"branches": ["main", "master"]} and "pull_request" in doc["on"]
-    assert doc["concurrency"] == {"group": "harness-${{ github.ref }}",
-                                  "cancel-in-progress": True}
+    text = COMMITTED.read_text()
+    pins = workflow.pins()
+    for job in doc["jobs"].values():
+        steps = job["steps"]
+        assert "apt-get install" in steps[0]["run"] and " git " in steps[0]["run"]
+        assert steps[1]["uses"].startswith("actions/checkout@")
+        assert steps[1]["with"]["persist-credentials"] is False
+        assert "permissions" not in job  # the workflow's: contents: read, nothing else
+        for step in steps:
+            if "uses" in step:
+                assert _sha_pinned(step["uses"]), step["uses"]
+                repo = "/".join(step["uses"].split("@")[0].split("/")[:2])
+                sha, tag = pins[repo]
+                assert f'{step["uses"].split("@")[0]}@{sha}"  # {tag}' in text
+        options = job.get("container", {}).get("options", "")
+        assert "--privileged" not in options
     assert doc["permissions"] == {"contents": "read"}
-    writes = {job_id: job["permissions"] for job_id, job in doc["jobs"].items()
-              if "permissions" in job}
-    assert writes == {"report": {"contents": "read", "checks": "write",
-                                 "pull-requests": "write"}}
-    assert any(s.get("uses", "").startswith("mikepenz/action-junit-report")
-               for s in doc["jobs"]["report"]["steps"])
+    assert doc["jobs"]["test-6_12"]["container"]["options"] == "--device /dev/kvm"
+    assert "options" not in doc["jobs"]["build-6_12"]["container"]
+
+
+def test_concurrency_per_tier_never_cancels_the_default_branch() -> None:
+    doc = _load(COMMITTED.read_text())
+    group = doc["concurrency"]["group"]
+    assert group.startswith("harness-ci-") and "github.run_id" in group
+    assert doc["concurrency"]["cancel-in-progress"] == \
+        "${{ !(github.ref_name == github.event.repository.default_branch) }}"
+    full = _load(workflow.render(matrix.select(matrix.load(), Tier.FULL), "full"))
+    assert full["concurrency"]["group"].startswith("harness-full-")
+    assert doc["on"]["push"] == {"branches": ["main", "master"]} and "pull_request" in doc["on"]
     for job in doc["jobs"].values():
         for step in job["steps"]:
             if step.get("uses", "").startswith("actions/upload-artifact"):
                 assert "${{ github.run_attempt }}" in step["with"]["name"]
 
 
-def test_caches_honour_harness_cache_and_are_saved_on_pushes_only() -> None:
+def test_caches_honour_harness_cache_are_sized_and_saved_on_default_pushes_only() -> None:
     doc = _load(COMMITTED.read_text())
-    assert doc["env"]["HARNESS_CACHE"] == workflow.CACHE_ROOT
-    steps = doc["jobs"]["build-debian_6_12-base"]["steps"]
+    assert doc["env"] == {"HARNESS_CACHE": workflow.CACHE_ROOT, "CCACHE_MAXSIZE": "2G",
+                          "HARNESS_CACHE_MAX": "10G"}
+    steps = doc["jobs"]["build-6_12"]["steps"]
     caches = [s for s in steps if s.get("uses", "").startswith("actions/cache/")]
     assert {s["with"]["path"] for s in caches} == {"${{ env.HARNESS_CACHE }}/kernels",
                                                    "${{ env.HARNESS_CACHE }}/ccache"}
-    for s in caches:
-        if s["uses"].startswith("actions/cache/save"):
-            assert "github.event_name == 'push'" in s["if"]
+    saves = [s for s in caches if s["uses"].startswith("actions/cache/save")]
+    assert len(saves) == 2
+    assert all(workflow.ON_DEFAULT_PUSH in s["if"] for s in saves)
     [ccache] = [s for s in caches if s["uses"].startswith("actions/cache/restore")
                 and s["with"]["path"].endswith("ccache")]
     prefix = "${{ steps.key.outputs.ccache_prefix }}"
     assert ccache["with"]["restore-keys"] == prefix
-    assert ccache["with"]["key"] == prefix + "${{ github.run_id }}-${{ github.run_attempt }}"
+    assert ccache["with"]["key"] == prefix + "6_12-${{ github.run_id }}-${{ github.run_attempt }}"
+    keys = [s["with"]["key"] for job_id, job in doc["jobs"].items() if job_id.startswith("build-")
+            for s in job["steps"] if s.get("uses", "").startswith("actions/cache/save")
+            and s["with"]["path"].endswith("ccache")]
+    # each build job (one per distinct kernel of the tier) saves a key of its own
+    builds = [job_id for job_id in doc["jobs"] if job_id.startswith("build-")]
+    assert len(keys) == len(set(keys)) == len(builds) >= 9
+    small = ciplan.Settings(disk_gb=30)
+    assert (small.ccache_max, small.cache_max) == ("5G", "23G")
+    with pytest.raises(ciplan.CiError, match="--runner-disk 4"):
+        ciplan.Settings(disk_gb=4)
+
+
+def test_roles_and_arch_packages_in_the_jobs() -> None:
+    doc = _load(workflow.render(matrix.select(matrix.load(), Tier.FULL), "full"))
+    jobs = doc["jobs"]
+    assert _step(jobs["build-6_12"], "bootstrap") == "./bootstrap.sh --role build"
+    assert _step(jobs["test-6_12"], "bootstrap") == "./bootstrap.sh --role test"
+    assert _step(jobs["merge"], "bootstrap") == "./bootstrap.sh --role merge"
+    assert _step(jobs["build-6_12-arm64-llvm"], "bootstrap") == \
+        "./bootstrap.sh --role build --arch arm64 --toolchain llvm"
+    assert _step(jobs["test-6_12-arm64-llvm"], "bootstrap") == \
+        "./bootstrap.sh --role test --arch arm64"
+    assert _step(jobs["build-6_12-llvm"], "bootstrap") == \
+        "./bootstrap.sh --role build --toolchain llvm"
+
+
+def _step(job: dict[str, Any], name: str) -> str:
+    [run] = [s["run"] for s in job["steps"] if s.get("name", "").startswith(name)]
+    return str(run)
 
 
 def test_the_merge_job_is_light_and_uses_the_plan() -> None:
     merge = _load(COMMITTED.read_text())["jobs"]["merge"]
     script = _script(merge)
-    assert "bootstrap" not in script and "container" not in merge
-    assert "pip install -q -e ." in script and "harness merge \"$@\" --tier ci" in script
-    assert merge["steps"][0] == {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}}
-    assert merge["if"] == "!cancelled()"
+    assert "--role merge" in script and "harness merge \"$@\" --tier ci" in script
+    assert merge["steps"][1]["with"] == {"fetch-depth": 0, "persist-credentials": False}
+    assert merge["if"] == "${{ !cancelled() }}"
 
 
 def _latest(tmp_path: Path, dirs: list[str]) -> list[str]:
@@ -179,28 +233,43 @@ def test_no_run_at_all_is_said_by_the_merge(tmp_path: Path) -> None:
 
 def test_settings_runners_container_and_kvm(capsys: pytest.CaptureFixture[str]) -> None:
     cells = matrix.select(matrix.load(), Tier.CI)
-    with pytest.raises(ciplan.CiError, match="--runs-on"):
+    with pytest.raises(ciplan.CiError, match="--test-runs-on"):
         workflow.render(cells, "ci", ciplan.Settings(accel=Accel.KVM))
-    kvm = ciplan.Settings(accel=Accel.KVM, runs_on=("self-hosted", "kvm"),
-                          container_options="--device /dev/kvm")
+    kvm = ciplan.Settings(accel=Accel.KVM, runs_on=("big",), test_runs_on=("self-hosted", "kvm"),
+                          container_options="--device /dev/kvm --group-add 993")
     text = workflow.render(cells, "ci", kvm)
     assert text.startswith("# Generated from matrix.toml by `harness ci github --tier ci "
-                           "--accel kvm --runs-on self-hosted --runs-on kvm "
-                           "--container-options '--device /dev/kvm'")
+                           "--accel kvm --runs-on big --test-runs-on self-hosted "
+                           "--test-runs-on kvm --container-options '--device /dev/kvm "
+                           "--group-add 993'")
     doc = _load(text)
     jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
     for job_id, job in doc["jobs"].items():
-        if job_id.startswith(("build-", "test-")):
+        if job_id.startswith("test-"):
             assert job["runs-on"] == ["self-hosted", "kvm"]
-            assert job["container"]["options"] == "--device /dev/kvm"
-            assert all(a.accel == "kvm" for a in harness_runs(_script(job)) if not a.build_only)
+            assert job["container"]["options"] == "--device /dev/kvm --group-add 993"
+            assert all(a.accel == "kvm" for a in harness_runs(_script(job)))
+        elif job_id.startswith("build-"):
+            assert job["runs-on"] == "big" and "options" not in job["container"]
+    tcg = _load(workflow.render(cells, "ci", ciplan.Settings(accel=Accel.TCG)))
+    assert "options" not in tcg["jobs"]["test-6_12"]["container"]  # no device needed
     assert cli.main(["ci", "github", "--accel", "kvm"]) == 2
-    assert "--runs-on LABEL" in capsys.readouterr().err
+    assert "--test-runs-on LABEL" in capsys.readouterr().err
     # each subcommand takes its own options: gitlab's and cache-key's are refused here
     assert cli.main(["ci", "github", "--tag", "kvm"]) == 2
     assert "harness ci github: error: unrecognized arguments: --tag" in capsys.readouterr().err
     assert cli.main(["ci", "github", "--cell", "6.12"]) == 2
     assert "unrecognized arguments: --cell" in capsys.readouterr().err
+
+
+def test_the_header_says_each_timeout_and_where_it_comes_from() -> None:
+    text = COMMITTED.read_text()
+    assert "# Timeouts (minutes): (set-up 3 + measured) x 2" in text
+    assert "#   build 6.12: 40 (kernel 12.1 measured + 2 more cell(s) x 1.5)" in text
+    doc = _load(text)
+    assert doc["jobs"]["build-6_12"]["timeout-minutes"] == 40
+    assert doc["jobs"]["build-6_1"]["timeout-minutes"] == 35  # (3 + 12.7) x 2 -> 35
+    assert "# Caches: ccache at most 2G, the harness cache 10G" in text
 
 
 def test_cache_keys_follow_the_kernels_not_the_cells(capsys: pytest.CaptureFixture[str],
@@ -332,3 +401,26 @@ def test_ci_minutes_takes_build_times_from_the_kernel_store(
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:-1]}
     assert rows["6.12"].split()[1] == "10.0"
     assert rows["6.1"].split()[1:3] == ["not", "measured"]
+
+
+def test_the_lint_step_passes_the_committed_workflow_and_fails_an_unpinned_one(
+        tmp_path: Path) -> None:
+    """tox's lint step (tests/citools.py): actionlint, shellcheck on the run: blocks and
+    zizmor --offline with no high finding. A tag instead of a commit is a high finding; an
+    unquoted expansion is shellcheck's."""
+    from tests import citools
+
+    tiers = []
+    for tier in Tier:  # every tier's workflow, as `harness ci github --tier T` writes it
+        tiers.append(tmp_path / f"{tier.value}.yml")
+        tiers[-1].write_text(workflow.render(matrix.select(matrix.load(), tier), tier.value))
+    assert citools.lint_workflows([COMMITTED, *tiers]) == 0
+    bad = tmp_path / "bad.yml"
+    text = COMMITTED.read_text()
+    pinned = text.split('uses: "actions/checkout@', 1)[1].split('"', 1)[0]
+    bad.write_text(text.replace(f"actions/checkout@{pinned}", "actions/checkout@v4"))
+    assert citools.lint_workflows([bad]) != 0
+    quoted = '--summary \\"$GITHUB_STEP_SUMMARY\\"'  # as the YAML escapes it
+    assert quoted in text
+    bad.write_text(text.replace(quoted, "--summary $GITHUB_STEP_SUMMARY"))
+    assert citools.lint_workflows([bad]) != 0
