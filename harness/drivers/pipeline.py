@@ -144,6 +144,8 @@ class Known:
     retry: str | None = None  # one more boot, and why
     tests: tuple[TestResult, ...] | None = None
     guest_root: vm.GuestRun | None = None  # a boot ended: what root it had
+    # --prebuilt: how the build job's run built the kernel (its sandbox or not, and why)
+    built_sandboxed: tuple[bool, str, str] | None = None
 
 
 T = TypeVar("T")
@@ -207,6 +209,10 @@ class CellFacts:
             self.retries = (*self.retries, k.retry)
         if k.tests is not None:
             self.tests = k.tests
+        if k.built_sandboxed is not None:
+            on, why, tool = k.built_sandboxed
+            self.isolation = replace(self.isolation, sandbox=on, sandbox_off=why,
+                                     sandbox_tool=tool)
         if k.guest_root is not None:
             own = k.guest_root.root
             self.isolation = replace(
@@ -275,7 +281,7 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
     error = ""
     try:
         expectations = verdicts.load_expectations(expectations_path())
-        plan = _plan(cell, stages)
+        plan = _plan(cell, stages, builds=options.prebuilt is None)
         if options.prebuilt is not None:
             record = _drive(_prebuilt_kernel(cell, options.prebuilt, out_dir, stages), facts)
             kernel = record.kernel
@@ -335,7 +341,7 @@ def _collected(problems: list[HarnessError]) -> Iterator[None]:
         problems.append(exc)
 
 
-def _plan(cell: Cell, stages: StageLog) -> CellPlan:
+def _plan(cell: Cell, stages: StageLog, *, builds: bool = True) -> CellPlan:
     """Everything that can be wrong with the request, found before the expensive work, and
     told all at once (a typo in a test name and a bad fragment line: both)."""
     problems: list[HarnessError] = []
@@ -346,8 +352,9 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
             sources.check(spec)
         with _collected(problems):
             # the tree's code runs in bubblewrap unless the user said --no-sandbox: a host
-            # where it cannot run stops here, saying why and how to allow it
-            if sandbox.policy().enabled:
+            # where it cannot run stops here, saying why and how to allow it (a cell booting
+            # what a build job built, --prebuilt, runs none of the tree's code)
+            if builds and sandbox.policy().enabled:
                 sandbox.require()
         tgt: Target | None = None
         with _collected(problems):
@@ -509,7 +516,8 @@ def _prebuilt_kernel(cell: Cell, run_dir: Path, logs: Path,
         if (failed := prebuilt.failed_build(run_dir, cell, logs)) is not None:
             raise failed
         rec = prebuilt.read(run_dir, cell)
-        yield Known(source=(rec.source, rec.package_version), patches=rec.patches)
+        yield Known(source=(rec.source, rec.package_version), patches=rec.patches,
+                    built_sandboxed=(rec.sandbox, rec.sandbox_off, rec.sandbox_tool))
         image = prebuilt.image(rec, run_dir)
         config = rec.config
         if image.config is not None:
@@ -538,7 +546,9 @@ def _write_prebuilt(cell: Cell, kernel: BuiltKernel, tests: TestPlan, facts: Cel
         cell, image=kernel.image, source=facts.source, package_version=facts.package_version,
         patches=facts.patches, config=facts.config, features=facts.features,
         kselftest=(header.directory, header.origin) if header is not None else None,
-        tests=dict(tests.built)))
+        tests=dict(tests.built),
+        sandbox=(facts.isolation.sandbox, facts.isolation.sandbox_off,
+                 facts.isolation.sandbox_tool)))
 
 
 def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
