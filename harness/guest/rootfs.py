@@ -26,6 +26,7 @@ terminal shows on the cell line.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -49,6 +50,9 @@ OWN_ROOT_ENV = "HARNESS_GUEST_ROOT"
 _INST = re.compile(r"^Inst (?P<name>\S+) \((?P<version>\S+) ", re.M)
 # links a package's maintainer script makes (update-alternatives), made here instead
 _ALTERNATIVES = {"usr/bin/awk": "/usr/bin/mawk", "usr/bin/nawk": "/usr/bin/mawk"}
+# How a resolved root is made, in its key: a change to the making makes a new root.
+# 2: the dynamic linker's cache (ld.so.cache) made in it.
+RECIPE = 2
 CONTENT_FILE = "content.sha256"  # beside root/: the content hash, its size, its packages
 
 
@@ -88,9 +92,47 @@ def guest_root(arch: Arch, *, log_dir: Path) -> Path:
         raise RootfsError("the host has no busybox to name the guest busybox's applets",
                           fix=_setup_fix(arch))
     pkgs = [p if arch.deb_arch == native else f"{p}:{arch.deb_arch}" for p in arch.guest_root]
+    key, wanted = _versions(arch, pkgs, log_dir=log_dir)
+    out = paths.sub("rootfs") / f"{arch.name}-{key}"
+    if (out / ".made").exists():
+        paths.touch(out)
+        return out
+    _make(out, arch, wanted, busybox=busybox, log_path=log_dir / f"rootfs-{arch.name}.log")
+    return out
+
+
+APT_LISTS = Path("/var/lib/apt/lists")
+
+
+def _apt_state() -> str:
+    """What apt's answers depend on: its package lists (names, sizes, times) and dpkg's
+    architectures. Unchanged until the next `apt-get update`."""
+    h = hashlib.sha256()
+    with contextlib.suppress(OSError):
+        for entry in sorted(os.scandir(APT_LISTS), key=lambda e: e.name):
+            if entry.is_file():
+                st = entry.stat()
+                h.update(f"{entry.name} {st.st_size} {st.st_mtime_ns}\n".encode())
+    with contextlib.suppress(OSError):
+        h.update(Path("/var/lib/dpkg/arch").read_bytes())
+    return h.hexdigest()
+
+
+def _versions(arch: Arch, pkgs: list[str], *,
+              log_dir: Path) -> tuple[str, list[tuple[str, str]]]:
+    """The root's key and its packages with the versions apt would download now: asked
+    of apt once per state of its package lists (its solver takes seconds), then read from
+    the cache."""
+    ask = hashlib.sha256(" ".join([arch.name, str(arch.guest_root_resolve), *pkgs,
+                                   _apt_state()]).encode()).hexdigest()[:16]
+    answer = paths.sub("rootfs") / f".apt-{ask}"
+    with contextlib.suppress(OSError, ValueError):
+        key, *rows = answer.read_text().splitlines()
+        return key, [(n, v) for n, v in (r.split(" ", 1) for r in rows)]
     if arch.guest_root_resolve:
         wanted = resolve(pkgs, log_dir=log_dir)
-        key = hashlib.sha256(" ".join([arch.name, *(f"{n}={v}" for n, v in wanted)])
+        key = hashlib.sha256(" ".join([arch.name, f"recipe {RECIPE}",
+                                       *(f"{n}={v}" for n, v in wanted)])
                              .encode()).hexdigest()[:16]
     else:
         # the versions apt would download now: the root's key
@@ -99,12 +141,8 @@ def guest_root(arch: Arch, *, log_dir: Path) -> Path:
         versions = re.findall(r"^Version: (\S+)$", policy.output, re.M)
         key = hashlib.sha256(" ".join([arch.name, *pkgs, *versions]).encode()).hexdigest()[:16]
         wanted = list(zip(pkgs, versions, strict=False))
-    out = paths.sub("rootfs") / f"{arch.name}-{key}"
-    if (out / ".made").exists():
-        paths.touch(out)
-        return out
-    _make(out, arch, wanted, busybox=busybox, log_path=log_dir / f"rootfs-{arch.name}.log")
-    return out
+    atomic.write_text(answer, "\n".join([key, *(f"{n} {v}" for n, v in wanted)]) + "\n")
+    return key, wanted
 
 
 def resolve(pkgs: list[str], *, log_dir: Path) -> list[tuple[str, str]]:
@@ -148,6 +186,8 @@ def _make(out: Path, arch: Arch, wanted: list[tuple[str, str]], *, busybox: str,
                 os.symlink(target, root / link)
         listing = proc.check([busybox, "--list-full"], what="busybox --list-full", timeout=30)
         _link_applets(root, listing.output.split())
+        if arch.uname == os.uname().machine:
+            _ld_cache(root, log_path)
         for d in ("dev", "proc", "sys", "tmp", "run", "root", "etc", "var/tmp", "mnt"):
             (root / d).mkdir(parents=True, exist_ok=True)
         (root / "tmp").chmod(0o1777)
@@ -162,6 +202,24 @@ def _make(out: Path, arch: Arch, wanted: list[tuple[str, str]], *, busybox: str,
         (scratch / CONTENT_FILE).write_text(f"{ident.digest} {ident.size} {ident.packages}\n")
         (scratch / ".made").write_text(" ".join(n for n, _ in wanted) + "\n"
                                        + " ".join(v for _, v in wanted) + "\n")
+
+
+def _ld_cache(root: Path, log_path: Path) -> None:
+    """The dynamic linker's cache (/etc/ld.so.cache), which libc-bin's maintainer script
+    would make: without it each program the guest starts searches every library
+    directory over 9p, and the runner starts hundreds. Made by the root's own ldconfig
+    with the root as /: chroot as root, else in bubblewrap's namespaces."""
+    ldconfig = "/sbin/ldconfig"
+    if not (root / ldconfig.lstrip("/")).exists():
+        return
+    if os.geteuid() == 0:
+        done = proc.run(["chroot", str(root), ldconfig], timeout=300, log_path=log_path)
+    else:
+        done = proc.run(["bwrap", "--bind", str(root), "/", "--proc", "/proc", "--dev",
+                         "/dev", "--unshare-all", ldconfig], timeout=300, log_path=log_path)
+    if not done.ok:
+        log.warning("no ld.so.cache in the guest root (%s): its programs start slower",
+                    done.tail(2))
 
 
 def _link_applets(root: Path, applets: list[str]) -> None:
