@@ -16,10 +16,13 @@ file system runner.sh sets up), procps, kmod, iproute2 and ping (what the bpf an
 targets call), and libbpf, libelf and zlib (our tests and the tree's test_progs and
 perf, linked on the host against the same Debian release). arm64 lists its few packages
 whole and its tests are static. busybox's applets fill in every program no package
-provides, named by the host's busybox of the same Debian release; the links a
-maintainer script would make (awk -> mawk) are made here.
+provides, named by the host's busybox of the same Debian release; what a maintainer
+script would make is made here: the links (awk -> mawk) and, for the host's arch, the
+dynamic linker's cache (ld.so.cache: without it every program the guest starts searches
+each library directory over 9p).
 
-A root is cached by its package versions, under the cache (rootfs/<arch>-<key>/), and
+A root is cached by its package versions (apt's answer itself cached per state of its
+package lists: its solver takes seconds), under the cache (rootfs/<arch>-<key>/), and
 identified by a hash of its content (`identity`), which results.json records and the
 terminal shows on the cell line.
 """
