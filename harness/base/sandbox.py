@@ -399,3 +399,17 @@ def regular_file(path: Path, root: Path) -> Path:
             fix="look at what the series changes there; the harness never follows links "
                 "out of a build or results directory", status=Status.BUILD_ERROR)
     return path
+
+
+def tree_file(path: Path, tree: Path) -> Path:
+    """`path`, a file of the tree the harness itself is about to read or write (outside the
+    sandbox: mutate's mutants, gcov's Makefile lines), checked as `regular_file` checks
+    a build's output; a file still to be made: its directory inside the tree. A series
+    can commit symlinks: one must not make the harness read or write a file of the host."""
+    if path.exists() or path.is_symlink():
+        return regular_file(path, tree)
+    if not path.absolute().parent.resolve().is_relative_to(tree.resolve()):
+        raise SandboxError(f"{path}: its directory leads out of {tree} (a symlink the "
+                           "series made): not written", fix="look at what the series "
+                           "changes there", status=Status.BUILD_ERROR)
+    return path

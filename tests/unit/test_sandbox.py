@@ -499,3 +499,23 @@ def test_a_cells_reproduce_command_keeps_what_the_run_turned_off() -> None:
         assert run._isolation_flags(argv, True) == [
             "run", "--kernel", "debian:6.12", "--accel", "tcg", "--no-sandbox", "--host-root",
             "--", "uname", "-r"]
+
+
+def test_a_file_the_harness_writes_in_the_tree_is_never_a_link_out_of_it(
+        tmp_path: Path) -> None:
+    """mutate writes mutants into the series' files and --coverage appends to Makefiles:
+    a series that committed a symlink there must not make the harness write elsewhere."""
+    tree = tmp_path / "tree"
+    (tree / "mm").mkdir(parents=True)
+    (tree / "mm" / "a.c").write_text("int a;\n")
+    outside = tmp_path / "home"
+    outside.mkdir()
+    (outside / ".bashrc").write_text("mine\n")
+    (tree / "mm" / "Makefile").symlink_to(outside / ".bashrc")
+    (tree / "lib").symlink_to(outside)
+    assert sandbox.tree_file(tree / "mm" / "a.c", tree) == tree / "mm" / "a.c"
+    assert sandbox.tree_file(tree / "mm" / "new.c", tree) == tree / "mm" / "new.c"
+    for bad in (tree / "mm" / "Makefile", tree / "lib" / "Makefile", tree / "lib" / "x.c"):
+        with pytest.raises(sandbox.SandboxError):
+            sandbox.tree_file(bad, tree)
+    assert (outside / ".bashrc").read_text() == "mine\n"
