@@ -33,6 +33,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from harness.base.model import Status  # noqa: E402
+from harness.output import results  # noqa: E402
+
 LINE = "#include <linux/page_counter.h>\n"
 
 
@@ -56,14 +61,14 @@ def harness_run(checkout: Path, cache: Path, kernel: str, out: Path) -> dict[str
               "--out", str(out)], env=env, cwd=checkout)
     wall = time.monotonic() - start
     after = ccache_stats(cache)
-    cell = json.loads((out / "results.json").read_text())["cells"][0]
-    if res.returncode != 0 or cell["status"] != "PASS":
-        raise SystemExit(f"{kernel} with {checkout}: exit {res.returncode}, {cell['status']} "
-                         f"{cell.get('error', '')}\n{res.stderr[-2000:]}")
+    cell = results.load_run(str(out))[0].cells[0]
+    if res.returncode != 0 or cell.status is not Status.PASS:
+        raise SystemExit(f"{kernel} with {checkout}: exit {res.returncode}, "
+                         f"{cell.status.value} {cell.error}\n{res.stderr[-2000:]}")
     hits = sum(after.get(k, 0) - before.get(k, 0)
                for k in ("direct_cache_hit", "preprocessed_cache_hit"))
     misses = after.get("cache_miss", 0) - before.get("cache_miss", 0)
-    build = next(s["duration_s"] for s in cell["stages"] if s["stage"] == "build")
+    build = next(s.duration_s for s in cell.stages if s.stage == "build")
     return {"wall_s": round(wall, 1), "build_s": round(build, 1), "ccache_hits": hits,
             "ccache_misses": misses}
 
@@ -119,8 +124,7 @@ def main() -> int:
         commit = sh(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"]).stdout.strip()
         warm = harness_run(checkout, cache, "debian:6.12", args.work / f"{name}-warm")
         if m.group(4):
-            image = json.loads((args.work / f"{name}-warm" / "results.json").read_text())[
-                "cells"][0]["image"]
+            image = results.load_run(str(args.work / f"{name}-warm"))[0].cells[0].image
             sh(["rm", "-rf", str(Path(image).parent)])
             warm = harness_run(checkout, cache, "debian:6.12", args.work / f"{name}-rebuild")
         tree = user_tree(cache, args.work)

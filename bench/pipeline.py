@@ -36,10 +36,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.base import paths  # noqa: E402
-from harness.base.model import Accel, KernelImage  # noqa: E402
+from harness.base.model import Accel, GuestSpec, KernelImage, Status  # noqa: E402
 from harness.guest import vm  # noqa: E402
 from harness.kernel import build, sources  # noqa: E402
 from harness.kernel.tree import KernelTree  # noqa: E402
+from harness.output import results  # noqa: E402
 
 ANCHOR = "#include <linux/page_counter.h>\n"
 # The test needs swap and a disk file system for its page cache (test.toml: needs =
@@ -65,17 +66,16 @@ def warm_up(tmp: Path) -> tuple[KernelImage, Path]:
     out = tmp / "warm-up"
     res = subprocess.run([*HARNESS, "--out", str(out)], cwd=REPO, text=True,
                          capture_output=True, check=False)
-    data = json.loads((out / "results.json").read_text())
-    cell = data["cells"][0]
-    if res.returncode != 0 or cell["status"] != "PASS":
-        raise SystemExit(f"the warm-up run: {cell['status']} {cell['error']}\n"
+    cell = results.load_run(str(out))[0].cells[0]
+    if res.returncode != 0 or cell.status is not Status.PASS:
+        raise SystemExit(f"the warm-up run: {cell.status.value} {cell.error}\n"
                          f"{res.stderr[-2000:]}")
-    plan = (out / cell["cell"] / "guest" / "plan.tsv").read_text().splitlines()
+    plan = (out / cell.cell / "guest" / "plan.tsv").read_text().splitlines()
     test_dir = Path(next(ln.split("\t")[2] for ln in plan
                          if ln.split("\t")[0] == "memcg_kfuncs"))
-    image = Path(cell["image"])
-    return KernelImage(boot_image=image, vmlinux=None, config=None,
-                       version=cell["kernel_version"]), test_dir
+    return KernelImage(boot_image=Path(cell.image), vmlinux=None, config=None,
+                       version=cell.kernel_version, arch=cell.arch,
+                       toolchain=cell.toolchain), test_dir
 
 
 def main() -> int:
@@ -117,10 +117,10 @@ def main() -> int:
             if res.returncode != 0:
                 raise SystemExit(f"make failed: {res.stdout[-2000:]}")
             image = build_dir / tree.target.arch.image
-            argv = vm.vng_argv(replace(kernel, boot_image=image), Accel.TCG, rwdirs=[],
-                               command=["sh", "-c", f"{SWAP_ON}; cd {test_dir} && "
-                                        "./memcg_kfuncs"],
-                               memory="2G", cpus=2, cwd=Path("/"))
+            boot = vm.Boot(kernel=replace(kernel, boot_image=image), accel=Accel.TCG,
+                           guest=GuestSpec())
+            argv = vm.vng_argv(boot, command=["sh", "-c", f"{SWAP_ON}; cd {test_dir} && "
+                                              "./memcg_kfuncs"], cwd=Path("/"))
             t_vng, out = timed(argv, env=vng_env, timeout=600)
             tree.reset_to(with_series)
         # (vng 1.42 exits 255 with this kernel whatever the command did: its own
@@ -145,11 +145,10 @@ def main() -> int:
                          f"one-line change {r}\n\n---\n{diff}")
         out = tmp / f"run-{r}"
         t, res = timed([*HARNESS, "--patch", str(patch), "--out", str(out)], cwd=REPO)
-        data = json.loads((out / "results.json").read_text())
-        cell = data["cells"][0]
-        if res.returncode != 0 or cell["status"] != "PASS":
-            raise SystemExit(f"harness round {r}: {cell['status']} {cell['error']}")
-        stages.append({s["stage"]: s["duration_s"] for s in cell["stages"]})
+        cell = results.load_run(str(out))[0].cells[0]
+        if res.returncode != 0 or cell.status is not Status.PASS:
+            raise SystemExit(f"harness round {r}: {cell.status.value} {cell.error}")
+        stages.append({s.stage: s.duration_s for s in cell.stages})
         rows["harness run"].append(t)
 
     for r in range(rounds):

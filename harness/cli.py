@@ -1,5 +1,6 @@
-"""The command line: parsers, and dispatch to the drivers (run, check, mutate, bisect,
-shell, ...). Only main() maps errors to exit codes.
+"""The command line: a table of commands (COMMANDS: each one's name, arguments, handler,
+examples, and whether it holds the cache), and dispatch to the drivers (run, check,
+mutate, bisect, shell, ...). Only main() maps errors to exit codes.
 
 Exit codes: 0 passed; 1 a test failed, crashed or timed out, or nothing was tested;
 2 a set-up, patch, config, build or boot error, or bad input / a host problem (told as
@@ -15,22 +16,20 @@ import signal
 import sys
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from harness import target
 from harness.base import proc, sandbox
 from harness.base.errors import HarnessError, Stopped, from_os_error, signal_of
-from harness.base.model import Accel, Status
-from harness.drivers import doctor, matrix, run, runs
+from harness.base.model import Accel, GuestOptions, GuestSpec, Status
+from harness.drivers import doctor, finished, matrix, pipeline, run
 from harness.drivers.matrix import Cell, Tier
 from harness.kernel import cache, sources
 from harness.output import results
 from harness.testkinds import command
-
-if TYPE_CHECKING:
-    pass
 
 USAGE = """\
 Take a kernel tree, apply a patch series, configure, build, boot it under QEMU and run
@@ -86,34 +85,29 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise Stopped(signum)
 
 
-def _attempts(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= 1000:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of attempts, 1 to 1000")
-    return n
+# ---- values the options take ----
 
 
-def _boots(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= 100:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of fresh boots, 1 to 100")
-    return n
+def count(what: str, low: int, high: int | None = None) -> Callable[[str], int]:
+    """An option's whole number from `low` to `high` (None: no upper bound), or argparse's
+    error saying what it counts and its range."""
+    bounds = f"{low} to {high}" if high is not None else f"at least {low}"
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = low - 1
+        if n < low or (high is not None and n > high):
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}, {bounds}")
+        return n
+
+    return parse
 
 
-def _last(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of runs, at least 1")
-    return n
+ATTEMPTS = count("a number of attempts", 1, 1000)
+BOOTS = count("a number of fresh boots", 1, 100)
+RUNS = count("a number of runs", 1)
 
 
 def _statuses(text: str) -> frozenset[Status]:
@@ -125,22 +119,25 @@ def _statuses(text: str) -> frozenset[Status]:
         ) from None
 
 
+# ---- the options several commands share ----
+
+
 def _tree_options(p: argparse.ArgumentParser, *, several_kernels: bool = False) -> None:
     """The kernel to build and what goes on it: one vocabulary for run, check and shell."""
     if several_kernels:
-        p.add_argument("--kernel", action="append", default=[], metavar="SPEC",
-                       help=KERNEL_HELP + "; image:PATH (a built kernel image: no patches, no "
-                            "tests built from the tree); repeatable")
+        _many(p, "--kernel", "SPEC",
+              help=KERNEL_HELP + "; image:PATH (a built kernel image: no patches, no "
+                   "tests built from the tree); repeatable")
     else:
         p.add_argument("--kernel", default=None, metavar="SPEC", help=KERNEL_HELP)
-    p.add_argument("--series", action="append", default=[], metavar="NAME",
-                   help="patch series under patches/, mbox:FILE or lore:MSGID (a thread from "
-                        "the list, through b4); repeatable")
-    p.add_argument("--config", action="append", default=[], metavar="FRAGMENT",
-                   help="kconfig fragment name or path (repeatable; default: base)")
-    p.add_argument("--patch", action="append", default=[], metavar="FILE",
-                   help="extra patch, or a thread saved as an mbox, applied after the series "
-                        "(repeatable)")
+    _many(p, "--series", "NAME",
+          help="patch series under patches/, mbox:FILE or lore:MSGID (a thread from "
+               "the list, through b4); repeatable")
+    _many(p, "--config", "FRAGMENT",
+          help="kconfig fragment name or path (repeatable; default: base)")
+    _many(p, "--patch", "FILE",
+          help="extra patch, or a thread saved as an mbox, applied after the series "
+               "(repeatable)")
     p.add_argument("--arch", default=None, choices=target.known_arches(),
                    help=f"the arch to build for (default {target.DEFAULT_ARCH}; "
                         "harness/target/arches/ARCH.toml)")
@@ -168,9 +165,9 @@ def _guest_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--append", default="", metavar="ARGS",
                    help="extra kernel command line for the guest (e.g. panic_on_warn=1)")
     p.add_argument("--memory", default=None, metavar="SIZE",
-                   help=f"the guest's RAM, e.g. 1536M or 4G (default {Cell.memory})")
+                   help=f"the guest's RAM, e.g. 1536M or 4G (default {GuestSpec.memory})")
     p.add_argument("--cpus", type=int, default=None, metavar="N",
-                   help=f"the guest's CPUs (default {Cell.cpus})")
+                   help=f"the guest's CPUs (default {GuestSpec.cpus})")
     p.add_argument("--host-root", action="store_true",
                    help="boot the guest on the host's root, as vng does (your tools in the "
                         "guest; the tree's tests can then read your files), not on a root "
@@ -184,24 +181,27 @@ def _accel_option(p: argparse.ArgumentParser) -> None:
                         "(a guest of another arch: always TCG)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="harness", description=USAGE,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    p.add_argument("--version", action=_Version, nargs=0,
-                   help="the harness's version and commit, then exit")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           title="commands (harness COMMAND --help says more)")
+def _tier_option(p: argparse.ArgumentParser, *, default: str | None, help: str) -> None:
+    p.add_argument("--tier", choices=[t.value for t in Tier], default=default, help=help)
 
-    r = sub.add_parser("run", help="source -> series -> config -> build -> boot -> selftests",
-                       usage="harness run [OPTIONS] [-- CMD [ARGS...]]",
-                       epilog="-- CMD ARGS...: run CMD in the guest as one more test (its own "
-                              "output file, time limit, exit status, splats attributed), "
-                              "after the tests asked for, or alone when none are")
+
+def _many(p: argparse.ArgumentParser, flag: str, metavar: str | None, help: str) -> None:
+    """An option given as often as wanted (each value kept, in order)."""
+    p.add_argument(flag, action="append", default=[], metavar=metavar, help=help)
+
+
+def _out_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    p.add_argument("--out", type=Path, metavar="DIR", help=help)
+
+
+# ---- each command's arguments ----
+
+
+def _run_arguments(r: argparse.ArgumentParser) -> None:
     _tree_options(r, several_kernels=True)
-    r.add_argument("--test", action="append", default=[], metavar="NAME|PATH",
-                   help="selftest name, test directory, kselftest:TARGET or test_progs:NAME "
-                        "(repeatable; default: the tests of the base's matrix cell)")
+    _many(r, "--test", "NAME|PATH",
+          help="selftest name, test directory, kselftest:TARGET or test_progs:NAME "
+               "(repeatable; default: the tests of the base's matrix cell)")
     r.add_argument("--boot-only", action="store_true",
                    help="run no test: judge the kernel by its boot and shutdown alone")
     r.add_argument("--build-only", action="store_true",
@@ -215,11 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="build with gcov for the series' C files and report, per patch, "
                         "which of its added lines the tests ran (a kernel of its own)")
     _guest_options(r)
-    r.add_argument("--out", type=Path, metavar="DIR",
-                   help="this run's results directory (new, empty, or an earlier run's)")
-    r.add_argument("--tier", choices=[t.value for t in Tier], default=None,
-                   help="run the matrix cells of this tier (default tier when no options)")
-    r.add_argument("--cell", action="append", default=[], help="run only these matrix cells")
+    _out_option(r, "this run's results directory (new, empty, or an earlier run's)")
+    _tier_option(r, default=None,
+                 help="run the matrix cells of this tier (default tier when no options)")
+    _many(r, "--cell", None, help="run only these matrix cells")
     r.add_argument("--matrix", type=Path, default=None, help="matrix file (default matrix.toml)")
     r.add_argument("--baseline", action="store_true",
                    help="A/B: run each cell also on its base without the series and patches "
@@ -230,6 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit codes for `git bisect run`: 0 good, 1 bad, 125 this commit "
                         "cannot be tested (patch, config or build error), 128 the "
                         "environment failed (stops the bisection)")
+    _run_command_and_shard_arguments(r)
+
+
+def _run_command_and_shard_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--timeout", type=int, default=command.DEFAULT_TIMEOUT_S, metavar="S",
                    help="with -- CMD: the command's time limit in the guest, seconds "
                         f"(default {command.DEFAULT_TIMEOUT_S})")
@@ -241,34 +244,31 @@ def build_parser() -> argparse.ArgumentParser:
                         "same kernel stay together; see harness merge)")
     r.add_argument("--costs", type=Path, default=None, metavar="RESULTS_JSON",
                    help="with --shard: balance by the cell durations of an earlier run")
-    r.add_argument("--retry-failed", type=_boots, default=0, metavar="N",
+    r.add_argument("--retry-failed", type=BOOTS, default=0, metavar="N",
                    help="each test that failed or timed out runs again in N fresh boots of "
                         "the same kernel: one that then passes is FLAKY, with the share of "
                         "boots it failed in; one that fails in every boot stays FAIL")
-    r.add_argument("--repeat", type=_attempts, default=None, metavar="N",
+    r.add_argument("--repeat", type=ATTEMPTS, default=None, metavar="N",
                    help="run each selected test N times in one boot, each a fresh process; "
                         "judged as one, every attempt kept (default: each test's own "
                         "`repeat`, else 1)")
 
-    sh = sub.add_parser("shell", help="boot the kernel (built or stored) into a shell on "
-                        "this terminal, with the selftests built and a writable results "
-                        "directory")
+
+def _shell_arguments(sh: argparse.ArgumentParser) -> None:
     _tree_options(sh)
-    sh.add_argument("--test", action="append", default=[], metavar="NAME|PATH",
-                    help="the selftests to build for the shell (default: the kernel's "
-                         "default tests, as run)")
+    _many(sh, "--test", "NAME|PATH",
+          help="the selftests to build for the shell (default: the kernel's "
+               "default tests, as run)")
     _guest_options(sh)
-    sh.add_argument("--out", type=Path, metavar="DIR",
-                    help="the shell's results directory (default results/shell-<timestamp>)")
+    _out_option(sh, "the shell's results directory (default results/shell-<timestamp>)")
 
-    c = sub.add_parser("check", help="per patch: checkpatch, every prefix builds, no new W=1 "
-                       "warnings")
+
+def _check_arguments(c: argparse.ArgumentParser) -> None:
     _tree_options(c)
-    c.add_argument("--out", type=Path, metavar="DIR",
-                   help="results directory (default results/check-<timestamp>)")
+    _out_option(c, "results directory (default results/check-<timestamp>)")
 
-    cmp = sub.add_parser("compare", help="what changed between two runs: newly failing, fixed, "
-                         "new splats, metrics beyond their spread (exit 1: regressed)")
+
+def _compare_arguments(cmp: argparse.ArgumentParser) -> None:
     cmp.add_argument("before", metavar="A", help="a run directory or results.json, or RUN:CELL "
                      "for one cell of it")
     cmp.add_argument("after", metavar="B", help="the same for the run to judge")
@@ -277,8 +277,17 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write it as markdown "
                      "(for a pull request or a mail)")
     cmp.add_argument("--html", type=Path, metavar="FILE", help="also write it as a web page")
-    bi = sub.add_parser("bisect", help="the first patch of a series at which a test goes from "
-                        "good to bad (SKIP and stage errors stepped over)")
+
+
+def _verdicts_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("runs", nargs="+", metavar="RUN[:CELL]",
+                   help="run directories (or results.json), or one cell of each")
+    v.add_argument("--markdown", type=Path, metavar="FILE",
+                   help="also write the table as markdown (with what each check that did "
+                        "not pass said)")
+
+
+def _bisect_arguments(bi: argparse.ArgumentParser) -> None:
     bi.add_argument("--series", required=True, metavar="NAME")
     bi.add_argument("--test", required=True, metavar="T")
     bi.add_argument("--cell", metavar="C", help="the matrix cell to bisect in (default: the "
@@ -288,25 +297,26 @@ def build_parser() -> argparse.ArgumentParser:
     bi.add_argument("--bad", type=_statuses, default=None, metavar="S[,S]",
                     help="statuses that count as bad (default FAIL,CRASHED,TIMEOUT,FLAKY)")
     _accel_option(bi)
-    bi.add_argument("--out", type=Path, metavar="DIR")
     _sandbox_option(bi)
-    mu = sub.add_parser("mutate", help="mutation testing: which one-line bugs in a series (or "
-                        "a kernel function) do the tests miss?")
+    _out_option(bi)
+
+
+def _mutate_arguments(mu: argparse.ArgumentParser) -> None:
     mu.add_argument("--series", required=True, metavar="NAME",
                     help="the series whose added C lines are mutated")
-    mu.add_argument("--target", action="append", default=[], metavar="FILE[:FUNCTION]",
-                    help="also mutate this kernel function (or file), e.g. "
-                         "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked (repeatable)")
-    mu.add_argument("--test", action="append", default=[], metavar="NAME",
-                    help="the tests that must kill them (default: the cell's)")
+    _many(mu, "--target", "FILE[:FUNCTION]",
+          help="also mutate this kernel function (or file), e.g. "
+               "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked (repeatable)")
+    _many(mu, "--test", "NAME",
+          help="the tests that must kill them (default: the cell's)")
     mu.add_argument("--cell", default=None, metavar="NAME",
                     help="matrix cell to mutate in (default: the first default/ci cell that "
                          "applies the series and declares no expectations)")
     mu.add_argument("--max", type=int, default=None, metavar="N",
                     help="run at most N mutants, drawn by --seed (default: all)")
     mu.add_argument("--seed", type=int, default=0, metavar="S")
-    mu.add_argument("--mutant", action="append", default=[], metavar="ID",
-                    help="run only these mutants (ids from mutants.json; repeatable)")
+    _many(mu, "--mutant", "ID",
+          help="run only these mutants (ids from mutants.json; repeatable)")
     mu.add_argument("--scope", default="series", metavar="series|callees|FILE[:FUNCTION]",
                     help="what to mutate: the lines the series adds (default), those and the "
                          "functions of .c files its changed functions call, or that code")
@@ -320,27 +330,24 @@ def build_parser() -> argparse.ArgumentParser:
                          "cannot judge a mutant (default 2)")
     _accel_option(mu)
     _sandbox_option(mu)
-    mu.add_argument("--out", type=Path, metavar="DIR",
-                    help="results directory (default results/mutate-<timestamp>)")
+    _out_option(mu, "results directory (default results/mutate-<timestamp>)")
 
-    why = sub.add_parser("explain", help="why a run failed, from its results: per cell its "
-                        "error and patches, per failing test its reason, failing checks, "
-                        "splats, whether the history knew it, and the end of its output")
+
+def _explain_arguments(why: argparse.ArgumentParser) -> None:
     why.add_argument("run", metavar="RUN[:CELL]", help="a run directory (or its "
                      "results.json), or one cell of it")
     why.add_argument("--json", action="store_true", help="the same as JSON")
-    rep = sub.add_parser("report", help="a static HTML page of a run: the matrix grid, "
-                         "details, splats, features, patches, benchmark plots")
+
+
+def _report_arguments(rep: argparse.ArgumentParser) -> None:
     rep.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
-    rep.add_argument("--out", type=Path, metavar="DIR", help="where index.html goes "
-                     "(default: RUN/report)")
-    hi = sub.add_parser("history", help="each test's record over the last runs: pass "
-                        "rate, flips, first and last failure; `history import RUN...` "
-                        "records runs made elsewhere",
-                        )
+    _out_option(rep, "where index.html goes (default: RUN/report)")
+
+
+def _history_arguments(hi: argparse.ArgumentParser) -> None:
     hi.add_argument("what", nargs="*", metavar="CELL|TEST|TEST:SUBTEST",
                     help="what to show (default: every test); or: import RUN...")
-    hi.add_argument("--last", type=_last, default=10, metavar="N",
+    hi.add_argument("--last", type=RUNS, default=10, metavar="N",
                     help="the last N runs of each (default 10)")
     hi.add_argument("--json", action="store_true", help="as JSON")
     hi.add_argument("--flakes", action="store_true",
@@ -350,123 +357,132 @@ def build_parser() -> argparse.ArgumentParser:
     hi.add_argument("--history", type=Path, default=None, metavar="FILE",
                     help="the database (default $HARNESS_HISTORY, else "
                          "~/.cache/harness/history.sqlite)")
-    sub.add_parser("mcp", help="the harness as an MCP server on stdin/stdout, for agents "
-                   "(tools: explain, history, compare, write_report; jobs: start, status, "
-                   "wait); needs the mcp extra: pip install -e '.[mcp]'")
-    ps = sub.add_parser("parse", help="parse a saved KTAP log offline, like run does")
+
+
+def _no_arguments(p: argparse.ArgumentParser) -> None:
+    """mcp and doctor take none."""
+
+
+def _parse_arguments(ps: argparse.ArgumentParser) -> None:
     ps.add_argument("file", help="log file, or - for stdin")
-    ps.add_argument("--out", type=Path, metavar="DIR")
+    _out_option(ps)
     ps.add_argument("--name", default=None, help="test name (default: the file name)")
 
-    ls = sub.add_parser("matrix", help="list the matrix cells")
-    ls.add_argument("--tier", choices=[t.value for t in Tier], default="default",
-                    help="the cells of this tier (default: default, what `harness run` runs)")
-    sub.add_parser("doctor", help="check tools, disk and KVM, and say how to fix each")
-    ca = sub.add_parser("cache", help="what the cache holds (size, last use, what for); "
-                        "prune or drop entries; export them to an archive, import one")
+
+def _matrix_arguments(ls: argparse.ArgumentParser) -> None:
+    _tier_option(ls, default="default",
+                 help="the cells of this tier (default: default, what `harness run` runs)")
+
+
+def _cache_arguments(ca: argparse.ArgumentParser) -> None:
     ca_sub = ca.add_subparsers(dest="action", metavar="ACTION")  # none: list
-    ca_sub.add_parser("list", help="the entries, their size, last use and what for")
-    pr = ca_sub.add_parser("prune", help="evict least recently used entries until the cache "
-                           "fits in its limit")
+    _subcommand(ca_sub, "list", help="the entries, their size, last use and what for")
+    pr = _subcommand(ca_sub, "prune", help="evict least recently used entries until the "
+                     "cache fits in its limit")
     pr.add_argument("--max-size", default=None, metavar="SIZE",
                     help="the limit (default $HARNESS_CACHE_MAX, else 40G)")
     pr.add_argument("--dry-run", action="store_true", help="say what would go")
-    dr = ca_sub.add_parser("drop", help="remove the entries named")
+    dr = _subcommand(ca_sub, "drop", help="remove the entries named")
     dr.add_argument("names", nargs="*", metavar="NAME",
                     help="the entries to remove (globs, e.g. 'git-linux-*')")
     dr.add_argument("--dry-run", action="store_true", help="say what would go")
-    cx = ca_sub.add_parser("export", help="entries into an archive another machine imports")
-    cx.add_argument("--run", action="append", default=[], metavar="RUN",
-                    help="a run (directory or results.json) whose cells' stored kernels, and "
-                         "the test builds used while it ran, go in (repeatable)")
-    cx.add_argument("--cell", action="append", default=[], metavar="NAME",
-                    help="only these cells of the runs (repeatable)")
-    cx.add_argument("--entry", action="append", default=[], metavar="NAME",
-                    help="these entries, named as `harness cache` lists them (globs; "
-                         "kernels and test builds; repeatable)")
+    cx = _subcommand(ca_sub, "export", help="entries into an archive another machine imports")
+    _many(cx, "--run", "RUN",
+          help="a run (directory or results.json) whose cells' stored kernels, and "
+               "the test builds used while it ran, go in (repeatable)")
+    _many(cx, "--cell", "NAME",
+          help="only these cells of the runs (repeatable)")
+    _many(cx, "--entry", "NAME",
+          help="these entries, named as `harness cache` lists them (globs; "
+               "kernels and test builds; repeatable)")
     cx.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.tar",
                     help="the archive to write (.tar, .tar.gz or .tar.xz)")
-    ci_ = ca_sub.add_parser("import", help="an archive's entries into this cache")
+    ci_ = _subcommand(ca_sub, "import", help="an archive's entries into this cache")
     ci_.add_argument("archive", type=Path, metavar="FILE.tar")
-    ci = sub.add_parser("ci", help="CI systems: a GitHub Actions workflow or a GitLab CI "
-                        "pipeline from the matrix, the cache keys of its build jobs, a run's "
-                        "failures as GitHub annotations, what the matrix costs in "
-                        "runner-minutes")
+
+
+def _ci_arguments(ci: argparse.ArgumentParser) -> None:
     ci_sub = ci.add_subparsers(dest="what", required=True, metavar="SUBCOMMAND")
     for system, runners in (("github", "GitHub Actions workflow"),
                             ("gitlab", "GitLab CI pipeline")):
-        gen = ci_sub.add_parser(system, help=f"the {runners} of the tier's cells")
-        gen.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
-        gen.add_argument("--accel", choices=[a.value for a in Accel], default=Accel.AUTO.value,
-                         help="the guests' accelerator (default auto: KVM where the runner "
-                              "has it, else TCG, the reason in results.json; kvm needs "
-                              + ("--test-runs-on" if system == "github" else "--test-tag")
-                              + " naming runners with /dev/kvm)")
-        flag, what = (("--runs-on", "label"), ("--tag", "tag"))[system == "gitlab"]
-        dest = "runs_on" if system == "github" else "tag"
-        gen.add_argument(flag, action="append", default=[], metavar=what.upper(), dest=dest,
-                         help=f"the runner {what}(s) of every job that builds or boots "
-                              "(repeatable; default: " + ("ubuntu-latest" if system ==
-                                                          "github" else "any runner") + ")")
-        gen.add_argument(f"--test-{flag[2:]}", action="append", default=[],
-                         metavar=what.upper(), dest=f"test_{dest}",
-                         help=f"the runner {what}(s) of the test jobs apart (runners with "
-                              "/dev/kvm, say; repeatable; default: as the build jobs')")
-        if system == "github":
-            gen.add_argument("--container-options", default=None, metavar="OPTS",
-                             help="docker options of the test jobs' debian:12 container "
-                                  "(default --device /dev/kvm, none with --accel tcg)")
-        gen.add_argument("--runner-disk", type=int, default=None, metavar="GB",
-                         help="the runners' free disk, which sizes ccache and the harness "
-                              "cache (default 14, a GitHub-hosted runner's)")
-        gen.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
-                         help="write the file here (default: stdout)")
-    key = ci_sub.add_parser("cache-key", help="the cache keys of the cells' build jobs")
-    key.add_argument("--cell", action="append", default=[], metavar="NAME",
-                     help="the cells whose kernels the keys cover (repeatable)")
-    an = ci_sub.add_parser("annotate", help="runs' failures as GitHub annotations")
+        _ci_pipeline_arguments(_subcommand(ci_sub, system,
+                                           help=f"the {runners} of the tier's cells"), system)
+    key = _subcommand(ci_sub, "cache-key", help="the cache keys of the cells' build jobs")
+    _many(key, "--cell", "NAME",
+          help="the cells whose kernels the keys cover (repeatable)")
+    an = _subcommand(ci_sub, "annotate", help="runs' failures as GitHub annotations")
     an.add_argument("runs", nargs="*", type=Path, metavar="RUN",
                     help="the runs (directories or results.json) whose failures to annotate")
     an.add_argument("--summary", type=Path, default=None, metavar="FILE",
                     help="also append a markdown summary of the runs to FILE "
                          "(\"$GITHUB_STEP_SUMMARY\")")
-    mi = ci_sub.add_parser("minutes", help="what the matrix costs in runner-minutes, from "
-                           "runs that measured its cells")
+    mi = _subcommand(ci_sub, "minutes", help="what the matrix costs in runner-minutes, from "
+                     "runs that measured its cells")
     mi.add_argument("runs", nargs="*", type=Path, metavar="RUN",
                     help="earlier runs measuring the cells")
     mi.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
     mi.add_argument("--setup-minutes", type=float, default=1.5, metavar="M",
                     help="a job's set-up before the harness runs (bootstrap, cache restore "
                          "and save; 1.5: bootstrap measured on a fresh machine, see README)")
-    ex = sub.add_parser("export", help="a run's results in a format CI systems read "
-                        "(junit, kcidb)")
+
+
+def _ci_pipeline_arguments(gen: argparse.ArgumentParser, system: str) -> None:
+    gen.add_argument("--tier", choices=[t.value for t in Tier], default="ci")
+    gen.add_argument("--accel", choices=[a.value for a in Accel], default=Accel.AUTO.value,
+                     help="the guests' accelerator (default auto: KVM where the runner has "
+                          "it, else TCG, the reason in results.json; kvm needs "
+                          + ("--test-runs-on" if system == "github" else "--test-tag")
+                          + " naming runners with /dev/kvm)")
+    flag, what = (("--runs-on", "label"), ("--tag", "tag"))[system == "gitlab"]
+    default = "ubuntu-latest" if system == "github" else "any runner"
+    _many(gen, flag, what.upper(),
+          help=f"the runner {what}(s) of every job that builds or boots (repeatable; "
+               f"default: {default})")
+    _many(gen, f"--test-{flag[2:]}", what.upper(),
+          help=f"the runner {what}(s) of the test jobs apart (runners with /dev/kvm, say; "
+               "repeatable; default: as the build jobs')")
+    if system == "github":
+        gen.add_argument("--container-options", default=None, metavar="OPTS",
+                         help="docker options of the test jobs' debian:12 container "
+                              "(default --device /dev/kvm, none with --accel tcg)")
+    gen.add_argument("--runner-disk", type=int, default=None, metavar="GB",
+                     help="the runners' free disk, which sizes ccache and the harness cache "
+                          "(default 14, a GitHub-hosted runner's)")
+    gen.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
+                     help="write the file here (default: stdout)")
+
+
+def _export_arguments(ex: argparse.ArgumentParser) -> None:
     ex_sub = ex.add_subparsers(dest="format", required=True, metavar="FORMAT")
     for fmt, what in (("junit", "JUnit XML"), ("kcidb", "KCIDB JSON (schema 4)")):
-        e = ex_sub.add_parser(fmt, help=f"the run as {what}")
+        e = _subcommand(ex_sub, fmt, help=f"the run as {what}")
         e.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
         e.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                        help="write it here (default: stdout)")
         if fmt == "kcidb":
-            e.add_argument("--run-id", default=None, metavar="ID",
-                           help="the run's id, unique per run, in every object's id "
-                                "(default: GITHUB_RUN_ID and GITHUB_RUN_ATTEMPT, or "
-                                "CI_PIPELINE_ID, when set; else derived from the run's start "
-                                "time and its results.json)")
-            e.add_argument("--origin", default=None, metavar="NAME",
-                           help="the submitting CI system, [a-z0-9_] (default harness)")
-            e.add_argument("--include-broken", action="store_true",
-                           help="also export broken-variant cells, their declared results "
-                                "marked misc.expected (default: left out, they are no "
-                                "regressions)")
-    mg = sub.add_parser("merge", help="join the run directories of shards into one: "
-                        "results.json, summary, exit code; with the plan (--tier, --cell or "
-                        "--plan), a cell no run holds is MISSING")
+            _kcidb_arguments(e)
+
+
+def _kcidb_arguments(e: argparse.ArgumentParser) -> None:
+    e.add_argument("--run-id", default=None, metavar="ID",
+                   help="the run's id, unique per run, in every object's id "
+                        "(default: GITHUB_RUN_ID and GITHUB_RUN_ATTEMPT, or "
+                        "CI_PIPELINE_ID, when set; else derived from the run's start "
+                        "time and its results.json)")
+    e.add_argument("--origin", default=None, metavar="NAME",
+                   help="the submitting CI system, [a-z0-9_] (default harness)")
+    e.add_argument("--include-broken", action="store_true",
+                   help="also export broken-variant cells, their declared results "
+                        "marked misc.expected (default: left out, they are no "
+                        "regressions)")
+
+
+def _merge_arguments(mg: argparse.ArgumentParser) -> None:
     mg.add_argument("runs", nargs="+", type=Path, metavar="DIR")
     mg.add_argument("--out", type=Path, required=True, metavar="DIR")
-    mg.add_argument("--tier", choices=[t.value for t in Tier], default=None,
-                    help="expect the matrix cells of this tier")
-    mg.add_argument("--cell", action="append", default=[], metavar="NAME",
-                    help="expect this matrix cell (repeatable; with --tier: those as well)")
+    _tier_option(mg, default=None, help="expect the matrix cells of this tier")
+    _many(mg, "--cell", "NAME",
+          help="expect this matrix cell (repeatable; with --tier: those as well)")
     mg.add_argument("--matrix", type=Path, default=None, help="matrix file (default matrix.toml)")
     mg.add_argument("--plan", type=Path, default=None, metavar="FILE",
                     help="expect the cells this plan file lists (JSON: {\"cells\": [NAME, "
@@ -475,62 +491,40 @@ def build_parser() -> argparse.ArgumentParser:
                     help="CI build jobs' --build-only runs: a cell no run holds takes the "
                          "build error that kept it from its test job, not MISSING")
 
-    for name, parser in sub.choices.items():
-        shown = "\n".join(f"  {e}" for e in EXAMPLES[name])
-        parser.epilog = (f"{textwrap.fill(parser.epilog, 88)}\n\n" if parser.epilog
-                         else "") + f"examples:\n{shown}"
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    return p
+
+# ---- each command's handler: its options as one request to one driver function ----
 
 
-# One or two commands each `--help` ends with (tests/unit/test_cli.py parses them all).
-EXAMPLES: dict[str, tuple[str, ...]] = {
-    "run": ("harness run --series memcg-kfuncs --test memcg_kfuncs",
-            "harness run --cell 6.12 --retry-failed 2"),
-    "shell": ("harness shell --kernel debian:6.12 --series memcg-kfuncs",),
-    "check": ("harness check --series memcg-kfuncs",),
-    "compare": ("harness compare results/A results/B --markdown diff.md",),
-    "bisect": ("harness bisect --series memcg-kfuncs-broken --test memcg_kfuncs",),
-    "mutate": ("harness mutate --series memcg-kfuncs --max 20",),
-    "explain": ("harness explain results/RUN", "harness explain results/RUN:6.12 --json"),
-    "report": ("harness report results/RUN",),
-    "history": ("harness history memcg_kfuncs --last 20", "harness history --flakes",
-                "harness history import results/RUN"),
-    "parse": ("harness parse guest/memcg_kfuncs.out",),
-    "matrix": ("harness matrix --tier full",),
-    "doctor": ("harness doctor",),
-    "cache": ("harness cache prune --dry-run --max-size 20G",
-              "harness cache export --run results/RUN -o kernels.tar"),
-    "ci": ("harness ci github -o .github/workflows/harness.yml",
-           "harness ci annotate results/RUN --summary summary.md"),
-    "export": ("harness export junit results/RUN -o junit.xml",),
-    "merge": ("harness merge results/shard-1 results/shard-2 --out results/all --tier ci",),
-    "mcp": ("harness mcp",),
-}
-
-
-def selection(args: argparse.Namespace) -> run.Selection:
-    """What `harness run`'s options select (run.plan turns it into cells)."""
-    return run.Selection(
+def run_request(args: argparse.Namespace) -> run.Request:
+    """`harness run`'s options as one request: the selection of cells, the guest, how each
+    cell runs and is judged, where the run goes."""
+    selection = run.Selection(
         kernels=tuple(args.kernel), series=tuple(args.series), configs=tuple(args.config),
         tests=tuple(args.test), patches=tuple(args.patch), boot_only=args.boot_only,
-        build_only=args.build_only, coverage=args.coverage, append=args.append,
-        tier=args.tier, cells=tuple(args.cell), matrix=args.matrix, memory=args.memory,
-        cpus=args.cpus, arch=args.arch, toolchain=args.toolchain,
-        guest_command=tuple(args.guest_command), cwd=args.cwd, timeout=args.timeout,
-        shard=args.shard, costs=args.costs, baseline=args.baseline, prebuilt=args.prebuilt)
+        coverage=args.coverage, tier=args.tier, cells=tuple(args.cell), matrix=args.matrix,
+        arch=args.arch, toolchain=args.toolchain, guest_command=tuple(args.guest_command),
+        cwd=args.cwd, timeout=args.timeout, shard=args.shard, costs=args.costs,
+        baseline=args.baseline)
+    options = pipeline.RunOptions(strict=args.strict, repeat=args.repeat,
+                                  build_only=args.build_only, retry_failed=args.retry_failed,
+                                  host_root=args.host_root, prebuilt=args.prebuilt)
+    return run.Request(selection=selection, here=Path.cwd(), guest=guest_options(args),
+                       options=options, accel=Accel(args.accel), out=args.out,
+                       bisect_exit=args.bisect_exit, argv=_argv())
+
+
+def guest_options(args: argparse.Namespace) -> GuestOptions:
+    return GuestOptions(memory=args.memory, cpus=args.cpus, append=args.append)
 
 
 def planned(args: argparse.Namespace) -> tuple[list[Cell], str]:
     """The cells `harness run` with these options runs, and what it says first: the plan
     alone, nothing built or run (CI job generation and tests read it)."""
-    return run.plan(selection(args), here=Path.cwd())
+    return run.plan(run_request(args))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return run.command(selection(args), out=args.out, here=Path.cwd(), accel=Accel(args.accel),
-                       strict=args.strict, repeat=args.repeat, bisect_exit=args.bisect_exit,
-                       argv=_argv(), retry_failed=args.retry_failed, host_root=args.host_root)
+    return run.command(run_request(args))
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
@@ -538,14 +532,14 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
     request = shell.Request(
         kernel=args.kernel, series=tuple(args.series), configs=tuple(args.config),
-        tests=tuple(args.test), patches=tuple(args.patch), append=args.append,
-        memory=args.memory, cpus=args.cpus, arch=args.arch, toolchain=args.toolchain,
-        accel=Accel(args.accel), host_root=args.host_root)
-    return shell.command(request, args.out, here=Path.cwd(), interactive=sys.stdin.isatty())
+        tests=tuple(args.test), patches=tuple(args.patch), guest=guest_options(args),
+        arch=args.arch, toolchain=args.toolchain, accel=Accel(args.accel), out=args.out,
+        here=Path.cwd(), interactive=sys.stdin.isatty(), host_root=args.host_root)
+    return shell.command(request)
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
-    return runs.parse_log(args.file, name=args.name, out=args.out, argv=_argv())
+    return finished.parse_log(args.file, name=args.name, out=args.out, argv=_argv())
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -584,17 +578,21 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    return runs.compare(runs.CompareRequest(before=args.before, after=args.after,
+    return finished.compare(finished.CompareRequest(before=args.before, after=args.after,
                                             json=args.json, markdown=args.markdown,
                                             html=args.html))
 
 
+def cmd_verdicts(args: argparse.Namespace) -> int:
+    return finished.verdicts(tuple(args.runs), args.markdown)
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
-    return runs.explain_command(args.run, as_json=args.json)
+    return finished.explain_command(args.run, as_json=args.json)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return runs.write_report(args.run, args.out)
+    return finished.write_report(args.run, args.out)
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
@@ -618,15 +616,15 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    options = runs.KcidbOptions()
+    options = finished.KcidbOptions()
     if args.format == "kcidb":
-        options = runs.KcidbOptions(run_id=args.run_id, origin=args.origin or options.origin,
+        options = finished.KcidbOptions(run_id=args.run_id, origin=args.origin or options.origin,
                                     include_broken=args.include_broken)
-    return runs.export(args.run, args.format, args.output, options)
+    return finished.export(args.run, args.format, args.output, options)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    return runs.merge(runs.MergeRequest(runs=tuple(args.runs), out=args.out, tier=args.tier,
+    return finished.merge(finished.MergeRequest(runs=tuple(args.runs), out=args.out, tier=args.tier,
                                         cells=tuple(args.cell), matrix=args.matrix,
                                         plan=args.plan, builds=tuple(args.builds)),
                       argv=_argv())
@@ -647,7 +645,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    return runs.history(tuple(args.what), last=args.last, as_json=args.json,
+    return finished.history(tuple(args.what), last=args.last, as_json=args.json,
                         path=args.history, flakes=args.flakes)
 
 
@@ -673,33 +671,139 @@ def _argv() -> tuple[str, ...]:
     return tuple(sys.argv[1:]) or ("run",)
 
 
-TAKE_A_COMMAND = ("run",)
-# The commands that read or fill the cache: they hold it (cache.in_use) while they run,
-# and evict down to its limit when they end.
-USE_THE_CACHE = ("run", "check", "mutate", "bisect", "shell")
+# ---- the table of commands ----
 
 
-def _prune_after(command: str) -> None:
-    done = cache.prune(cache.max_size())
-    if done.evicted:
-        log.info("cache over its %s limit after %s: evicted %s (least recently used)",
-                 cache.human(done.limit), command,
-                 ", ".join(f"{e.kind.value} {e.name}" for e in done.evicted))
-    elif done.skipped_reason and done.total_before > done.limit:
-        log.warning("cache over its %s limit (%s), not pruned: %s",
-                    cache.human(done.limit), cache.human(done.total_before),
-                    done.skipped_reason)  # the subcommands that take `-- CMD ARGS...`
+@dataclass(frozen=True, kw_only=True)
+class Command:
+    """One command of `harness`: one row of COMMANDS."""
+
+    name: str
+    help: str  # its line in `harness --help`
+    arguments: Callable[[argparse.ArgumentParser], None]
+    handler: Callable[[argparse.Namespace], int]
+    examples: tuple[str, ...]  # what its --help ends with (tests/unit/test_cli.py parses them)
+    # it reads or fills the cache: it holds it (cache.in_use) while it runs, and evicts
+    # down to the cache's limit when it ends
+    uses_cache: bool = False
+    takes_command: bool = False  # `-- CMD ARGS...` after its options: a command for the guest
+    usage: str | None = None
+    epilog: str | None = None
 
 
-def _deepest(parser: argparse.ArgumentParser,
-             args: argparse.Namespace) -> argparse.ArgumentParser:
-    """The (sub)subcommand's parser the arguments reached, e.g. `harness ci github`'s."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            chosen = action.choices.get(getattr(args, action.dest, None) or "")
-            if chosen is not None:
-                return _deepest(chosen, args)
+COMMANDS: tuple[Command, ...] = (
+    Command(name="run", help="source -> series -> config -> build -> boot -> selftests",
+            arguments=_run_arguments, handler=cmd_run, uses_cache=True, takes_command=True,
+            usage="harness run [OPTIONS] [-- CMD [ARGS...]]",
+            epilog="-- CMD ARGS...: run CMD in the guest as one more test (its own output "
+                   "file, time limit, exit status, splats attributed), after the tests "
+                   "asked for, or alone when none are",
+            examples=("harness run --series memcg-kfuncs --test memcg_kfuncs",
+                      "harness run --cell 6.12 --retry-failed 2")),
+    Command(name="shell", help="boot the kernel (built or stored) into a shell on this "
+            "terminal, with the selftests built and a writable results directory",
+            arguments=_shell_arguments, handler=cmd_shell, uses_cache=True,
+            examples=("harness shell --kernel debian:6.12 --series memcg-kfuncs",)),
+    Command(name="check", help="per patch: checkpatch, every prefix builds, no new W=1 "
+            "warnings", arguments=_check_arguments, handler=cmd_check, uses_cache=True,
+            examples=("harness check --series memcg-kfuncs",)),
+    Command(name="compare", help="what changed between two runs: newly failing, fixed, new "
+            "splats, metrics beyond their spread (exit 1: regressed)",
+            arguments=_compare_arguments, handler=cmd_compare,
+            examples=("harness compare results/A results/B --markdown diff.md",)),
+    Command(name="verdicts", help="each check's verdict in each run or cell, side by side "
+            "(exit 1: a check's verdict differs between them)",
+            arguments=_verdicts_arguments, handler=cmd_verdicts,
+            examples=("harness verdicts results/A:7.2 results/B:6.12 results/C:6.1 "
+                      "--markdown table.md",)),
+    Command(name="bisect", help="the first patch of a series at which a test goes from good "
+            "to bad (SKIP and stage errors stepped over)", arguments=_bisect_arguments,
+            handler=cmd_bisect, uses_cache=True,
+            examples=("harness bisect --series memcg-kfuncs-broken --test memcg_kfuncs",)),
+    Command(name="mutate", help="mutation testing: which one-line bugs in a series (or a "
+            "kernel function) do the tests miss?", arguments=_mutate_arguments,
+            handler=cmd_mutate, uses_cache=True,
+            examples=("harness mutate --series memcg-kfuncs --max 20",)),
+    Command(name="explain", help="why a run failed, from its results: per cell its error "
+            "and patches, per failing test its reason, failing checks, splats, whether the "
+            "history knew it, and the end of its output", arguments=_explain_arguments,
+            handler=cmd_explain,
+            examples=("harness explain results/RUN", "harness explain results/RUN:6.12 --json")),
+    Command(name="report", help="a static HTML page of a run: the matrix grid, details, "
+            "splats, features, patches, benchmark plots", arguments=_report_arguments,
+            handler=cmd_report, examples=("harness report results/RUN",)),
+    Command(name="history", help="each test's record over the last runs: pass rate, flips, "
+            "first and last failure; `history import RUN...` records runs made elsewhere",
+            arguments=_history_arguments, handler=cmd_history,
+            examples=("harness history memcg_kfuncs --last 20", "harness history --flakes",
+                      "harness history import results/RUN")),
+    Command(name="mcp", help="the harness as an MCP server on stdin/stdout, for agents "
+            "(tools: explain, history, compare, write_report; jobs: start, status, wait); "
+            "needs the mcp extra: pip install -e '.[mcp]'", arguments=_no_arguments,
+            handler=cmd_mcp, examples=("harness mcp",)),
+    Command(name="parse", help="parse a saved KTAP log offline, like run does",
+            arguments=_parse_arguments, handler=cmd_parse,
+            examples=("harness parse guest/memcg_kfuncs.out",)),
+    Command(name="matrix", help="list the matrix cells", arguments=_matrix_arguments,
+            handler=cmd_matrix, examples=("harness matrix --tier full",)),
+    Command(name="doctor", help="check tools, disk and KVM, and say how to fix each",
+            arguments=_no_arguments, handler=cmd_doctor, examples=("harness doctor",)),
+    Command(name="cache", help="what the cache holds (size, last use, what for); prune or "
+            "drop entries; export them to an archive, import one",
+            arguments=_cache_arguments, handler=cmd_cache,
+            examples=("harness cache prune --dry-run --max-size 20G",
+                      "harness cache export --run results/RUN -o kernels.tar")),
+    Command(name="ci", help="CI systems: a GitHub Actions workflow or a GitLab CI pipeline "
+            "from the matrix, the cache keys of its build jobs, a run's failures as GitHub "
+            "annotations, what the matrix costs in runner-minutes",
+            arguments=_ci_arguments, handler=cmd_ci,
+            examples=("harness ci github -o .github/workflows/harness.yml",
+                      "harness ci annotate results/RUN --summary summary.md")),
+    Command(name="export", help="a run's results in a format CI systems read (junit, kcidb)",
+            arguments=_export_arguments, handler=cmd_export,
+            examples=("harness export junit results/RUN -o junit.xml",)),
+    Command(name="merge", help="join the run directories of shards into one: results.json, "
+            "summary, exit code; with the plan (--tier, --cell or --plan), a cell no run "
+            "holds is MISSING", arguments=_merge_arguments, handler=cmd_merge,
+            examples=("harness merge results/shard-1 results/shard-2 --out results/all "
+                      "--tier ci",)),
+)
+BY_NAME = {c.name: c for c in COMMANDS}
+
+
+# ---- the parser, from the table ----
+
+
+class Subcommands(Protocol):
+    """What argparse's add_subparsers() gives: a parser for each (sub)command."""
+
+    def add_parser(self, name: str, **how: Any) -> argparse.ArgumentParser: ...
+
+
+def _subcommand(sub: Subcommands, name: str, **how: Any) -> argparse.ArgumentParser:
+    """A (sub)command's parser; it names itself in the arguments it parses
+    (`command_parser`), so that an error is told by the one the arguments reached."""
+    parser = sub.add_parser(name, **how)
+    parser.set_defaults(command_parser=parser)
     return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="harness", description=USAGE,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="the harness's version and commit, then exit")
+    p.set_defaults(command_parser=p)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           title="commands (harness COMMAND --help says more)")
+    for c in COMMANDS:
+        shown = "\n".join(f"  {e}" for e in c.examples)
+        epilog = (f"{textwrap.fill(c.epilog, 88)}\n\n" if c.epilog else "") + \
+            f"examples:\n{shown}"
+        c.arguments(_subcommand(sub, c.name, help=c.help, usage=c.usage, epilog=epilog,
+                                formatter_class=argparse.RawDescriptionHelpFormatter))
+    return p
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -711,15 +815,38 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         at = argv.index("--")
         argv, cmd = argv[:at], argv[at + 1:]
     args, extra = parser.parse_known_args(argv)
-    if extra:  # told by the subcommand that was given them, with its own usage
-        _deepest(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
-    if separated and args.command not in TAKE_A_COMMAND:
+    if extra:  # told by the (sub)command that was given them, with its own usage
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if separated and not BY_NAME[args.command].takes_command:
         parser.error(f"harness {args.command} takes no -- CMD; harness run [OPTIONS] -- CMD "
                      "runs a command in the guest")
     if separated and not cmd:
         parser.error("-- is followed by no command: harness run [OPTIONS] -- CMD [ARGS...]")
     args.guest_command = cmd
     return args
+
+
+def _prune_after(command: str) -> None:
+    done = cache.prune(cache.max_size())
+    if done.evicted:
+        log.info("cache over its %s limit after %s: evicted %s (least recently used)",
+                 cache.human(done.limit), command,
+                 ", ".join(f"{e.kind.value} {e.name}" for e in done.evicted))
+    elif done.skipped_reason and done.total_before > done.limit:
+        log.warning("cache over its %s limit (%s), not pruned: %s",
+                    cache.human(done.limit), cache.human(done.total_before),
+                    done.skipped_reason)
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """The command's handler; one that uses the cache holds it, and prunes it after."""
+    chosen = BY_NAME[args.command]
+    if not chosen.uses_cache:
+        return chosen.handler(args)
+    with cache.in_use(), sandbox.using(_sandbox_policy(args)):
+        code = chosen.handler(args)
+    _prune_after(args.command)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -730,20 +857,8 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.verbose)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    handlers: dict[str, Callable[[argparse.Namespace], int]] = {
-        "run": cmd_run, "parse": cmd_parse, "doctor": cmd_doctor, "matrix": cmd_matrix,
-        "check": cmd_check, "mutate": cmd_mutate, "compare": cmd_compare,
-        "bisect": cmd_bisect, "report": cmd_report, "explain": cmd_explain,
-        "shell": cmd_shell, "cache": cmd_cache,
-        "merge": cmd_merge, "ci": cmd_ci, "export": cmd_export, "history": cmd_history,
-        "mcp": cmd_mcp}
     try:
-        if args.command not in USE_THE_CACHE:
-            return handlers[args.command](args)
-        with cache.in_use(), sandbox.using(_sandbox_policy(args)):
-            code = handlers[args.command](args)
-        _prune_after(args.command)
-        return code
+        return _run_command(args)
     except KeyboardInterrupt as exc:
         # Stay for the kill path: a second signal must not cut it short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.base import proc
 from harness.base.errors import EnvironmentProblem, HarnessError
-from harness.drivers import runs
+from harness.drivers import finished
 from harness.output import compare as comparison
 from harness.output import results
 
@@ -88,9 +88,9 @@ def build(jobs_root: Path | None = None) -> MCPServer:
             raise EnvironmentProblem(f"no job {job_id}", fix="start one: the start tool")
         return jobs[job_id]
 
-    @server.tool(name="explain", description=runs.explain.__doc__)
+    @server.tool(name="explain", description=finished.explain.__doc__)
     def explain_run(run: str) -> dict[str, Any]:
-        return _told(lambda: runs.explain(run))
+        return _told(lambda: finished.explain_json(finished.explain(run)))
 
     @server.tool(description="Each test's record over the last runs (pass rate, flips, "
                              "first and last failure): a cell, a test or TEST:SUBTEST.")
@@ -115,7 +115,7 @@ def build(jobs_root: Path | None = None) -> MCPServer:
     @server.tool(description="Write a run's static HTML page; returns its path.")
     def write_report(run: str) -> dict[str, Any]:
         def write() -> dict[str, Any]:
-            return {"report": str(runs.report_page(run))}
+            return {"report": str(finished.report_page(run))}
         return _told(write)
 
     @server.tool(description="Start a harness command as a job (run, bisect, check, "

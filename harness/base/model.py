@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +112,40 @@ class SourceKind(enum.Enum):
 
 
 @dataclass(frozen=True, kw_only=True)
+class GuestSpec:
+    """The guest a kernel boots in: its size and what its command line gets besides the
+    harness's own (vng's --memory, --cpus and --append)."""
+
+    memory: str = "2G"  # vng --memory: 2G, 1536M
+    cpus: int = 2
+    append: str = ""  # extra kernel command line (e.g. panic_on_warn=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuestOptions:
+    """--memory, --cpus and --append as a command was given them: what is not given
+    (None, "") is the cell's own."""
+
+    memory: str | None = None
+    cpus: int | None = None
+    append: str = ""
+
+    def over(self, spec: GuestSpec) -> GuestSpec:
+        return GuestSpec(memory=spec.memory if self.memory is None else self.memory,
+                         cpus=spec.cpus if self.cpus is None else self.cpus,
+                         append=self.append or spec.append)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuestSeen:
+    """What the guest had, as read inside it: its kernel command line, CPUs and RAM."""
+
+    cmdline: str | None = None
+    cpus: int | None = None
+    memory_kb: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class KernelSpec:
     """What the user asked for: `debian:6.12`, `git:PATH[@REV]`, `tarball:PATH` or
     `image:PATH` (harness/kernel/sources/ has a module for each)."""
@@ -151,11 +185,11 @@ class PatchResult:
 
 @dataclass(frozen=True, kw_only=True)
 class ConfigResult:
-    config_path: Path
     requested: tuple[str, ...]
     dropped: tuple[DroppedSymbol, ...]
     fragments: tuple[str, ...]
     changed: bool
+    config_path: Path | None = None  # the .config written (None: read back from results)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,8 +211,8 @@ class KernelImage:
     build_dir: Path | None = None
     source_dir: Path | None = None
     cached: bool = False
-    arch: str = "x86_64"  # the arch it was built for (harness/target/arches/ARCH.toml)
-    toolchain: str = "gcc"  # and with (harness/target/toolchains/NAME.toml); "" if unknown
+    arch: str  # the arch it was built for (harness/target/arches/ARCH.toml)
+    toolchain: str  # and with (harness/target/toolchains/NAME.toml); "" if unknown
     compiler: str = ""  # its compiler's --version first line, as the build recorded it
     # what its build spent where (build.BUILD_PHASES), seconds; empty: taken from the store
     build_parts: tuple[tuple[str, float], ...] = ()
@@ -240,6 +274,18 @@ class TestCase:
     subtests: tuple[TestCase, ...] = ()
 
 
+def leaves(cases: Sequence[TestCase], path: tuple[str, ...] = ()
+           ) -> Iterator[tuple[tuple[str, ...], TestCase]]:
+    """Each leaf of a KTAP tree (a result without subtests), in order, with its path: the
+    names of the results above it, then its own."""
+    for c in cases:
+        here = (*path, c.name)
+        if c.subtests:
+            yield from leaves(c.subtests, here)
+        else:
+            yield here, c
+
+
 @dataclass(frozen=True, kw_only=True)
 class KtapResult:
     """A parsed KTAP/TAP stream: the top-level results and what was wrong with the stream."""
@@ -270,6 +316,43 @@ class Phase(enum.Enum):
 KERNEL_PHASES = (Phase.BOOT, Phase.SETUP, Phase.SHUTDOWN)
 
 
+Number = int | float  # a JSON number as written (an int stays an int)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """One measurement a test reported: an object with a median in its metrics, at its
+    path there ("methods/memstat_read@1"). Numbers as the test wrote them; None: absent
+    (or not a number)."""
+
+    path: str
+    median: Number | None
+    unit: str | None = None
+    direction: str | None = None  # which way is better: "lower" or "higher"
+    q1: Number | None = None
+    q3: Number | None = None
+    min: Number | None = None
+    max: Number | None = None
+    spread: Number | None = None
+    n: Number | None = None
+
+    @property
+    def complete(self) -> bool:
+        """A median with its unit and direction: what compare judges and the exports and
+        the report show."""
+        return self.unit is not None and self.direction is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metrics:
+    """What a test wrote to $HARNESS_METRICS: its own JSON, kept as written (`data`), with
+    its summary line and every measurement in it."""
+
+    data: object = field(hash=False, compare=False)
+    summary: str = ""
+    measurements: tuple[Measurement, ...] = ()
+
+
 @dataclass(frozen=True, kw_only=True)
 class TestResult:
     """One selftest run in the guest, or one kernel phase (boot, set-up, shutdown)."""
@@ -282,14 +365,22 @@ class TestResult:
     splats: tuple[Splat, ...] = ()
     log: Path | None = None
     reason: str = ""  # why the status: expected-failure reason, timeout, taint change, ...
-    extra: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
     phase: Phase = Phase.TEST
     taint: str = ""  # bad taint letters newly set while it ran (W, D, B, L, M)
     expected_status: Status | None = None  # what the cell declares it must be (expect)
     notes: tuple[str, ...] = ()  # not verdicts: declared flaky, expected noise, output cut
+    # why it did not pass, in a line: its first failing check and the last line that check
+    # said ("created_from_sleepable: created 0 times from the sleepable program, expected 1")
+    diagnosis: str = ""
     # a repeated test (--repeat, test.toml repeat): every attempt, in order; the fields
     # above are the worst attempt's, its status the judgement of all (attempts.fold)
     attempts: tuple[TestResult, ...] = ()
+    guest_seen: GuestSeen | None = None  # the boot's: what the guest had
+    # a test whose output is shown (a command): its last lines, and how many it printed
+    output_tail: tuple[str, ...] | None = None
+    output_lines: int = 0
+    metrics: Metrics | None = None  # what it wrote to $HARNESS_METRICS
+    metrics_error: str = ""  # why that was not read
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -314,6 +405,15 @@ class Isolation:
         elif self.host_root:
             parts.append(f"guest on the host's root ({self.host_root})")
         return ", ".join(parts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunIsolation:
+    """What a run's options let the tree's code reach, in words (each cell's `Isolation`
+    says it in full)."""
+
+    sandbox: str  # "sandboxed build", or what turned it off
+    guest: str  # "a root of its own", or "the host's root (--host-root)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -423,16 +523,119 @@ class CellResult:
     boot_only: bool = False
     image: str = ""  # the bzImage that was booted (in the kernel store, or the user's)
     kselftest_h: str = ""  # the kernel tree's kselftest.h our selftests were built with
-    # the guest asked for (memory, cpus, append) and what it had (cmdline, cpus_online,
-    # memory_kb: read in the guest)
-    guest: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
+    guest: GuestSpec | None = None  # the guest it booted in (None: no guest, no record)
+    guest_seen: GuestSeen | None = None  # what that guest had, read in it
     # --coverage: per patch of the series, its executable lines and which ran; None: not asked
     coverage: tuple[PatchCoverage, ...] | None = None
     coverage_error: str = ""  # why coverage could not be read, when asked for
     # the kernel came from the kernel store (no build ran); None: no kernel was built
     kernel_from_store: bool | None = None
-    arch: str = "x86_64"  # what the kernel was built for and with
-    toolchain: str = "gcc"
+    arch: str  # what the kernel was built for and with (target.DEFAULT_*: the default)
+    toolchain: str
     compiler: str = ""  # the compiler's version line, as the kernel's build recorded it
     # the build's sandbox and the guest's root (None: a record from before they existed)
     isolation: Isolation | None = None
+
+
+class RunState(enum.Enum):
+    RUNNING = "running"  # written before the first cell and after each
+    COMPLETE = "complete"
+    INTERRUPTED = "interrupted"  # a signal stopped it
+    INCOMPLETE = "incomplete"  # a merge that lacks a run, a cell, or a run's end
+
+
+@dataclass(frozen=True, kw_only=True)
+class Host:
+    kernel: str
+    cpus: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Interruption:
+    """Where a signal stopped a run: the cell and stage, and the cells not run."""
+
+    signal: str
+    cell: str
+    stage: str
+    not_run: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergedRun:
+    """A run a merge took cells from."""
+
+    dir: str
+    run_id: str | None
+    started: str | None
+    state: str | None
+    harness_rev: str | None
+    tools: tuple[tuple[str, str], ...]
+    strict: bool
+    cells: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnreadableRun:
+    run: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildRun:
+    """A CI build job's --build-only run a merge read (`harness merge --builds`)."""
+
+    dir: str
+    run_id: str | None = None
+    state: str | None = None
+    cells: tuple[tuple[str, str], ...] = ()  # cell -> its status there
+    unreadable: str = ""  # why it could not be read ("": it was)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Merge:
+    """What a merged run (`harness merge`) knows besides its cells."""
+
+    merged_at: str
+    merged_from: tuple[str, ...]
+    runs: tuple[MergedRun, ...]
+    plan: tuple[str, ...] | None  # the cells expected (None: no plan given)
+    incomplete_runs: tuple[str, ...] = ()
+    unreadable_runs: tuple[UnreadableRun, ...] = ()
+    conflicts: tuple[str, ...] = ()  # cells two runs hold
+    revision_conflict: str = ""
+    missing: tuple[str, ...] = ()  # planned cells no run holds
+    unexpected: tuple[str, ...] = ()  # cells the plan does not name
+    builds: tuple[BuildRun, ...] = ()  # build jobs' runs read for cells no run holds
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """A run as its results.json has it: its cells, how it ended, and what it was asked
+    and run with. None: the run's writer did not say (a `harness parse` or a mutant run
+    says less than `harness run`)."""
+
+    cells: tuple[CellResult, ...]
+    state: RunState = RunState.COMPLETE
+    exit_code: int = 0
+    run_id: str | None = None
+    started: str | None = None  # %Y-%m-%dT%H:%M:%S%z
+    command: tuple[str, ...] | None = None
+    host: Host | None = None
+    strict: bool | None = None  # with repeat: the options that judge every cell
+    repeat: int | None = None
+    what: str | None = None  # what it tests, as the terminal's first lines said
+    isolation: RunIsolation | None = None  # what its options let the tree's code reach
+    harness_rev: str | None = None
+    tools: tuple[tuple[str, str], ...] | None = None  # (program, version line)
+    duration_s: float | None = None
+    interrupted: Interruption | None = None
+    source_log: str | None = None  # `harness parse`: the log it read
+    mutated_cell: str | None = None  # a mutant run: the cell it ran
+    merge: Merge | None = None  # a merged run
+    # the SHA-256 of the document it was read from ("": not read from one)
+    digest: str = field(default="", compare=False)
+
+    @property
+    def status(self) -> Status | None:
+        """The worst of its cells' (None: no cell)."""
+        return worst([c.status for c in self.cells]) if self.cells else None

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.base import host
 from harness.base import sandbox as sandboxes
 from harness.base.errors import HarnessError
 from harness.base.model import Status
@@ -84,29 +85,6 @@ class CommandError(HarnessError):
         self.log_path = log_path
 
 
-# Fixes for programs the pipeline needs; doctor and ToolMissingError share them.
-INSTALL_HINTS: Mapping[str, str] = {
-    "git": "apt-get install -y git",
-    "make": "apt-get install -y make",
-    "gcc": "apt-get install -y gcc",
-    "ccache": "apt-get install -y ccache",
-    "clang-19": "apt-get install -y clang-19 llvm-19",
-    "llvm-strip-19": "apt-get install -y llvm-19",
-    "bpftool": "apt-get install -y bpftool",
-    "pahole": "apt-get install -y dwarves",
-    "qemu-system-x86_64": "apt-get install -y --no-install-recommends qemu-system-x86",
-    "vng": "./bootstrap.sh (installs virtme-ng into .venv)",
-    "b4": "./bootstrap.sh (installs b4 into .venv)",
-    "flex": "apt-get install -y flex",
-    "bison": "apt-get install -y bison",
-    "bc": "apt-get install -y bc",
-    "xz": "apt-get install -y xz-utils",
-    "lz4": "apt-get install -y lz4 (the test kernel's image is lz4-compressed)",
-    "tar": "apt-get install -y tar",
-    "perl": "apt-get install -y perl",
-}
-
-
 def which(program: str) -> str | None:
     from shutil import which as _which
 
@@ -124,7 +102,7 @@ def which(program: str) -> str | None:
 def require(program: str) -> str:
     path = which(program)
     if path is None:
-        raise ToolMissingError(program, INSTALL_HINTS.get(program, f"install {program}"))
+        raise ToolMissingError(program, host.fix_for(program))
     return path
 
 
@@ -194,7 +172,7 @@ def run(
     confined = sandboxes.confine(sandbox, args, env=env, cwd=cwd) if sandbox else None
     if confined is not None:
         if os.sep not in args[0] and which(args[0]) is None:
-            raise ToolMissingError(args[0], INSTALL_HINTS.get(args[0], f"install {args[0]}"))
+            raise ToolMissingError(args[0], host.fix_for(args[0]))
         popen_args, full_env = confined
     shown = ("[sandbox] " if confined is not None else "") + shlex.join(args)
     log.debug("$ %s", shown)
@@ -218,7 +196,7 @@ def run(
     except FileNotFoundError as exc:
         if logf:
             logf.close()
-        raise ToolMissingError(args[0], INSTALL_HINTS.get(args[0], f"install {args[0]}")) from exc
+        raise ToolMissingError(args[0], host.fix_for(args[0])) from exc
     with _live_lock:
         _live[proc.pid] = proc
     chunks: list[bytes] = []
@@ -366,7 +344,7 @@ def interactive(argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str
                                 preexec_fn=_take_terminal)
     except FileNotFoundError as exc:
         os.close(master)
-        raise ToolMissingError(args[0], INSTALL_HINTS.get(args[0], f"install {args[0]}")) from exc
+        raise ToolMissingError(args[0], host.fix_for(args[0])) from exc
     finally:
         os.close(slave)
     with _live_lock:

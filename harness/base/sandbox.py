@@ -43,6 +43,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from harness.base import host as hostdata
 from harness.base import paths
 from harness.base.errors import HarnessError
 from harness.base.model import Status
@@ -64,7 +65,7 @@ ENV_PREFIXES = ("LC_", "CCACHE_")
 # Extra read-only directories (a toolchain in /opt), colon-separated.
 EXTRA_READ_ENV = "HARNESS_SANDBOX_READ"
 
-INSTALL_FIX = "apt-get install -y bubblewrap (./bootstrap.sh installs it)"
+INSTALL_FIX = hostdata.fix_for("bwrap")
 ALLOW_FIX = ("let bubblewrap create namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` "
              "(Debian kernels) or `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` "
              "(Ubuntu 24.04), `sysctl -w user.max_user_namespaces=10000` where it is 0; in a "

@@ -295,8 +295,9 @@ def plan(cells: Sequence[Cell], tier: str, settings: Settings = Settings(),
                 timings=measured or timings())
 
 
-def regenerate(tier: str, settings: Settings, what: str) -> str:
-    """The command that writes this file again, with its settings."""
+def command(tier: str, settings: Settings, what: str) -> str:
+    """The command that writes a CI system's file again (github, gitlab), with its
+    settings: what the file's header says."""
     argv = ["harness", "ci", what, "--tier", tier, "--accel", settings.accel.value]
     if what == "github":
         for label in settings.runs_on:
@@ -313,6 +314,26 @@ def regenerate(tier: str, settings: Settings, what: str) -> str:
     if settings.disk_gb != DEFAULT_DISK_GB:
         argv += ["--runner-disk", str(settings.disk_gb)]
     return sh(argv)
+
+
+def file_text(plan: Plan, doc: Any, *, header: str, system: str, path: str,
+              hosted_limit: int) -> str:
+    """A generated CI file: the header naming the command that writes it again, the jobs'
+    timeouts and the cache limits as comments, then the document."""
+    settings = plan.settings
+    limits = (f"# Caches: ccache at most {settings.ccache_max}, the harness cache "
+              f"{settings.cache_max} (runners with {settings.disk_gb} GB free: "
+              "--runner-disk).\n")
+    return (header.format(command=command(plan.tier, settings, system) + f" -o {path}")
+            + "".join(f"# {line}\n" for line in plan.timeout_lines(hosted_limit)) + limits
+            + to_yaml(doc) + "\n")
+
+
+def check_kvm_runners(settings: Settings, *, named: bool, why: str, fix: str) -> None:
+    """--accel kvm only with runners named that pass /dev/kvm (`named`: the settings name
+    some); else why not and what to give."""
+    if settings.accel is Accel.KVM and not named:
+        raise CiError(f"--accel kvm needs runners with /dev/kvm, and {why}", fix=fix)
 
 
 def sh(argv: Sequence[str]) -> str:

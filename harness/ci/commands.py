@@ -52,14 +52,15 @@ def annotate(runs: tuple[Path, ...], summary: Path | None) -> int:
     if not runs:
         raise EnvironmentProblem("harness ci annotate needs the runs",
                                  fix="harness ci annotate results/RUN [--summary FILE]")
-    docs = [(results.load_run(str(r))[0], _run_label(r)) for r in runs]
-    for doc, label in docs:
-        for line in github_annotations.annotation_lines(doc, label=label if len(docs) > 1 else ""):
+    read = [(results.load_run(str(r))[0], _run_label(r)) for r in runs]
+    for run, label in read:
+        for line in github_annotations.annotation_lines(run,
+                                                        label=label if len(read) > 1 else ""):
             print(line)
     if summary is not None:
         with summary.open("a") as out:
-            for doc, label in docs:
-                out.write(github_annotations.summary(doc, label=label) + "\n")
+            for run, label in read:
+                out.write(github_annotations.summary(run, label=label) + "\n")
     return 0
 
 
@@ -73,8 +74,8 @@ def minutes(runs: tuple[Path, ...], tier: Tier, setup_minutes: float) -> int:
         raise EnvironmentProblem("harness ci minutes needs the runs that measured the cells",
                                  fix="harness ci minutes results/run-A results/run-B "
                                  "--tier full (the runs first, then the options)")
-    docs = [results.load_run(str(r))[0] for r in runs]
-    costs = workflow.job_costs(matrix.select(matrix.load(), tier), docs,
+    read = [results.load_run(str(r))[0] for r in runs]
+    costs = workflow.job_costs(matrix.select(matrix.load(), tier), read,
                                stored_build_seconds())
     print(workflow.render_minutes(costs, setup_minutes * 60))
     return 0

@@ -41,10 +41,6 @@ HEADER = ("# Generated from matrix.toml by `{command}`:\n"
 DEFAULT_BRANCH = "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
 
 
-def command(tier: str, settings: Settings) -> str:
-    return ciplan.regenerate(tier, settings, "gitlab")
-
-
 def _machine(tags: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {"image": ciplan.IMAGE}
     if tags:
@@ -127,11 +123,6 @@ def pipeline(plan: Plan) -> dict[str, Any]:
 
 
 def render(cells: Sequence[Cell], tier: str, settings: Settings | None = None) -> str:
-    settings = settings or Settings()
-    plan = ciplan.plan(cells, tier, settings)
-    limits = (f"# Caches: ccache at most {settings.ccache_max}, the harness cache "
-              f"{settings.cache_max} (runners with {settings.disk_gb} GB free: "
-              "--runner-disk).\n")
-    return (HEADER.format(command=command(tier, settings) + " -o .gitlab-ci.yml")
-            + "".join(f"# {line}\n" for line in plan.timeout_lines(HOSTED_LIMIT)) + limits
-            + ciplan.to_yaml(pipeline(plan)) + "\n")
+    plan = ciplan.plan(cells, tier, settings or Settings())
+    return ciplan.file_text(plan, pipeline(plan), header=HEADER, system="gitlab",
+                            path=".gitlab-ci.yml", hosted_limit=HOSTED_LIMIT)

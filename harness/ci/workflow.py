@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import target
-from harness.base import paths
-from harness.base.model import Accel, Status
+from harness.base import host, paths
+from harness.base.model import CellResult, RunResult, Status
 from harness.ci import ciplan
 from harness.ci.ciplan import BuildJob, Commented, Plan, Settings, sh
 from harness.drivers import shard
@@ -58,8 +58,8 @@ ON_DEFAULT_PUSH = f"github.event_name == 'push' && {DEFAULT_BRANCH}"
 HEADER = ("# Generated from matrix.toml by `{command}`:\n"
           "# do not edit; run it again. tests/unit/test_workflow.py checks that it matches.\n")
 GIT_FIRST = {"name": "git, before the checkout (so it has .git: the harness revision)",
-             "run": "apt-get update -q\n"
-                    "apt-get install -y -q --no-install-recommends git ca-certificates\n"}
+             "run": host.apt_install(["git", "ca-certificates"], recommends=False,
+                                     update=True).replace(" && ", "\n") + "\n"}
 
 # A re-run of failed jobs keeps the runs of the jobs that passed: artifacts of an earlier
 # attempt (run-<cell>-<attempt>). Each cell's latest attempt is merged; none at all is a
@@ -94,17 +94,12 @@ def uses(action: str, known: Mapping[str, tuple[str, str]]) -> Commented:
     return Commented(text=f"{action}@{sha}", comment=tag)
 
 
-def command(tier: str, settings: Settings) -> str:
-    return ciplan.regenerate(tier, settings, "github")
-
-
 def _check(settings: Settings) -> None:
-    if settings.accel is Accel.KVM and not (settings.test_runs_on or settings.runs_on):
-        raise ciplan.CiError("--accel kvm fails a cell where the runner has no /dev/kvm, and "
-                             f"the default {ciplan.DEFAULT_RUNS_ON} is not promised to have "
-                             "it", fix="give the test runners' label: --test-runs-on LABEL "
-                                       "(repeatable), or --accel auto (KVM where it works, "
-                                       "else TCG, said in results.json)")
+    ciplan.check_kvm_runners(
+        settings, named=bool(settings.test_runs_on or settings.runs_on),
+        why=f"the default {ciplan.DEFAULT_RUNS_ON} is not promised to have it",
+        fix="give the test runners' label: --test-runs-on LABEL (repeatable), or --accel "
+            "auto (KVM where it works, else TCG, said in results.json)")
 
 
 def _runs_on(labels: tuple[str, ...]) -> str | list[str]:
@@ -257,14 +252,9 @@ def workflow(plan: Plan) -> dict[str, Any]:
 
 
 def render(cells: Sequence[Cell], tier: str, settings: Settings | None = None) -> str:
-    settings = settings or Settings()
-    plan = ciplan.plan(cells, tier, settings)
-    limits = (f"# Caches: ccache at most {settings.ccache_max}, the harness cache "
-              f"{settings.cache_max} (runners with {settings.disk_gb} GB free: "
-              "--runner-disk).\n")
-    return (HEADER.format(command=command(tier, settings) + " -o .github/workflows/harness.yml")
-            + "".join(f"# {line}\n" for line in plan.timeout_lines(HOSTED_LIMIT)) + limits
-            + ciplan.to_yaml(workflow(plan)) + "\n")
+    plan = ciplan.plan(cells, tier, settings or Settings())
+    return ciplan.file_text(plan, workflow(plan), header=HEADER, system="github",
+                            path=".github/workflows/harness.yml", hosted_limit=HOSTED_LIMIT)
 
 
 def _source_version(kernel: str) -> str:
@@ -342,38 +332,34 @@ class JobCost:
         return None if self.rest_s is None else overhead_s + self.rest_s
 
 
-def _ran_to_the_end(cell: Mapping[str, Any]) -> bool:
-    try:
-        status = Status(cell.get("status"))
-    except ValueError:
-        return False
+def _ran_to_the_end(cell: CellResult) -> bool:
     # MISSING: a merged run's placeholder for a cell no shard holds; nothing was measured
-    return not status.is_stage_error and status not in (Status.INTERRUPTED, Status.MISSING)
+    return not cell.status.is_stage_error and cell.status not in (Status.INTERRUPTED,
+                                                                    Status.MISSING)
 
 
-def job_costs(cells: Sequence[Cell], runs: Sequence[Mapping[str, Any]],
+def job_costs(cells: Sequence[Cell], runs: Sequence[RunResult],
               build_seconds: Mapping[str, float]) -> list[JobCost]:
     """What each cell's job costs, from earlier runs (the latest run holding a cell wins)
     and the build times the kernel store recorded (image path -> seconds). A kernel some
     run built incrementally (a sibling's build directory already there) took less than a
     runner building it alone, so a kernel's cold build is the longest of its group's."""
-    measured: dict[str, Mapping[str, Any]] = {}
-    for doc in runs:
+    measured: dict[str, CellResult] = {}
+    for run in runs:
         # A cell stopped by a stage error or a signal did not run its whole job: its
         # durations say nothing of the job's cost (an earlier complete run still counts).
-        measured.update({c["cell"]: c for c in doc.get("cells", [])
-                         if isinstance(c, dict) and _ran_to_the_end(c)})
+        measured.update({c.cell: c for c in run.cells if _ran_to_the_end(c)})
     group = {c.name: f"{c.kernel} {'+'.join(c.configs)}" for c in cells}
     built: dict[str, float] = {}
     for c in cells:
-        seconds = build_seconds.get(str(measured.get(c.name, {}).get("image", "")))
+        seconds = build_seconds.get(measured[c.name].image if c.name in measured else "")
         if seconds is not None:
             built[group[c.name]] = max(built.get(group[c.name], 0.0), seconds)
     costs = []
     for c in cells:
         m = measured.get(c.name)
-        rest = None if m is None else sum(float(s.get("duration_s", 0.0))
-                                          for s in m.get("stages", []) if s["stage"] != "build")
+        rest = None if m is None else sum(s.duration_s for s in m.stages
+                                          if s.stage != "build")
         costs.append(JobCost(cell=c.name, kernel=group[c.name], build_s=built.get(group[c.name]),
                              rest_s=rest))
     return costs

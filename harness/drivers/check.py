@@ -14,29 +14,38 @@ For patch k of the series (1-based), with the same source, worktree, kconfig and
 
 Prefixes are visited from the whole series down to the base: a conflict shows up first,
 before any build. The tree lock is held from the first checkout to the last compile, as in
-`run`. Parsing (`parse_checkpatch`, `object_output`, `normalise_warning`, `compare`) is
-pure text in, data out.
+`run`. What checkpatch printed and the W=1 warnings are read by pure parsers:
+judge/checkpatch.py and judge/w1_warnings.py.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
-import re
 import shlex
 import time
-from collections import Counter
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness import target
-from harness.base import atomic, proc, sandbox
+from harness.base import atomic, host, proc, sandbox
 from harness.base.errors import HarnessError
-from harness.base.model import PatchResult, PatchState, SourceKind, StageTiming, Status
+from harness.base.model import PatchResult, PatchState, StageTiming, Status
 from harness.drivers.stages import StageLog
+from harness.judge.checkpatch import CheckpatchReport, parse_checkpatch, python_failure
+from harness.judge.w1_warnings import (
+    CompileState,
+    ObjectCompile,
+    WarningDelta,
+    c_sources,
+    compare,
+    extract_warnings,
+    first_errors,
+    normalise_warning,
+    object_output,
+)
 from harness.kernel import build, kconfig, series, sources
 from harness.kernel.tree import KernelTree
 from harness.output import results
@@ -47,11 +56,6 @@ SCHEMA_VERSION = 1
 CHECKPATCH_ARGS = ("--strict", "--show-types", "--color=never")
 CHECKPATCH_TIMEOUT_S = 600
 W1_TIMEOUT_S = 1800
-ERROR_LINES = 12
-# Sources that are not kernel objects: kbuild cannot compile them as `make path/file.o`.
-NOT_KERNEL_OBJECTS = ("tools/", "scripts/", "usr/", "Documentation/")
-# checkpatch runs scripts/spdxcheck.py with `python3` from PATH; it needs ply and git.
-CHECKPATCH_PYTHON_FIX = "apt-get install -y python3-ply python3-git"
 
 
 class CheckSetupError(HarnessError):
@@ -62,43 +66,6 @@ class CheckSetupError(HarnessError):
 
 # --- checkpatch -------------------------------------------------------------------------
 
-_CP_ISSUE = re.compile(r"^(ERROR|WARNING|CHECK)(?::([A-Z0-9_]+))?: (.*)$")
-_CP_WHERE = re.compile(r"^#(\d+): (?:FILE: (.+):(\d+):)?\s*$")
-_CP_TOTAL = re.compile(
-    r"^total: (\d+) errors, (\d+) warnings, (?:(\d+) checks, )?(\d+) lines checked")
-_PY_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):$")
-_PY_ERROR = re.compile(r"^\w+(Error|Exception): ")
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckpatchIssue:
-    level: str  # ERROR, WARNING, CHECK
-    type: str  # e.g. TRAILING_WHITESPACE (from --show-types); "" if not shown
-    message: str
-    patch_line: int | None = None  # line in the patch file (checkpatch's "#N:")
-    file: str = ""  # the file and line the patch changes, when checkpatch names them
-    file_line: int | None = None
-
-    @property
-    def where(self) -> str:
-        if self.file:
-            return f"{self.file}:{self.file_line}"
-        return f"patch line {self.patch_line}" if self.patch_line is not None else ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckpatchReport:
-    errors: int
-    warnings: int
-    checks: int
-    lines_checked: int
-    issues: tuple[CheckpatchIssue, ...]
-
-    @property
-    def clean(self) -> bool:
-        return self.errors == 0 and self.warnings == 0 and self.checks == 0
-
-
 @dataclass(frozen=True, kw_only=True)
 class CheckpatchRun:
     report: CheckpatchReport
@@ -106,45 +73,6 @@ class CheckpatchRun:
     exit_code: int | None
     log: Path
     duration_s: float
-
-
-def parse_checkpatch(text: str) -> CheckpatchReport:
-    """checkpatch.pl output -> issues and counts; ValueError if it has no `total:` line."""
-    issues: list[CheckpatchIssue] = []
-    total: re.Match[str] | None = None
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if m := _CP_TOTAL.match(line):
-            total = m
-            continue
-        m = _CP_ISSUE.match(line)
-        if not m:
-            continue
-        where = _CP_WHERE.match(lines[i + 1]) if i + 1 < len(lines) else None
-        issues.append(CheckpatchIssue(
-            level=m.group(1), type=m.group(2) or "", message=m.group(3).strip(),
-            patch_line=int(where.group(1)) if where else None,
-            file=(where.group(2) or "") if where else "",
-            file_line=int(where.group(3)) if where and where.group(3) else None,
-        ))
-    if total is None:
-        raise ValueError("checkpatch output has no 'total: N errors, N warnings' line")
-    return CheckpatchReport(
-        errors=int(total.group(1)), warnings=int(total.group(2)),
-        checks=int(total.group(3) or 0), lines_checked=int(total.group(4)),
-        issues=tuple(issues),
-    )
-
-
-def python_failure(text: str) -> str:
-    """A Python traceback in checkpatch's output (spdxcheck.py failed), or ""."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if _PY_TRACEBACK.match(line):
-            end = next((j for j in range(i + 1, len(lines)) if _PY_ERROR.match(lines[j])),
-                       min(i + 8, len(lines) - 1))
-            return "\n".join(lines[i:end + 1])
-    return ""
 
 
 def _system_python_first() -> dict[str, str]:
@@ -169,7 +97,7 @@ def run_checkpatch(tree: Path, patch: Path, *, log_path: Path) -> CheckpatchRun:
         raise CheckSetupError(
             f"checkpatch's SPDX check (scripts/spdxcheck.py, run with python3 from PATH, "
             f"/usr/bin first) failed on {patch.name}:\n{broken}\n"
-            f"fix: {CHECKPATCH_PYTHON_FIX} (log: {log_path})")
+            f"fix: {host.fix_for('spdxcheck')} (log: {log_path})")
     try:
         report = parse_checkpatch(res.output)
     except ValueError:
@@ -180,146 +108,6 @@ def run_checkpatch(tree: Path, patch: Path, *, log_path: Path) -> CheckpatchRun:
 
 
 # --- W=1 warnings -----------------------------------------------------------------------
-
-_QUIET_CMD = re.compile(r"^  ([A-Z][A-Z0-9_-]*)(?: \[M\])?\s+(\S+)\s*$")
-_WARNING = re.compile(r"^(?P<path>[^\s:][^:]*?)(?::(?P<line>\d+))?(?::(?P<col>\d+))?: "
-                      r"warning: (?P<msg>.*)$")
-_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
-_ERROR_LINE = re.compile(r"\berror:|\bError \d+|undefined reference|No rule to make target")
-
-
-class CompileState(enum.Enum):
-    COMPILED = "compiled"
-    FAILED = "failed"
-    ABSENT = "absent"  # the file does not exist at this prefix
-    NOT_BUILT = "not-built"  # make compiled nothing: not part of this configuration
-
-
-@dataclass(frozen=True, kw_only=True)
-class ObjectCompile:
-    source: str  # path in the tree, e.g. mm/memcontrol.c
-    prefix: int  # how many patches were applied
-    state: CompileState
-    warnings: tuple[str, ...] = ()  # as the compiler printed them
-    normalised: tuple[str, ...] = ()
-    detail: str = ""  # one line: why it failed or was not compiled
-    error_lines: tuple[str, ...] = ()
-    log: Path | None = None
-    duration_s: float = 0.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class WarningDelta:
-    source: str
-    before: ObjectCompile
-    after: ObjectCompile
-    new: tuple[str, ...]  # normalised warnings the patch added (with multiplicity)
-    gone: tuple[str, ...]  # normalised warnings the patch removed
-    compared: bool
-    note: str = ""
-
-    @property
-    def failed(self) -> bool:
-        broke = (self.after.state is CompileState.FAILED
-                 and self.before.state is not CompileState.FAILED)
-        return bool(self.new) or broke
-
-
-def object_output(lines: list[str], obj: str) -> list[str] | None:
-    """The lines make printed while compiling obj (after its `  CC  obj` line), or None.
-
-    Anything before it (prepare steps that W=1 also rebuilds, e.g. asm-offsets) belongs to
-    other objects.
-    """
-    start = None
-    for i, line in enumerate(lines):
-        m = _QUIET_CMD.match(line)
-        if m and m.group(1) == "CC" and m.group(2) == obj:
-            start = i + 1
-    if start is None:
-        return None
-    out = []
-    for line in lines[start:]:
-        if _QUIET_CMD.match(line):
-            break
-        out.append(line)
-    return out
-
-
-def extract_warnings(lines: list[str]) -> tuple[str, ...]:
-    return tuple(ln.rstrip() for ln in lines if _WARNING.match(ln.rstrip()))
-
-
-def _relative_path(path: str, tree: Path, build_dir: Path) -> str:
-    # kbuild runs the compiler in the build directory: relative paths are relative to it
-    # (../mm/x.c: the build directory is inside the tree; see paths.build_dir).
-    p = Path(os.path.normpath(build_dir / path)) if not os.path.isabs(path) \
-        else Path(os.path.normpath(path))
-    for root in (build_dir, tree):  # the build directory is inside the tree
-        if p.is_relative_to(root):
-            return str(p.relative_to(root))
-    return str(p)
-
-
-def normalise_warning(line: str, tree: Path, build_dir: Path) -> str:
-    """`../../work/T/mm/x.c:12:5: warning: M [-Wf]` -> `mm/x.c: warning: M [-Wf]`.
-
-    Line and column go (moved code is not a new warning), paths become tree-relative, hex
-    offsets (objtool's `func+0x1a`) are masked. Lines that are not warnings come back as
-    they are.
-    """
-    m = _WARNING.match(line.rstrip())
-    if not m:
-        return line.rstrip()
-    path = _relative_path(m.group("path"), tree, build_dir)
-    msg = _HEX.sub("0x?", m.group("msg").strip())
-    return f"{path}: warning: {msg}"
-
-
-def warning_delta(before: tuple[str, ...], after: tuple[str, ...]
-                  ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(added, removed) between two lists of normalised warnings, counted as multisets."""
-    added = Counter(after) - Counter(before)
-    removed = Counter(before) - Counter(after)
-    return tuple(added.elements()), tuple(removed.elements())
-
-
-def compare(before: ObjectCompile, after: ObjectCompile) -> WarningDelta:
-    """What a patch did to one file's W=1 warnings."""
-    def delta(compared: bool, note: str = "", new: tuple[str, ...] = (),
-              gone: tuple[str, ...] = ()) -> WarningDelta:
-        return WarningDelta(source=after.source, before=before, after=after, new=new,
-                            gone=gone, compared=compared, note=note)
-
-    if after.state is CompileState.ABSENT:
-        return delta(True, "deleted by this patch", gone=before.normalised)
-    if after.state is CompileState.FAILED:
-        if before.state is CompileState.FAILED:
-            return delta(False, "does not compile before or after this patch")
-        return delta(False, f"does not compile with W=1 after this patch ({after.detail})")
-    if before.state is CompileState.FAILED:
-        return delta(False, "did not compile before this patch; warnings not compared")
-    if after.state is CompileState.NOT_BUILT:
-        return delta(False, "not compiled in this configuration")
-    # before may be ABSENT (a new file: all its warnings are new) or NOT_BUILT (the patch
-    # made it part of the configuration).
-    new, gone = warning_delta(before.normalised, after.normalised)
-    note = "new file" if before.state is CompileState.ABSENT else ""
-    return delta(True, note, new=new, gone=gone)
-
-
-def first_errors(text: str, limit: int = ERROR_LINES) -> tuple[str, ...]:
-    """The first error lines of a build log (the root cause under -j), else its last lines."""
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if _ERROR_LINE.search(ln)]
-    return tuple((errors or lines[-limit:])[:limit])
-
-
-def c_sources(files: tuple[str, ...]) -> tuple[str, ...]:
-    """The files of a patch that kbuild compiles as kernel objects."""
-    return tuple(f for f in files
-                 if f.endswith(".c") and " => " not in f and not f.startswith(NOT_KERNEL_OBJECTS))
-
 
 def compile_w1(tree: KernelTree, source: str, *, prefix: int, tools: build.Tools,
                log_path: Path) -> ObjectCompile:
@@ -500,7 +288,7 @@ def run(request: CheckRequest, out_dir: Path) -> CheckReport:
 def _check(state: _Run) -> None:
     request, out = state.request, state.out_dir
     spec = sources.parse_spec(request.kernel)
-    if spec.kind is SourceKind.IMAGE:
+    if not sources.kind_of(spec).has_tree:
         raise CheckSetupError(f"{spec.text} is a prebuilt image: there is no tree to apply "
                               "patches to; use debian:VERSION or git:PATH")
     state.patches = series.collect(request.series, list(request.patches),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import target
-from harness.base import paths, proc, sandbox
+from harness.base import host, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.guest import vm
 from harness.kernel import build
@@ -28,35 +28,27 @@ class Check:
     optional: bool = False
 
 
-TOOLS = ("git", "make", "gcc", "ccache", "clang-19", "bpftool", "pahole",
-         "qemu-system-x86_64", "vng", "flex", "bison", "bc", "xz", "lz4", "perl")
-# Only for test_progs:NAME tests (the kernel's own BPF selftests).
-TEST_PROGS_TOOLS = ("llvm-strip-19", "ld.lld-19", "rsync", "openssl")
-
-
 def tool_versions() -> dict[str, str]:
     """Versions recorded in results.json."""
-    return {t: (proc.version_line(t) or "missing") for t in
-            ("gcc", "clang-19", "pahole", "qemu-system-x86_64", "vng", "bpftool", "git",
-             "make", "ccache")}
+    return {t: (proc.version_line(t) or "missing") for t in host.read().recorded_versions}
 
 
 def checks(*, probe_kvm: bool = True) -> list[Check]:
+    required = host.checked("required")
     out = []
-    for tool in TOOLS:
-        version = proc.version_line(tool)
-        out.append(Check(name=tool, ok=bool(version), detail=version or "not found",
-                         fix="" if version else proc.INSTALL_HINTS.get(tool, f"install {tool}")))
-    for tool in TEST_PROGS_TOOLS:
-        path = proc.which(tool)
-        out.append(Check(name=f"{tool} (test_progs)", ok=path is not None,
-                         detail=path or "not found",
-                         fix="" if path else "apt-get install -y llvm-19 lld-19 rsync openssl"))
-    out.append(Check(name="libbpf headers", ok=Path("/usr/include/bpf/libbpf.h").exists(),
-                     detail="/usr/include/bpf/libbpf.h",
-                     fix="apt-get install -y libbpf-dev libelf-dev zlib1g-dev"))
-    out.append(Check(name="libelf headers", ok=Path("/usr/include/libelf.h").exists(),
-                     detail="/usr/include/libelf.h", fix="apt-get install -y libelf-dev"))
+    for tool in [n for n in required if not n.path]:
+        version = proc.version_line(tool.name)
+        out.append(Check(name=tool.name, ok=bool(version), detail=version or "not found",
+                         fix="" if version else tool.fix))
+    # only for test_progs:NAME tests (the kernel's own BPF selftests): one fix for all
+    test_progs = host.checked("test_progs")
+    fix = host.apt_install([p for n in test_progs for p in n.packages])
+    for tool in test_progs:
+        path = proc.which(tool.name)
+        out.append(Check(name=f"{tool.name} (test_progs)", ok=path is not None,
+                         detail=path or "not found", fix="" if path else fix))
+    out += [Check(name=n.name, ok=Path(n.path).exists(), detail=n.path, fix=n.fix)
+            for n in required if n.path]
     out.append(sandbox_check())
     out += target_checks()
     out += remote_cache_checks()
@@ -65,12 +57,14 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
     out.append(Check(name="disk", ok=free_gb >= MIN_FREE_GB,
                      detail=f"{free_gb:.0f} GiB free under {root}",
                      fix=f"free at least {MIN_FREE_GB} GiB, or set HARNESS_CACHE to a bigger disk"))
-    kernels = sorted(paths.sub("kernels").glob("*/bzImage"), key=lambda p: p.stat().st_mtime)
+    native = target.host_arch()
+    kernels = sorted(paths.sub("kernels").glob(f"*/{native.image_name}"),
+                     key=lambda p: p.stat().st_mtime)
     if not probe_kvm:
         pass
     elif not Path("/dev/kvm").exists():
         out.append(Check(name="kvm", ok=True, detail="/dev/kvm absent: guests run under TCG"))
-    elif not kernels or proc.which("qemu-system-x86_64") is None:
+    elif not kernels or proc.which(native.qemu) is None:
         out.append(Check(name="kvm", ok=True,
                          detail="/dev/kvm exists; not probed yet (needs a built kernel and "
                                 "QEMU; the first `harness run` probes it)"))
@@ -142,7 +136,7 @@ def target_checks() -> list[Check]:
         out.append(Check(name=f"toolchain {name}", ok=not missing, optional=True,
                          detail=f"missing {', '.join(missing)}" if missing else
                          f"{', '.join(tc.versions)} found (--toolchain {name})",
-                         fix=f"apt-get install -y {' '.join(tc.packages)}"))
+                         fix=host.apt_install(tc.packages)))
     for name in target.known_arches():
         arch = target.arch(name)
         if arch.uname == os.uname().machine:
@@ -159,10 +153,9 @@ def target_checks() -> list[Check]:
             name=f"arch {name}", ok=not missing, optional=True,
             detail=f"missing {', '.join(missing)}" if missing else
             f"cross gcc, {arch.qemu} and {arch.deb_arch} libraries found (--arch {name})",
-            fix=f"dpkg --add-architecture {arch.deb_arch} && apt-get update && apt-get install "
-                f"-y {' '.join((*arch.cross_packages, *arch.packages))} busybox-static "
-                + " ".join(f"{p}:{arch.deb_arch}" for p in (
-                    "libbpf-dev", "libelf-dev", "zlib1g-dev", "libzstd-dev"))))
+            fix=host.foreign_setup(arch.deb_arch, [
+                *arch.cross_packages, *arch.packages, *host.read().foreign_packages,
+                *(f"{p}:{arch.deb_arch}" for p in host.read().foreign_libraries)])))
     return out
 
 

@@ -11,13 +11,13 @@ import enum
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness import target
 from harness.base import paths
 from harness.base.errors import HarnessError
-from harness.base.model import Status
+from harness.base.model import GuestSpec, Status
 
 
 class Tier(enum.Enum):
@@ -45,9 +45,7 @@ class Cell:
     expect: tuple[tuple[str, str], ...] = ()
     description: str = ""
     boot_only: bool = False  # no tests: judged by its boot and shutdown alone
-    append: str = ""  # extra kernel command line for the guest
-    memory: str = "2G"  # the guest's RAM (vng --memory: 2G, 1536M)
-    cpus: int = 2  # the guest's CPUs
+    guest: GuestSpec = field(default_factory=GuestSpec)  # size, extra kernel command line
     # `harness run -- CMD ARGS`: run in the guest after the tests, from this directory
     command: tuple[str, ...] = ()
     command_cwd: str = "/"
@@ -55,8 +53,8 @@ class Cell:
     # gcov for the series' C files; which of their lines the tests ran (with the gcov config)
     coverage: bool = False
     # what the kernel is built for and with (harness/target/arches/, harness/target/toolchains/)
-    arch: str = "x86_64"
-    toolchain: str = "gcc"
+    arch: str = target.DEFAULT_ARCH
+    toolchain: str = target.DEFAULT_TOOLCHAIN
 
     @property
     def expect_map(self) -> Mapping[str, Status]:
@@ -78,8 +76,9 @@ MEMORY = re.compile(r"[1-9][0-9]*[MG]")
 MAX_CPUS = 64
 
 
-def check_guest_size(memory: str, cpus: int) -> None:
+def check_guest_size(guest: GuestSpec) -> None:
     """--memory/--cpus (or the matrix's memory/cpus) as vng takes them, or why not."""
+    memory, cpus = guest.memory, guest.cpus
     if not MEMORY.fullmatch(memory):
         raise MatrixError(f"memory {memory!r}: a size in MiB or GiB such as 1536M or 2G")
     size_m = int(memory[:-1]) * (1024 if memory.endswith("G") else 1)
@@ -128,16 +127,16 @@ def load(path: Path | None = None) -> list[Cell]:
                                     for k, v in raw.get("expect", {}).items())),
                 description=str(raw.get("description", "")),
                 boot_only=bool(raw.get("boot_only", False)),
-                append=str(raw.get("append", "")),
-                memory=str(raw.get("memory", "2G")),
-                cpus=int(raw.get("cpus", 2)),
+                guest=GuestSpec(memory=str(raw.get("memory", GuestSpec.memory)),
+                                cpus=int(raw.get("cpus", GuestSpec.cpus)),
+                                append=str(raw.get("append", ""))),
                 arch=str(raw.get("arch", Cell.arch)),
                 toolchain=str(raw.get("toolchain", Cell.toolchain)),
             )
             target.select(cell.arch, cell.toolchain)  # both known
             if raw.get("coverage", False):
                 cell = with_coverage(cell)
-            check_guest_size(cell.memory, cell.cpus)
+            check_guest_size(cell.guest)
             for status in [cell.expect_status, *(v for _, v in cell.expect)]:
                 if status is not None:
                     Status(status)

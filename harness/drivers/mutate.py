@@ -35,7 +35,7 @@ from typing import Any
 from harness import testkinds
 from harness.base import atomic, gitcmd, paths, proc, sandbox
 from harness.base.errors import HarnessError
-from harness.base.model import Accel, CellResult, KernelSpec, Phase, Status
+from harness.base.model import Accel, CellResult, KernelSpec, Phase, RunResult, Status
 from harness.drivers import matrix, pipeline
 from harness.drivers.matrix import Cell
 from harness.judge import mutants, verdict
@@ -97,7 +97,7 @@ def statuses(cell: CellResult) -> dict[str, str]:
 
 @dataclass(frozen=True, kw_only=True)
 class RunFacts:
-    """What a verdict needs of one run, read from its results.json cell."""
+    """What a verdict needs of one run of the cell."""
 
     statuses: Mapping[str, str]
     stage: str = ""  # the first stage that did not pass
@@ -105,16 +105,14 @@ class RunFacts:
     kernel_fault: bool = False  # the kernel complained: a counted splat in any result
 
 
-def run_facts(cell: Mapping[str, Any]) -> RunFacts:
-    """The facts of a results.json cell (`results.cell_json`)."""
-    failed = next((s for s in cell.get("stages", []) if s.get("status") != "PASS"), None)
-    status = str(cell.get("status", ""))
+def run_facts(cell: CellResult) -> RunFacts:
+    """The facts of one run of the cell."""
+    failed = next((s for s in cell.stages if s.status is not Status.PASS), None)
     return RunFacts(
-        statuses={str(t["name"]): str(t["status"]) for t in cell.get("tests", [])},
-        stage=str(failed["stage"]) if failed else "",
-        stage_status=status if Status(status).is_stage_error else "",
-        kernel_fault=any(not s.get("expected") for t in cell.get("tests", [])
-                         for s in t.get("splats", [])))
+        statuses={t.name: t.status.value for t in cell.tests},
+        stage=failed.stage if failed else "",
+        stage_status=cell.status.value if cell.status.is_stage_error else "",
+        kernel_fault=any(not s.expected for t in cell.tests for s in t.splats))
 
 
 def excluded_tests(runs: list[Mapping[str, str]]) -> dict[str, str]:
@@ -496,7 +494,7 @@ def _run_mutant(state: State, m: mutants.Mutant, patch: Path,
         run_dir = state.out / "runs" / (m.id if attempt == 1 else f"{m.id}-again")
         result = _run(cell, run_dir, state.request.accel, mutant_timeouts(state.baseline))
         _forget_kernel(result, state.baseline)
-        facts = run_facts(results.cell_json(result))
+        facts = run_facts(result)
         got = facts.statuses
         outcome, differ = compare(base, got, stage=facts.stage, stage_status=facts.stage_status,
                                   excluded=excluded, kernel_fault=facts.kernel_fault)
@@ -542,8 +540,9 @@ def _run(cell: Cell, run_dir: Path, accel: Accel,
     options = pipeline.RunOptions() if timeouts is None else pipeline.RunOptions(
         fail_fast=True, timeouts=timeouts)
     result = pipeline.run_cell(cell, run_dir, accel=accel, options=options)
-    results.write_json(run_dir / "results.json", [result],
-                       meta={"command": ["harness", "mutate"], "cell": cell.name})
+    results.write_json(run_dir / "results.json", RunResult(
+        cells=(result,), exit_code=results.exit_code([result]),
+        command=("harness", "mutate"), mutated_cell=cell.name))
     return result
 
 

@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness import target, testkinds
-from harness.base import paths, proc, sandbox
+from harness.base import paths, sandbox
 from harness.base.errors import HarnessError
 from harness.base.model import (
     Accel,
     CellResult,
     ConfigResult,
     FeatureReport,
+    GuestSpec,
     Isolation,
     KernelImage,
     KernelSpec,
@@ -38,7 +39,6 @@ from harness.base.model import (
     PatchResult,
     PatchState,
     Phase,
-    SourceKind,
     Splat,
     Status,
     TestResult,
@@ -48,10 +48,11 @@ from harness.drivers import prebuilt
 from harness.drivers.matrix import Cell
 from harness.drivers.stages import StageLog
 from harness.guest import protocol, vm
-from harness.judge import attempts, coverage, outcome, splat
+from harness.judge import attempts, coverage, outcome
 from harness.judge import verdict as verdicts
-from harness.kernel import build, cache, features, gcov, kconfig, series, sources
+from harness.kernel import build, cache, decode, features, gcov, kconfig, series, sources
 from harness.kernel.tree import KernelTree
+from harness.output import results
 from harness.target import Target
 from harness.testkinds import BuildContext, SelftestError, TestRef, own
 from harness.testkinds.base import KselftestHeader
@@ -229,20 +230,12 @@ class CellFacts:
             package_version=self.package_version, error=verdict.error, accel=self.accel,
             retries=self.retries, features=self.features, notes=verdict.notes,
             boot_only=cell.boot_only, image=self.image, kselftest_h=self.kselftest_h,
-            guest=self.guest(cell), coverage=self.coverage,
+            guest=cell.guest, coverage=self.coverage,
+            guest_seen=next((t.guest_seen for t in self.tests if t.name == "boot"), None),
             kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
             toolchain=self.toolchain or cell.toolchain,
             compiler=self.compiler, isolation=self.isolation,
         )
-
-    def guest(self, cell: Cell) -> dict[str, object]:
-        seen = next((t.extra.get("guest") for t in self.tests if t.name == "boot"), None)
-        out: dict[str, object] = {"memory": cell.memory, "cpus": cell.cpus,
-                                  "append": cell.append}
-        if isinstance(seen, dict):
-            out.update(cmdline=seen.get("cmdline"), cpus_online=seen.get("cpus"),
-                       memory_kb=seen.get("memory_kb"))
-        return out
 
 
 def _sandbox_isolation() -> Isolation:
@@ -385,8 +378,7 @@ def _plan(cell: Cell, stages: StageLog, *, builds: bool = True) -> CellPlan:
                         f"{', '.join(sorted(known | set(features.CAPABILITIES)))} "
                         "(or declare them in a series' provides.toml)",
                     status=Status.SETUP_ERROR))
-        host_only = [r.name for r in refs
-                     if r.kind in (testkinds.PERF.name, testkinds.TEST_PROGS.name)]
+        host_only = [r.name for r in refs if testkinds.kind_of(r).host_only]
         if tgt is not None and tgt.cross and host_only:
             problems.append(SelftestError(
                 f"{', '.join(host_only)}: built for the host's arch ({tgt.host_uname}); "
@@ -399,7 +391,7 @@ def _plan(cell: Cell, stages: StageLog, *, builds: bool = True) -> CellPlan:
                 with _collected(problems):
                     fragments[c] = kconfig.checked_fragment(c)
         patches: tuple[series.Patch, ...] = ()
-        if spec is not None and spec.kind is SourceKind.IMAGE:
+        if spec is not None and not sources.kind_of(spec).has_tree:
             if cell.series or cell.patches:
                 problems.append(sources.SourceError(
                     f"{spec.text} is a prebuilt image: it cannot take patches",
@@ -440,7 +432,7 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
     # our own tests print KTAP through a kernel tree's kselftest.h
     wants_kselftest_h = any(ref.kind == own.KIND.name for ref in plan.tests)
     header: KselftestHeader | None = None
-    if plan.spec.kind is SourceKind.IMAGE:
+    if not sources.kind_of(plan.spec).has_tree:
         with stages.stage("image", Status.SETUP_ERROR):
             image = build.image_from_file(Path(plan.spec.value))
             if image.arch != cell.arch and cell.arch != target.DEFAULT_ARCH:
@@ -688,25 +680,24 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
         guest_dir = logs / "guest" if attempt == 1 else logs / f"guest-{attempt}"
         name = "boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})"
         with stages.stage(name, Status.BOOT_ERROR):
-            results, guest = _one_boot(cell, kernel, accel, list(planned), guest_dir,
-                                       fail_fast=options.fail_fast,
-                                       host_root=options.host_root)
+            got, guest = _one_boot(cell, kernel, accel, list(planned), guest_dir,
+                                   fail_fast=options.fail_fast, host_root=options.host_root)
             yield Known(guest_root=guest)
-            boot = results[0]
+            boot = got[0]
             # the kernel's boot to the runner, the tests; "other": QEMU's start, shutdown
             stages.parts((("boot", round(boot.duration_s, 2)),
-                          ("tests", round(sum(t.duration_s for t in results[1:]), 2))))
+                          ("tests", round(sum(t.duration_s for t in got[1:]), 2))))
             if earlier:
                 boot = replace(boot, splats=(*earlier, *boot.splats))
-                results[0] = boot
-            yield Known(tests=(*skipped, *results))
+                got[0] = boot
+            yield Known(tests=(*skipped, *got))
             if boot.status is Status.BOOT_ERROR:
                 panicked = any(s.kind == "PANIC" for s in boot.splats)
                 # The splats are the boot result's, shown with it.
                 if attempt > 1 or panicked or not options.retry_boot:
                     raise vm.BootError(boot.reason, log=guest_dir / "console.log")
         if boot.status is not Status.BOOT_ERROR:
-            return BootOutcome(results=tuple(results), accel=chosen, retries=retries)
+            return BootOutcome(results=tuple(got), accel=chosen, retries=retries)
         # A guest that never reached the runner (and did not panic) gets one more boot;
         # what its kernel printed still counts.
         stages.stages[-1] = replace(stages.stages[-1], status=Status.BOOT_ERROR,
@@ -751,16 +742,17 @@ def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Guest
         for k in range(1, retries + 1):
             log.info("[%s] retry %d/%d of %s in a fresh boot", cell.name, k, retries,
                      ", ".join(failed))
-            rerun = replace(cell, append=f"{cell.append} harness.retry={k}".strip())
-            results, _ = _one_boot(rerun, kernel, Accel(boot.accel.split()[0]),
-                                   list(again), logs / f"guest-retry-{k}", host_root=host_root)
-            kernel_said += [replace(r, name=f"{r.name} (retry {k})") for r in results
+            rerun = replace(cell, guest=replace(
+                cell.guest, append=f"{cell.guest.append} harness.retry={k}".strip()))
+            got, _ = _one_boot(rerun, kernel, Accel(boot.accel.split()[0]), list(again),
+                               logs / f"guest-retry-{k}", host_root=host_root)
+            kernel_said += [replace(r, name=f"{r.name} (retry {k})") for r in got
                             if r.phase is not Phase.TEST
                             and (r.status is not Status.PASS or r.splats)]
-            if results[0].status is Status.BOOT_ERROR:
+            if got[0].status is Status.BOOT_ERROR:
                 continue  # the test never ran: this boot tells nothing about it
             counted += 1
-            for res in results:
+            for res in got:
                 if (res.name in passed and res.status is Status.PASS and not res.splats
                         and not res.taint):
                     passed[res.name] += 1
@@ -793,18 +785,17 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
     protocol.write_plan(planned, plan_file)
     timeout = BOOT_ALLOWANCE_S + sum(t.timeout_s + PER_TEST_ALLOWANCE_S for t in planned)
     console = guest_dir / "console.log"
-    guest = vm.run_guest(kernel, accel, rwdirs=[guest_dir],
-                         command=protocol.runner_argv(guest_dir, plan_file,
-                                                      fail_fast=fail_fast,
-                                                      gcov=cell.coverage),
-                         timeout=timeout, console_log=console, memory=cell.memory,
-                         cpus=cell.cpus, append=cell.append,
-                         shared=[protocol.RUNNER.parent, *(t.cwd for t in planned)],
-                         host_root=host_root)
+    boot = vm.Boot(kernel=kernel, accel=accel, guest=cell.guest, rwdirs=(guest_dir,),
+                   shared=(protocol.RUNNER.parent, *(t.cwd for t in planned)),
+                   host_root=host_root)
+    guest = vm.run_guest(boot, command=protocol.runner_argv(guest_dir, plan_file,
+                                                            fail_fast=fail_fast,
+                                                            gcov=cell.coverage),
+                         timeout=timeout, console_log=console)
 
     def read(name: str) -> str:
         path = guest_dir / name
-        return read_bounded(path) if path.exists() else ""
+        return protocol.read_bounded(path) if path.exists() else ""
 
     record = outcome.BootRecord(
         status_text=read("status.tsv"), info_text=read("guest-info.tsv"),
@@ -813,29 +804,20 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
         # Result files a test wrote next to its output (test_progs -J), bounded like logs.
         artifacts={t.name: read(f"{t.name}.json") for t in planned
                    if (guest_dir / f"{t.name}.json").exists()
-                   and (guest_dir / f"{t.name}.json").stat().st_size <= LOG_READ_CAP},
+                   and (guest_dir / f"{t.name}.json").stat().st_size <= protocol.LOG_READ_CAP},
         dmesg=read("dmesg.txt"), console=read("console.log"),
         runner_done=(guest_dir / "runner-done").exists(),
         vm_timed_out=guest.timed_out, vm_exit=guest.returncode)
     final = []
     shown = {t.name for t in planned if t.show_output}
     for res in outcome.evaluate(planned, record):
-        extra = dict(res.extra)
         if res.name in shown and res.name in record.outputs:
             lines = record.outputs[res.name].splitlines()
-            extra.update(output_tail=lines[-OUTPUT_SHOWN:], output_lines=len(lines))
-        metrics = guest_dir / f"{res.name}.metrics.json"
-        if metrics.exists() and metrics.stat().st_size > MAX_METRICS_BYTES:
-            extra["metrics_error"] = (f"{metrics.name}: {metrics.stat().st_size} bytes, over "
-                                      f"the {MAX_METRICS_BYTES}-byte limit: not read")
-        elif metrics.exists():
-            try:
-                extra["metrics"] = json.loads(metrics.read_text())
-            except ValueError as exc:
-                extra["metrics_error"] = f"{metrics.name}: {exc}"
-        final.append(replace(res, splats=tuple(_decode(s, kernel) for s in res.splats),
+            res = replace(res, output_tail=tuple(lines[-OUTPUT_SHOWN:]), output_lines=len(lines))
+        res = _with_metrics(res, guest_dir / f"{res.name}.metrics.json")
+        final.append(replace(res, splats=tuple(decode.decoded(s, kernel) for s in res.splats),
                              log=guest_dir / res.log if res.log and
-                             (guest_dir / res.log).exists() else None, extra=extra))
+                             (guest_dir / res.log).exists() else None))
     if guest.removed and final:
         # the guest's tests planted links or special files in the results: removed before
         # anything was read (isolation.sanitize); said on the boot's result
@@ -846,42 +828,20 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
     return attempts.fold(final), guest
 
 
-LOG_READ_CAP = 32 * 2**20
+def _with_metrics(res: TestResult, file: Path) -> TestResult:
+    """The result with what the test wrote to $HARNESS_METRICS, or why that was not read."""
+    if not file.exists():
+        return res
+    if file.stat().st_size > MAX_METRICS_BYTES:
+        return replace(res, metrics_error=f"{file.name}: {file.stat().st_size} bytes, over "
+                                          f"the {MAX_METRICS_BYTES}-byte limit: not read")
+    try:
+        return replace(res, metrics=results.metrics_of(json.loads(file.read_text())))
+    except ValueError as exc:
+        return replace(res, metrics_error=f"{file.name}: {exc}")
+
+
 OUTPUT_SHOWN = 30  # lines of a command's output kept in its result and shown
-
-
-def read_bounded(path: Path, cap: int = LOG_READ_CAP) -> str:
-    """A guest file whole, or, past `cap` (a kernel printing in a loop fills the console),
-    its first and last halves with a line that says what was left out. The boot is at the
-    start, the shutdown at the end."""
-    size = path.stat().st_size
-    if size <= cap:
-        return path.read_text(errors="replace")
-    with path.open("rb") as f:
-        head = f.read(cap // 2)
-        f.seek(size - cap // 2)
-        tail = f.read()
-    return (head.decode(errors="replace")
-            + f"\n[harness: {size - cap} bytes of {path.name} not read]\n"
-            + tail.decode(errors="replace"))
-
-
-def _decode(s: Splat, kernel: KernelImage) -> Splat:
-    """file:line for each frame, with the tree's own scripts/decode_stacktrace.sh."""
-    if kernel.vmlinux is None or kernel.source_dir is None or s.decoded:
-        return s
-    script = kernel.source_dir / "scripts" / "decode_stacktrace.sh"
-    if not script.exists():
-        return s
-    built = target.select(kernel.arch, kernel.toolchain or target.DEFAULT_TOOLCHAIN)
-    # the tree's decode_stacktrace.sh: its code, sandboxed (it reads the tree and vmlinux)
-    res = proc.run([str(script), str(kernel.vmlinux), str(kernel.source_dir)],
-                   stdin_data=s.text.encode(), timeout=120, env=built.script_env(),
-                   sandbox=sandbox.for_tree(kernel.source_dir, tree_writable=False,
-                                            read=(kernel.vmlinux,)))
-    if not res.ok:
-        return replace(s, decoded=f"decode failed: {res.tail(5)}")
-    return splat.relative_to_tree(replace(s, decoded=res.output), kernel.source_dir.name)
 
 
 def describe(cell: Cell) -> str:
@@ -906,12 +866,12 @@ def cell_argv(cell: Cell, accel: Accel) -> list[str]:
         argv += ["--patch", p]
     if cell.boot_only:
         argv.append("--boot-only")
-    if cell.append:
-        argv += ["--append", cell.append]
-    if cell.memory != Cell.memory:
-        argv += ["--memory", cell.memory]
-    if cell.cpus != Cell.cpus:
-        argv += ["--cpus", str(cell.cpus)]
+    if cell.guest.append:
+        argv += ["--append", cell.guest.append]
+    if cell.guest.memory != GuestSpec.memory:
+        argv += ["--memory", cell.guest.memory]
+    if cell.guest.cpus != GuestSpec.cpus:
+        argv += ["--cpus", str(cell.guest.cpus)]
     if cell.arch != Cell.arch:
         argv += ["--arch", cell.arch]
     if cell.toolchain != Cell.toolchain:

@@ -34,7 +34,7 @@ from harness.base.model import (
     Status,
 )
 from harness.drivers.matrix import Cell
-from harness.kernel import cache
+from harness.kernel import archive
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ def image(rec: Record, run_dir: Path) -> KernelImage:
     stored = paths.cache_root() / rec.kernel_entry
     boot = stored / rec.image_name
     if not boot.is_file() and (run_dir / ARCHIVE).is_file():
-        done = cache.import_archive(run_dir / ARCHIVE)
+        done = archive.import_archive(run_dir / ARCHIVE)
         log.info("imported %d cache entries from %s", len(done.added), run_dir / ARCHIVE)
     if not boot.is_file():
         raise PrebuiltError(f"kernel {rec.kernel_entry} of cell {rec.cell} is not in the "

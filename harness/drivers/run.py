@@ -1,7 +1,8 @@
 """`harness run`: cells, one after another, into one results directory, judged.
 
-`RunRequest -> RunReport`, as check, mutate, bisect and shell have theirs; the CLI turns
-its options into the request (which cells, what they are told) and prints the report.
+`Request -> RunReport`, as check, mutate, bisect and shell have theirs: the CLI turns
+its options into one request (the selection of cells, the guest they boot in, how each
+cell runs and is judged) and `command` runs it.
 Each cell goes through `pipeline.run_cell`. results.json is written before the first cell
 (a run stopped from there on says so), after every cell (a killed run keeps what it
 finished) and when a signal stops the run (its state, the cell and stage it stopped in,
@@ -10,45 +11,82 @@ the cells not run).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shlex
 import signal
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.base import atomic, paths
 from harness.base import sandbox as sandboxes
 from harness.base.errors import signal_of
-from harness.base.model import Accel, CellResult
+from harness.base.model import (
+    Accel,
+    CellResult,
+    GuestOptions,
+    GuestSpec,
+    Host,
+    Interruption,
+    RunIsolation,
+    RunResult,
+    RunState,
+)
 from harness.drivers import doctor, matrix, pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.judge import verdict
 from harness.kernel import sources
-from harness.output import results
+from harness.output import results, terminal
 from harness.testkinds import command as command_kind
 
 log = logging.getLogger("harness")
 
 
+DEFAULT_KERNEL = sources.DEFAULT_KERNEL
+
+
 @dataclass(frozen=True, kw_only=True)
-class RunRequest:
-    cells: tuple[Cell, ...]
-    what: str  # what this run tests, as the terminal's first lines said it
-    out: Path  # the results directory (prepared: new, empty or an earlier run's)
+class Selection:
+    """Which cells `harness run`'s options name: matrix cells (a tier, cell names) or an
+    ad-hoc cell per kernel, what each builds and runs, and the target it is built for."""
+
+    kernels: tuple[str, ...] = ()
+    series: tuple[str, ...] = ()
+    configs: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    patches: tuple[str, ...] = ()
+    boot_only: bool = False
+    coverage: bool = False
+    tier: str | None = None
+    cells: tuple[str, ...] = ()
+    matrix: Path | None = None
+    arch: str | None = None
+    toolchain: str | None = None
+    guest_command: tuple[str, ...] = ()  # after --: run in the guest as one more test
+    cwd: str | None = None  # the command's directory
+    timeout: int = command_kind.DEFAULT_TIMEOUT_S  # the command's time limit
+    shard: str | None = None  # K/N: only this shard of the cells
+    costs: Path | None = None  # an earlier run whose cell durations balance the shards
+    baseline: bool = False  # each cell also on its base without the series
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """`harness run` as its command line asks it: the cells (the selection), the guest
+    they boot in (over each cell's own), how each cell runs and is judged, and where the
+    run goes. The CLI builds it; `command` runs it."""
+
+    selection: Selection
+    here: Path  # where the command runs (inside a kernel git tree: that tree by default)
+    guest: GuestOptions = field(default_factory=GuestOptions)
+    # strict, repeat, retry_failed, build_only
+    options: pipeline.RunOptions = field(default_factory=pipeline.RunOptions)
     accel: Accel = Accel.AUTO
-    strict: bool = False  # an unexpected pass fails the run
-    repeat: int | None = None  # each test N times in one boot
-    retry_failed: int = 0  # each failed test again in N fresh boots: FLAKY if it passes
-    build_only: bool = False
-    prebuilt: Path | None = None  # boot what this --build-only run built (no build)
-    baseline: bool = False  # the cells come in (base, cell) pairs: compare each pair
+    out: Path | None = None  # the results directory (default results/<run id>)
     bisect_exit: bool = False  # exit codes for `git bisect run`
     argv: tuple[str, ...] = ("run",)  # the command line (reproduce.sh, results.json)
-    host_root: bool = False  # guests boot on the host's root (--host-root)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,46 +96,14 @@ class RunReport:
     exit_code: int
 
 
-DEFAULT_KERNEL = sources.DEFAULT_KERNEL
-
-
-@dataclass(frozen=True, kw_only=True)
-class Selection:
-    """What `harness run`'s options name: matrix cells (a tier, cell names) or an ad-hoc
-    cell per kernel, with what overrides the guest and the target."""
-
-    kernels: tuple[str, ...] = ()
-    series: tuple[str, ...] = ()
-    configs: tuple[str, ...] = ()
-    tests: tuple[str, ...] = ()
-    patches: tuple[str, ...] = ()
-    boot_only: bool = False
-    build_only: bool = False
-    coverage: bool = False
-    append: str = ""
-    tier: str | None = None
-    cells: tuple[str, ...] = ()
-    matrix: Path | None = None
-    memory: str | None = None
-    cpus: int | None = None
-    arch: str | None = None
-    toolchain: str | None = None
-    guest_command: tuple[str, ...] = ()  # after --: run in the guest as one more test
-    cwd: str | None = None  # the command's directory
-    timeout: int = command_kind.DEFAULT_TIMEOUT_S  # the command's time limit
-    shard: str | None = None  # K/N: only this shard of the cells
-    costs: Path | None = None  # an earlier run whose cell durations balance the shards
-    baseline: bool = False  # each cell also on its base without the series
-    prebuilt: Path | None = None  # a --build-only run's directory: its builds booted
-
-
-def plan(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
+def plan(request: Request) -> tuple[list[Cell], str]:
     """The cells `harness run` runs, in order, and what the terminal says first: the
     selection's cells, built with gcov under --coverage, cut to one shard, each preceded
     by its base under --baseline."""
     from harness.drivers import shard
 
-    cells, what = cells_for(sel, here=here)
+    sel = request.selection
+    cells, what = cells_for(request)
     if sel.coverage:
         cells = [matrix.with_coverage(c) for c in cells]
         what += "\ncoverage: the series' C files built with gcov (a kernel of their own)"
@@ -115,21 +121,22 @@ def plan(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
     return cells, what
 
 
-def cells_for(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
-    """The cells a selection names, and the first lines of output: what this run tests.
-    `here`: where the command runs (inside a kernel git tree, that tree by default)."""
+def cells_for(request: Request) -> tuple[list[Cell], str]:
+    """The cells a selection names, and the first lines of output: what this run tests."""
+    sel, here = request.selection, request.here
     explicit = (sel.kernels or sel.series or sel.configs or sel.tests or sel.patches
-                or sel.boot_only or sel.append)
+                or sel.boot_only or request.guest.append)
     cmd: list[str] = list(sel.guest_command)
     if sel.boot_only and (sel.tests or cmd):
         raise matrix.MatrixError("--boot-only runs no test; drop it or the --test options "
                                  "and the -- command")
-    if sel.prebuilt is not None and (sel.build_only or sel.coverage or sel.baseline
-                                     or explicit or cmd or not (sel.tier or sel.cells)):
+    prebuilt = request.options.prebuilt
+    if prebuilt is not None and (request.options.build_only or sel.coverage or sel.baseline
+                                 or explicit or cmd or not (sel.tier or sel.cells)):
         raise matrix.MatrixError("--prebuilt boots what a --build-only run of matrix cells "
                                  "built: give it with --cell/--tier alone",
                                  fix="harness run --cell CELL --prebuilt build/RUN")
-    if sel.build_only and (sel.boot_only or cmd or sel.coverage):
+    if request.options.build_only and (sel.boot_only or cmd or sel.coverage):
         raise matrix.MatrixError("--build-only boots nothing: drop it, or --boot-only, "
                                  "--coverage and the -- command")
     if explicit and (sel.tier or sel.cells):
@@ -139,21 +146,17 @@ def cells_for(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
     if (sel.cwd is not None or sel.timeout != command_kind.DEFAULT_TIMEOUT_S) and not cmd:
         raise matrix.MatrixError("--cwd and --timeout are about a command: give it after --",
                                  fix="harness run [OPTIONS] -- CMD [ARGS...]")
-    guest: dict[str, Any] = {}
-    if sel.memory is not None:
-        guest["memory"] = sel.memory
-    if sel.cpus is not None:
-        guest["cpus"] = sel.cpus
     # what the kernel is built for and with: also for the matrix cells selected
+    given: dict[str, Any] = {}
     if sel.arch is not None:
-        guest["arch"] = sel.arch
+        given["arch"] = sel.arch
     if sel.toolchain is not None:
-        guest["toolchain"] = sel.toolchain
+        given["toolchain"] = sel.toolchain
     if cmd:
         cwd = str(Path(sel.cwd).resolve()) if sel.cwd else str(here)
         command_kind.ref(cmd, cwd=cwd, timeout_s=sel.timeout)  # a bad command: told now
-        guest.update(command=tuple(cmd), command_cwd=cwd, command_timeout=sel.timeout)
-    matrix.check_guest_size(guest.get("memory", Cell.memory), guest.get("cpus", Cell.cpus))
+        given.update(command=tuple(cmd), command_cwd=cwd, command_timeout=sel.timeout)
+    matrix.check_guest_size(request.guest.over(GuestSpec()))
     after = f"; then the command: {shlex.join(cmd)}" if cmd else ""
     # Your tree by default: run from inside a kernel git tree, with no kernel or cells named,
     # tests that tree (read-only: HEAD plus uncommitted changes, as git:PATH does).
@@ -161,8 +164,8 @@ def cells_for(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
         sources.enclosing_kernel_tree(here)
     if not explicit and not tree and (sel.tier or sel.cells or not cmd):
         tier = Tier(sel.tier or "default")
-        cells = [replace(c, **guest) for c in matrix.select(matrix.load(sel.matrix), tier,
-                                                            sel.cells)]
+        cells = [replace(c, guest=request.guest.over(c.guest), **given)
+                 for c in matrix.select(matrix.load(sel.matrix), tier, sel.cells)]
         what = (f"matrix cells {', '.join(c.name for c in cells)}" if sel.cells else
                 f"the {tier.value} tier of the matrix: {', '.join(c.name for c in cells)}")
         where = "" if sel.tier or sel.cells else " (not inside a kernel tree)"
@@ -184,7 +187,8 @@ def cells_for(sel: Selection, *, here: Path) -> tuple[list[Cell], str]:
         cells.append(Cell(name=name, tier=Tier.DEFAULT, kernel=k, series=sel.series,
                           configs=sel.configs or ("base",), tests=tests,
                           patches=tuple(str(Path(p).resolve()) for p in sel.patches),
-                          boot_only=sel.boot_only, append=sel.append, **guest))
+                          boot_only=sel.boot_only, guest=request.guest.over(GuestSpec()),
+                          **given))
         extras = [f"series {', '.join(sel.series)}" if sel.series else "",
                   f"{len(sel.patches)} patch file(s)" if sel.patches else "",
                   f"config {'+'.join(sel.configs)}" if sel.configs else ""]
@@ -209,15 +213,15 @@ def baseline_cells(cells: list[Cell]) -> list[Cell]:
 
 
 def _baseline_comparison(out: Path, cells: tuple[Cell, ...], done: list[CellResult]) -> int:
-    """Compare each cell with its base (as results.json has them); print and write it.
+    """Compare each cell with its base; print and write it.
     1 when the series made anything worse."""
     from harness.output import compare
 
-    doc = {"cells": [results.cell_json(c, base=out) for c in done]}
+    run = RunResult(cells=tuple(done))
     ran = {c.cell for c in done}
     pairs = [(f"{c.name}.base", c.name) for c in cells
              if not c.name.endswith(".base") and {c.name, f"{c.name}.base"} <= ran]
-    merged = [compare.compare(doc, doc, labels=(a, b), cells=(a, b)) for a, b in pairs]
+    merged = [compare.compare(run, run, labels=(a, b), cells=(a, b)) for a, b in pairs]
     result = compare.Comparison(before="the base", after="the series",
                                 cells=tuple(p for m in merged for p in m.cells),
                                 differences=tuple(d for m in merged for d in m.differences))
@@ -228,53 +232,48 @@ def _baseline_comparison(out: Path, cells: tuple[Cell, ...], done: list[CellResu
     return 1 if result.regressed else 0
 
 
-def run(request: RunRequest) -> RunReport:
-    """Every cell, judged; the summary printed; the exit code of the whole."""
-    out, cells, accel = request.out, request.cells, request.accel
-    meta: dict[str, Any] = {
-        "run_id": out.name,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": ["harness", *request.argv],
-        "host": {"kernel": os.uname().release, "cpus": os.cpu_count()},
-        "strict": request.strict,
-        "repeat": request.repeat,
-        "what": request.what,
-        # what the tree's code could reach (each cell's `isolation` says it in full)
-        "isolation": {"sandbox": sandboxes.policy().describe(),
-                      "guest": "the host's root (--host-root)" if request.host_root
-                      else "a root of its own"},
-    }
+def run(request: Request, *, cells: tuple[Cell, ...], what: str, out: Path) -> RunReport:
+    """Every cell, judged, into `out` (prepared: new, empty or an earlier run's); the
+    summary printed; the exit code of the whole."""
+    accel = request.accel
+    record = RunResult(
+        cells=(), state=RunState.RUNNING, run_id=out.name,
+        started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=("harness", *request.argv),
+        host=Host(kernel=os.uname().release, cpus=os.cpu_count()),
+        strict=request.options.strict, repeat=request.options.repeat, what=what,
+        isolation=RunIsolation(sandbox=sandboxes.policy().describe(),
+                               guest="the host's root (--host-root)"
+                               if request.options.host_root else "a root of its own"))
     done: list[CellResult] = []
     current = ""
     started = time.monotonic()
+
+    def write(state: RunState, code: int | None = None) -> None:
+        results.write_json(out / "results.json", replace(
+            record, cells=tuple(done), state=state,
+            exit_code=results.exit_code(done) if code is None else code))
+
     try:
         # First thing: a run stopped from here on leaves a results.json that says so.
-        results.write_json(out / "results.json", done, meta=meta, state="running")
-        meta["harness_rev"] = results.harness_rev()
-        meta["tools"] = doctor.tool_versions()
+        write(RunState.RUNNING)
+        rev = results.harness_rev()
+        record = replace(record, harness_rev=rev, tools=tuple(doctor.tool_versions().items()))
         results.write_reproduce(out / "reproduce.sh", argv=list(request.argv),
-                                repo=paths.repo_root(), harness_rev=meta["harness_rev"])
+                                repo=paths.repo_root(), harness_rev=rev)
         for cell in cells:
             current = cell.name
             cell_dir = out / cell.name
             cell_dir.mkdir(parents=True, exist_ok=True)
             results.write_reproduce(cell_dir / "reproduce.sh",
                                     argv=_isolation_flags(pipeline.cell_argv(cell, accel),
-                                                          request.host_root),
-                                    repo=paths.repo_root(), harness_rev=meta["harness_rev"])
-            res = pipeline.run_cell(cell, cell_dir, accel=accel,
-                                    options=pipeline.RunOptions(
-                                        strict=request.strict, repeat=request.repeat,
-                                        build_only=request.build_only,
-                                        retry_failed=request.retry_failed,
-                                        host_root=request.host_root,
-                                        prebuilt=request.prebuilt))
+                                                          request.options.host_root),
+                                    repo=paths.repo_root(), harness_rev=rev)
+            res = pipeline.run_cell(cell, cell_dir, accel=accel, options=request.options)
             done.append(res)
             # the run's wall time so far, its own work (start, records) included
-            meta["duration_s"] = round(time.monotonic() - started, 2)
+            record = replace(record, duration_s=round(time.monotonic() - started, 2))
             # Written after every cell, so a killed run still leaves what it finished.
-            results.write_json(out / "results.json", done, meta=meta,
-                               state="complete" if len(done) == len(cells) else "running")
+            write(RunState.COMPLETE if len(done) == len(cells) else RunState.RUNNING)
     except KeyboardInterrupt as exc:
         # Finish the record: a second signal must not cut it short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -284,17 +283,17 @@ def run(request: RunRequest) -> RunReport:
             done.append(exc.partial)
             stage = exc.where
         not_run = [c.name for c in cells if c.name not in {d.cell for d in done}]
-        meta["interrupted"] = {"signal": str(exc), "cell": current, "stage": stage,
-                               "not_run": not_run}
-        results.write_json(out / "results.json", done, meta=meta, state="interrupted",
-                           code=128 + signal_of(exc))
-        print(results.summary(done, base=out))
+        record = replace(record, interrupted=Interruption(
+            signal=str(exc), cell=current, stage=stage, not_run=tuple(not_run)))
+        write(RunState.INTERRUPTED, code=128 + signal_of(exc))
+        print(terminal.summary(done, base=out))
         print(f"\ninterrupted ({exc}) in cell {current}" + (f", stage {stage}" if stage else "")
               + (f"; not run: {', '.join(not_run)}" if not_run else "")
               + f"\nresults: {out / 'results.json'}", flush=True)
         raise
-    print(results.summary(done, base=out))
-    if request.baseline:  # the base cells say what the series changed, not whether it passed
+    print(terminal.summary(done, base=out))
+    # the base cells say what the series changed, not whether it passed
+    if request.selection.baseline:
         code = max(results.exit_code([c for c in done if not c.cell.endswith(".base")]),
                    _baseline_comparison(out, cells, done))
         print(f"comparison: {out / 'comparison.md'}")
@@ -314,19 +313,13 @@ def _isolation_flags(argv: list[str], host_root: bool) -> list[str]:
     return [*argv[:at], *flags, *argv[at:]]
 
 
-def command(sel: Selection, *, out: Path | None, here: Path, accel: Accel, strict: bool,
-            repeat: int | None, bisect_exit: bool, argv: tuple[str, ...],
-            retry_failed: int = 0, host_root: bool = False) -> int:
-    """`harness run`: the cells the selection names (plan), what they test on the first
+def command(request: Request) -> int:
+    """`harness run`: the cells the request names (plan), what they test on the first
     lines, the run into --out (default results/<run id>), and where its results are."""
-    cells, what = plan(sel, here=here)
+    cells, what = plan(request)
     print(what, flush=True)
-    where = results.out_dir(out)
-    report = run(RunRequest(cells=tuple(cells), what=what, out=where, accel=accel,
-                            strict=strict, repeat=repeat, retry_failed=retry_failed,
-                            build_only=sel.build_only, host_root=host_root,
-                            prebuilt=sel.prebuilt,
-                            baseline=sel.baseline, bisect_exit=bisect_exit, argv=argv))
+    where = results.out_dir(request.out)
+    report = run(request, cells=tuple(cells), what=what, out=where)
     remember(report.results)
     print(f"\nresults: {report.results}  (exit {report.exit_code})")
     return report.exit_code
@@ -339,12 +332,12 @@ def remember(results_json: Path, path: Path | None = None) -> None:
     from harness.output import history
 
     try:
-        doc = json.loads(results_json.read_text())
+        run, _cell, _file = results.load_run(str(results_json))
         declared = verdict.load_expectations(pipeline.expectations_path()).failures
         with history.opened(path) as db:
-            told = history.labels(db, doc)
-            history.record(db, doc)
-            ran = {t["name"] for c in doc.get("cells", []) for t in c.get("tests", [])}
+            told = history.labels(db, run)
+            history.record(db, run)
+            ran = {t.name for c in run.cells for t in c.tests}
             warned = [f for f in history.flakes(db, declared)
                       if f.warn and f.test.split(":")[0] in ran]
     except Exception as exc:  # the history is beside the run: never its failure

@@ -37,15 +37,26 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness import target
 from harness.base import atomic
 from harness.base.errors import HarnessError
-from harness.base.model import Status, worst
+from harness.base.model import (
+    BuildRun,
+    CellResult,
+    Merge,
+    MergedRun,
+    RunResult,
+    RunState,
+    Status,
+    UnreadableRun,
+)
 from harness.drivers.matrix import Cell
+from harness.output import results
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +119,7 @@ def plan(cells: Sequence[Cell], n: int, costs: Mapping[str, float] | None = None
     return [[c for c in cells if placed[c.name] == k] for k in range(n)]
 
 
-def costs_from(results: Path, build_seconds: Mapping[str, float] | None = None
+def costs_from(earlier: Path, build_seconds: Mapping[str, float] | None = None
                ) -> dict[str, float]:
     """Seconds per cell in an earlier run's results.json: what its stages took, each
     kernel's build counted once. Cells that booted the same stored kernel (one `image`)
@@ -119,40 +130,38 @@ def costs_from(results: Path, build_seconds: Mapping[str, float] | None = None
     (`build_seconds`, image -> seconds; by default this machine's store), else it is left
     out, and said."""
     try:
-        doc = json.loads(results.read_text())
-    except (OSError, ValueError) as exc:
-        raise ShardError(f"--costs {results}: not a readable results.json: {exc}",
+        run = results.load_run(str(earlier))[0]
+    except HarnessError as exc:
+        raise ShardError(f"--costs {exc.message}",
                          fix="give the results.json of an earlier run") from None
-    cells = [c for c in doc.get("cells", []) if isinstance(c, dict) and "cell" in c]
-    by_image: dict[str, list[dict[str, Any]]] = {}
-    for c in cells:  # a cell stopped before its build is a group of its own
-        by_image.setdefault(str(c.get("image") or f"cell {c['cell']}"), []).append(c)
+    by_image: dict[str, list[CellResult]] = {}
+    for c in run.cells:  # a cell stopped before its build is a group of its own
+        by_image.setdefault(c.image or f"cell {c.cell}", []).append(c)
 
-    def seconds(c: dict[str, Any], build: bool) -> float:
-        return float(sum(s.get("duration_s", 0.0) for s in c.get("stages", [])
-                         if (s.get("stage") == "build") == build))
+    def seconds(c: CellResult, build: bool) -> float:
+        return float(sum(s.duration_s for s in c.stages if (s.stage == "build") == build))
 
     out: dict[str, float] = {}
     unbuilt: list[str] = []
     for image, group in by_image.items():
         built = max(seconds(c, True) for c in group)
-        if all(c.get("kernel_from_store") is True for c in group):
+        if all(c.kernel_from_store is True for c in group):
             if build_seconds is None:
                 from harness.kernel.build import stored_build_seconds
 
                 build_seconds = stored_build_seconds()
             recorded = build_seconds.get(image)
             if recorded is None:
-                unbuilt += [str(c["cell"]) for c in group]
+                unbuilt += [c.cell for c in group]
             else:
                 built = recorded
         first, *others = group
-        out[str(first["cell"])] = built + seconds(first, False)
-        out.update({str(c["cell"]): seconds(c, False) for c in others})
+        out[first.cell] = built + seconds(first, False)
+        out.update({c.cell: seconds(c, False) for c in others})
     if unbuilt:
         log.warning("--costs %s: cell(s) %s took their kernels from the store, which "
                     "recorded no build time for them: their build is not counted",
-                    results, ", ".join(unbuilt))
+                    earlier, ", ".join(unbuilt))
     return out
 
 
@@ -215,12 +224,12 @@ MISSING_REASON = "no run holds it: its job failed before uploading results?"
 
 @dataclass(frozen=True, kw_only=True)
 class Merged:
-    doc: dict[str, Any]  # the merged results.json
+    run: RunResult  # the merged run (its merge facts in run.merge)
     sources: dict[str, Path]  # cell -> the run directory it came from
     conflicts: tuple[str, ...]  # cells that more than one run holds
 
 
-def _read_run(run: Path) -> dict[str, Any]:
+def _read_run(run: Path) -> RunResult:
     """A run directory's results.json, or ShardError saying why it cannot be merged."""
     file = run / "results.json"
     if not run.is_dir():
@@ -228,33 +237,25 @@ def _read_run(run: Path) -> dict[str, Any]:
     if not file.is_file():
         raise ShardError("no results.json in it (its job stopped before writing one?)")
     try:
-        doc = json.loads(file.read_text())
+        data = json.loads(file.read_text())
     except (OSError, ValueError) as exc:
         raise ShardError(f"results.json is not readable JSON: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
-        raise ShardError("results.json is not a run's (no list of cells)")
-    for c in doc["cells"]:
-        if not isinstance(c, dict) or not isinstance(c.get("cell"), str):
-            raise ShardError("results.json holds a cell without a name")
-        try:
-            Status(c.get("status"))
-        except ValueError:
-            raise ShardError(f"cell {c['cell']}: unknown status {c.get('status')!r}") from None
-    return doc
+    try:
+        return results.from_json(data)
+    except HarnessError as exc:
+        raise ShardError(f"results.json: {exc.message}") from None
 
 
-def _missing_cell(p: Planned, unreadable: Sequence[Mapping[str, str]],
-                  built: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    """A planned cell no run holds, with the keys of a cell of results.json."""
+def _missing_cell(p: Planned, unreadable: Sequence[UnreadableRun],
+                  built: Mapping[str, Path] | None = None) -> CellResult:
+    """A planned cell no run holds."""
     error = (BUILT_NOT_RUN.format(run=built[p.name]) if built and p.name in built
              else MISSING_REASON) + "".join(
-        f"\na run that could not be read may have held it: {u['run']} ({u['reason']})"
+        f"\na run that could not be read may have held it: {u.run} ({u.reason})"
         for u in unreadable)
-    return {"cell": p.name, "kernel": p.kernel, "kernel_version": "", "source": "",
-            "package_version": None, "status": Status.MISSING.value, "error": error,
-            "notes": [], "boot_only": False, "image": "", "kselftest_h": "", "accel": "",
-            "patches": [], "config": None, "stages": [], "tests": [], "retries": [],
-            "features": [], "guest": {}}
+    return CellResult(cell=p.name, kernel=p.kernel, kernel_version="", status=Status.MISSING,
+                      patches=(), config=None, stages=(), tests=(), error=error,
+                      arch=target.DEFAULT_ARCH, toolchain=target.DEFAULT_TOOLCHAIN)
 
 
 def _earliest(times: Sequence[str]) -> str | None:
@@ -273,31 +274,31 @@ FROM_BUILD = ("from its build job's run {run}: the kernel or the tests did not b
 
 
 def _from_builds(builds: Sequence[Path], held: Mapping[str, object]
-                 ) -> tuple[dict[str, tuple[dict[str, Any], Path]], dict[str, Path],
-                            list[dict[str, Any]]]:
+                 ) -> tuple[dict[str, tuple[CellResult, Path]], dict[str, Path],
+                            list[BuildRun]]:
     """What CI build jobs' --build-only runs say of the cells no test run holds: a cell
     whose kernel or tests failed to build (a stage error) is that run's record, the
     status of the cell; a cell they built is not a result (nothing booted it). -> the
     failed cells (record, run), the built ones (run), and each build run's summary."""
-    failed: dict[str, tuple[dict[str, Any], Path]] = {}
+    failed: dict[str, tuple[CellResult, Path]] = {}
     passed: dict[str, Path] = {}
-    metas: list[dict[str, Any]] = []
+    metas: list[BuildRun] = []
     for run in builds:
         try:
-            doc = _read_run(run)
+            found = _read_run(run)
         except ShardError as exc:
-            metas.append({"dir": str(run), "unreadable": exc.message})
+            metas.append(BuildRun(dir=str(run), unreadable=exc.message))
             continue
-        metas.append({"dir": str(run), "run_id": doc.get("run_id"), "state": doc.get("state"),
-                      "cells": {c["cell"]: c["status"] for c in doc["cells"]}})
-        for c in doc["cells"]:
-            if c["cell"] in held or c["cell"] in failed:
+        metas.append(BuildRun(dir=str(run), run_id=found.run_id, state=found.state.value,
+                              cells=tuple((c.cell, c.status.value) for c in found.cells)))
+        for c in found.cells:
+            if c.cell in held or c.cell in failed:
                 continue
-            if Status(c["status"]).is_stage_error:
+            if c.status.is_stage_error:
                 note = FROM_BUILD.format(run=run)
-                failed[c["cell"]] = ({**c, "notes": [*c.get("notes", []), note]}, run)
+                failed[c.cell] = (replace(c, notes=(*c.notes, note)), run)
             else:
-                passed.setdefault(c["cell"], run)
+                passed.setdefault(c.cell, run)
     return failed, passed, metas
 
 
@@ -307,31 +308,30 @@ def merge(runs: Sequence[Path], *, expected: Sequence[Planned] | None = None,
     `run_id`: the merged run's own id; `merged_at`: when (both written as given).
     `builds`: CI build jobs' --build-only runs, which give a cell no run holds the stage
     error that kept it from its test job (_from_builds)."""
-    held: dict[str, dict[str, Any]] = {}
+    held: dict[str, CellResult] = {}
     sources: dict[str, Path] = {}
     conflicts: list[str] = []
-    unreadable: list[dict[str, str]] = []
-    metas: list[dict[str, Any]] = []
+    unreadable: list[UnreadableRun] = []
+    metas: list[MergedRun] = []
     for run in runs:
         try:
-            doc = _read_run(run)
+            found = _read_run(run)
         except ShardError as exc:
-            unreadable.append({"run": str(run), "reason": exc.message})
+            unreadable.append(UnreadableRun(run=str(run), reason=exc.message))
             continue
-        metas.append({"dir": str(run), "run_id": doc.get("run_id"),
-                      "started": doc.get("started"), "state": doc.get("state"),
-                      "harness_rev": doc.get("harness_rev"), "tools": doc.get("tools") or {},
-                      "strict": bool(doc.get("strict")),
-                      "cells": [c["cell"] for c in doc["cells"]]})
-        for c in doc["cells"]:
-            if c["cell"] in sources:
-                conflicts.append(f"{c['cell']} (in {sources[c['cell']]} and {run})")
+        metas.append(MergedRun(dir=str(run), run_id=found.run_id, started=found.started,
+                               state=found.state.value, harness_rev=found.harness_rev,
+                               tools=found.tools or (), strict=bool(found.strict),
+                               cells=tuple(c.cell for c in found.cells)))
+        for c in found.cells:
+            if c.cell in sources:
+                conflicts.append(f"{c.cell} (in {sources[c.cell]} and {run})")
                 continue
-            sources[c["cell"]] = run
-            held[c["cell"]] = c
+            sources[c.cell] = run
+            held[c.cell] = c
     failed, built, build_metas = _from_builds(builds, held)
-    for name, (record, run) in failed.items():
-        held[name], sources[name] = record, run
+    for name, (record, source) in failed.items():
+        held[name], sources[name] = record, source
     names = [p.name for p in expected] if expected is not None else None
     missing = [p for p in expected or () if p.name not in held]
     unexpected = [n for n in held if names is not None and n not in names]
@@ -340,63 +340,64 @@ def merge(runs: Sequence[Path], *, expected: Sequence[Planned] | None = None,
     else:
         cells = [held[p.name] if p.name in held else _missing_cell(p, unreadable, built)
                  for p in expected] + [held[n] for n in unexpected]
-    statuses = [Status(c["status"]) for c in cells]
-    incomplete = [m["dir"] for m in metas if m["state"] != "complete"]
-    code = max((s.exit_code for s in statuses), default=0)
+    incomplete = [m.dir for m in metas if m.state != RunState.COMPLETE.value]
+    code = max((c.status.exit_code for c in cells), default=0)
     if conflicts or incomplete:
         code = max(code, 2)
     if unreadable:  # with a plan its cells are MISSING; without, what it held is unknown
         code = max(code, 1 if expected is not None else 2)
-    revs = sorted({str(m["harness_rev"]) for m in metas if m["harness_rev"]})
+    revs = sorted({m.harness_rev for m in metas if m.harness_rev})
     revision_conflict = ("harness revision differs between the runs: " + "; ".join(
-        f"{m['harness_rev']} in {m['dir']}" for m in metas)) if len(revs) > 1 else ""
-    tools = dict(metas[0]["tools"]) if metas else {}
+        f"{m.harness_rev} in {m.dir}" for m in metas)) if len(revs) > 1 else ""
+    tools = dict(metas[0].tools) if metas else {}
     shared_tools = {k: v for k, v in tools.items()
-                    if all(m["tools"].get(k) == v for m in metas)}
-    doc = {"schema": 2, "run_id": run_id,
-           "started": _earliest([str(m["started"]) for m in metas if m["started"]]),
-           "merged_at": merged_at, "merged_from": [str(r) for r in runs], "runs": metas,
-           "harness_rev": revs[0] if len(revs) == 1 else None, "tools": shared_tools,
-           "strict": bool(metas) and all(m["strict"] for m in metas),
-           "plan": names,
-           "state": "complete" if not (incomplete or unreadable or missing) else "incomplete",
-           "incomplete_runs": incomplete, "unreadable_runs": unreadable,
-           "conflicts": conflicts, "revision_conflict": revision_conflict,
-           "missing": [p.name for p in missing], "unexpected": unexpected,
-           **({"builds": build_metas} if builds else {}),
-           "status": worst(statuses).value if statuses else None, "exit_code": code,
-           "cells": cells}
-    return Merged(doc=doc, sources=sources, conflicts=tuple(conflicts))
+                    if all(dict(m.tools).get(k) == v for m in metas)}
+    merged = RunResult(
+        cells=tuple(cells), run_id=run_id, exit_code=code,
+        started=_earliest([m.started for m in metas if m.started]),
+        harness_rev=revs[0] if len(revs) == 1 else None, tools=tuple(shared_tools.items()),
+        strict=bool(metas) and all(m.strict for m in metas),
+        state=RunState.COMPLETE if not (incomplete or unreadable or missing)
+        else RunState.INCOMPLETE,
+        merge=Merge(merged_at=merged_at, merged_from=tuple(str(r) for r in runs),
+                    runs=tuple(metas), plan=None if names is None else tuple(names),
+                    incomplete_runs=tuple(incomplete), unreadable_runs=tuple(unreadable),
+                    conflicts=tuple(conflicts), revision_conflict=revision_conflict,
+                    missing=tuple(p.name for p in missing), unexpected=tuple(unexpected),
+                    builds=tuple(build_metas)))
+    return Merged(run=merged, sources=sources, conflicts=tuple(conflicts))
 
 
 def summary(m: Merged) -> str:
+    merge = m.run.merge
+    assert merge is not None
     lines = []
-    for c in m.doc["cells"]:
-        if c["status"] == Status.MISSING.value:
-            lines.append(f"== {c['cell']}  MISSING  ({MISSING_REASON})")
+    for c in m.run.cells:
+        if c.status is Status.MISSING:
+            lines.append(f"== {c.cell}  MISSING  ({MISSING_REASON})")
             continue
-        version = c.get("kernel_version") or c.get("kernel", "")
-        bad = [t["name"] for t in c.get("tests", [])
-               if t.get("status") not in ("PASS", "SKIP", "XFAIL")
-               and t.get("status") != t.get("expected_status")]
-        lines.append(f"== {c['cell']} [{version}]  {c['status']}"
+        version = c.kernel_version or c.kernel
+        bad = [t.name for t in c.tests
+               if t.status not in (Status.PASS, Status.SKIP, Status.XFAIL)
+               and t.status is not t.expected_status]
+        lines.append(f"== {c.cell} [{version}]  {c.status.value}"
                      + (f"  ({', '.join(bad)})" if bad else "")
-                     + f"   from {m.sources[c['cell']]}")
-    for name in m.doc.get("unexpected", []):
+                     + f"   from {m.sources[c.cell]}")
+    for name in merge.unexpected:
         lines.append(f"unexpected: cell {name} (from {m.sources[name]}) is not in the plan: "
                      "kept")
-    for u in m.doc.get("unreadable_runs", []):
-        lines.append(f"unreadable: {u['run']}: {u['reason']}")
-    for conflict in m.doc["conflicts"]:
+    for u in merge.unreadable_runs:
+        lines.append(f"unreadable: {u.run}: {u.reason}")
+    for conflict in merge.conflicts:
         lines.append(f"conflict: cell {conflict}: the first run's kept, the other left "
                      "where it is")
-    if m.doc.get("revision_conflict"):
-        lines.append(f"conflict: {m.doc['revision_conflict']}")
-    for run in m.doc["incomplete_runs"]:
+    if merge.revision_conflict:
+        lines.append(f"conflict: {merge.revision_conflict}")
+    for run in merge.incomplete_runs:
         lines.append(f"incomplete: {run} did not finish (its results.json says so)")
-    if m.doc.get("plan") is None:
+    if merge.plan is None:
         lines.append("warning: no plan (--tier, --cell or --plan): a cell whose run is "
                      "missing cannot be detected"
                      + ("; an unreadable run may have held any cell (exit 2)"
-                        if m.doc.get("unreadable_runs") else ""))
+                        if merge.unreadable_runs else ""))
     return "\n".join(lines)

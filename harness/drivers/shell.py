@@ -12,18 +12,18 @@ makes the exit code 1.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.base import atomic
 from harness.base.errors import EnvironmentProblem
-from harness.base.model import Accel, Splat
+from harness.base.model import Accel, GuestOptions, GuestSpec, Splat
 from harness.drivers import matrix, pipeline
 from harness.drivers.matrix import Cell, Tier
 from harness.guest import protocol, vm
 from harness.judge import splat
 from harness.kernel import sources
-from harness.output import results
+from harness.output import results, terminal
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,38 +68,38 @@ class Request:
     configs: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()  # default: the kernel's default tests, as run
     patches: tuple[str, ...] = ()
-    append: str = ""
-    memory: str | None = None
-    cpus: int | None = None
+    guest: GuestOptions = field(default_factory=GuestOptions)
     arch: str | None = None
     toolchain: str | None = None
     accel: Accel = Accel.AUTO
+    out: Path | None = None  # the shell's results directory (default results/shell-<id>)
+    here: Path = field(default_factory=Path.cwd)  # inside a kernel tree: that tree
+    interactive: bool = True  # its input is a terminal (a shell needs one)
     host_root: bool = False  # the guest on the host's root (your tools), not its own
 
 
-def cell_of(request: Request, *, here: Path) -> tuple[Cell, str]:
+def cell_of(request: Request) -> tuple[Cell, str]:
     """The cell a shell boots, and how to name its kernel."""
-    memory = request.memory or Cell.memory
-    cpus = Cell.cpus if request.cpus is None else request.cpus  # 0 is refused, not defaulted
-    matrix.check_guest_size(memory, cpus)
-    kernel, where = sources.kernel_or_yours(request.kernel, here)
+    guest = request.guest.over(GuestSpec())
+    matrix.check_guest_size(guest)
+    kernel, where = sources.kernel_or_yours(request.kernel, request.here)
     tests = request.tests or matrix.default_tests(kernel, matrix.load())[0]
     cell = Cell(name="shell", tier=Tier.DEFAULT, kernel=kernel, series=request.series,
                 configs=request.configs or ("base",), tests=tests,
                 patches=tuple(str(Path(p).resolve()) for p in request.patches),
-                append=request.append, memory=memory, cpus=cpus,
+                guest=guest,
                 arch=request.arch or Cell.arch, toolchain=request.toolchain or Cell.toolchain)
     return cell, where
 
 
-def command(request: Request, out: Path | None, *, here: Path, interactive: bool) -> int:
+def command(request: Request) -> int:
     """`harness shell`: the session, shell.json, and what the kernel logged meanwhile."""
-    if not interactive:
+    if not request.interactive:
         raise EnvironmentProblem("harness shell needs a terminal: its input is not one",
                                  fix="run it from a terminal; to run a command in the "
                                      "guest without one: harness run [OPTIONS] -- CMD")
-    cell, where = cell_of(request, here=here)
-    where_to = results.out_dir(out, "shell", marker="shell.json")
+    cell, where = cell_of(request)
+    where_to = results.out_dir(request.out, "shell", marker="shell.json")
     print(f"shell on {where}" + (f" + series {', '.join(cell.series)}" if cell.series else "")
           + f"; results: {where_to}", flush=True)
     session = run(cell, where_to, accel=request.accel, host_root=request.host_root)
@@ -127,10 +127,10 @@ def run(cell: Cell, out: Path, *, accel: Accel, host_root: bool = False) -> Sess
              if skipped else "")
           + "\nleave with exit (or Ctrl-D)", flush=True)
     console = out / "console.log"
-    code = vm.shell(built.image, chosen, rwdirs=[out], cwd=out, console_log=console,
-                    memory=cell.memory, cpus=cell.cpus, append=cell.append,
-                    shared=[t.cwd for t in tests.planned], host_root=host_root)
-    text = pipeline.read_bounded(console) if console.exists() else ""
+    code = vm.shell(vm.Boot(kernel=built.image, accel=chosen, guest=cell.guest, rwdirs=(out,),
+                            shared=tuple(t.cwd for t in tests.planned), host_root=host_root),
+                    cwd=out, console_log=console)
+    text = protocol.read_bounded(console) if console.exists() else ""
     return Session(kernel_version=facts.kernel_version, image=facts.image,
                    accel=f"{chosen.value} ({why})", exit_code=code,
                    splats=tuple(splat.find_splats(text)), console_log=console)
@@ -141,7 +141,7 @@ def summary(s: Session) -> str:
         return (f"shell closed; kernel log: no splat on the console "
                 f"(console: {s.console_log})")
     lines = [f"shell closed; the kernel logged {len(s.splats)} splat(s):"]
-    lines += [line for x in s.splats for line in results.splat_lines(x, "  ")]
+    lines += [line for x in s.splats for line in terminal.splat_lines(x, "  ")]
     return "\n".join([*lines, f"console: {s.console_log}"])
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.base import paths
 from harness.base.errors import EnvironmentProblem
-from harness.kernel import cache
+from harness.kernel import archive, cache
 from harness.output import results
 
 
@@ -59,19 +59,19 @@ def export(runs: tuple[str, ...], cells: tuple[str, ...], entries: tuple[str, ..
         raise EnvironmentProblem("harness cache export needs what to export and where",
                                  fix="harness cache export --run results/RUN [--cell C]... "
                                      "[--entry NAME]... -o FILE.tar")
-    loaded = [(doc, file) for doc, _cell, file in (results.load_run(r) for r in runs)]
-    names = cache.run_entries(loaded, cells) if loaded else {}
+    loaded = [(run, file) for run, _cell, file in (results.load_run(r) for r in runs)]
+    names = archive.run_entries(loaded, cells) if loaded else {}
     if entries:
-        names.update(cache.named_entries(entries))
-    done = cache.export(names, output)
+        names.update(archive.named_entries(entries))
+    done = archive.export(names, output)
     for name, what in done.entries.items():
         print(f"exported {name} ({what or '-'})")
     print(f"{len(done.entries)} entries, {cache.human(done.size)}: {done.archive}")
     return 0
 
 
-def import_archive(archive: Path) -> int:
-    done = cache.import_archive(archive)
+def import_archive(tar: Path) -> int:
+    done = archive.import_archive(tar)
     for name, what in done.added.items():
         print(f"imported {name} ({what or '-'})")
     for name, what in done.present.items():

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.base.errors import HarnessError
-from harness.base.model import Status
+from harness.base.model import GuestSeen, Status
 
 RUNNER = Path(__file__).resolve().parent / "runner.sh"
 OUTPUT_CAP_BYTES = 8 * 2**20  # per test: kselftest:cgroup writes ~100 KB, test_progs ~1 MB
@@ -116,15 +116,13 @@ class GuestInfo:
         return "ready" in self.values
 
     @property
-    def machine(self) -> dict[str, str | int]:
-        """What the guest was given: its kernel command line, CPUs and RAM (as it saw them)."""
-        seen: dict[str, str | int] = {}
-        if "cmdline" in self.values:
-            seen["cmdline"] = self.values["cmdline"]
-        for key in ("cpus", "memory_kb"):
-            if self.values.get(key, "").isdigit():
-                seen[key] = int(self.values[key])
-        return seen
+    def machine(self) -> GuestSeen | None:
+        """What the guest was given: its kernel command line, CPUs and RAM (as it saw
+        them); None: it said none of them."""
+        cpus, memory_kb = (int(self.values[k]) if self.values.get(k, "").isdigit() else None
+                           for k in ("cpus", "memory_kb"))
+        seen = GuestSeen(cmdline=self.values.get("cmdline"), cpus=cpus, memory_kb=memory_kb)
+        return None if seen == GuestSeen() else seen
 
 
 def parse_info(text: str) -> GuestInfo:
@@ -222,3 +220,22 @@ def output_cut(text: str) -> OutputCut | None:
         return None
     return OutputCut(discarded=int(m.group(1)), cap=int(m.group(2)),
                      failed_lines=int(m.group(3)))
+
+
+LOG_READ_CAP = 32 * 2**20  # of a file the runner or the guest wrote, read whole
+
+
+def read_bounded(path: Path, cap: int = LOG_READ_CAP) -> str:
+    """A guest file whole, or, past `cap` (a kernel printing in a loop fills the console),
+    its first and last halves with a line that says what was left out. The boot is at the
+    start, the shutdown at the end."""
+    size = path.stat().st_size
+    if size <= cap:
+        return path.read_text(errors="replace")
+    with path.open("rb") as f:
+        head = f.read(cap // 2)
+        f.seek(size - cap // 2)
+        tail = f.read()
+    return (head.decode(errors="replace")
+            + f"\n[harness: {size - cap} bytes of {path.name} not read]\n"
+            + tail.decode(errors="replace"))

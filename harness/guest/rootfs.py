@@ -38,7 +38,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.base import atomic, paths, proc
+from harness.base import atomic, host, paths, proc
 from harness.base.errors import HarnessError
 from harness.base.model import Status
 from harness.target import Arch
@@ -73,10 +73,10 @@ class Identity:
 
 
 def _setup_fix(arch: Arch) -> str:
-    native = arch.uname == os.uname().machine
-    add = "" if native else f"dpkg --add-architecture {arch.deb_arch} && "
-    return (f"{add}apt-get update && apt-get install -y busybox-static (the host's busybox "
-            "names the applets); `apt-get download` needs a Debian mirror")
+    note = "the host's busybox names the applets; `apt-get download` needs a Debian mirror"
+    if arch.uname == os.uname().machine:
+        return host.apt_install(host.read().foreign_packages, note=note, update=True)
+    return host.foreign_setup(arch.deb_arch, host.read().foreign_packages, note=note)
 
 
 def guest_root(arch: Arch, *, log_dir: Path) -> Path:

@@ -26,12 +26,11 @@ from pathlib import Path
 from harness import target
 from harness.base import atomic, paths, proc
 from harness.base.errors import HarnessError
-from harness.base.model import Accel, KernelImage, Status
+from harness.base.model import Accel, GuestSpec, KernelImage, Status
 from harness.guest import isolation
 
 log = logging.getLogger(__name__)
 
-QEMU = "qemu-system-x86_64"
 # Under working KVM the banner comes within a second or two of "Booting from ROM"; here
 # (nested PVM) nothing ever comes and QEMU says nothing either.
 PROBE_TIMEOUT_S = 20.0
@@ -71,11 +70,12 @@ def _verdict_key(qemu: str) -> str:
     return f"{os.uname().release}|{qemu_version[0] if qemu_version else '?'}"
 
 
-def probe_kvm(kernel: Path, *, qemu: str = QEMU, timeout: float = PROBE_TIMEOUT_S,
+def probe_kvm(kernel: Path, *, qemu: str | None = None, timeout: float = PROBE_TIMEOUT_S,
               cache_file: Path | None = None, log_path: Path | None = None) -> AccelVerdict:
     """Does KVM really boot a kernel here? A short real boot decides; the verdict is cached."""
     if not Path("/dev/kvm").exists():
         return AccelVerdict(kvm_works=False, reason="/dev/kvm does not exist")
+    qemu = qemu or target.host_arch().qemu  # KVM boots the host's arch only
     cache_file = cache_file or paths.cache_root() / "kvm-verdict.json"
     key = _verdict_key(qemu)
     cache: dict[str, dict[str, object]] = {}
@@ -160,6 +160,23 @@ def guest_root(kernel: KernelImage, shared: list[Path], *, host_root: bool,
 
 
 @dataclass(frozen=True, kw_only=True)
+class Boot:
+    """One boot of a kernel in a guest: what it boots, how, the guest's size and command
+    line, and the host directories it sees."""
+
+    kernel: KernelImage
+    accel: Accel
+    guest: GuestSpec
+    rwdirs: tuple[Path, ...] = ()  # the host directories it writes
+    # the host directories it reads: the guest sees only these (read-only), `rwdirs` and
+    # its own root
+    shared: tuple[Path, ...] = ()
+    # the host's root, as vng exports it (--host-root; the host's arch only): the guest
+    # sees every file of the host
+    host_root: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
 class GuestRun:
     returncode: int | None
     timed_out: bool
@@ -170,32 +187,32 @@ class GuestRun:
     removed: tuple[isolation.Removed, ...] = ()  # what the guest left that is not a file
 
 
-def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
-             command: list[str] | None, memory: str = "2G", cpus: int = 2,
-             cwd: Path | None = None, append: str = "",
+def vng_argv(boot: Boot, *, command: list[str] | None, cwd: Path | None = None,
              own: isolation.OwnRoot | None = None) -> list[str]:
     """vng's command line; `command` None: an interactive shell on the console."""
+    kernel, guest = boot.kernel, boot.guest
     # --force-9p: virtiofsd is not usable here and vng would retry it for seconds first.
     argv = [proc.require("vng"), "--run", str(kernel.boot_image), "--verbose", "--force-9p",
-            "--memory", memory, "--cpus", str(cpus),
+            "--memory", guest.memory, "--cpus", str(guest.cpus),
             # The kernel must tell us it is broken: panic ends the VM; the hung-task and
             # soft-lockup detectors stay on.
             "--append", "panic=-1 panic_on_warn=0 hung_task_panic=0 "
                         "softlockup_panic=0 printk.devkmsg=on"]
-    if append:
+    if guest.append:
         # After ours, so that the user's value of the same parameter wins; except what
         # judging the kernel needs: every message on the console (the shutdown is only
         # there) and the runner's markers never rate-limited.
-        argv += ["--append", append, "--append", "printk.devkmsg=on ignore_loglevel"]
-    if accel is Accel.TCG:
+        argv += ["--append", guest.append, "--append", "printk.devkmsg=on ignore_loglevel"]
+    if boot.accel is Accel.TCG:
         argv.append("--disable-kvm")
+    rwdirs = list(boot.rwdirs)
     if own is not None:
         argv += [*(["--arch", own.arch] if own.arch else []), "--root", str(own.root)]
         # GUEST=HOST: the same path in a root that is not the host's
         for d in rwdirs:
             argv += ["--rwdir", f"{d}={d}"]
-        for guest, host in own.rodirs:
-            argv += ["--rodir", f"{guest}={host}"]
+        for seen, host in own.rodirs:
+            argv += ["--rodir", f"{seen}={host}"]
         rwdirs = []
     for d in rwdirs:
         argv += ["--rwdir", str(d)]
@@ -206,48 +223,42 @@ def vng_argv(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
     return argv if command is None else [*argv, "--", *command]
 
 
-def shell(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], cwd: Path,
-          console_log: Path, memory: str = "2G", cpus: int = 2, append: str = "",
-          shared: list[Path] | None = None, host_root: bool = False) -> int | None:
+def shell(boot: Boot, *, cwd: Path, console_log: Path) -> int | None:
     """Boot into an interactive shell on this terminal until the user leaves it; the
     console (the kernel's messages and the session) is saved to `console_log` too."""
-    with guest_root(kernel, [*(shared or []), *([] if cwd in rwdirs else [cwd])],
-                    host_root=host_root, log_dir=console_log.parent) as own:
+    with guest_root(boot.kernel, [*boot.shared, *([] if cwd in boot.rwdirs else [cwd])],
+                    host_root=boot.host_root, log_dir=console_log.parent) as own:
         if own is not None:
-            own.mount_points(rwdirs)
-        argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=None, memory=memory, cpus=cpus,
-                        cwd=cwd, append=append, own=own)
-        log.info("booting %s under %s: a shell (exit or Ctrl-D leaves it)", kernel.version,
-                 accel.value.upper())
+            own.mount_points(list(boot.rwdirs))
+        argv = vng_argv(boot, command=None, cwd=cwd, own=own)
+        log.info("booting %s under %s: a shell (exit or Ctrl-D leaves it)",
+                 boot.kernel.version, boot.accel.value.upper())
         bindir = str(Path(argv[0]).parent)
         code = proc.interactive(argv, log_path=console_log,
                                 env={"PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
-    for d in rwdirs:
+    for d in boot.rwdirs:
         isolation.sanitize(d)
     return code
 
 
-def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path], command: list[str],
-              timeout: float, console_log: Path, memory: str = "2G",
-              cpus: int = 2, append: str = "", shared: list[Path] | None = None,
-              host_root: bool = False) -> GuestRun:
+def run_guest(boot: Boot, *, command: list[str], timeout: float,
+              console_log: Path) -> GuestRun:
     """Boot, run the command, power off. Killed (whole process group) at the timeout.
-    `shared`: the host directories the command reads: the guest sees only these (read-
-    only), `rwdirs` and its own root; with `host_root` (the host's arch only) it boots
-    on the host's root and sees all its files, as vng does. What the guest left in
-    `rwdirs` is made safe to read before this returns (isolation.sanitize)."""
-    with guest_root(kernel, shared or [], host_root=host_root,
+    The guest sees only its own root, `boot.shared` (read-only) and `boot.rwdirs`; with
+    `boot.host_root` (the host's arch only) it boots on the host's root and sees all its
+    files, as vng does. What the guest left in `rwdirs` is made safe to read before this
+    returns (isolation.sanitize)."""
+    with guest_root(boot.kernel, list(boot.shared), host_root=boot.host_root,
                     log_dir=console_log.parent) as own:
         if own is not None:
-            own.mount_points(rwdirs)
-        argv = vng_argv(kernel, accel, rwdirs=rwdirs, command=command, memory=memory,
-                        cpus=cpus, cwd=Path("/"), append=append, own=own)
-        log.info("booting %s under %s", kernel.version, accel.value.upper())
+            own.mount_points(list(boot.rwdirs))
+        argv = vng_argv(boot, command=command, cwd=Path("/"), own=own)
+        log.info("booting %s under %s", boot.kernel.version, boot.accel.value.upper())
         # vng runs its helpers (virtme-run, virtme-ng-init) from its own bin directory.
         bindir = str(Path(argv[0]).parent)
         res = proc.run(argv, timeout=timeout, log_path=console_log, keep_output=False,
                        env={"TERM": "dumb", "PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
-    removed = tuple(r for d in rwdirs for r in isolation.sanitize(d))
+    removed = tuple(r for d in boot.rwdirs for r in isolation.sanitize(d))
     return GuestRun(returncode=res.returncode, timed_out=res.timed_out,
                     duration_s=res.duration_s, console_log=console_log, argv=res.argv,
                     root=own, removed=removed)

@@ -117,10 +117,9 @@ def _boot_result(log: protocol.KernelLog, info: protocol.GuestInfo,
                           duration_s=duration, exit_code=None, ktap=None, splats=splats,
                           reason=reason, notes=notes)
     taint = bad_taint(0, info.taint("tainted_at_boot"))
-    machine = info.machine
     return TestResult(name="boot", phase=Phase.BOOT, status=Status.PASS, duration_s=duration,
                       exit_code=None, ktap=None, splats=splats, taint=taint, notes=notes,
-                      extra={"guest": machine} if machine else {})
+                      guest_seen=info.machine)
 
 
 def _setup_result(log: protocol.KernelLog, info: protocol.GuestInfo,

@@ -37,6 +37,7 @@ from harness.base.model import (
     combined,
     worst,
 )
+from harness.base.model import leaves as walk_leaves
 
 # Taint letters a kind of splat sets by itself: declared noise explains these.
 # (A "BUG:" may be an oops (D), a sleeping function in atomic context (W) or KFENCE (B).)
@@ -322,10 +323,7 @@ def _mark(case: TestCase, by_sub: dict[str | None, KnownFailure]) -> TestCase:
 
 
 def _leaves(cases: tuple[TestCase, ...]) -> list[TestCase]:
-    out: list[TestCase] = []
-    for c in cases:
-        out.extend(_leaves(c.subtests) if c.subtests else [c])
-    return out
+    return [leaf for _, leaf in walk_leaves(cases)]
 
 
 # ---- 3. the cell ----
@@ -343,7 +341,7 @@ def judge(results: tuple[TestResult, ...] | list[TestResult], *, kernel_version:
         if res.phase is Phase.TEST:
             res = judge_known_failures(res, known)
         judged.append(replace(res, expected_status=rules.expected(res) if rules.declared
-                              else None))
+                              else None, diagnosis=diagnosis(res)))
     notes = _notes(judged, rules)
     if stage_error is not None:
         return CellVerdict(results=tuple(judged), status=stage_error, error=error,
@@ -370,6 +368,19 @@ def judge(results: tuple[TestResult, ...] | list[TestResult], *, kernel_version:
     if why and status in (Status.NO_TESTS, Status.SKIP):
         error = error or why
     return CellVerdict(results=tuple(judged), status=status, error=error, notes=notes)
+
+
+def diagnosis(res: TestResult) -> str:
+    """Why a result did not pass, in a line: its first failing check (as judged: a known
+    failure's check is XFAIL) and the last line that check said, which a check that fails
+    says last ("" for a result that passed, or that has no failing check)."""
+    if res.ktap is None or res.status in (Status.PASS, Status.SKIP, Status.XFAIL):
+        return ""
+    for _, leaf in walk_leaves(res.ktap.cases):
+        if leaf.status not in (Status.PASS, Status.SKIP, Status.XFAIL):
+            said = [line.strip() for line in leaf.diagnostic.splitlines() if line.strip()]
+            return f"{leaf.name}: {said[-1]}" if said else leaf.name
+    return ""
 
 
 def _as_counted(status: Status, strict: bool) -> Status:

@@ -1,6 +1,6 @@
 """`harness ci annotate RUN...`: a run's failures as GitHub Actions annotations (one
 `::error title=TITLE::MESSAGE` line each) and its summary as markdown for
-$GITHUB_STEP_SUMMARY. Pure: results.json in, text out.
+$GITHUB_STEP_SUMMARY. Pure: the run in, text out.
 
 What is a failure is judged as `harness export junit` judges it (`junit.cases`): each
 result or subtest that is a failure or an error, with its reason, its failing checks and
@@ -17,10 +17,7 @@ step: past 9, the tenth line says how many more there are (the summary lists eve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from harness.base.model import Status
+from harness.base.model import RunResult, Status
 from harness.output import junit
 
 MAX_ERRORS = 10  # GitHub shows this many error annotations of a step
@@ -41,37 +38,35 @@ def command(level: str, title: str, message: str) -> str:
     return f"::{level} title={escape_property(title)}::{escape_data(message.strip())}"
 
 
-def failures(doc: Mapping[str, Any]) -> list[junit.Case]:
+def failures(run: RunResult) -> list[junit.Case]:
     """The run's results and cells that are failures or errors, in order."""
-    return [c for c in junit.cases(doc) if c.kind in junit.BAD]
+    return [c for c in junit.cases(run) if c.kind in junit.BAD]
 
 
-def is_merged(doc: Mapping[str, Any]) -> bool:
-    return "merged_from" in doc
-
-
-def _merge_problems(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    found = [("error", f"{c['cell']} MISSING", str(c.get("error") or "no run holds it"))
-             for c in doc.get("cells", []) if c.get("status") == Status.MISSING.value]
-    found += [("error", "run not merged", f"{u.get('run')}: {u.get('reason')}")
-              for u in doc.get("unreadable_runs", [])]
+def _merge_problems(run: RunResult) -> list[tuple[str, str, str]]:
+    if run.merge is None:
+        return []
+    m = run.merge
+    found = [("error", f"{c.cell} MISSING", c.error or "no run holds it")
+             for c in run.cells if c.status is Status.MISSING]
+    found += [("error", "run not merged", f"{u.run}: {u.reason}") for u in m.unreadable_runs]
     found += [("error", "cell in two runs", f"{c}: the first run's copy kept")
-              for c in doc.get("conflicts", [])]
+              for c in m.conflicts]
     found += [("error", "run incomplete", f"{r} did not finish (its results.json says so)")
-              for r in doc.get("incomplete_runs", [])]
-    if doc.get("revision_conflict"):
-        found.append(("warning", "harness revisions differ", str(doc["revision_conflict"])))
+              for r in m.incomplete_runs]
+    if m.revision_conflict:
+        found.append(("warning", "harness revisions differ", m.revision_conflict))
     return found
 
 
-def annotation_lines(doc: Mapping[str, Any], *, label: str = "") -> list[str]:
+def annotation_lines(run: RunResult, *, label: str = "") -> list[str]:
     """The annotation lines of a run (`label`: put before each title, e.g. which run)."""
     prefix = f"{label}: " if label else ""
-    if is_merged(doc):
-        found = _merge_problems(doc)
+    if run.merge is not None:
+        found = _merge_problems(run)
     else:
         found = [("error", f"{c.cell}: {c.name} {c.status}",
-                  c.detail or f"{c.name} is {c.status}") for c in failures(doc)]
+                  c.detail or f"{c.name} is {c.status}") for c in failures(run)]
     errors = [f for f in found if f[0] == "error"]
     shown = errors if len(errors) <= MAX_ERRORS else errors[:MAX_ERRORS - 1]
     lines = [command(level, prefix + title, message) for level, title, message in shown]
@@ -89,23 +84,23 @@ def _cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def summary(doc: Mapping[str, Any], *, label: str = "") -> str:
+def summary(run: RunResult, *, label: str = "") -> str:
     """A markdown table of the run's cells: status, kernel, the results that failed."""
     bad: dict[str, list[str]] = {}
-    for c in failures(doc):
-        bad.setdefault(c.cell, []).append(f"{c.name} {c.status}")
-    what = label or str(doc.get("run_id") or "run")
-    lines = [f"### harness: {_cell(what)}: {doc.get('status') or '-'} "
-             f"(exit {doc.get('exit_code', '-')})", "",
+    for case in failures(run):
+        bad.setdefault(case.cell, []).append(f"{case.name} {case.status}")
+    what = label or run.run_id or "run"
+    status = run.status.value if run.status else "-"
+    lines = [f"### harness: {_cell(what)}: {status} (exit {run.exit_code})", "",
              "| cell | status | kernel | failed |", "|---|---|---|---|"]
-    for c in doc.get("cells", []):
-        names = bad.get(str(c["cell"]), [])
+    for c in run.cells:
+        names = bad.get(c.cell, [])
         failed = ", ".join(names[:FAILED_SHOWN]) + (
             f" and {len(names) - FAILED_SHOWN} more" if len(names) > FAILED_SHOWN else "")
-        kernel = str(c.get("kernel_version") or c.get("kernel") or "")
-        lines.append(f"| {_cell(str(c['cell']))} | {_cell(str(c['status']))} | "
+        kernel = c.kernel_version or c.kernel
+        lines.append(f"| {_cell(c.cell)} | {_cell(c.status.value)} | "
                      f"{_cell(kernel)} | {_cell(failed)} |")
-    if is_merged(doc):
+    if run.merge is not None:
         lines += [""] + [f"- {level}: {title}: {_cell(message)}"
-                         for level, title, message in _merge_problems(doc)]
+                         for level, title, message in _merge_problems(run)]
     return "\n".join(lines).rstrip() + "\n"

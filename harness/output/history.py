@@ -19,7 +19,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +29,7 @@ from typing import Any
 from harness import target
 from harness.base import paths
 from harness.base.errors import EnvironmentProblem
-from harness.output import compare
+from harness.base.model import CellResult, Number, RunResult, leaves
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
@@ -164,41 +164,51 @@ def _version(conn: sqlite3.Connection, where: Path) -> int:
     return version
 
 
-def _until(doc: Mapping[str, Any]) -> float:
+def _until(run: RunResult) -> float:
     """A run's start, for "the runs before it" (no start: after every recorded run)."""
-    return _epoch(str(doc.get("started") or "")) or float("inf")
+    return _epoch(run.started or "") or float("inf")
 
 
-def cell_key(c: Mapping[str, Any]) -> str:
+def cell_key(c: CellResult) -> str:
+    """The name a cell's results are kept under (`ad_hoc_key`)."""
+    return ad_hoc_key(c.cell, kernel=c.kernel, patches=[p.name for p in c.patches],
+                      fragments=c.config.fragments if c.config else (), arch=c.arch,
+                      toolchain=c.toolchain)
+
+
+def ad_hoc_key(name: str, *, kernel: str, patches: Sequence[str], fragments: Sequence[str],
+               arch: str, toolchain: str) -> str:
     """The name a cell's results are kept under. A matrix cell is its name (its definition
     is what it tests); an ad-hoc cell ("adhoc", "adhoc-N") is named by what it was asked
     to test: the kernel spec, the patches applied (how many, a hash of their names), the
     config fragments and the target when not the defaults. Runs of other series are then
     other records, and a run of your tree (git:PATH) continues its record as HEAD moves."""
-    name = str(c.get("cell"))
     if not re.fullmatch(r"adhoc(-\d+)?(\.base)?", name):
         return name
-    parts = [str(c.get("kernel") or "?")]
-    patches = [str(p.get("name")) for p in c.get("patches") or [] if isinstance(p, dict)]
+    parts = [kernel or "?"]
     if patches:
         digest = hashlib.sha1("\n".join(patches).encode()).hexdigest()[:8]
         parts.append(f"{len(patches)} patches {digest}")
-    fragments = [Path(str(f)).stem for f in (c.get("config") or {}).get("fragments") or []]
-    if fragments and fragments != ["base"]:
-        parts.append("config " + "+".join(fragments))
-    for key, default in (("arch", target.DEFAULT_ARCH), ("toolchain", target.DEFAULT_TOOLCHAIN)):
-        if c.get(key) and c.get(key) != default:
-            parts.append(str(c.get(key)))
+    stems = [Path(f).stem for f in fragments]
+    if stems and stems != ["base"]:
+        parts.append("config " + "+".join(stems))
+    for value, default in ((arch, target.DEFAULT_ARCH), (toolchain, target.DEFAULT_TOOLCHAIN)):
+        if value and value != default:
+            parts.append(value)
     return ("adhoc " + ", ".join(parts) +
             (" (baseline)" if name.endswith(".base") else ""))
 
 
-def cell_keys(cells: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Each cell's cell_key, made unique within its run: two ad-hoc cells asked to test
-    the same thing (--kernel X --kernel X) are "KEY" and "KEY #2"."""
+def cell_keys(cells: Sequence[CellResult]) -> list[str]:
+    """Each cell's cell_key, made unique within its run (`unique`)."""
+    return unique([cell_key(c) for c in cells])
+
+
+def unique(keys: Sequence[str]) -> list[str]:
+    """Keys made unique within their run: two ad-hoc cells asked to test the same thing
+    (--kernel X --kernel X) are "KEY" and "KEY #2"."""
     out: list[str] = []
-    for c in cells:
-        key = cell_key(c)
+    for key in keys:
         n = 1
         while (f"{key} #{n}" if n > 1 else key) in out:
             n += 1
@@ -210,15 +220,15 @@ def _rekey_ad_hoc(conn: sqlite3.Connection) -> None:
     """Every ad-hoc cell's rows renamed to its cell_key, from what the cells table kept."""
     rows = conn.execute("SELECT run_key, cell, kernel, patches, config, arch, toolchain "
                         "FROM cells ORDER BY run_key, rowid").fetchall()
-    by_run: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    by_run: dict[str, list[tuple[str, str]]] = {}
     for run, cell, kernel, patches, config, arch, toolchain in rows:
-        by_run.setdefault(run, []).append((cell, {
-            "cell": cell, "kernel": kernel, "arch": arch, "toolchain": toolchain,
-            "patches": [{"name": n} for n in json.loads(patches or "[]")],
-            "config": {"fragments": json.loads(config or "[]")}}))
+        by_run.setdefault(run, []).append((cell, ad_hoc_key(
+            cell, kernel=kernel or "", patches=[str(n) for n in json.loads(patches or "[]")],
+            fragments=[str(f) for f in json.loads(config or "[]")], arch=arch or "",
+            toolchain=toolchain or "")))
     for run, cells in by_run.items():
         renamed = [(old, new) for (old, _), new in zip(
-            cells, cell_keys([c for _, c in cells]), strict=True) if old != new]
+            cells, unique([key for _, key in cells]), strict=True) if old != new]
         for table in ("cells", "tests", "subtests", "splats", "metrics"):
             # through a name no cell has, so that no rename meets a row not yet renamed
             for old, _new in renamed:
@@ -229,65 +239,49 @@ def _rekey_ad_hoc(conn: sqlite3.Connection) -> None:
                              (new, run, f"\0{old}"))
 
 
-def run_key(doc: Mapping[str, Any]) -> str:
-    return f"{doc.get('run_id') or 'run'}@{doc.get('started') or ''}"
+def run_key(run: RunResult) -> str:
+    return f"{run.run_id or 'run'}@{run.started or ''}"
 
 
-def record(conn: sqlite3.Connection, doc: Mapping[str, Any]) -> bool:
-    """A results.json into the database; False when this run is there already."""
-    key = run_key(doc)
+def record(conn: sqlite3.Connection, run: RunResult) -> bool:
+    """A run into the database; False when this run is there already."""
+    key = run_key(run)
     if not conn.in_transaction:
         # the write lock first: a reader that upgrades to a writer after another
         # harness committed gets SQLITE_BUSY at once, whatever the busy timeout
         conn.execute("BEGIN IMMEDIATE")
     if conn.execute("SELECT 1 FROM runs WHERE run_key = ?", (key,)).fetchone():
         return False
-    host = doc.get("host") or {}
+    host = {} if run.host is None else {"kernel": run.host.kernel, "cpus": run.host.cpus}
     conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
-        key, str(doc.get("run_id") or ""), str(doc.get("started") or ""),
-        _epoch(str(doc.get("started") or "")),
-        doc.get("status"), doc.get("exit_code"), doc.get("harness_rev"),
-        json.dumps(host, sort_keys=True) if isinstance(host, dict) else str(host),
-        json.dumps(doc.get("command") or []), time.strftime("%Y-%m-%dT%H:%M:%S%z")))
-    cells = list(doc.get("cells", []))
-    for c, cell in zip(cells, cell_keys(cells), strict=True):
+        key, run.run_id or "", run.started or "", _epoch(run.started or ""),
+        run.status.value if run.status else None, run.exit_code, run.harness_rev,
+        json.dumps(host, sort_keys=True), json.dumps(list(run.command or ())),
+        time.strftime("%Y-%m-%dT%H:%M:%S%z")))
+    for c, cell in zip(run.cells, cell_keys(run.cells), strict=True):
         conn.execute("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
-            key, cell, c.get("kernel"), c.get("kernel_version"), c.get("source"),
-            c.get("package_version"), c.get("arch"), c.get("toolchain"), c.get("status"),
-            json.dumps([p.get("name") for p in c.get("patches") or []]),
-            json.dumps((c.get("config") or {}).get("fragments") or [])))
-        for t in c.get("tests", []):
-            name = str(t.get("name"))
+            key, cell, c.kernel, c.kernel_version, c.source, c.package_version, c.arch,
+            c.toolchain, c.status.value, json.dumps([p.name for p in c.patches]),
+            json.dumps(list(c.config.fragments) if c.config else [])))
+        for t in c.tests:
             conn.execute("INSERT OR IGNORE INTO tests VALUES (?, ?, ?, ?, ?, ?, ?)", (
-                key, cell, name, t.get("status"), _number(t.get("duration_s")),
-                t.get("reason"), t.get("expected_status")))
-            for leaf, status in _leaves((t.get("ktap") or {}).get("subtests") or []):
+                key, cell, t.name, t.status.value, t.duration_s, t.reason,
+                t.expected_status.value if t.expected_status else None))
+            # a KTAP tree's leaf results by their own names (a kselftest runner wraps each
+            # program's cases in one "selftests: TARGET: PROGRAM" result; declarations and
+            # `TEST:SUBTEST` name the cases)
+            for _, leaf in leaves(t.ktap.cases if t.ktap else ()):
                 conn.execute("INSERT OR IGNORE INTO subtests VALUES (?, ?, ?, ?, ?)", (
-                    key, cell, name, leaf, status))
+                    key, cell, t.name, leaf.name, leaf.status.value))
             # declared noise is no splat of the kernel's to know a later one by
-            for s in [s for s in t.get("splats") or [] if not s.get("expected")]:
+            for s in [s for s in t.splats if not s.expected]:
                 conn.execute("INSERT OR IGNORE INTO splats VALUES (?, ?, ?, ?, ?)", (
-                    key, cell, name, compare.fingerprint(s), s.get("title")))
-            for metric, m in _metrics(t).items():
+                    key, cell, t.name, s.fingerprint, s.title))
+            for m in t.metrics.measurements if t.metrics else ():
                 conn.execute("INSERT OR IGNORE INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)", (
-                    key, cell, name, metric, _number(m.get("median")),
-                    _number(m.get("spread")), str(m.get("unit") or "")))
+                    key, cell, t.name, m.path, _number(m.median), _number(m.spread),
+                    m.unit or ""))
     return True
-
-
-def _leaves(cases: Sequence[Any]) -> list[tuple[str, str]]:
-    """A KTAP tree's leaf results by their own names (a kselftest runner wraps each
-    program's cases in one "selftests: TARGET: PROGRAM" result; declarations and
-    `TEST:SUBTEST` name the cases)."""
-    out: list[tuple[str, str]] = []
-    for c in cases:
-        if not isinstance(c, dict):
-            continue
-        if c.get("subtests"):
-            out += _leaves(c["subtests"])
-        else:
-            out.append((str(c.get("name")), str(c.get("status"))))
-    return out
 
 
 def _epoch(started: str) -> float:
@@ -299,36 +293,18 @@ def _epoch(started: str) -> float:
         return 0.0
 
 
-def _number(value: Any) -> float | None:
+def _number(value: Number | None) -> float | None:
     """A measurement as SQLite can keep it (a u64 beyond its integers is a float here)."""
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _metrics(t: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """A test's measurements with a median, flattened to 'group/name'."""
-    out: dict[str, dict[str, Any]] = {}
-
-    def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, dict) and "median" in node:
-            out[prefix] = node
-        elif isinstance(node, dict):
-            for k, v in node.items():
-                walk(v, f"{prefix}/{k}" if prefix else str(k))
-
-    walk(((t.get("extra") or {}).get("metrics")) or {}, "")
-    return out
+    return None if value is None else float(value)
 
 
 def record_file(results_json: Path, path: Path | None = None) -> bool:
     """A run's results.json (read and checked as every command reads one) recorded."""
     from harness.output.results import load_run
 
-    doc, _cell, _file = load_run(str(results_json))
+    run, _cell, _file = load_run(str(results_json))
     with opened(path) as conn:
-        return record(conn, doc)
+        return record(conn, run)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -419,36 +395,34 @@ def _splats_seen(conn: sqlite3.Connection, cell: str, test: str) -> tuple[SplatS
                  for fp, runs in seen.items())
 
 
-def labels(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
+def labels(conn: sqlite3.Connection, run: RunResult, last: int = 20,
            ) -> dict[tuple[str, str], str]:
     """(cell, test) -> "new" or "known since RUN (N of the last M runs)" for each failing
     test of this run, judged by the runs of the same cell (cell_key) recorded before it
     (this one left out); (cell, "test: splat FINGERPRINT") the same for each splat."""
-    key = run_key(doc)
+    key = run_key(run)
     out: dict[tuple[str, str], str] = {}
-    cells = list(doc.get("cells", []))
-    for c, held in zip(cells, cell_keys(cells), strict=True):
-        for t in c.get("tests", []):
-            if t.get("status") in PASSING:
+    for c, held in zip(run.cells, cell_keys(run.cells), strict=True):
+        for t in c.tests:
+            if t.status.value in PASSING:
                 continue
             before = conn.execute(
                 "SELECT r.run_id, t.status FROM tests t JOIN runs r USING (run_key) "
                 "WHERE t.cell = ? AND t.test = ? AND r.run_key != ? AND r.started_epoch < ? "
                 "ORDER BY r.started_epoch DESC LIMIT ?",
-                (held, t.get("name"), key, _until(doc), last)).fetchall()
+                (held, t.name, key, _until(run), last)).fetchall()
             failed = [r for r, s in before if s not in PASSING]
-            out[(str(c.get("cell")), str(t.get("name")))] = _known(failed, len(before))
-        for t in c.get("tests", []):
-            for fp in dict.fromkeys(compare.fingerprint(s) for s in t.get("splats") or []
-                                    if not s.get("expected")):
+            out[(c.cell, t.name)] = _known(failed, len(before))
+        for t in c.tests:
+            for fp in dict.fromkeys(s.fingerprint for s in t.splats if not s.expected):
                 # a splat is the cell's kernel's, whichever test it came up in
                 before = conn.execute(
                     "SELECT r.run_id, EXISTS (SELECT 1 FROM splats s WHERE s.run_key = "
                     "r.run_key AND s.cell = c.cell AND s.fingerprint = ?) FROM cells c "
                     "JOIN runs r USING (run_key) WHERE c.cell = ? AND r.run_key != ? AND "
                     "r.started_epoch < ? ORDER BY r.started_epoch DESC LIMIT ?",
-                    (fp, held, key, _until(doc), last)).fetchall()
-                out[(str(c.get("cell")), f"{t.get('name')}: splat {fp}")] = _known(
+                    (fp, held, key, _until(run), last)).fetchall()
+                out[(c.cell, f"{t.name}: splat {fp}")] = _known(
                     [r for r, seen in before if seen], len(before))
     return out
 
@@ -578,20 +552,19 @@ def flakes(conn: sqlite3.Connection, declared: Sequence[Any]) -> list[Flake]:
     return out
 
 
-def strips(conn: sqlite3.Connection, doc: Mapping[str, Any], last: int = 20,
+def strips(conn: sqlite3.Connection, run: RunResult, last: int = 20,
            ) -> dict[tuple[str, str], str]:
     """(cell, test) -> its outcomes in the last runs up to this one, oldest first
     (. passed, F failed): the strip the HTML report shows beside each test."""
     out: dict[tuple[str, str], str] = {}
-    until = _until(doc)
-    cells = list(doc.get("cells", []))
-    for c, held in zip(cells, cell_keys(cells), strict=True):
-        for t in c.get("tests", []):
+    until = _until(run)
+    for c, held in zip(run.cells, cell_keys(run.cells), strict=True):
+        for t in c.tests:
             rows = conn.execute(
                 "SELECT t.status FROM tests t JOIN runs r USING (run_key) WHERE t.cell = ? "
                 "AND t.test = ? AND r.started_epoch <= ? ORDER BY r.started_epoch DESC "
-                "LIMIT ?", (held, t.get("name"), until, last)).fetchall()
+                "LIMIT ?", (held, t.name, until, last)).fetchall()
             if rows:
-                out[(str(c.get("cell")), str(t.get("name")))] = "".join(
+                out[(c.cell, t.name)] = "".join(
                     "." if s in PASSING else "F" for (s,) in reversed(rows))
     return out

@@ -1,5 +1,5 @@
-"""`harness export junit RUN`: a run's results.json as JUnit XML, for the CI systems that
-read it (Jenkins, GitLab, GitHub test reporters). Pure: results.json in, text out.
+"""`harness export junit RUN`: a run's results as JUnit XML, for the CI systems that
+read it (Jenkins, GitLab, GitHub test reporters). Pure: the run in, text out.
 
 One testsuite per cell, named after the cell; every testcase of a cell has the classname
 `harness.<cell>` with the cell's dots made underscores (Jenkins splits a classname at its
@@ -41,11 +41,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
-from harness.base.model import Status
+from harness.base.model import CellResult, RunResult, Status, TestResult, leaves
 from harness.output.compare import measurements
 
 FAILURE = frozenset({"FAIL", "FLAKY", "TIMEOUT", "CRASHED", "MISSING"})
@@ -82,38 +81,28 @@ class Case:
     out: str = ""  # system-out
 
 
-def _leaves(cases: list[dict[str, Any]], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
-    for c in cases:
-        name = f"{path}/{c['name']}" if path else str(c["name"])
-        if c.get("subtests"):
-            yield from _leaves(c["subtests"], name)
-        else:
-            yield name, c
-
-
-def known_reason(test: Mapping[str, Any], leaf: str) -> str:
+def known_reason(test: TestResult, leaf: str) -> str:
     """Why a subtest is a known failure: its part of the test's reason
     ("a: expected failure: R1; b: declared flaky: R2"), else the whole reason."""
-    reason = str(test.get("reason") or "")
-    for part in reason.split("; "):
+    for part in test.reason.split("; "):
         if part.startswith(f"{leaf}: "):
             return part.removeprefix(f"{leaf}: ")
-    return reason
+    return test.reason
 
 
-def _test_cases(cell: str, t: Mapping[str, Any], strict: bool) -> list[Case]:
-    status, name = str(t["status"]), str(t["name"])
-    declared = str(t.get("expected_status") or "")
+def _test_cases(cell: str, t: TestResult, strict: bool) -> list[Case]:
+    status, name = t.status.value, t.name
+    declared = t.expected_status.value if t.expected_status else ""
     as_declared = bool(declared) and declared == status
-    leaves = list(_leaves((t.get("ktap") or {}).get("subtests", [])))
-    failing = [p for p, leaf in leaves if leaf["status"] in FAILURE]
-    detail = [str(t.get("reason") or "")]
+    found = [("/".join(path), leaf) for path, leaf in leaves(t.ktap.cases if t.ktap else ())]
+    failing = [p for p, leaf in found if leaf.status.value in FAILURE]
+    detail = [t.reason]
     if failing:
         detail.append("failing checks: " + ", ".join(failing))
-    detail += [f"{s.get('kind')}: {s.get('title')}" for s in t.get("splats", [])]
-    log = f"log: {t['log']}" if t.get("log") else ""
+    detail += [f"{s.kind}: {s.title}" for s in t.splats]
+    log = f"log: {t.log}" if t.log else ""
     text = "\n".join(d for d in [*detail, log] if d)
-    seconds = float(t.get("duration_s") or 0.0)
+    seconds = t.duration_s
     if as_declared:
         parent = Case(cell=cell, name=name, status=status, kind="passed", seconds=seconds,
                       out=f"{status} as the cell declares (a kernel broken on purpose)"
@@ -123,15 +112,15 @@ def _test_cases(cell: str, t: Mapping[str, Any], strict: bool) -> list[Case]:
                       detail=f"expected {declared}, got {status}\n{text}")
     elif status == "XFAIL":
         parent = Case(cell=cell, name=name, status=status, kind="skipped", seconds=seconds,
-                      detail=f"known failure: {t.get('reason') or ''}")
+                      detail=f"known failure: {t.reason}")
     else:
         parent = Case(cell=cell, name=name, status=status, kind=outcome(status, strict=strict),
                       seconds=seconds, detail=text)
-    if not leaves:
+    if not found:
         return [parent]
     cases = []
-    for path, leaf in leaves:
-        st, diag = str(leaf["status"]), str(leaf.get("diagnostic") or "")
+    for path, leaf in found:
+        st, diag = leaf.status.value, leaf.diagnostic
         full = f"{name}/{path}"
         if as_declared:
             case = Case(cell=cell, name=full, status=st, kind="passed",
@@ -139,12 +128,12 @@ def _test_cases(cell: str, t: Mapping[str, Any], strict: bool) -> list[Case]:
                         + (f"\n{diag}" if diag else ""))
         elif st == "XFAIL":
             case = Case(cell=cell, name=full, status=st, kind="skipped",
-                        detail=f"known failure: {known_reason(t, str(leaf['name']))}"
+                        detail=f"known failure: {known_reason(t, leaf.name)}"
                         + (f"\n{diag}" if diag else ""))
         elif status == "XFAIL" and outcome(st, strict=strict) in BAD:
             case = Case(cell=cell, name=full, status="XFAIL", kind="skipped",
                         detail=f"known failure (its test {name} as a whole): "
-                        f"{t.get('reason') or ''}" + (f"\n{st}: {diag}" if diag else ""))
+                        f"{t.reason}" + (f"\n{st}: {diag}" if diag else ""))
         else:
             kind = outcome(st, strict=strict)
             case = Case(cell=cell, name=full, status=st, kind=kind,
@@ -157,58 +146,58 @@ def _test_cases(cell: str, t: Mapping[str, Any], strict: bool) -> list[Case]:
     return cases
 
 
-def _verdict(cell: Mapping[str, Any], cases: list[Case]) -> Case | None:
+def _verdict(cell: CellResult, cases: list[Case]) -> Case | None:
     """The cell's own status as a testcase, when no other testcase says it."""
-    status = str(cell["status"])
-    if cases and (any(c.kind in BAD for c in cases) or Status(status).exit_code == 0):
+    status = cell.status.value
+    if cases and (any(c.kind in BAD for c in cases) or cell.status.exit_code == 0):
         return None
-    code = Status(status).exit_code
+    code = cell.status.exit_code
     kind = "error" if code >= 2 else "failure" if code == 1 else "passed"
-    error = str(cell.get("error") or "")
-    if status == Status.MISSING.value and not error:
+    error = cell.error
+    if cell.status is Status.MISSING and not error:
         error = "no run holds this cell"
-    return Case(cell=str(cell["cell"]), name="verdict", status=status, kind=kind,
+    return Case(cell=cell.cell, name="verdict", status=status, kind=kind,
                 detail=error or f"the cell is {status}",
                 out="" if kind != "passed" else error)
 
 
-def cases(doc: Mapping[str, Any]) -> Iterator[Case]:
+def cases(run: RunResult) -> Iterator[Case]:
     """Every testcase of every cell, in order."""
-    strict = bool(doc.get("strict"))
-    for cell in doc.get("cells", []):
-        name = str(cell["cell"])
+    strict = bool(run.strict)
+    for cell in run.cells:
         out: list[Case] = []
-        for t in cell.get("tests", []):
-            out += _test_cases(name, t, strict)
+        for t in cell.tests:
+            out += _test_cases(cell.cell, t, strict)
         verdict = _verdict(cell, out)
         yield from out
         if verdict is not None:
             yield verdict
 
 
-def metrics(t: Mapping[str, Any]) -> Iterator[tuple[str, float, str]]:
+def metrics(t: TestResult) -> Iterator[tuple[str, float, str]]:
     """(path, median, unit) of every measurement a test reports."""
-    for path, m in measurements((t.get("extra") or {}).get("metrics")):
-        median = m.get("median")
-        if isinstance(median, int | float) and not isinstance(median, bool):
-            yield path, float(median), str(m.get("unit") or "")
+    for m in measurements(t):
+        if m.median is not None:
+            yield m.path, float(m.median), m.unit or ""
 
 
-def render(doc: dict[str, Any]) -> str:
+def render(run: RunResult) -> str:
     root = ET.Element("testsuites", name="harness")
     totals: Counter[str] = Counter()
     suites: dict[str, tuple[ET.Element, Counter[str], list[float]]] = {}
-    for cell in doc.get("cells", []):
-        suite = ET.SubElement(root, "testsuite", name=str(cell["cell"]))
+    for cell in run.cells:
+        suite = ET.SubElement(root, "testsuite", name=cell.cell)
         props = ET.SubElement(suite, "properties")
-        for key in ("kernel", "kernel_version", "status", "image", "arch", "toolchain"):
-            ET.SubElement(props, "property", name=key, value=str(cell.get(key) or ""))
-        for t in cell.get("tests", []):
+        for key, value in (("kernel", cell.kernel), ("kernel_version", cell.kernel_version),
+                           ("status", cell.status.value), ("image", cell.image),
+                           ("arch", cell.arch), ("toolchain", cell.toolchain)):
+            ET.SubElement(props, "property", name=key, value=value)
+        for t in cell.tests:
             for path, median, unit in metrics(t):
-                ET.SubElement(props, "property", name=f"{t['name']}.{path}",
+                ET.SubElement(props, "property", name=f"{t.name}.{path}",
                               value=f"{median:g} {unit}".strip())
-        suites[str(cell["cell"])] = (suite, Counter(), [0.0])
-    for case in cases(doc):
+        suites[cell.cell] = (suite, Counter(), [0.0])
+    for case in cases(run):
         suite, counts, time = suites[case.cell]
         el = ET.SubElement(suite, "testcase", name=case.name, classname=classname(case.cell),
                            time=f"{case.seconds:.3f}")

@@ -1,6 +1,6 @@
-"""`harness export kcidb RUN`: a run's results.json as KCIDB I/O data (schema v5, the
+"""`harness export kcidb RUN`: a run's results as KCIDB I/O data (schema v5, the
 major version KernelCI's KCIDB accepts; tests validate it with kcidb-io's v5.3 schema).
-Pure: results.json in, a JSON document out.
+Pure: the run in, a JSON document out.
 
 Per cell: one checkout (the source, its package version, the series and patches applied,
 with Message-Ids when they came from the list; `start_time`: when the run holding the cell
@@ -53,17 +53,26 @@ run.json`, then `kcidb-submit -p PROJECT -t TOPIC < run.json` (kcidb's own tool)
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness import target
 from harness.base.errors import HarnessError
-from harness.base.model import Status
+from harness.base.model import (
+    CellResult,
+    Measurement,
+    MergedRun,
+    PatchState,
+    Phase,
+    RunResult,
+    StageTiming,
+    Status,
+    TestResult,
+    leaves,
+)
 from harness.output.compare import measurements
 
 ORIGIN = "harness"
@@ -96,16 +105,15 @@ def check_origin(origin: str) -> str:
     return origin
 
 
-def derived_run_id(doc: Mapping[str, Any]) -> str:
-    """A run id from results.json alone: its start time and a hash of the document."""
-    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":"),
-                                       default=str).encode()).hexdigest()[:16]
-    started = _rfc3339(doc.get("started"))
+def derived_run_id(run: RunResult) -> str:
+    """A run id from results.json alone: its start time and a hash of the document (the
+    one the reader read it from: RunResult.digest)."""
+    started = _rfc3339(run.started)
     stamp = re.sub(r"[^0-9]", "", started[:19]) if started else "unstarted"
-    return f"{stamp}_{digest}"
+    return f"{stamp}_{run.digest[:16]}"
 
 
-def resolve_run_id(doc: Mapping[str, Any], *, given: str | None = None,
+def resolve_run_id(run: RunResult, *, given: str | None = None,
                    env: Mapping[str, str] | None = None) -> str:
     """The RUN part of every id: `given`, the CI system's run id, or derived_run_id."""
     env = env or {}
@@ -115,7 +123,7 @@ def resolve_run_id(doc: Mapping[str, Any], *, given: str | None = None,
         return f"github_{env['GITHUB_RUN_ID']}_{env.get('GITHUB_RUN_ATTEMPT') or '1'}"
     if env.get("CI_PIPELINE_ID"):
         return f"gitlab_{env['CI_PIPELINE_ID']}"
-    return derived_run_id(doc)
+    return derived_run_id(run)
 
 
 def _part(name: str) -> str:
@@ -129,7 +137,7 @@ def hostless(text: str) -> str:
     return _ABS_PATH.sub(lambda m: m[0] if m[0].startswith(_KERNEL_FS) else m[1], text)
 
 
-def _rfc3339(stamp: object) -> str | None:
+def _rfc3339(stamp: str | None) -> str | None:
     """results.json's "2026-11-24T01:05:06+0000" as KCIDB's date-time."""
     try:
         return datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S%z").isoformat()
@@ -137,7 +145,7 @@ def _rfc3339(stamp: object) -> str | None:
         return None
 
 
-def _log(path: object, cell: str) -> str | None:
+def _log(path: Path | None, cell: str) -> str | None:
     """A log path relative to the run directory (results.json writes them so), or None
     for a path outside it."""
     if not path:
@@ -154,162 +162,149 @@ def _fragment(path: str) -> str:
     return name.removesuffix(".config") or name
 
 
-def _image(image: object) -> dict[str, str]:
+def _image(image: str) -> dict[str, str]:
     """The kernel image without its host path: its kernel-store key, else its file name."""
     if not image:
         return {}
-    p = PurePosixPath(str(image))
+    p = PurePosixPath(image)
     if p.parent.parent.name == "kernels":
         return {"kernel_store_key": p.parent.name}
     return {"image": p.name}
 
 
-def _kernel(spec: object) -> str:
+def _kernel(spec: str) -> str:
     """A kernel spec without a host path: git:/home/u/linux@v6.12 -> git:linux@v6.12."""
-    kind, _, value = str(spec or "").partition(":")
+    kind, _, value = spec.partition(":")
     if kind in ("git", "image") and value.startswith("/"):
         path, at, rev = value.partition("@")
         return f"{kind}:{PurePosixPath(path).name}{at}{rev}"
-    return str(spec or "")
+    return spec
 
 
-def _stage(cell: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
-    return next((s for s in cell.get("stages", []) if s.get("stage") == name), None)
+def _stage(cell: CellResult, name: str) -> StageTiming | None:
+    return next((s for s in cell.stages if s.stage == name), None)
 
 
-def _from_store(cell: Mapping[str, Any]) -> bool:
+def _from_store(cell: CellResult) -> bool:
     """The run says so (`kernel_from_store`); a results.json older than that field says
     nothing, and nothing is claimed."""
-    return cell.get("kernel_from_store") is True
+    return cell.kernel_from_store is True
 
 
-def _build_status(cell: Mapping[str, Any]) -> str:
+def _build_status(cell: CellResult) -> str:
     build = _stage(cell, "build")
-    if build is not None and build.get("status") == "PASS":
+    if build is not None and build.status is Status.PASS:
         return "PASS"
-    if cell["status"] in ("BUILD_ERROR", "CONFIG_ERROR"):
+    if cell.status in (Status.BUILD_ERROR, Status.CONFIG_ERROR):
         return "FAIL"
     return "MISS"
 
 
-def boot_status(cell: Mapping[str, Any]) -> str | None:
+def boot_status(cell: CellResult) -> str | None:
     """The `boot` test's status (None: the cell stopped before booting)."""
-    boot = next((t for t in cell.get("tests", []) if t.get("name") == "boot"
-                 and t.get("phase", "boot") == "boot"), None)
+    boot = next((t for t in cell.tests if t.name == "boot" and t.phase is Phase.BOOT), None)
     accel = _stage(cell, "accel")
-    booted = [s for s in cell.get("stages", []) if str(s.get("stage")).startswith("boot")]
-    if accel is not None and accel.get("status") != "PASS":
+    booted = [s for s in cell.stages if s.stage.startswith("boot")]
+    if accel is not None and accel.status is not Status.PASS:
         return "MISS"  # KVM unusable or the host failing: the kernel was not tried
     if boot is None:
         if not booted:
             return None
-        return "MISS" if booted[-1].get("status") in ("SETUP_ERROR", "INTERRUPTED") \
+        return "MISS" if booted[-1].status in (Status.SETUP_ERROR, Status.INTERRUPTED) \
             else "ERROR"
-    status = str(boot["status"])
-    if status == "BOOT_ERROR":
-        panicked = any(s.get("kind") == "PANIC" for s in boot.get("splats", []))
+    if boot.status is Status.BOOT_ERROR:
+        panicked = any(s.kind == "PANIC" for s in boot.splats)
         return "FAIL" if panicked else "ERROR"
-    return test_status(status)
+    return test_status(boot.status.value)
 
 
-def is_broken_variant(cell: Mapping[str, Any]) -> bool:
-    return any(t.get("expected_status") for t in cell.get("tests", []))
+def is_broken_variant(cell: CellResult) -> bool:
+    return any(t.expected_status for t in cell.tests)
 
 
-def _leaves(cases: list[dict[str, Any]], path: tuple[str, ...] = ()
-            ) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
-    for c in cases:
-        here = (*path, _part(str(c["name"])))
-        if c.get("subtests"):
-            yield from _leaves(c["subtests"], here)
-        else:
-            yield here, c
-
-
-def _number(m: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"value": float(m["median"])}
-    if m.get("unit"):
-        out["unit"] = str(m["unit"])
+def _number(m: Measurement) -> dict[str, Any]:
+    out: dict[str, Any] = {"value": float(m.median or 0)}
+    if m.unit:
+        out["unit"] = m.unit
     return out
 
 
-def _metrics(t: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    return [(p, m) for p, m in measurements((t.get("extra") or {}).get("metrics"))
-            if isinstance(m.get("median"), int | float) and not isinstance(m["median"], bool)]
+def _metrics(t: TestResult) -> list[Measurement]:
+    return [m for m in measurements(t) if m.median is not None]
 
 
-def _environment(cell: Mapping[str, Any]) -> dict[str, Any]:
-    accel = str(cell.get("accel") or "")
-    kind, _, why = accel.partition(" ")
-    guest = cell.get("guest") or {}
+def _environment(cell: CellResult) -> dict[str, Any]:
+    kind, _, why = cell.accel.partition(" ")
     misc: dict[str, Any] = {"accel": kind or None}
     if why:
         misc["accel_detail"] = hostless(why.strip().removeprefix("(").removesuffix(")"))
-    misc.update({k: guest[k] for k in ("memory", "cpus", "cpus_online", "memory_kb")
-                 if k in guest})
+    if cell.guest is not None:
+        misc.update(memory=cell.guest.memory, cpus=cell.guest.cpus)
+    if cell.guest_seen is not None:
+        misc.update(cpus_online=cell.guest_seen.cpus, memory_kb=cell.guest_seen.memory_kb)
     return {"comment": f"QEMU guest ({kind or 'accelerator unknown'})", "misc": misc}
 
 
-def _runs(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """cell -> the run that holds it (a merged run's `runs`; else the run itself)."""
-    by_cell: dict[str, Mapping[str, Any]] = {}
-    for run in doc.get("runs") or []:
-        for name in run.get("cells", []):
-            by_cell.setdefault(str(name), run)
+def _runs(run: RunResult) -> dict[str, MergedRun]:
+    """cell -> the run that holds it (a merged run's `runs`)."""
+    by_cell: dict[str, MergedRun] = {}
+    for held in run.merge.runs if run.merge else ():
+        for name in held.cells:
+            by_cell.setdefault(name, held)
     return by_cell
 
 
-def _checkout(cell: Mapping[str, Any], checkout_id: str, origin: str,
-              run: Mapping[str, Any], broken: bool) -> dict[str, Any]:
-    """`run`: the results.json (or merged run's entry) that holds the cell."""
-    patches = cell.get("patches", [])
-    missing = cell["status"] == Status.MISSING.value
-    started = _rfc3339(run.get("started"))
+def _checkout(cell: CellResult, checkout_id: str, origin: str,
+              run: RunResult | MergedRun, broken: bool) -> dict[str, Any]:
+    """`run`: the run (or merged run's entry) that holds the cell."""
+    patches = cell.patches
+    missing = cell.status is Status.MISSING
+    started = _rfc3339(run.started)
     return {
         "id": checkout_id, "origin": origin,
-        "tree_name": _kernel(cell.get("kernel")),
-        "comment": hostless(str(cell.get("source") or _kernel(cell.get("kernel")))),
-        **({"message_id": patches[0]["message_id"].strip("<>")}
-           if patches and patches[0].get("message_id") else {}),
+        "tree_name": _kernel(cell.kernel),
+        "comment": hostless(cell.source or _kernel(cell.kernel)),
+        **({"message_id": patches[0].message_id.strip("<>")}
+           if patches and patches[0].message_id else {}),
         **({} if missing else
-           {"valid": not any(p.get("state") == "conflict" for p in patches)}),
+           {"valid": not any(p.state is PatchState.CONFLICT for p in patches)}),
         **({"start_time": started} if started and not missing else {}),
-        **({"log_excerpt": hostless(str(cell.get("error")))[:16384]}
-           if cell["status"] == "PATCH_CONFLICT" and cell.get("error") else {}),
-        "misc": {"cell": cell["cell"], "kernel": _kernel(cell.get("kernel")),
-                 "package_version": cell.get("package_version"),
-                 "harness_run_id": run.get("run_id"), "harness_rev": run.get("harness_rev"),
+        **({"log_excerpt": hostless(cell.error)[:16384]}
+           if cell.status is Status.PATCH_CONFLICT and cell.error else {}),
+        "misc": {"cell": cell.cell, "kernel": _kernel(cell.kernel),
+                 "package_version": cell.package_version,
+                 "harness_run_id": run.run_id, "harness_rev": run.harness_rev,
                  "broken_variant": broken,
-                 "patches": [{k: p.get(k) for k in ("name", "subject", "state", "message_id")}
-                             for p in patches]},
+                 "patches": [{"name": p.name, "subject": p.subject, "state": p.state.value,
+                              "message_id": p.message_id} for p in patches]},
     }
 
 
-def _build(cell: Mapping[str, Any], build_id: str, checkout_id: str, origin: str,
+def _build(cell: CellResult, build_id: str, checkout_id: str, origin: str,
            compiler: str) -> dict[str, Any]:
     build_stage = _stage(cell, "build")
     from_store = _from_store(cell)
     status = _build_status(cell)
-    missing = cell["status"] == Status.MISSING.value
-    fragments = (cell.get("config") or {}).get("fragments", [])
+    missing = cell.status is Status.MISSING
+    fragments = cell.config.fragments if cell.config else ()
     return {
         "id": build_id, "checkout_id": checkout_id, "origin": origin,
-        "architecture": target.arch(str(cell.get("arch") or target.DEFAULT_ARCH)).kcidb,
+        "architecture": target.arch(cell.arch or target.DEFAULT_ARCH).kcidb,
         **({} if missing else {"config_name": "+".join(_fragment(f) for f in fragments)
                                or "base"}),
         **({"compiler": compiler} if compiler else {}),
-        **({"duration": float(build_stage["duration_s"])}
+        **({"duration": build_stage.duration_s}
            if build_stage and not from_store else {}),
         "status": status,
-        **({"log_excerpt": hostless(str(cell.get("error")))[:16384]}
-           if status == "FAIL" and cell.get("error") else {}),
-        **({"comment": hostless(str(cell.get("error")))} if missing else {}),
-        "misc": {"kernel_version": cell.get("kernel_version"), "from_store": from_store,
-                 "harness_status": cell["status"], **_image(cell.get("image"))},
+        **({"log_excerpt": hostless(cell.error)[:16384]}
+           if status == "FAIL" and cell.error else {}),
+        **({"comment": hostless(cell.error)} if missing else {}),
+        "misc": {"kernel_version": cell.kernel_version, "from_store": from_store,
+                 "harness_status": cell.status.value, **_image(cell.image)},
     }
 
 
-def _tests(cell: Mapping[str, Any], checkout_id: str, build_id: str, origin: str,
+def _tests(cell: CellResult, checkout_id: str, build_id: str, origin: str,
            broken: bool) -> list[dict[str, Any]]:
     """The `boot` test, a test per other result, per subtest and per measurement."""
 
@@ -320,72 +315,73 @@ def _tests(cell: Mapping[str, Any], checkout_id: str, build_id: str, origin: str
     boot = boot_status(cell)
     common = {"build_id": build_id, "origin": origin, "environment": env}
     out: list[dict[str, Any]] = []
-    for t in cell.get("tests", []):
-        test = _part(str(t["name"]))
-        is_boot = t["name"] == "boot" and t.get("phase", "boot") == "boot"
-        declared = t.get("expected_status")
-        as_declared = bool(declared) and declared == t["status"] != "PASS"
+    for t in cell.tests:
+        test = _part(t.name)
+        is_boot = t.name == "boot" and t.phase is Phase.BOOT
+        declared = t.expected_status.value if t.expected_status else None
+        as_declared = bool(declared) and declared == t.status.value != "PASS"
         misc: dict[str, Any] = {
-            "harness_status": t["status"], "log": _log(t.get("log"), str(cell["cell"])),
-            "splats": [hostless(str(s.get("title"))) for s in t.get("splats", [])]}
+            "harness_status": t.status.value, "log": _log(t.log, cell.cell),
+            "splats": [hostless(s.title) for s in t.splats]}
         if broken:
             misc.update(declared=declared, expected=as_declared)
         path = "boot" if is_boot else f"{SUITE}.{test}"
         metrics = _metrics(t)
         out.append({
             "id": test_id(test), **common, "path": path,
-            "status": boot if is_boot and boot else test_status(str(t["status"])),
-            "duration": float(t.get("duration_s") or 0.0),
-            **({"number": _number(metrics[0][1])} if len(metrics) == 1 else {}),
-            **({"log_excerpt": hostless(str(t["reason"]))[:16384]} if t.get("reason") else {}),
+            "status": boot if is_boot and boot else test_status(t.status.value),
+            "duration": t.duration_s,
+            **({"number": _number(metrics[0])} if len(metrics) == 1 else {}),
+            **({"log_excerpt": hostless(t.reason)[:16384]} if t.reason else {}),
             "misc": misc,
         })
-        for mpath, m in metrics if len(metrics) > 1 else []:
-            parts = tuple(_part(p) for p in mpath.split("/"))
+        for m in metrics if len(metrics) > 1 else []:
+            parts = tuple(_part(p) for p in m.path.split("/"))
+            said = (("direction", m.direction), ("min", m.min), ("max", m.max),
+                    ("q1", m.q1), ("q3", m.q3), ("n", m.n))
             out.append({
                 "id": test_id(test, "metric", *parts), **common,
                 "path": ".".join((path, *parts)), "status": "DONE", "number": _number(m),
-                "misc": {"harness_status": t["status"],
-                         **{k: m[k] for k in ("direction", "min", "max", "q1", "q3", "n")
-                            if k in m}},
+                "misc": {"harness_status": t.status.value,
+                         **{k: v for k, v in said if v is not None}},
             })
-        for sub, leaf in _leaves((t.get("ktap") or {}).get("subtests", [])):
-            leaf_misc: dict[str, Any] = {"harness_status": leaf["status"]}
+        for names, leaf in leaves(t.ktap.cases if t.ktap else ()):
+            sub = tuple(_part(n) for n in names)
+            leaf_misc: dict[str, Any] = {"harness_status": leaf.status.value}
             if broken:
-                leaf_misc["expected"] = as_declared and leaf["status"] not in ("PASS", "SKIP")
+                leaf_misc["expected"] = as_declared and leaf.status not in (Status.PASS,
+                                                                             Status.SKIP)
             out.append({
                 "id": test_id(test, *sub), **common, "path": ".".join((path, *sub)),
-                "status": test_status(str(leaf["status"])),
-                **({"log_excerpt": hostless(str(leaf["diagnostic"]))[:16384]}
-                   if leaf.get("diagnostic") else {}),
+                "status": test_status(leaf.status.value),
+                **({"log_excerpt": hostless(leaf.diagnostic)[:16384]}
+                   if leaf.diagnostic else {}),
                 "misc": leaf_misc,
             })
-    if boot is not None and not any(t["name"] == "boot" for t in cell.get("tests", [])):
+    if boot is not None and not any(t.name == "boot" for t in cell.tests):
         out.append({"id": test_id("boot"), **common, "path": "boot", "status": boot,
-                    **({"log_excerpt": hostless(str(cell["error"]))[:16384]}
-                       if cell.get("error") else {}),
-                    "misc": {"harness_status": cell["status"]}})
+                    **({"log_excerpt": hostless(cell.error)[:16384]} if cell.error else {}),
+                    "misc": {"harness_status": cell.status.value}})
     return out
 
 
-def export(doc: Mapping[str, Any], *, run_id: str | None = None, origin: str = ORIGIN,
+def export(run: RunResult, *, run_id: str | None = None, origin: str = ORIGIN,
            include_broken: bool = False) -> dict[str, Any]:
     origin = check_origin(origin)
-    run = _part(run_id or derived_run_id(doc))
-    held_by = _runs(doc)
+    name_of_run = _part(run_id or derived_run_id(run))
+    held_by = _runs(run)
     checkouts, builds, tests = [], [], []
-    for cell in doc.get("cells", []):
+    for cell in run.cells:
         broken = is_broken_variant(cell)
         if broken and not include_broken:
             continue
-        name = _part(str(cell["cell"]))
-        source = held_by.get(str(cell["cell"]), doc)
+        name = _part(cell.cell)
+        source: RunResult | MergedRun = held_by.get(cell.cell, run)
         # the compiler the kernel was built with, as its build recorded it; a run older
         # than that record: the toolchain's compiler among the run's tool versions
-        cc = target.toolchain(str(cell.get("toolchain") or target.DEFAULT_TOOLCHAIN)).cc
-        compiler = str(cell.get("compiler")
-                       or (source.get("tools") or doc.get("tools") or {}).get(cc) or "")
-        checkout_id = f"{origin}:{run}:{name}"
+        cc = target.toolchain(cell.toolchain or target.DEFAULT_TOOLCHAIN).cc
+        compiler = cell.compiler or dict(source.tools or run.tools or ()).get(cc) or ""
+        checkout_id = f"{origin}:{name_of_run}:{name}"
         build_id = f"{checkout_id}:build"
         checkouts.append(_checkout(cell, checkout_id, origin, source, broken))
         builds.append(_build(cell, build_id, checkout_id, origin, compiler))

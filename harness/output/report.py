@@ -1,8 +1,8 @@
 """`harness report`: a static HTML page of a run (and of a comparison), for people.
 
-Rendered with jinja2 from results.json alone (plus the test logs it names, read by the
-CLI), with no network: inline CSS, inline SVG plots, no script. The grid has one cell per
-(matrix cell, result) of results.json, coloured by status; each links to the details:
+Rendered with jinja2 from the run as results.json has it (plus the test logs it names,
+read by the CLI), with no network: inline CSS, inline SVG plots, no script. The grid has
+one cell per (matrix cell, result), coloured by status; each links to the details:
 the reason, the failing checks, the decoded splats, the output. Every benchmark whose
 measurements are named "<series>@<x>" (methods/iter_self@100, reads/few/rstat_root@10)
 gets a plot of its medians against x, one line per series, on a log scale when the
@@ -20,9 +20,19 @@ from typing import Any
 import jinja2
 
 from harness import target
+from harness.base.model import (
+    CellResult,
+    PatchCoverage,
+    RunResult,
+    Splat,
+    Status,
+    TestCase,
+    TestResult,
+    leaves,
+)
+from harness.judge import ktap
 from harness.output import compare
 
-Doc = Mapping[str, Any]
 WIDTH, HEIGHT, MARGIN = 560, 300, 56
 _POINT = re.compile(r"^(?P<series>.+)@(?P<x>\d+(?:\.\d+)?)$")
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
@@ -77,20 +87,19 @@ def _axis(values: Sequence[float], lo_px: float, hi_px: float, log: bool
     return px, [(px(t), f"{t:.3g}") for t in ticks]
 
 
-def plots(metrics: Any, title: str) -> list[Plot]:
-    """One plot per group of measurements named <series>@<x> with at least two x values
-    (a group: the path's first part, e.g. "methods", "reads")."""
+def plots(t: TestResult) -> list[Plot]:
+    """One plot per group of a test's measurements named <series>@<x> with at least two x
+    values (a group: the path's first part, e.g. "methods", "reads")."""
     groups: dict[str, dict[str, list[tuple[float, float]]]] = {}
     units: dict[str, str] = {}
-    for path, m in compare.measurements(metrics):
-        match = _POINT.match(path)
-        median = m.get("median")
-        if match is None or not isinstance(median, int | float) or not median > 0:
+    for m in compare.measurements(t):
+        match = _POINT.match(m.path)
+        if match is None or m.median is None or not m.median > 0:
             continue
         group, _, series = match["series"].partition("/")
         groups.setdefault(group, {}).setdefault(series or group, []).append(
-            (float(match["x"]), float(median)))
-        units[group] = str(m.get("unit", ""))
+            (float(match["x"]), float(m.median)))
+        units[group] = m.unit or ""
     out = []
     for group, lines in groups.items():
         xs = sorted({x for pts in lines.values() for x, _ in pts})
@@ -106,85 +115,90 @@ def plots(metrics: Any, title: str) -> list[Plot]:
                            for x, y in pts)
             built.append(Line(series=series, colour=PALETTE[i % len(PALETTE)],
                               points=tuple(sorted(points, key=lambda p: p.x))))
-        out.append(Plot(title=f"{title}: {group}", unit=units[group], log_y=log_y,
+        out.append(Plot(title=f"{t.name}: {group}", unit=units[group], log_y=log_y,
                         lines=tuple(built), x_ticks=tuple(x_ticks), y_ticks=tuple(y_ticks)))
     return out
 
 
-def leaves(cases: Sequence[Doc], prefix: str = "") -> list[tuple[str, str]]:
+def checks(cases: Sequence[TestCase]) -> list[tuple[str, Status]]:
     """A KTAP tree's leaf checks, named by their path below the test ("selftests:
     cgroup: test_freezer/test_cgfreezer_ptrace" for a kselftest program's case)."""
-    out: list[tuple[str, str]] = []
-    for c in cases:
-        name = f"{prefix}{c['name']}"
-        out += leaves(c["subtests"], f"{name}/") if c.get("subtests") else [
-            (name, str(c["status"]))]
-    return out
+    return [("/".join(path), leaf.status) for path, leaf in leaves(cases)]
 
 
-def _splat(s: Doc) -> dict[str, str]:
-    """A splat of results.json with every field the page shows (empty ones are left out
-    of the JSON)."""
-    return {k: str(s.get(k) or "") for k in ("kind", "function", "title", "message", "text",
-                                             "decoded", "where", "expected")}
+def _splat(s: Splat) -> dict[str, str]:
+    """A splat with every field the page shows."""
+    return {"kind": s.kind, "function": s.function, "title": s.title, "message": s.message,
+            "text": s.text, "decoded": s.decoded, "where": s.where, "expected": s.expected}
 
 
 def anchor(cell: str, test: str) -> str:
     return "r-" + re.sub(r"[^A-Za-z0-9_-]", "-", f"{cell}--{test}")
 
 
-def view(doc: Doc, logs: Mapping[tuple[str, str], str],
+def _coverage(x: PatchCoverage) -> dict[str, Any]:
+    ran = set(x.ran)
+    return {"patch": x.patch, "subject": x.subject, "executable": len(x.executable),
+            "ran": len(x.ran), "not_run": list(x.not_run), "by_test": dict(x.by_test),
+            "lines": [{"file": n.file, "line": n.line, "source": n.source, "ran": n in ran}
+                      for n in x.executable]}
+
+
+def _test(c: CellResult, t: TestResult, logs: Mapping[tuple[str, str], str],
+          recent: Mapping[tuple[str, str], str], known: Mapping[tuple[str, str], str]
+          ) -> dict[str, Any]:
+    return {
+        "name": t.name, "status": t.status.value, "reason": t.reason,
+        "expected": t.expected_status.value if t.expected_status else None,
+        "anchor": anchor(c.cell, t.name), "duration": t.duration_s, "notes": list(t.notes),
+        "failing": [n for n, status in checks(t.ktap.cases if t.ktap else ())
+                    if status in (Status.FAIL, Status.CRASHED, Status.TIMEOUT)],
+        "counts": {k.value: v for k, v in ktap.summary_counts(t.ktap).items()}
+        if t.ktap else {},
+        "splats": [{**_splat(x), "known": known.get(
+            (c.cell, f"{t.name}: splat {x.fingerprint}"), "")} for x in t.splats],
+        "known": known.get((c.cell, t.name), ""),
+        "attempts": [a.status.value for a in t.attempts],
+        "output": logs.get((c.cell, t.name), ""),
+        "recent": recent.get((c.cell, t.name), ""),
+        "plots": plots(t), "summary": t.metrics.summary if t.metrics else ""}
+
+
+def view(run: RunResult, logs: Mapping[tuple[str, str], str],
          recent: Mapping[tuple[str, str], str] | None = None,
          known: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
-    """What the template shows: results.json arranged for the page. `logs`: (cell, test)
+    """What the template shows: the run arranged for the page. `logs`: (cell, test)
     -> the test's output, when the CLI could read it; `recent`: (cell, test) -> its
     outcomes in the last runs the history holds, oldest first (. passed, F failed);
     `known`: (cell, test) and (cell, "test: splat FINGERPRINT") -> "new" or "known since
     RUN ..." (history.labels)."""
-    known = known or {}
-    cells = list(doc.get("cells", []))
+    known, recent = known or {}, recent or {}
     names: list[str] = []
-    for c in cells:
-        names += [str(t["name"]) for t in c.get("tests", []) if t["name"] not in names]
+    for c in run.cells:
+        names += [t.name for t in c.tests if t.name not in names]
     grid = [{"test": name, "results": [
-        next(({"status": t["status"], "anchor": anchor(c["cell"], name), "cell": c["cell"],
-               "declared": t.get("expected_status") == t["status"] != "PASS"}
-              for t in c.get("tests", []) if t["name"] == name), None) for c in cells]}
+        next(({"status": t.status.value, "anchor": anchor(c.cell, name), "cell": c.cell,
+               "declared": t.expected_status is t.status and t.status is not Status.PASS}
+              for t in c.tests if t.name == name), None) for c in run.cells]}
         for name in names]
-    details = []
-    for c in cells:
-        tests = []
-        for t in c.get("tests", []):
-            ktap = t.get("ktap") or {}
-            metrics = (t.get("extra") or {}).get("metrics")
-            checks = leaves(ktap.get("subtests", []))
-            tests.append({
-                "name": t["name"], "status": t["status"], "reason": t.get("reason", ""),
-                "expected": t.get("expected_status"), "anchor": anchor(c["cell"], t["name"]),
-                "duration": t.get("duration_s", 0), "notes": t.get("notes", []),
-                "failing": [n for n, s in checks if s in ("FAIL", "CRASHED", "TIMEOUT")],
-                "counts": ktap.get("counts", {}),
-                "splats": [{**_splat(x), "known": known.get(
-                    (c["cell"], f"{t['name']}: splat {compare.fingerprint(x)}"), "")}
-                    for x in t.get("splats", [])],
-                "known": known.get((c["cell"], t["name"]), ""),
-                "attempts": [a["status"] for a in t.get("attempts", [])],
-                "output": logs.get((c["cell"], t["name"]), ""),
-                "recent": (recent or {}).get((c["cell"], t["name"]), ""),
-                "plots": plots(metrics, t["name"]),
-                "summary": metrics.get("summary", "") if isinstance(metrics, Mapping) else ""})
-        details.append({"cell": c["cell"], "status": c["status"], "error": c.get("error", ""),
-                        "kernel": c.get("kernel", ""), "version": c.get("kernel_version", ""),
-                        "target": target.label(
-                            str(c.get("arch") or target.DEFAULT_ARCH),
-                            str(c.get("toolchain") or target.DEFAULT_TOOLCHAIN)),
-                        "notes": c.get("notes", []), "patches": c.get("patches", []),
-                        "features": c.get("features", []), "tests": tests,
-                        "accel": c.get("accel", ""), "coverage": c.get("coverage")})
-    return {"run": {k: doc.get(k, "") for k in ("run_id", "started", "status", "exit_code",
-                                                "what", "harness_rev", "state")},
-            "command": " ".join(map(str, doc.get("command", []))),
-            "cells": [c["cell"] for c in cells], "grid": grid, "details": details}
+    details = [{
+        "cell": c.cell, "status": c.status.value, "error": c.error, "kernel": c.kernel,
+        "version": c.kernel_version, "target": target.label(c.arch, c.toolchain),
+        "notes": list(c.notes),
+        "patches": [{"name": p.name, "subject": p.subject, "state": p.state.value,
+                     "detail": p.detail} for p in c.patches],
+        "features": [{"name": r.feature.name, "kind": r.feature.kind.value,
+                      "state": r.state.value, "where": r.where, "btf": r.btf}
+                     for r in c.features],
+        "tests": [_test(c, t, logs, recent, known) for t in c.tests], "accel": c.accel,
+        "coverage": None if c.coverage is None else [_coverage(x) for x in c.coverage]}
+        for c in run.cells]
+    return {"run": {"run_id": run.run_id or "", "started": run.started or "",
+                    "status": run.status.value if run.status else "",
+                    "exit_code": run.exit_code, "what": run.what or "",
+                    "harness_rev": run.harness_rev or "", "state": run.state.value},
+            "command": " ".join(run.command or ()),
+            "cells": [c.cell for c in run.cells], "grid": grid, "details": details}
 
 
 def _env() -> jinja2.Environment:
@@ -193,10 +207,10 @@ def _env() -> jinja2.Environment:
                               trim_blocks=True, lstrip_blocks=True)
 
 
-def render(doc: Doc, logs: Mapping[tuple[str, str], str],
+def render(run: RunResult, logs: Mapping[tuple[str, str], str],
            recent: Mapping[tuple[str, str], str] | None = None,
            known: Mapping[tuple[str, str], str] | None = None) -> str:
-    return _env().get_template("report.html.j2").render(**view(doc, logs, recent, known))
+    return _env().get_template("report.html.j2").render(**view(run, logs, recent, known))
 
 
 def render_comparison(c: compare.Comparison) -> str:

@@ -1,13 +1,11 @@
-"""results.json, reproduce.sh and the terminal summary: rendering only, no running.
-
-The summary is where the user looks, so whatever a user needs to act on a result is in
-it, once, at most 100 columns wide: the cause of a stopped cell with its details, fix
-and log; for a crashed result the splat with its decoded location; for a failed test
-its failing checks and their diagnostics; notes on known failures and declared noise.
+"""results.json written and read back (the one reader), reproduce.sh, a run's exit codes
+and its results directory. The terminal summary: output/terminal.py.
 """
 
 from __future__ import annotations
 
+import enum
+import hashlib
 import json
 import logging
 import os
@@ -15,11 +13,11 @@ import shlex
 import shutil
 import stat
 import sys
-import textwrap
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 
@@ -28,30 +26,46 @@ from harness.base import atomic, paths
 from harness.base.errors import EnvironmentProblem
 from harness.base.gitcmd import git_run
 from harness.base.model import (
-    KERNEL_PHASES,
+    BuildRun,
     CellResult,
     ConfigResult,
+    DroppedSymbol,
+    Feature,
     FeatureKind,
     FeatureReport,
     FeatureState,
     FileLine,
+    GuestSeen,
+    GuestSpec,
+    Host,
+    Interruption,
     Isolation,
+    KtapResult,
+    Measurement,
+    Merge,
+    MergedRun,
+    Metrics,
+    Number,
     PatchCoverage,
     PatchResult,
+    PatchState,
     Phase,
+    RunIsolation,
+    RunResult,
+    RunState,
     Splat,
     StageTiming,
     Status,
     TestCase,
     TestResult,
+    UnreadableRun,
     worst,
 )
-from harness.judge import ktap, splat
+from harness.judge import ktap
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
-WIDTH = 100
 
 
 def _case_json(case: TestCase) -> dict[str, Any]:
@@ -97,6 +111,8 @@ def test_json(t: TestResult, base: Path | None = None) -> dict[str, Any]:
         out["expected_status"] = t.expected_status.value
     if t.notes:
         out["notes"] = list(t.notes)
+    if t.diagnosis:
+        out["diagnosis"] = t.diagnosis
     if t.log is not None:
         out["log"] = _rel(t.log, base)
     if t.ktap is not None:
@@ -108,10 +124,38 @@ def test_json(t: TestResult, base: Path | None = None) -> dict[str, Any]:
             "subtests": [_case_json(c) for c in t.ktap.cases],
             "counts": {k.value: v for k, v in ktap.summary_counts(t.ktap).items()},
         }
-    if t.extra:
-        out["extra"] = t.extra
+    if extra := _extra_json(t):
+        out["extra"] = extra
     if t.attempts:
         out["attempts"] = [test_json(a, base) for a in t.attempts]
+    return out
+
+
+def _extra_json(t: TestResult) -> dict[str, Any]:
+    """What a result has besides its verdict: the guest it saw (boot), the output it shows,
+    its metrics (as the test wrote them)."""
+    out: dict[str, Any] = {}
+    if t.guest_seen is not None:
+        seen = t.guest_seen
+        out["guest"] = {k: v for k, v in (("cmdline", seen.cmdline), ("cpus", seen.cpus),
+                                           ("memory_kb", seen.memory_kb)) if v is not None}
+    if t.output_tail is not None:
+        out.update(output_tail=list(t.output_tail), output_lines=t.output_lines)
+    if t.metrics_error:
+        out["metrics_error"] = t.metrics_error
+    if t.metrics is not None:
+        out["metrics"] = t.metrics.data
+    return out
+
+
+def _guest_json(c: CellResult) -> dict[str, Any]:
+    """The guest asked for (memory, cpus, append) and what it had (read in it)."""
+    out: dict[str, Any] = {}
+    if c.guest is not None:
+        out.update(memory=c.guest.memory, cpus=c.guest.cpus, append=c.guest.append)
+    if c.guest_seen is not None:
+        out.update(cmdline=c.guest_seen.cmdline, cpus_online=c.guest_seen.cpus,
+                   memory_kb=c.guest_seen.memory_kb)
     return out
 
 
@@ -163,7 +207,7 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "tests": [test_json(t, base) for t in c.tests],
         "retries": list(c.retries),
         "features": [_feature_json(r) for r in c.features],
-        "guest": c.guest,
+        "guest": _guest_json(c),
         "kernel_from_store": c.kernel_from_store,
         "arch": c.arch,
         "toolchain": c.toolchain,
@@ -194,20 +238,6 @@ def _coverage_json(x: PatchCoverage) -> dict[str, Any]:
             "by_test": dict(x.by_test),
             # every executable line, for the report's annotated listing
             "lines": [{**_line_json(n), "ran": n in ran} for n in x.executable]}
-
-
-def coverage_lines(cov: tuple[PatchCoverage, ...], indent: str) -> list[str]:
-    """Per patch: its added lines that gcov counts, how many ran, and each that did not."""
-    lines = []
-    for x in cov:
-        if not x.executable:
-            lines += _wrap(f"coverage: {x.patch}: no added line gcov counts", indent)
-            continue
-        lines += _wrap(f"coverage: {x.patch}: {len(x.ran)}/{len(x.executable)} added lines "
-                       f"run ({100 * len(x.ran) // len(x.executable)}%)", indent)
-        lines += [ln for n in x.not_run for ln in
-                  _wrap(f"not run: {n.file}:{n.line}: {n.source.strip()}", indent + "  ")]
-    return lines
 
 
 def run_status(cells: list[CellResult]) -> Status:
@@ -244,19 +274,71 @@ def bisect_exit_code(cells: list[CellResult]) -> int:
     return max(codes)
 
 
-def write_json(path: Path, cells: list[CellResult], *, meta: dict[str, Any],
-               state: str = "complete", code: int | None = None) -> None:
-    """Atomically: a reader (or a killed run) never sees a half-written file. `code`: the
-    exit status when it is not the cells' (128 + N for a run stopped by signal N)."""
-    data = {
-        "schema": SCHEMA_VERSION,
-        **meta,
-        "state": state,
-        "status": run_status(cells).value if cells else None,
-        "exit_code": exit_code(cells) if code is None else code,
-        "cells": [cell_json(c, path.parent) for c in cells],
-    }
-    atomic.write_json(path, data)
+def run_json(run: RunResult, base: Path | None = None) -> dict[str, Any]:
+    """results.json's document of a run; log paths relative to `base` (its directory). A
+    run says what its writer knew (None: left out), in the order `harness run` learns it;
+    a merged run (`harness merge`) in the merge's own order."""
+    if run.merge is not None:
+        return _merged_json(run, run.merge, base)
+    out: dict[str, Any] = {"schema": SCHEMA_VERSION}
+    said: tuple[tuple[str, object], ...] = (
+        ("run_id", run.run_id), ("started", run.started),
+        ("command", None if run.command is None else list(run.command)),
+        ("host", None if run.host is None else
+         {"kernel": run.host.kernel, "cpus": run.host.cpus}),
+        ("strict", run.strict))
+    out.update((k, v) for k, v in said if v is not None)
+    if run.strict is not None:  # written with strict: the options that judge every cell
+        out["repeat"] = run.repeat
+    said = (("what", run.what),
+            ("isolation", None if run.isolation is None else {
+                "sandbox": run.isolation.sandbox, "guest": run.isolation.guest}),
+            ("harness_rev", run.harness_rev),
+            ("tools", None if run.tools is None else dict(run.tools)),
+            ("duration_s", run.duration_s),
+            ("interrupted", None if run.interrupted is None else {
+                "signal": run.interrupted.signal, "cell": run.interrupted.cell,
+                "stage": run.interrupted.stage, "not_run": list(run.interrupted.not_run)}),
+            ("source_log", run.source_log), ("cell", run.mutated_cell))
+    out.update((k, v) for k, v in said if v is not None)
+    return {**out, **_outcome_json(run, base)}
+
+
+def _outcome_json(run: RunResult, base: Path | None) -> dict[str, Any]:
+    return {"state": run.state.value, **_verdict_json(run, base)}
+
+
+def _verdict_json(run: RunResult, base: Path | None) -> dict[str, Any]:
+    return {"status": run.status.value if run.status is not None else None,
+            "exit_code": run.exit_code,
+            "cells": [cell_json(c, base) for c in run.cells]}
+
+
+def _merged_json(run: RunResult, m: Merge, base: Path | None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "schema": SCHEMA_VERSION, "run_id": run.run_id, "started": run.started,
+        "merged_at": m.merged_at, "merged_from": list(m.merged_from),
+        "runs": [{"dir": r.dir, "run_id": r.run_id, "started": r.started, "state": r.state,
+                  "harness_rev": r.harness_rev, "tools": dict(r.tools), "strict": r.strict,
+                  "cells": list(r.cells)} for r in m.runs],
+        "harness_rev": run.harness_rev, "tools": dict(run.tools or ()),
+        "strict": bool(run.strict), "plan": None if m.plan is None else list(m.plan),
+        "state": run.state.value, "incomplete_runs": list(m.incomplete_runs),
+        "unreadable_runs": [{"run": u.run, "reason": u.reason} for u in m.unreadable_runs],
+        "conflicts": list(m.conflicts), "revision_conflict": m.revision_conflict,
+        "missing": list(m.missing), "unexpected": list(m.unexpected),
+        **({"builds": [({"dir": b.dir, "unreadable": b.unreadable} if b.unreadable else
+                        {"dir": b.dir, "run_id": b.run_id, "state": b.state,
+                         "cells": dict(b.cells)}) for b in m.builds]} if m.builds else {}),
+        **_verdict_json(run, base)}
+    if run.command is not None:  # the merge's command line, added once it is written
+        out["command"] = list(run.command)
+    return out
+
+
+def write_json(path: Path, run: RunResult) -> None:
+    """Atomically: a reader (or a killed run) never sees a half-written file."""
+    atomic.write_json(path, run_json(run, path.parent))
 
 
 _env = jinja2.Environment(
@@ -273,202 +355,6 @@ def write_reproduce(path: Path, *, argv: list[str], repo: Path, harness_rev: str
                                                       harness_rev=harness_rev)
     atomic.write_text(path, text)
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
-# ---- the terminal ----
-
-
-def _wrap(text: str, indent: str, width: int = WIDTH) -> list[str]:
-    """Every line of text, indented and wrapped (continuations two columns deeper)."""
-    out: list[str] = []
-    for line in text.splitlines() or [""]:
-        lead = line[: len(line) - len(line.lstrip(" "))]
-        out += textwrap.wrap(line.strip(), width=width, initial_indent=indent + lead,
-                             subsequent_indent=indent + lead + "  ",
-                             break_long_words=False, break_on_hyphens=False) or [indent]
-    return out
-
-
-def _message(text: str, indent: str, base: Path | None) -> list[str]:
-    """A stage error or verdict: the first line is the cause, `fix:`/`log:` lines as given."""
-    lines = []
-    for i, line in enumerate(text.rstrip().splitlines()):
-        if line.startswith("log: ") and base is not None:
-            line = "log: " + _show_path(Path(line[5:].strip()), base)
-        head = "error: " if i == 0 and not line.startswith(("fix:", "log:")) else ""
-        lines += _wrap(head + line, indent)
-    return lines
-
-
-def _show_path(path: Path, base: Path) -> str:
-    """A path under the run directory relative to its parent (the run directory's name
-    first, so it can be opened from where the run was started)."""
-    if path.is_absolute() and path.is_relative_to(base.parent):
-        return str(path.relative_to(base.parent))
-    return str(path)
-
-
-def summary(cells: list[CellResult], *, base: Path | None = None) -> str:
-    """The terminal summary of a run: per cell its head line, then what a user needs."""
-    lines: list[str] = []
-    for c in cells:
-        if lines:
-            lines.append("")
-        lines += _cell_lines(c, base)
-    return "\n".join(lines)
-
-
-def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
-    version = c.kernel_version or c.kernel
-    applied = sum(1 for p in c.patches if p.state.value == "applied")
-    in_base = sum(1 for p in c.patches if p.state.value == "already-in-base")
-    parts = []
-    if c.patches:
-        parts.append(f"patches: {applied} applied, {in_base} in base")
-    if c.accel:
-        parts.append(c.accel.split(" (")[0])
-    if c.isolation is not None:
-        parts.append(c.isolation.describe())
-    if built_for := target.label(c.arch, c.toolchain):
-        version += f" {built_for}"
-    head = f"== {c.cell} [{version}]  {c.status.value}"
-    lines = _wrap(head + (f"  ({'; '.join(parts)})" if parts else ""), "")
-    if c.error:
-        lines += _message(c.error, "   ", base)
-    if c.features:
-        lines += _wrap("features: " + feature_line(c.features), "   ")
-    if guest := guest_line(c.guest):
-        lines += _wrap(guest, "   ")
-    tests = [t for t in c.tests if t.phase is Phase.TEST]
-    kernel = [t for t in c.tests if t.phase in KERNEL_PHASES]
-    if kernel and all(t.status is Status.PASS and not t.splats and not t.notes for t in kernel):
-        lines.append("   kernel log: boot, set-up between tests and shutdown clean "
-                     "(no splat, no new taint)")
-    name_width = min(max((len(t.name) for t in c.tests), default=0), 40)
-    for t in [*(k for k in kernel if k.status is not Status.PASS or k.splats or k.notes),
-              *tests]:
-        # A reason the cell's error already gave is not given twice.
-        lines += _result_lines(t, name_width, base,
-                               said=bool(t.reason and c.error and t.reason in c.error))
-    if c.coverage is not None:
-        lines += coverage_lines(c.coverage, "   ")
-    for retry in c.retries:
-        lines += _wrap(f"retried: {retry}", "   ")
-    if c.boot_only and not tests:
-        lines.append("   (--boot-only: no tests asked for; judged by boot and shutdown)")
-    for note in c.notes:
-        lines += _wrap(f"note: {note}", "   ")
-    return lines
-
-
-def guest_line(guest: Mapping[str, object]) -> str:
-    """What the guest had, when the user changed its size or command line: said on the
-    terminal, with whether the appended arguments really reached /proc/cmdline."""
-    asked = [f"--memory {guest['memory']}" if guest.get("memory", "2G") != "2G" else "",
-             f"--cpus {guest['cpus']}" if guest.get("cpus", 2) != 2 else "",
-             f"--append {guest['append']}" if guest.get("append") else ""]
-    if not any(asked):
-        return ""
-    had = []
-    cpus, memory_kb = guest.get("cpus_online"), guest.get("memory_kb")
-    if isinstance(cpus, int):
-        had.append(f"{cpus} CPU(s)")
-    if isinstance(memory_kb, int):
-        had.append(f"{memory_kb // 1024} MiB")
-    cmdline, appended = str(guest.get("cmdline") or ""), str(guest.get("append") or "").strip()
-    if appended and cmdline:
-        had.append("/proc/cmdline has the appended arguments" if appended in cmdline else
-                   f"/proc/cmdline LACKS the appended arguments: {cmdline}")
-    return (f"guest ({' '.join(a for a in asked if a)}): "
-            + (", ".join(had) if had else "not seen (the runner did not start)"))
-
-
-def _result_lines(t: TestResult, name_width: int, base: Path | None, *,
-                  said: bool = False) -> list[str]:
-    counts = ""
-    if t.ktap is not None:
-        n = ktap.summary_counts(t.ktap)
-        counts = " ".join(f"{k.value.lower()}:{v}" for k, v in n.items() if v)
-    expected = ""
-    if t.expected_status is not None and t.status is t.expected_status \
-            and t.status is not Status.PASS:
-        expected = " (as declared)"
-    detail = "(see above)" if said else t.reason or counts
-    head = f"   {t.name:<{name_width}}  {t.status.value + expected:<8} {t.duration_s:6.1f}s"
-    lines = _wrap(f"{head}  {detail}".rstrip(), "")
-    indent = "      "
-    if t.reason and counts and t.status is not Status.PASS:
-        lines += _wrap(counts, indent)
-    for s in t.splats:
-        lines += splat_lines(s, indent)
-    if t.ktap is not None and t.status not in (Status.PASS, Status.SKIP, Status.XFAIL):
-        for leaf in _bad_leaves(t.ktap.cases)[:10]:
-            lines += _wrap(f"{leaf.status.value}: {leaf.name}", indent)
-            diag = [d for d in leaf.diagnostic.splitlines() if d.strip()][-3:]
-            lines += [ln for d in diag for ln in _wrap(d, indent + "  ")]
-        for e in t.ktap.errors[:5]:
-            lines += _wrap(f"output: {e}", indent)
-    if t.ktap is not None:
-        for w in t.ktap.warnings[:5]:
-            lines += _wrap(f"warning: {w}", indent)
-    for note in t.notes:
-        lines += _wrap(f"note: {note}", indent)
-    tail = t.extra.get("output_tail")
-    if isinstance(tail, list) and tail:
-        total = t.extra.get("output_lines", len(tail))
-        lines.append(f"{indent}output:" if total == len(tail) else
-                     f"{indent}output (its last {len(tail)} of {total} lines; all of it in the "
-                     "log):")
-        lines += [f"{indent}| {line}"[:WIDTH + 40] for line in tail]
-    metrics = t.extra.get("metrics")
-    if isinstance(metrics, dict) and metrics.get("summary"):
-        lines += _wrap(f"metrics: {metrics['summary']}", indent)
-    if t.log is not None and not said and (t.status not in (Status.PASS, Status.SKIP)
-                                           or t.splats or t.extra.get("output_tail")):
-        lines += _wrap("log: " + (_show_path(t.log, base) if base else str(t.log)), indent)
-    return lines
-
-
-def splat_lines(s: Splat, indent: str) -> list[str]:
-    label = "expected noise" if s.expected else "splat"
-    where = f" ({s.where})" if s.where else ""
-    func = f" in {s.function}()" if s.function else ""
-    lines = _wrap(f"{label}{where}: {s.kind}{func}: {s.title}", indent)
-    said = s.message.splitlines()
-    lines += [ln for n, m in enumerate(said) for ln in
-              _wrap(f"{'message: ' if n == 0 else '         '}{m}", indent + "  ")]
-    frames = splat.first_frames(s, 3)
-    lines += [ln for f in frames for ln in _wrap(f, indent + "  ")]
-    if s.expected:
-        lines += _wrap(f"declared: {s.expected}", indent + "  ")
-    return lines
-
-
-def feature_line(reports: tuple[FeatureReport, ...]) -> str:
-    """`in base: bpf_rstat_flush, ...; added by series: ...`, and whether BTF confirmed it."""
-    groups: dict[FeatureState, list[str]] = {}
-    for r in reports:
-        name = f"{r.feature.name} iterator" if r.feature.kind is FeatureKind.ITERATOR \
-            else r.feature.name
-        groups.setdefault(r.state, []).append(name)
-    line = "; ".join(f"{state.value}: {', '.join(names)}" for state, names in groups.items())
-    # config options are not in BTF: the kernel's .config decided them
-    in_btf = [r for r in reports if r.feature.kind is not FeatureKind.CONFIG]
-    if any(r.btf is None for r in in_btf):
-        return line + " (sources only, BTF not checked)"
-    notes = [f"{r.feature.name}: {r.note}" for r in in_btf if r.note]
-    return line + (f" (notes: {'; '.join(notes)})" if notes else " (BTF agrees)")
-
-
-def _bad_leaves(cases: tuple[TestCase, ...]) -> list[TestCase]:
-    out: list[TestCase] = []
-    for c in cases:
-        if c.subtests:
-            out.extend(_bad_leaves(c.subtests))
-        elif c.status not in (Status.PASS, Status.SKIP, Status.XFAIL):
-            out.append(c)
-    return out
-
 
 
 def new_run_id() -> str:
@@ -525,8 +411,362 @@ def write_or_print(text: str, output: Path | None, what: str) -> None:
         print(f"{what}: {output}")
 
 
-def load_run(spec: str) -> tuple[dict[str, Any], str | None, Path]:
-    """RUN, RUN/results.json or RUN:CELL -> (results.json, the cell or None, its file)."""
+# ---- results.json read back: the one reader ----
+# Every command that reads a run (compare, history, explain, report, the exports, merge,
+# mutate, the cache export, CI) reads it here, into the types it was written from.
+
+
+class ResultsError(EnvironmentProblem):
+    """A results.json that cannot be read: not a run's, damaged, or newer than this harness."""
+
+
+class _Damaged(Exception):
+    """A value of the document that is not what results.json holds there."""
+
+
+class _Object:
+    """A JSON object of results.json at its place in the document (`where`: e.g.
+    cells[0].tests[2]); each key read as the type it must have, or _Damaged saying where
+    and what it found instead. An absent key is its default: older harnesses wrote less."""
+
+    def __init__(self, data: object, where: str) -> None:
+        if not isinstance(data, dict):
+            raise _Damaged(f"{where or 'the document'}: {_shown(data)} is not an object")
+        self.data: dict[str, object] = data
+        self.where = where
+
+    def _bad(self, key: str, what: str) -> _Damaged:
+        at = f"{self.where}.{key}" if self.where else key
+        return _Damaged(f"{at}: {_shown(self.data[key])} is not {what}")
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def _of(self, key: str, kind: type[_T], default: _T, what: str) -> _T:
+        """The key's value of this JSON type (a bool is no number here)."""
+        value = self.data.get(key, default)
+        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            return value
+        raise self._bad(key, what)
+
+    def maybe(self, key: str, read: Callable[[str], _T]) -> _T | None:
+        """The key read as `read` reads it, or None when it is absent or null."""
+        return None if self.data.get(key) is None else read(key)
+
+    def text(self, key: str, default: str = "") -> str:
+        return self._of(key, str, default, "a string")
+
+    def integer(self, key: str, default: int = 0) -> int:
+        return self._of(key, int, default, "a whole number")
+
+    def number(self, key: str, default: float = 0.0) -> float:
+        """A JSON number (an int or a float), as a float."""
+        value = self.data.get(key, default)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise self._bad(key, "a number")
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        return self._of(key, bool, default, "true or false")
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise self._bad(key, "a list of strings")
+        return tuple(value)
+
+    def objects(self, key: str) -> list[_Object]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list):
+            raise self._bad(key, "a list")
+        at = f"{self.where}.{key}" if self.where else key
+        return [_Object(x, f"{at}[{i}]") for i, x in enumerate(value)]
+
+    def object_or_none(self, key: str) -> _Object | None:
+        if self.data.get(key) is None:
+            return None
+        return _Object(self.data[key], f"{self.where}.{key}" if self.where else key)
+
+    def choice(self, key: str, kind: type[_E], default: _E | None = None) -> _E:
+        """An enum's value (a status, a phase, a state)."""
+        if key not in self.data and default is not None:
+            return default
+        try:
+            return kind(self.data.get(key))
+        except ValueError:
+            raise self._bad(key, f"a {kind.__name__}: "
+                                 f"{', '.join(str(k.value) for k in kind)}") from None
+
+    def seconds(self, key: str) -> tuple[tuple[str, float], ...]:
+        """An object of numbers (a stage's parts), in its order."""
+        part = self.object_or_none(key)
+        return () if part is None else tuple((k, part.number(k)) for k in part.data)
+
+    def strings(self, key: str) -> tuple[tuple[str, str], ...]:
+        """An object of strings (the tools' versions), in its order."""
+        part = self.object_or_none(key)
+        return () if part is None else tuple((k, part.text(k)) for k in part.data)
+
+
+_E = TypeVar("_E", bound=enum.Enum)
+_T = TypeVar("_T")
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def from_json(data: object) -> RunResult:
+    """A results.json document as the types it was written from. ResultsError: what is
+    wrong with it and where (cells[1].tests[0].status: "BOGUS" is not a Status: ...), or
+    that a newer harness wrote it."""
+    try:
+        doc = _Object(data, "")
+        schema = doc.data.get("schema")
+        if schema is None:
+            raise _Damaged("no schema version")
+        number = doc.integer("schema")
+        if number > SCHEMA_VERSION:
+            raise ResultsError(
+                f"results.json schema {number}: written by a newer harness (this one reads "
+                f"up to schema {SCHEMA_VERSION})",
+                fix="read it with the harness that wrote it (its harness_rev), or update "
+                    "this one")
+        if number < 1:
+            raise _Damaged(f"schema {number}: no such version")
+        if not isinstance(doc.data.get("cells"), list):
+            raise _Damaged("no list of cells")
+        run = _run(doc)
+    except _Damaged as exc:
+        raise ResultsError(f"not a results.json of a run: {exc}",
+                           fix="give the results.json a run wrote") from None
+    return replace(run, digest=hashlib.sha256(json.dumps(
+        data, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest())
+
+
+def _run(doc: _Object) -> RunResult:
+    host = doc.object_or_none("host")
+    stop = doc.object_or_none("interrupted")
+    boxed = doc.object_or_none("isolation")
+    return RunResult(
+        cells=tuple(_cell(c) for c in doc.objects("cells")),
+        state=doc.choice("state", RunState, RunState.COMPLETE),
+        exit_code=doc.integer("exit_code"), run_id=doc.maybe("run_id", doc.text),
+        started=doc.maybe("started", doc.text),
+        command=doc.texts("command") if doc.has("command") else None,
+        host=None if host is None else Host(kernel=host.text("kernel"),
+                                            cpus=host.maybe("cpus", host.integer)),
+        strict=doc.maybe("strict", doc.flag), repeat=doc.maybe("repeat", doc.integer),
+        what=doc.maybe("what", doc.text), isolation=None if boxed is None else RunIsolation(
+            sandbox=boxed.text("sandbox"), guest=boxed.text("guest")),
+        harness_rev=doc.maybe("harness_rev", doc.text),
+        tools=doc.strings("tools") if doc.data.get("tools") is not None else None,
+        duration_s=doc.maybe("duration_s", doc.number),
+        interrupted=None if stop is None else Interruption(
+            signal=stop.text("signal"), cell=stop.text("cell"), stage=stop.text("stage"),
+            not_run=stop.texts("not_run")),
+        source_log=doc.maybe("source_log", doc.text), mutated_cell=doc.maybe("cell", doc.text),
+        merge=_merge(doc) if doc.has("merged_from") else None)
+
+
+def _merge(doc: _Object) -> Merge:
+    return Merge(
+        merged_at=doc.text("merged_at"), merged_from=doc.texts("merged_from"),
+        runs=tuple(MergedRun(dir=r.text("dir"), run_id=r.maybe("run_id", r.text),
+                             started=r.maybe("started", r.text), state=r.maybe("state", r.text),
+                             harness_rev=r.maybe("harness_rev", r.text),
+                             tools=r.strings("tools"), strict=r.flag("strict"),
+                             cells=r.texts("cells"))
+                   for r in doc.objects("runs")),
+        plan=doc.texts("plan") if doc.data.get("plan") is not None else None,
+        incomplete_runs=doc.texts("incomplete_runs"),
+        unreadable_runs=tuple(UnreadableRun(run=u.text("run"), reason=u.text("reason"))
+                              for u in doc.objects("unreadable_runs")),
+        conflicts=doc.texts("conflicts"), revision_conflict=doc.text("revision_conflict"),
+        missing=doc.texts("missing"), unexpected=doc.texts("unexpected"),
+        builds=tuple(BuildRun(dir=b.text("dir"), run_id=b.maybe("run_id", b.text),
+                              state=b.maybe("state", b.text), cells=b.strings("cells"),
+                              unreadable=b.text("unreadable"))
+                     for b in doc.objects("builds")) if doc.has("builds") else ())
+
+
+def _cell(c: _Object) -> CellResult:
+    if not c.has("cell"):
+        raise _Damaged(f"{c.where}: a cell without a name")
+    config, coverage = c.object_or_none("config"), c.data.get("coverage")
+    guest = c.object_or_none("guest")
+    return CellResult(
+        cell=c.text("cell"), kernel=c.text("kernel"), kernel_version=c.text("kernel_version"),
+        status=c.choice("status", Status), source=c.text("source"),
+        package_version=c.maybe("package_version", c.text), error=c.text("error"),
+        notes=c.texts("notes"), boot_only=c.flag("boot_only"), image=c.text("image"),
+        kselftest_h=c.text("kselftest_h"), accel=c.text("accel"),
+        patches=tuple(PatchResult(name=p.text("name"), subject=p.text("subject"),
+                                  state=p.choice("state", PatchState), files=p.texts("files"),
+                                  detail=p.text("detail"), message_id=p.text("message_id"))
+                      for p in c.objects("patches")),
+        config=None if config is None else ConfigResult(
+            fragments=config.texts("fragments"), requested=config.texts("requested"),
+            dropped=tuple(DroppedSymbol(symbol=d.text("symbol"), requested=d.text("requested"),
+                                        actual=d.text("actual"), reason=d.text("reason"))
+                          for d in config.objects("dropped")),
+            changed=config.flag("config_changed")),
+        stages=tuple(StageTiming(stage=x.text("stage"), status=x.choice("status", Status),
+                                 duration_s=x.number("duration_s"), detail=x.text("detail"),
+                                 parts=x.seconds("parts"))
+                     for x in c.objects("stages")),
+        tests=tuple(_test(t) for t in c.objects("tests")),
+        retries=c.texts("retries"),
+        features=tuple(_feature(f) for f in c.objects("features")),
+        guest=_guest(guest), guest_seen=_seen(guest, "cpus_online"),
+        coverage=None if coverage is None else tuple(
+            _coverage(x) for x in c.objects("coverage")),
+        kernel_from_store=c.maybe("kernel_from_store", c.flag),
+        arch=c.text("arch", target.DEFAULT_ARCH),
+        toolchain=c.text("toolchain", target.DEFAULT_TOOLCHAIN),
+        compiler=c.text("compiler"), isolation=_isolation(c.object_or_none("isolation")))
+
+
+def _isolation(i: _Object | None) -> Isolation | None:
+    """What the tree's code could reach (None: a record from before it was written)."""
+    if i is None:
+        return None
+    box, root = i.object_or_none("sandbox"), i.object_or_none("guest_root")
+    return Isolation(
+        sandbox=box is not None and box.flag("enabled"),
+        sandbox_off=box.text("off") if box is not None else "",
+        sandbox_tool=box.text("tool") if box is not None else "",
+        guest_root=root.text("hash") if root is not None else "",
+        host_root=root.text("host_root") if root is not None else "",
+        guest_root_size=root.integer("size_bytes") if root is not None else 0,
+        guest_root_packages=root.integer("packages") if root is not None else 0)
+
+
+def _guest(guest: _Object | None) -> GuestSpec | None:
+    if guest is None or not any(guest.has(k) for k in ("memory", "cpus", "append")):
+        return None
+    return GuestSpec(memory=guest.text("memory", GuestSpec.memory),
+                     cpus=guest.integer("cpus", GuestSpec.cpus), append=guest.text("append"))
+
+
+def _seen(guest: _Object | None, cpus: str) -> GuestSeen | None:
+    """What the guest had: a cell's (`cpus_online`) or its boot result's (`cpus`)."""
+    if guest is None or not any(guest.has(k) for k in ("cmdline", cpus, "memory_kb")):
+        return None
+    return GuestSeen(cmdline=guest.maybe("cmdline", guest.text),
+                     cpus=guest.maybe(cpus, guest.integer),
+                     memory_kb=guest.maybe("memory_kb", guest.integer))
+
+
+def _feature(f: _Object) -> FeatureReport:
+    return FeatureReport(
+        feature=Feature(name=f.text("name"), kind=f.choice("kind", FeatureKind),
+                        declared_by=f.texts("declared_by")),
+        state=f.choice("state", FeatureState), where=f.text("where"),
+        btf=f.maybe("btf", f.flag), note=f.text("note"))
+
+
+def _coverage(x: _Object) -> PatchCoverage:
+    lines = [(FileLine(file=n.text("file"), line=n.integer("line"), source=n.text("source")),
+              n.flag("ran")) for n in x.objects("lines")]
+    by_test = x.object_or_none("by_test")
+    return PatchCoverage(
+        patch=x.text("patch"), subject=x.text("subject"),
+        executable=tuple(n for n, _ in lines), ran=tuple(n for n, ran in lines if ran),
+        by_test=() if by_test is None else tuple((k, by_test.integer(k)) for k in by_test.data))
+
+
+def _test(t: _Object) -> TestResult:
+    if not t.has("name"):
+        raise _Damaged(f"{t.where}: a result without a name")
+    ktap, extra = t.object_or_none("ktap"), t.object_or_none("extra")
+    tail = extra.texts("output_tail") if extra and extra.has("output_tail") else None
+    metrics = extra.data.get("metrics") if extra else None
+    log = t.maybe("log", t.text)
+    return TestResult(
+        name=t.text("name"), phase=t.choice("phase", Phase, Phase.TEST),
+        status=t.choice("status", Status), duration_s=t.number("duration_s"),
+        exit_code=t.maybe("exit_code", t.integer), reason=t.text("reason"),
+        taint=t.text("taint"), splats=tuple(_splat(s) for s in t.objects("splats")),
+        expected_status=t.maybe("expected_status", lambda k: t.choice(k, Status)),
+        notes=t.texts("notes"),
+        diagnosis=t.text("diagnosis"),
+        log=None if log is None else Path(log),
+        ktap=None if ktap is None else KtapResult(
+            version=ktap.maybe("version", ktap.text), plan=ktap.maybe("plan", ktap.integer),
+            cases=tuple(_case(c) for c in ktap.objects("subtests")),
+            errors=ktap.texts("errors"), warnings=ktap.texts("warnings")),
+        attempts=tuple(_test(a) for a in t.objects("attempts")),
+        guest_seen=_seen(extra.object_or_none("guest") if extra else None, "cpus"),
+        output_tail=tail,
+        output_lines=extra.integer("output_lines", len(tail)) if extra and tail is not None
+        else 0,
+        metrics=None if metrics is None else metrics_of(metrics),
+        metrics_error=extra.text("metrics_error") if extra else "")
+
+
+def _case(c: _Object) -> TestCase:
+    return TestCase(name=c.text("name"), number=c.integer("number"),
+                    status=c.choice("status", Status), directive=c.text("directive"),
+                    diagnostic=c.text("diagnostic"),
+                    subtests=tuple(_case(x) for x in c.objects("subtests")))
+
+
+def _splat(s: _Object) -> Splat:
+    return Splat(kind=s.text("kind"), title=s.text("title"), text=s.text("text"),
+                 decoded=s.text("decoded"), function=s.text("function"), where=s.text("where"),
+                 expected=s.text("expected"), message=s.text("message"))
+
+
+def metrics_of(data: object) -> Metrics:
+    """What a test wrote to $HARNESS_METRICS (its own JSON, kept as it is): its summary
+    line and every measurement in it, an object with a median, by its path of keys."""
+    found: list[Measurement] = []
+
+    def walk(node: object, path: str) -> None:
+        if isinstance(node, dict) and "median" in node:
+            found.append(_measurement(node, path))
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}/{key}" if path else str(key))
+
+    walk(data, "")
+    summary = data.get("summary") if isinstance(data, dict) else None
+    return Metrics(data=data, summary=str(summary) if summary else "",
+                   measurements=tuple(found))
+
+
+def _measurement(node: dict[str, object], path: str) -> Measurement:
+    def number(key: str) -> Number | None:
+        value = node.get(key)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) \
+            else None
+
+    def text(key: str) -> str | None:
+        return None if key not in node else "" if node[key] is None else str(node[key])
+
+    return Measurement(path=path, median=number("median"), unit=text("unit"),
+                       direction=text("direction"), q1=number("q1"), q3=number("q3"),
+                       min=number("min"), max=number("max"), spread=number("spread"),
+                       n=number("n"))
+
+
+def load_run(spec: str) -> tuple[RunResult, str | None, Path]:
+    """RUN, RUN/results.json or RUN:CELL -> (the run, the cell named or None, its file)."""
+    file, cell = _results_file(spec)
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{file}: not a readable results.json: {exc}",
+                           fix="give the results.json a run wrote") from None
+    try:
+        return from_json(data), cell, file
+    except ResultsError as exc:
+        raise ResultsError(f"{file}: {exc.message}", fix=exc.fix) from None
+
+
+def _results_file(spec: str) -> tuple[Path, str | None]:
     path, cell = Path(spec), None
     if not path.exists() and ":" in spec:
         head, cell = spec.rsplit(":", 1)
@@ -536,29 +776,21 @@ def load_run(spec: str) -> tuple[dict[str, Any], str | None, Path]:
         raise EnvironmentProblem(f"{spec}: no results.json there",
                                  fix="give a run's directory (harness run --out DIR), its "
                                      "results.json, or DIR:CELL for one cell")
-    try:
-        data = json.loads(file.read_text())
-    except (OSError, ValueError) as exc:
-        raise EnvironmentProblem(f"{file}: not a readable results.json: {exc}",
-                                 fix="give the results.json a run wrote") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise EnvironmentProblem(f"{file}: not a results.json of a run (no cells)",
-                                 fix="give the results.json a run wrote")
-    return data, cell, file
+    return file, cell
 
 
 LOG_TAIL = 64 * 1024  # bytes of each test's output a report shows (its end: where it failed)
 
 
-def log_tails(doc: Mapping[str, Any], run_dir: Path,
+def log_tails(run: RunResult, run_dir: Path,
               cap: int = LOG_TAIL) -> dict[tuple[str, str], str]:
     """(cell, test) -> the end of the test's output file, for every test that has one."""
     tails: dict[tuple[str, str], str] = {}
-    for c in doc["cells"]:
-        for t in c.get("tests", []):
-            path = run_dir / str(t.get("log") or "")
-            if t.get("log") and path.is_file():
+    for c in run.cells:
+        for t in c.tests:
+            path = run_dir / t.log if t.log is not None else None
+            if path is not None and path.is_file():
                 with path.open("rb") as f:
                     f.seek(max(0, path.stat().st_size - cap))
-                    tails[(c["cell"], t["name"])] = f.read().decode(errors="replace")
+                    tails[(c.cell, t.name)] = f.read().decode(errors="replace")
     return tails

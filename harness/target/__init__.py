@@ -1,4 +1,5 @@
-"""What a kernel is built for and with: an arch and a toolchain, each described by data.
+"""What a kernel is built for and with: an arch and a toolchain, each described by data;
+and what builds BPF programs (bpf.toml).
 
 One TOML file per arch (harness/target/arches/NAME.toml) and per toolchain
 (harness/target/toolchains/NAME.toml), as tuxmake keeps its arch and toolchain files and
@@ -182,6 +183,27 @@ class Target:
                      for c in self.toolchain.versions)
 
 
+@dataclass(frozen=True, kw_only=True)
+class BpfToolchain:
+    """What builds BPF programs (bpf.toml): the compiler, and the strip and linker the
+    kernel's BPF selftests and perf's skeletons are built with besides."""
+
+    clang: str
+    strip: str
+    ld: str
+
+
+def bpf() -> BpfToolchain:
+    path = _HERE / "bpf.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TargetError(f"cannot read {path}: {exc}") from None
+    _checked(data, "bpf.toml", ("clang", "strip", "ld"))
+    return BpfToolchain(clang=_str(data, "clang", "bpf.toml"),
+                        strip=_str(data, "strip", "bpf.toml"), ld=_str(data, "ld", "bpf.toml"))
+
+
 def _names(directory: Path) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.toml"))
 
@@ -286,6 +308,16 @@ def label(arch_name: str, toolchain_name: str) -> str:
     if (arch_name, toolchain_name) == (DEFAULT_ARCH, DEFAULT_TOOLCHAIN):
         return ""
     return f"{arch_name}/{toolchain_name}"
+
+
+def host_arch() -> Arch:
+    """The arch of this machine (`uname -m`): its kernels boot under KVM, if at all."""
+    machine = os.uname().machine
+    found = next((a for a in (arch(n) for n in known_arches()) if a.uname == machine), None)
+    if found is None:
+        raise TargetError(f"no arch file describes this machine ({machine})",
+                          fix="describe it in harness/target/arches/ (docs/extending.md)")
+    return found
 
 
 def foreign(arch_name: str) -> bool:

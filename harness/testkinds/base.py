@@ -99,6 +99,9 @@ class TestKind(Protocol):
     name: str
     # Built from the kernel tree itself: under the tree lock, before another run moves it.
     from_tree: bool
+    # Built for the host's arch only: a guest of another arch (its root is bash, coreutils
+    # and busybox) cannot run it.
+    host_only: bool
 
     def resolve(self, text: str) -> TestRef | None:
         """The reference when `text` is of this kind, None when it is not; SelftestError

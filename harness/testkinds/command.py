@@ -43,6 +43,7 @@ def ref(argv: Sequence[str], *, cwd: str, timeout_s: int = DEFAULT_TIMEOUT_S) ->
 class Command:
     name = KIND_NAME
     from_tree = False
+    host_only = False
 
     def resolve(self, text: str) -> TestRef | None:
         return None

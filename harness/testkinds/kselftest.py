@@ -135,6 +135,7 @@ def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
 class KselftestTargets:
     name = "kselftest"
     from_tree = True
+    host_only = False
 
     def resolve(self, text: str) -> TestRef | None:
         return resolve(text) if text.startswith(PREFIX) else None

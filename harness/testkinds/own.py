@@ -34,7 +34,7 @@ from harness.testkinds.base import (
 
 log = logging.getLogger(__name__)
 
-CLANG = "clang-19"
+CLANG = target.bpf().clang
 # -fms-extensions: a vmlinux.h from 6.19+ BTF embeds tagged structs unnamed (the kernel is
 # built with -fms-extensions since then), which C rejects otherwise; mainline's BPF
 # selftests compile with the same two flags.
@@ -342,6 +342,7 @@ def plan_own(manifest: Manifest, built: Path) -> GuestTest:
 class OwnTests:
     name = "own"
     from_tree = False
+    host_only = False
 
     def resolve(self, text: str) -> TestRef | None:
         return resolve(text)  # the kind of last resort: whatever no prefix claimed

@@ -20,7 +20,8 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness.base import atomic, gitcmd, paths, proc, sandbox
+from harness import target
+from harness.base import atomic, gitcmd, host, paths, proc, sandbox
 from harness.base.model import KernelImage
 from harness.guest.protocol import GuestTest
 from harness.testkinds import own
@@ -28,14 +29,15 @@ from harness.testkinds.base import BuildContext, SelftestError, TestRef, setup_e
 
 log = logging.getLogger(__name__)
 
+BPF = target.bpf()
 KIND_NAME = "perf"
 PERF_BUILD_TIMEOUT_S = 3600
 # What `perf stat --bpf-counters` needs and nothing else: every optional library off, so
 # the build is the same on every machine and needs only what bootstrap.sh installs
-# (gcc, make, flex, bison, libelf, zlib, clang-19, llvm-19). NO_LIBLLVM (6.12) keeps
+# (gcc, make, flex, bison, libelf, zlib, the BPF toolchain). NO_LIBLLVM (6.12) keeps
 # perf from linking all of LLVM for its disassembler; unknown NO_* names are ignored.
 PERF_MAKE_VARS = (
-    "BUILD_BPF_SKEL=1", f"CLANG={own.CLANG}", "LLVM_STRIP=llvm-strip-19",
+    "BUILD_BPF_SKEL=1", f"CLANG={BPF.clang}", f"LLVM_STRIP={BPF.strip}",
     "NO_LIBTRACEEVENT=1", "NO_JEVENTS=1", "NO_CAPSTONE=1", "NO_SHELLCHECK=1",
     "NO_LIBPYTHON=1", "NO_LIBPERL=1", "NO_DWARF=1", "NO_LIBUNWIND=1",
     "NO_LIBDW_DWARF_UNWIND=1", "NO_SLANG=1", "NO_LIBNUMA=1", "NO_LIBAUDIT=1",
@@ -64,12 +66,12 @@ def has_bpf_counters(build_options_text: str, obj: Path) -> bool:
 
 def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
     """tools/perf of the tree, built with BPF skeletons; the binary's path. Cached."""
-    for tool in ("make", "gcc", "flex", "bison", own.CLANG, "llvm-strip-19"):
+    for tool in ("make", "gcc", "flex", "bison", BPF.clang, BPF.strip):
         proc.require(tool)
     ids = [gitcmd.git(tree, "rev-parse", f"HEAD:{d}", what="git rev-parse").strip()
            for d in ("tools", "scripts")]
     extra: list[str] = []
-    key_parts = [*ids, *PERF_MAKE_VARS, proc.version_line("gcc"), proc.version_line(own.CLANG)]
+    key_parts = [*ids, *PERF_MAKE_VARS, proc.version_line("gcc"), proc.version_line(BPF.clang)]
     if not (tree / _MINIMAL_VMLINUX_H).is_file():
         if kernel.vmlinux is None:
             raise SelftestError("this tree's perf generates its BPF skeletons' vmlinux.h "
@@ -108,7 +110,7 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
         raise SelftestError(
             "perf was built without BPF skeletons (perf stat --bpf-counters needs them); "
             f"log: {blog}\n" + "\n".join(warnings[-5:] or opts.output.splitlines()[-5:]),
-            fix=f"install clang ({own.CLANG}), libelf-dev and zlib1g-dev (./bootstrap.sh)")
+            fix=host.fix_for("perf's BPF skeletons"))
     log.info("perf built in %.0fs with BPF skeletons (%s)", res.duration_s, binary)
     (out / ".built").write_text(f"{res.duration_s:.0f}\n")
     return binary
@@ -120,6 +122,8 @@ class PerfTests:
 
     name = KIND_NAME
     from_tree = True
+    # the tree's perf, built for the host: a guest of another arch cannot run it yet
+    host_only = True
 
     def resolve(self, text: str) -> TestRef | None:
         ref = own.resolve(text)

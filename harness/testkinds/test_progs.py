@@ -19,10 +19,10 @@ from harness.base.model import KernelImage
 from harness.guest.protocol import GuestTest
 from harness.kernel import build as kbuild
 from harness.testkinds.base import BuildContext, SelftestError, TestRef, setup_error
-from harness.testkinds.own import CLANG
 
 log = logging.getLogger(__name__)
 
+BPF = target.bpf()
 PREFIX = "test_progs:"
 TEST_PROGS_TIMEOUT_S = 600
 TEST_PROGS_BUILD_TIMEOUT_S = 4 * 3600
@@ -80,7 +80,7 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
     blog = log_dir / "build-test_progs.log"
     tools = kbuild.tools(target.select(kernel.arch, kernel.toolchain or
                                        target.DEFAULT_TOOLCHAIN))
-    for tool in (CLANG, "llvm-strip-19", "rsync", "ld.lld-19"):
+    for tool in (BPF.clang, BPF.strip, "rsync", BPF.ld):
         proc.require(tool)
     # bpf_testmod.ko (built with test_progs) needs the kernel's Module.symvers and a build
     # directory that matches the tree: bring it up to date (a no-op when it is).
@@ -113,7 +113,7 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
     log.info("test_progs: building with prog_tests %s", ", ".join(f.name for f in wanted))
     argv = ["make", "-C", str(selection),
             f"-j{os.cpu_count() or 1}", f"O={build_dir}", f"OUTPUT={out}",
-            f"VMLINUX_BTF={kernel.vmlinux}", f"CLANG={CLANG}", "LLVM_STRIP=llvm-strip-19",
+            f"VMLINUX_BTF={kernel.vmlinux}", f"CLANG={BPF.clang}", f"LLVM_STRIP={BPF.strip}",
             # bpf_testmod.ko is built in the kernel's O= directory: with its compiler
             *tools.target.kbuild_vars(),
             # No LLVM disassembler (JIT dumps in a few tests): the same build on every
@@ -162,6 +162,8 @@ def resolve(text: str) -> TestRef:
 class TestProgs:
     name = "test_progs"
     from_tree = True
+    # built for the host: a guest of another arch cannot run it yet
+    host_only = True
 
     def resolve(self, text: str) -> TestRef | None:
         return resolve(text) if text.startswith(PREFIX) else None

@@ -207,7 +207,7 @@ def test_a_thread_from_the_list_is_applied_at_its_newest_revision_with_trailers(
     """A thread made from our own series (v1, v2, a Reviewed-by on v2 2/4), offline: v2 is
     applied, the trailer is in its commit, one row per patch with its Message-Id; its
     sources equal the 6.12 cell's, so that kernel comes from the store."""
-    from tests.mailthread import REVIEWER, build_thread
+    from tests.helpers.mailthread import REVIEWER, build_thread
 
     ours = sorted((REPO / "patches" / "memcg-kfuncs").glob("000*.patch"))
     build_thread(ours, tmp_path / "memcg-kfuncs-thread.mbox")

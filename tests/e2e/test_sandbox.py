@@ -239,7 +239,7 @@ def test_a_hostile_series_given_with_patch_builds_tests_and_reaches_nothing(
 
 def test_a_hostile_thread_given_with_series_mbox_reaches_nothing(
         hostile: Hostile, tmp_path: Path) -> None:
-    from tests.mailthread import build_thread
+    from tests.helpers.mailthread import build_thread
 
     thread = build_thread([hostile.makefile_patch], tmp_path / "thread.mbox",
                           cover="reach for the home")

@@ -12,8 +12,10 @@ import pytest
 
 from harness import cli
 from harness.drivers import shard
-from harness.output import annotate
-from tests.shards import ADHOC_BROKEN, FAULTS, VERIFY
+from harness.output import annotate, results
+from tests.helpers.shards import ADHOC_BROKEN, FAULTS, VERIFY
+
+typed = results.from_json  # a results.json document as the one reader reads it
 
 
 def _doc(path: Path) -> dict[str, Any]:
@@ -40,13 +42,13 @@ def _parse(line: str) -> tuple[str, str, str]:
 
 def test_a_passing_run_and_declared_failures_are_not_annotated() -> None:
     """faults.json: a WARN and a BUG CRASHED, a hang TIMEOUT, all as the cell declares."""
-    assert annotate.annotation_lines(_doc(FAULTS)) == []
-    assert annotate.annotation_lines(_doc(VERIFY)) == []
+    assert annotate.annotation_lines(typed(_doc(FAULTS))) == []
+    assert annotate.annotation_lines(typed(_doc(VERIFY))) == []
 
 
 def test_a_failed_test_is_annotated_with_its_failing_checks() -> None:
     """The broken memcg series: memcg_kfuncs FAIL, three of its KTAP subtests failing."""
-    lines = [_parse(x) for x in annotate.annotation_lines(_doc(ADHOC_BROKEN))]
+    lines = [_parse(x) for x in annotate.annotation_lines(typed(_doc(ADHOC_BROKEN)))]
     assert [t for _, t, _ in lines] == [
         "adhoc: memcg_kfuncs/parent_matches_memory_stat FAIL",
         "adhoc: memcg_kfuncs/parent_includes_child FAIL",
@@ -61,7 +63,7 @@ def test_crashes_carry_their_splat_titles_and_timeouts_their_reason() -> None:
     doc = _doc(FAULTS)
     for t in doc["cells"][0]["tests"]:
         t.pop("expected_status", None)
-    found = {t: m for _, t, m in map(_parse, annotate.annotation_lines(doc))}
+    found = {t: m for _, t, m in map(_parse, annotate.annotation_lines(typed(doc)))}
     assert set(found) == {"6.12-faults: lkdtm_warn CRASHED", "6.12-faults: lkdtm_bug CRASHED",
                           "6.12-faults: hang TIMEOUT"}
     assert "WARNING: CPU: 1 PID: 58 at drivers/misc/lkdtm/bugs.c:112 lkdtm_WARNING" in \
@@ -75,7 +77,7 @@ def test_a_stage_error_is_annotated_with_its_message() -> None:
     cell = doc["cells"][0]
     cell.update(status="BUILD_ERROR", tests=[],
                 error="kernel build failed (exit 2); log: adhoc/build.log\nmm/x.c:1: error: y")
-    [line] = annotate.annotation_lines(doc)
+    [line] = annotate.annotation_lines(typed(doc))
     assert "\n" not in line and "%0A" in line
     assert _parse(line) == ("error", "adhoc: verdict BUILD_ERROR", cell["error"])
 
@@ -90,7 +92,7 @@ def test_past_ten_failures_the_tenth_line_counts_the_rest() -> None:
     test = doc["cells"][0]["tests"][1]
     doc["cells"][0]["tests"] = [{**copy.deepcopy(test), "name": f"t{i}", "ktap": None}
                                 for i in range(15)]
-    lines = annotate.annotation_lines(doc)
+    lines = annotate.annotation_lines(typed(doc))
     assert len(lines) == annotate.MAX_ERRORS
     assert _parse(lines[-1])[1] == "6 more failures"
 
@@ -105,19 +107,19 @@ def test_a_merged_run_is_annotated_with_what_only_the_merge_knows(tmp_path: Path
         (tmp_path / name / "results.json").write_text(source.read_text())
         runs.append(tmp_path / name)
     expected = [shard.Planned(name=n) for n in ("adhoc", "6.12", "6.12-faults")]
-    merged = shard.merge([*runs, tmp_path / "gone"], expected=expected).doc
-    lines = [_parse(x) for x in annotate.annotation_lines(merged)]
+    merged = results.run_json(shard.merge([*runs, tmp_path / "gone"], expected=expected).run)
+    lines = [_parse(x) for x in annotate.annotation_lines(typed(merged))]
     assert [(lvl, t) for lvl, t, _ in lines] == [("error", "6.12-faults MISSING"),
                                                  ("error", "run not merged")]
     assert lines[0][2].startswith(shard.MISSING_REASON)
     assert lines[1][2] == f"{tmp_path / 'gone'}: no such directory"
-    text = annotate.summary(merged, label="merged")
+    text = annotate.summary(typed(merged), label="merged")
     assert "| 6.12-faults | MISSING |" in text and "| adhoc | FAIL |" in text
     assert "- error: run not merged:" in text
 
 
 def test_the_summary_is_a_table_of_the_cells() -> None:
-    text = annotate.summary(_doc(ADHOC_BROKEN), label="adhoc-run")
+    text = annotate.summary(typed(_doc(ADHOC_BROKEN)), label="adhoc-run")
     lines = text.splitlines()
     assert lines[0] == "### harness: adhoc-run: FAIL (exit 1)"
     assert lines[2:4] == ["| cell | status | kernel | failed |", "|---|---|---|---|"]
@@ -133,7 +135,7 @@ def test_the_command_prints_and_appends_the_summary(
     (run / "results.json").write_text(ADHOC_BROKEN.read_text())
     assert cli.main(["ci", "annotate", str(run), "--summary", str(summary)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == annotate.annotation_lines(_doc(ADHOC_BROKEN))
+    assert out == annotate.annotation_lines(typed(_doc(ADHOC_BROKEN)))
     assert summary.read_text().startswith("earlier step\n### harness: adhoc: FAIL (exit 1)")
     assert cli.main(["ci", "annotate", str(run), str(FAULTS)]) == 0  # several: which run
     assert _parse(capsys.readouterr().out.splitlines()[0])[1].startswith("adhoc: adhoc: ")

@@ -79,4 +79,4 @@ def test_the_cli_takes_a_number_of_attempts_and_refuses_nonsense() -> None:
     assert parser.parse_args(["run"]).repeat is None
     for bad in ("0", "-1", "x", "1001"):
         with pytest.raises(argparse.ArgumentTypeError):
-            cli._attempts(bad)
+            cli.ATTEMPTS(bad)

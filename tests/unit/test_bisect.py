@@ -1,4 +1,4 @@
-"""The search of `harness bisect` (pure); the runs themselves: test_orchestrator, e2e."""
+"""The search of `harness bisect` (pure); the runs themselves: test_pipeline, e2e."""
 
 from __future__ import annotations
 

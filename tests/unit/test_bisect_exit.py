@@ -11,7 +11,8 @@ from harness.output import results
 def cell(status: Status, stage: str = "boot+tests") -> CellResult:
     return CellResult(cell="c", kernel="k", kernel_version="6.12", status=status, patches=(),
                       config=None, stages=(StageTiming(stage=stage, status=status,
-                                                       duration_s=1.0),), tests=())
+                                                       duration_s=1.0),), tests=(),
+                      arch="x86_64", toolchain="gcc")
 
 
 @pytest.mark.parametrize(("status", "stage", "code"), [

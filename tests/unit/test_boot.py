@@ -41,9 +41,8 @@ def fake_guests(monkeypatch: pytest.MonkeyPatch, first_console: str) -> list[Pat
     ones are the real clean boot of the golden."""
     boots: list[Path] = []
 
-    def run_guest(kernel: KernelImage, accel: Accel, *, rwdirs: list[Path],
-                  console_log: Path, **_: Any) -> vm.GuestRun:
-        guest = rwdirs[0]
+    def run_guest(boot: vm.Boot, *, console_log: Path, **_: Any) -> vm.GuestRun:
+        guest = boot.rwdirs[0]
         boots.append(guest)
         if len(boots) == 1:
             console_log.write_text(first_console)
@@ -84,7 +83,7 @@ def boot(tmp_path: Path) -> tuple[Booted, Exception | None]:
     cell = Cell(name="c", tier=Tier.DEFAULT, kernel="debian:6.12")
     run = Booted(cell=cell, stages=StageLog("c"), facts=pipeline.CellFacts())
     kernel = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
-                         version="6.12.117+")
+                         version="6.12.117+", arch="x86_64", toolchain="gcc")
     try:
         pipeline._drive(pipeline._boot_and_test(
             cell, kernel, tuple(plan_of(GOLDEN / "clean-6.12")), (), tmp_path, run.stages,
@@ -141,11 +140,11 @@ def test_a_panic_at_boot_is_not_retried_and_the_stage_fails(
 
 def test_a_retried_boot_is_said_on_the_terminal(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.output import results
+    from harness.output import terminal
 
     fake_guests(monkeypatch, "[    0.000000] Linux version 6.12.117+\n")
     run, _ = boot(tmp_path)
     judged = verdict.judge(run.tests, kernel_version="6.12.117+",
                            expectations=verdict.Expectations(), rules=verdict.CellRules())
-    text = " ".join(results.summary([run.result(judged)]).split())
+    text = " ".join(terminal.summary([run.result(judged)]).split())
     assert "retried: boot: the guest never started the test runner" in text

@@ -58,7 +58,8 @@ def test_a_gcov_kernel_keeps_the_notes_files_it_was_built_with(cache: Path) -> N
     stored.parent.mkdir(parents=True, exist_ok=True)
     build._store(build_dir, stored, key="k", tree_id="t", tools=build.tools(), seconds=1)
     (build_dir / "mm/memcontrol.gcno").write_text("a later build's notes\n")
-    image = KernelImage(boot_image=stored / "bzImage", vmlinux=None, config=None, version="v")
+    image = KernelImage(boot_image=stored / "bzImage", vmlinux=None, config=None, version="v",
+                        arch="x86_64", toolchain="gcc")
     notes = build.gcno_dir(image)
     assert notes == stored / "gcno"
     assert (notes / "mm/memcontrol.gcno").read_text() == "mm/memcontrol.gcno as built\n"
@@ -71,7 +72,8 @@ def test_a_kernel_without_gcov_stores_no_notes(cache: Path) -> None:
     stored = cache / "kernels" / "k"
     stored.parent.mkdir(parents=True, exist_ok=True)
     build._store(build_dir, stored, key="k", tree_id="t", tools=build.tools(), seconds=1)
-    image = KernelImage(boot_image=stored / "bzImage", vmlinux=None, config=None, version="v")
+    image = KernelImage(boot_image=stored / "bzImage", vmlinux=None, config=None, version="v",
+                        arch="x86_64", toolchain="gcc")
     assert build.gcno_dir(image) is None
     assert not build._gcov_without_notes(stored)
 

@@ -1,5 +1,5 @@
-"""`harness check`: checkpatch parsing on real checkpatch output, W=1 normalisation and delta
-on real gcc output, and the whole check on a miniature tree (real git, make, gcc, ccache).
+"""`harness check`: checkpatch run on a tree, and the whole check on a miniature tree (real
+git, make, gcc, ccache). Its parsers: test_checkpatch.py, test_w1_warnings.py.
 """
 
 from __future__ import annotations
@@ -8,73 +8,17 @@ import json
 import os
 import shutil
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from harness import cli
 from harness.drivers import check
-from harness.drivers.check import CompileState, ObjectCompile
+from harness.judge.w1_warnings import CompileState
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "checkpatch"
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.org",
        "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.org"}
-
-
-# --- checkpatch output ------------------------------------------------------------------
-
-
-def test_bad_patch_issues_and_counts() -> None:
-    report = check.parse_checkpatch((GOLDEN / "bad-style.txt").read_text())
-    assert (report.errors, report.warnings, report.checks, report.lines_checked) == (3, 4, 5, 26)
-    assert not report.clean
-    levels = [i.level for i in report.issues]
-    assert (levels.count("ERROR"), levels.count("WARNING"), levels.count("CHECK")) == (3, 4, 5)
-    first = report.issues[0]
-    assert (first.level, first.type, first.message) == ("ERROR", "TRAILING_WHITESPACE",
-                                                        "trailing whitespace")
-    assert (first.patch_line, first.file, first.file_line) == (23, "mm/memcontrol.c", 103)
-    assert first.where == "mm/memcontrol.c:103"
-    types = {i.type: i for i in report.issues}
-    assert types["MISSING_SIGN_OFF"].level == "ERROR"
-    assert types["MISSING_SIGN_OFF"].where == ""  # checkpatch names no line for it
-    # "#35: " with no FILE: the location is a line of the patch itself.
-    assert types["FILE_PATH_CHANGES"].where == "patch line 35"
-    # The SPDX check really ran (spdxcheck.py under /usr/bin/python3 with ply).
-    assert types["SPDX_LICENSE_TAG"].file == "mm/memcg_badstyle.c"
-    assert "GPL-2.0-bogus" in types["SPDX_LICENSE_TAG"].message
-    assert types["LONG_LINE"].message == "line length of 121 exceeds 100 columns"
-    assert check.python_failure((GOLDEN / "bad-style.txt").read_text()) == ""
-
-
-def test_clean_patch_is_clean() -> None:
-    report = check.parse_checkpatch((GOLDEN / "clean.txt").read_text())
-    assert report.clean and report.issues == ()
-    assert report.lines_checked == 201
-
-
-def test_not_a_patch_is_one_error() -> None:
-    report = check.parse_checkpatch((GOLDEN / "not-a-patch.txt").read_text())
-    assert report.errors == 1
-    assert [i.type for i in report.issues] == ["NOT_UNIFIED_DIFF"]
-
-
-def test_spdxcheck_without_ply_is_detected() -> None:
-    text = (GOLDEN / "bad-style-no-ply.txt").read_text()
-    broken = check.python_failure(text)
-    assert broken.startswith("Traceback (most recent call last):")
-    assert broken.endswith("ModuleNotFoundError: No module named 'ply'")
-    # What that costs: the SPDX warning silently disappears.
-    report = check.parse_checkpatch(text)
-    assert (report.errors, report.warnings) == (3, 3)
-    assert "SPDX_LICENSE_TAG" not in {i.type for i in report.issues}
-
-
-def test_output_cut_short_is_not_parsed_as_clean() -> None:
-    text = (GOLDEN / "bad-style.txt").read_text().split("total:")[0]
-    with pytest.raises(ValueError, match="total"):
-        check.parse_checkpatch(text)
 
 
 def _fake_checkpatch_tree(tmp_path: Path, output: Path) -> Path:
@@ -104,183 +48,6 @@ def test_run_checkpatch_keeps_output_and_log(tmp_path: Path) -> None:
     assert "MISSING_SIGN_OFF" in run.output
     assert "MISSING_SIGN_OFF" in (tmp_path / "cp.log").read_text()
 
-
-# --- W=1 warnings -----------------------------------------------------------------------
-
-BEFORE_C = """\
-int used(int x);
-
-int used(int x)
-{
-\treturn x;
-}
-
-static int helper(void)
-{
-\tint unused;
-
-\treturn 0;
-}
-
-int noproto(void)
-{
-\treturn helper();
-}
-"""
-
-# Three lines inserted at the top move every warning; one function without a prototype added.
-AFTER_C = "/*\n * moved\n */\n" + BEFORE_C + "\nint noproto2(void)\n{\n\treturn 2;\n}\n"
-
-
-def _gcc_warnings(tmp_path: Path, text: str) -> list[str]:
-    """Real gcc output, compiled the way kbuild + ccache do it: in the build directory, with
-    the source given relative to it."""
-    tree, build_dir = tmp_path / "work" / "tree", tmp_path / "build" / "tree"
-    (tree / "mm").mkdir(parents=True, exist_ok=True)
-    build_dir.mkdir(parents=True, exist_ok=True)
-    (tree / "mm" / "x.c").write_text(text)
-    res = subprocess.run(["gcc", "-Wall", "-Wmissing-prototypes", "-c",
-                          "../../work/tree/mm/x.c", "-o", "x.o"],
-                         cwd=build_dir, capture_output=True, text=True, check=True)
-    return res.stderr.splitlines()
-
-
-def test_normalise_drops_line_and_column_and_relativises(tmp_path: Path) -> None:
-    tree, build_dir = tmp_path / "work" / "tree", tmp_path / "build" / "tree"
-    lines = _gcc_warnings(tmp_path, BEFORE_C)
-    warnings = check.extract_warnings(lines)
-    assert len(warnings) == 2, lines  # unused variable, no previous prototype
-    assert all(w.startswith("../../work/tree/mm/x.c:") for w in warnings)
-    norm = [check.normalise_warning(w, tree, build_dir) for w in warnings]
-    assert all(n.startswith("mm/x.c: warning: ") for n in norm), norm
-    assert any("[-Wunused-variable]" in n for n in norm)
-    assert any("noproto" in n and "[-Wmissing-prototypes]" in n for n in norm)
-    # Absolute paths into the tree, and into the build directory, come out the same way.
-    absolute = warnings[0].replace("../../work/tree", str(tree))
-    assert check.normalise_warning(absolute, tree, build_dir) == norm[0]
-    gen = f"{build_dir}/include/generated/x.h:3:1: warning: w [-Wfoo]"
-    assert check.normalise_warning(gen, tree, build_dir) == \
-        "include/generated/x.h: warning: w [-Wfoo]"
-
-
-def test_moved_code_is_not_new_an_added_function_is(tmp_path: Path) -> None:
-    tree, build_dir = tmp_path / "work" / "tree", tmp_path / "build" / "tree"
-    before = [check.normalise_warning(w, tree, build_dir)
-              for w in check.extract_warnings(_gcc_warnings(tmp_path, BEFORE_C))]
-    raw_after = check.extract_warnings(_gcc_warnings(tmp_path, AFTER_C))
-    after = [check.normalise_warning(w, tree, build_dir) for w in raw_after]
-    assert len(raw_after) == 3
-    assert set(raw_after).isdisjoint(check.extract_warnings(_gcc_warnings(tmp_path, BEFORE_C)))
-    new, gone = check.warning_delta(tuple(before), tuple(after))
-    assert len(new) == 1 and "noproto2" in new[0], new
-    assert gone == ()
-
-
-def test_delta_counts_duplicates() -> None:
-    w = "mm/x.c: warning: variable 'r' set but not used [-Wunused-but-set-variable]"
-    new, gone = check.warning_delta((w,), (w, w, w))
-    assert new == (w, w) and gone == ()
-    new, gone = check.warning_delta((w, w), ())
-    assert new == () and gone == (w, w)
-
-
-def test_objtool_offsets_are_masked() -> None:
-    a = "mm/memcontrol.o: warning: objtool: memcg_stat+0x1a: unreachable instruction"
-    b = "mm/memcontrol.o: warning: objtool: memcg_stat+0x2f: unreachable instruction"
-    root = Path("/nonexistent")
-    assert check.normalise_warning(a, root, root) == check.normalise_warning(b, root, root)
-
-
-def test_object_output_is_only_what_follows_its_cc_line() -> None:
-    # kbuild's quiet format; W=1 also rebuilds prepare steps (asm-offsets) before the object.
-    lines = textwrap.dedent("""\
-        make: Entering directory '/c/work/t'
-          CC      arch/x86/kernel/asm-offsets.s
-        ../../work/t/arch/x86/kernel/asm-offsets.c:9:1: warning: not ours [-Wfoo]
-          CALL    ../../work/t/scripts/checksyscalls.sh
-          CC      mm/memcontrol.o
-        ../../work/t/mm/memcontrol.c: In function 'f':
-        ../../work/t/mm/memcontrol.c:12:6: warning: ours [-Wbar]
-           12 |  int r;
-              |      ^
-        make: Leaving directory '/c/work/t'
-        """).splitlines()
-    mine = check.object_output(lines, "mm/memcontrol.o")
-    assert mine is not None
-    assert check.extract_warnings(mine) == ("../../work/t/mm/memcontrol.c:12:6: warning: ours "
-                                            "[-Wbar]",)
-    assert check.object_output(lines, "mm/other.o") is None
-
-
-W1_GOLDEN = Path(__file__).parent.parent / "golden" / "w1"
-REAL_TREE = Path("/root/.cache/harness/work/debian-6.12-6.12.117-1_deb12u1-base")
-REAL_BUILD = Path("/root/.cache/harness/build/debian-6.12-6.12.117-1_deb12u1-base")
-
-
-def _real_w1(name: str) -> tuple[str, ...]:
-    lines = (W1_GOLDEN / name).read_text().splitlines()
-    mine = check.object_output(lines, "mm/memcontrol.o")
-    assert mine is not None
-    return tuple(check.normalise_warning(w, REAL_TREE, REAL_BUILD)
-                 for w in check.extract_warnings(mine))
-
-
-def test_real_kbuild_w1_output_gives_the_patchs_three_warnings() -> None:
-    before = _real_w1("memcontrol-base.log")
-    after = _real_w1("memcontrol-warn-patch.log")
-    assert before == ()
-    q, p = "\u2018", "\u2019"  # gcc's quotes in a UTF-8 locale, as recorded
-    assert after == (
-        f"mm/memcontrol.c: warning: no previous prototype for {q}memcg_demo{p} "
-        "[-Wmissing-prototypes]",
-        f"mm/memcontrol.c: warning: variable {q}unused_but_set{p} set but not used "
-        "[-Wunused-but-set-variable]",
-        f"mm/memcontrol.c: warning: {q}memcg_demo_unused{p} defined but not used "
-        "[-Wunused-const-variable=]",
-    )
-    new, gone = check.warning_delta(before, after)
-    assert new == after and gone == ()
-    # The prepare steps W=1 rebuilt before the object are not part of its output.
-    text = (W1_GOLDEN / "memcontrol-warn-patch.log").read_text().splitlines()
-    mine = check.object_output(text, "mm/memcontrol.o")
-    assert mine is not None and not any("asm-offsets" in ln for ln in mine)
-
-
-def _oc(state: CompileState, *warnings: str) -> ObjectCompile:
-    return ObjectCompile(source="mm/x.c", prefix=0, state=state, warnings=warnings,
-                         normalised=warnings)
-
-
-def test_compare_states() -> None:
-    w = "mm/x.c: warning: w [-Wfoo]"
-    new_file = check.compare(_oc(CompileState.ABSENT), _oc(CompileState.COMPILED, w))
-    assert new_file.compared and new_file.new == (w,) and new_file.failed
-    assert new_file.note == "new file"
-    deleted = check.compare(_oc(CompileState.COMPILED, w), _oc(CompileState.ABSENT))
-    assert deleted.compared and not deleted.failed and deleted.gone == (w,)
-    broke = check.compare(_oc(CompileState.COMPILED), _oc(CompileState.FAILED))
-    assert broke.failed and not broke.compared
-    was_broken = check.compare(_oc(CompileState.FAILED), _oc(CompileState.COMPILED, w))
-    assert not was_broken.failed and not was_broken.compared
-    off = check.compare(_oc(CompileState.NOT_BUILT), _oc(CompileState.NOT_BUILT))
-    assert not off.failed and not off.compared
-
-
-def test_first_errors_are_the_root_cause() -> None:
-    log = ("  CC      mm/a.o\n../../w/mm/a.c:3:1: error: expected ';' before '}' token\n"
-           "make[3]: *** [scripts/Makefile.build:229: mm/a.o] Error 1\n  CC      mm/b.o\n")
-    assert check.first_errors(log) == (
-        "../../w/mm/a.c:3:1: error: expected ';' before '}' token",
-        "make[3]: *** [scripts/Makefile.build:229: mm/a.o] Error 1")
-    assert check.first_errors("a\nb\n", limit=1) == ("b",)
-
-
-def test_c_sources_skips_what_kbuild_does_not_compile() -> None:
-    assert check.c_sources(("mm/a.c", "include/linux/a.h", "tools/x/y.c", "scripts/z.c",
-                            "Documentation/a.rst", "kernel/b.c")) == ("mm/a.c", "kernel/b.c")
-
-
-# --- the whole check on a miniature tree ------------------------------------------------
 
 MAKEFILE = """\
 VERSION = 6

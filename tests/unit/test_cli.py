@@ -274,22 +274,51 @@ def test_version_and_the_help_a_user_meets_first(capsys: pytest.CaptureFixture[s
     assert listed[:3] == ["run", "shell", "check"]  # in the order a user meets them
 
 
-def test_every_command_ends_its_help_with_examples_that_parse() -> None:
+def test_every_command_ends_its_help_with_examples_that_parse(
+        capsys: pytest.CaptureFixture[str]) -> None:
     from harness import cli
 
-    parser = cli.build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(cli.EXAMPLES) == set(sub.choices)
-    for name, examples in cli.EXAMPLES.items():
-        assert "examples:" in (sub.choices[name].epilog or ""), name
-        for example in examples:
+    for command in cli.COMMANDS:
+        assert command.examples, command.name
+        assert cli.main([command.name, "--help"]) == 0
+        shown = capsys.readouterr().out
+        assert shown.split("examples:\n", 1)[1].splitlines() == [
+            f"  {e}" for e in command.examples], command.name
+        for example in command.examples:
+            assert shlex.split(example)[1] == command.name
             cli.parse_args(shlex.split(example)[1:])  # exits (a test error) if refused
+
+
+def test_the_table_is_the_commands_the_parser_takes(capsys: pytest.CaptureFixture[str]
+                                                    ) -> None:
+    from harness import cli
+
+    names = [c.name for c in cli.COMMANDS]
+    assert len(names) == len(set(names)) == len(cli.BY_NAME)
+    assert cli.main(["--help"]) == 0
+    listed = capsys.readouterr().out.split("harness COMMAND --help says more)", 1)[1]
+    assert [ln.split()[0] for ln in listed.splitlines()
+            if ln.startswith("    ") and not ln.startswith("     ")] == names
+    assert {c.name for c in cli.COMMANDS if c.uses_cache} == {
+        "run", "check", "mutate", "bisect", "shell"}
+    assert [c.name for c in cli.COMMANDS if c.takes_command] == ["run"]
+
+
+def test_one_validator_counts_every_whole_number_option() -> None:
+    from harness import cli
+
+    assert cli.count("a number of runs", 1)("7") == 7
+    for parse, bad, told in ((cli.ATTEMPTS, "1001", "'1001': a number of attempts, 1 to 1000"),
+                             (cli.BOOTS, "x", "'x': a number of fresh boots, 1 to 100"),
+                             (cli.RUNS, "0", "'0': a number of runs, at least 1")):
+        with pytest.raises(argparse.ArgumentTypeError, match=told):
+            parse(bad)
 
 
 def test_a_run_inside_a_kernel_tree_writes_nothing_into_it(tmp_path: Path) -> None:
     """Your tree by default, and its results in the cache, not in the tree (the fake kernel
     tree and the fake vng: tests/fakes)."""
-    from tests.faketree import FAKES, committed_tree, fake_vng_env
+    from tests.helpers.faketree import FAKES, committed_tree, fake_vng_env
 
     tree = committed_tree(tmp_path / "linux")
     test = tmp_path / "t"
@@ -308,3 +337,16 @@ def test_a_run_inside_a_kernel_tree_writes_nothing_into_it(tmp_path: Path) -> No
     status = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--ignored"],
                             text=True, capture_output=True, check=True).stdout
     assert status == "", status
+
+
+def test_no_function_of_the_cli_is_longer_than_60_lines() -> None:
+    """Each command is a row of cli.COMMANDS and its arguments a function of their own: no
+    function grows back into one parser for everything."""
+    import ast
+
+    from harness import cli
+
+    tree = ast.parse(Path(cli.__file__).read_text())
+    long = {f.name: (f.end_lineno or f.lineno) - f.lineno + 1 for f in ast.walk(tree)
+            if isinstance(f, ast.FunctionDef) and (f.end_lineno or f.lineno) - f.lineno >= 60}
+    assert long == {}

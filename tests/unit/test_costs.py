@@ -17,7 +17,7 @@ import pytest
 
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
-from tests.shards import VERIFY
+from tests.helpers.shards import VERIFY
 
 
 def _rest(cell: dict[str, Any]) -> float:

@@ -67,13 +67,17 @@ def test_gcovr_counts_add_up_inlined_copies_and_skip_noncode() -> None:
 
 
 def test_compare_calls_fewer_lines_run_a_regression() -> None:
+    from harness.base.model import CellResult, FileLine, PatchCoverage, Status
     from harness.output import compare
 
-    def cell(ran: int, not_run: list[int]) -> dict[str, object]:
-        return {"cell": "6.12", "status": "PASS", "tests": [], "coverage": [
-            {"patch": "0002.patch", "subject": "s", "executable": 10, "ran": ran,
-             "not_run": [{"file": "mm/x.c", "line": n, "source": "x"} for n in not_run],
-             "by_test": {}}]}
+    def cell(ran: int, not_run: list[int]) -> CellResult:
+        lines = [FileLine(file="mm/x.c", line=n, source="x")
+                 for n in [*range(1, ran + 1), *not_run]]
+        return CellResult(cell="6.12", kernel="", kernel_version="", status=Status.PASS,
+                          patches=(), config=None, stages=(), tests=(), coverage=(
+                              PatchCoverage(patch="0002.patch", subject="s",
+                                            executable=tuple(lines), ran=tuple(lines[:ran])),),
+                          arch="x86_64", toolchain="gcc")
 
     got = compare.compare_cells(cell(10, []), cell(8, [12, 14]))
     assert [(d.kind, d.name, d.before, d.after, d.change) for d in got] == [

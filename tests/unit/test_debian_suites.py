@@ -16,7 +16,7 @@ import pytest
 from harness.base.gitcmd import git
 from harness.kernel import sources
 from harness.kernel.sources import debian
-from tests.faketree import FAKES
+from tests.helpers.faketree import FAKES
 
 
 def _run(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:

@@ -4,7 +4,6 @@ broken link, no page left out: tox's lint step runs it as well)."""
 
 from __future__ import annotations
 
-import argparse
 import re
 import shlex
 import subprocess
@@ -17,8 +16,7 @@ from harness import cli
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-COMMANDS = {name for action in cli.build_parser()._actions
-            if isinstance(action, argparse._SubParsersAction) for name in action.choices}
+COMMANDS = {c.name for c in cli.COMMANDS}
 
 
 def commands_in(text: str) -> list[str]:
@@ -80,3 +78,14 @@ def test_the_example_selftest_in_the_docs_is_one_the_harness_takes(tmp_path: Pat
     checks = re.findall(r"CHECK\((\w+)", source.group(1))
     assert checks == ["root_found", "child_made_and_removed", "cleanup"]
     assert all(f"static int check_{c}(void)" in source.group(1) for c in checks)
+
+
+ALL_PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+# A path of the machine a page was written on: a home, the root user's, a checkout's.
+MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:root|home/[\w.-]+|work/[\w.-]+)/")
+
+
+@pytest.mark.parametrize("page", ALL_PAGES, ids=[p.name for p in ALL_PAGES])
+def test_no_page_names_a_path_of_the_machine_it_was_written_on(page: Path) -> None:
+    found = [line for line in page.read_text().splitlines() if MACHINE_PATH.search(line)]
+    assert found == [], f"{page.relative_to(REPO)}: {found}"

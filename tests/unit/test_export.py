@@ -2,10 +2,10 @@
 the ci tier, an ad-hoc run of the deliberately broken memcg series, the faults cell),
 tests/golden/recorded-runs (LKDTM splats), tests/golden/mutants (a run whose accelerator
 failed, a kernel that warns at boot and shutdown) and a ci-tier run merged from shards cut
-from them (tests/shards.py). JUnit is valid against our schema (harness/output/schemas/junit.xsd)
-and its counts per status equal what results.json says, counted here independently; KCIDB
-is valid against kcidb-io's v5.3 schema, with one test object per result, subtest and
-measurement, counted here independently too."""
+from them (tests/helpers/shards.py). JUnit is valid against our schema
+(harness/output/schemas/junit.xsd) and its counts per status equal what results.json says,
+counted here independently; KCIDB is valid against kcidb-io's v5.3 schema, with one test
+object per result, subtest and measurement, counted here independently too."""
 
 from __future__ import annotations
 
@@ -24,9 +24,8 @@ from harness.base.model import Phase, Status
 from harness.base.model import TestResult as Result
 from harness.drivers import shard
 from harness.judge import verdict
-from harness.output import junit, kcidb
-from harness.output.compare import measurements
-from tests import shards
+from harness.output import junit, kcidb, results
+from tests.helpers import shards
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "compare"
@@ -37,6 +36,21 @@ RUNS = [*sorted(GOLDEN.glob("*.json")), shards.LKDTM, ACCEL_ERROR, WARN_BOOT]
 BAD_STATUS = ("FAIL", "FLAKY", "TIMEOUT", "CRASHED", "MISSING")
 
 
+typed = results.from_json  # a results.json document as the one reader reads it
+
+
+def _measured(metrics: Any) -> list[dict[str, Any]]:
+    """The measurements a test reports that the exports take: objects with a numeric
+    median, a unit and a direction."""
+    if not isinstance(metrics, dict):
+        return []
+    if {"median", "unit", "direction"} <= metrics.keys():
+        median = metrics["median"]
+        return [metrics] if isinstance(median, int | float) and not isinstance(median, bool) \
+            else []
+    return [m for value in metrics.values() for m in _measured(value)]
+
+
 def _load(path: Path) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(path.read_text())
     return doc
@@ -44,10 +58,11 @@ def _load(path: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def merged_ci(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The ci-tier merge of tests/shards.py: a failing, a MISSING and broken-variant cells."""
+    """The ci-tier merge of tests/helpers/shards.py: a failing, a MISSING and broken-variant
+    cells."""
     tmp = tmp_path_factory.mktemp("merged")
-    return shard.merge(shards.ci_shards(tmp), expected=[shard.Planned(name=n)
-                                                        for n in shards.CI_PLAN]).doc
+    return results.run_json(shard.merge(shards.ci_shards(tmp), expected=[
+        shard.Planned(name=n) for n in shards.CI_PLAN]).run)
 
 
 def _leaf_statuses(cases: list[dict[str, Any]]) -> list[str]:
@@ -104,7 +119,7 @@ def _expected_counts(doc: dict[str, Any]) -> dict[str, int]:
 
 
 def _check_junit(doc: dict[str, Any]) -> ET.Element:
-    text = junit.render(doc)
+    text = junit.render(typed(doc))
     SCHEMA.validate(text)
     root = ET.fromstring(text)
     want = _expected_counts(doc)
@@ -129,7 +144,7 @@ def test_junit_of_the_merged_run_counts_what_results_json_says(
 
 
 def test_classnames_are_the_cell_without_dots(merged_ci: dict[str, Any]) -> None:
-    root = ET.fromstring(junit.render(merged_ci))
+    root = ET.fromstring(junit.render(typed(merged_ci)))
     for suite in root:
         cell = suite.get("name") or ""
         assert {c.get("classname") for c in suite.iter("testcase")} == {
@@ -138,7 +153,7 @@ def test_classnames_are_the_cell_without_dots(merged_ci: dict[str, Any]) -> None
 
 
 def test_subtests_are_leaves_named_by_their_path_and_a_failure_says_why() -> None:
-    root = ET.fromstring(junit.render(_load(GOLDEN / "adhoc-memcg-kfuncs-broken.json")))
+    root = ET.fromstring(junit.render(typed(_load(GOLDEN / "adhoc-memcg-kfuncs-broken.json"))))
     names = [c.get("name") for c in root.iter("testcase")]
     # FAIL with failing leaves: the leaves say it, the test is not counted again
     assert "memcg_kfuncs" not in names
@@ -150,7 +165,7 @@ def test_subtests_are_leaves_named_by_their_path_and_a_failure_says_why() -> Non
 
 
 def test_a_test_bad_after_its_subtests_passed_is_a_testcase_too() -> None:
-    root = ET.fromstring(junit.render(_load(shards.LKDTM)))
+    root = ET.fromstring(junit.render(typed(_load(shards.LKDTM))))
     crashed = root.find("testsuite/testcase[@name='lkdtm_splats']/failure")
     assert crashed is not None and crashed.get("type") == "CRASHED"
     assert "WARNING" in (crashed.text or "")
@@ -159,7 +174,7 @@ def test_a_test_bad_after_its_subtests_passed_is_a_testcase_too() -> None:
 
 
 def test_a_known_failure_is_skipped_with_its_reason() -> None:
-    root = ET.fromstring(junit.render(_load(GOLDEN / "verify-2026-11-24.json")))
+    root = ET.fromstring(junit.render(typed(_load(GOLDEN / "verify-2026-11-24.json"))))
     name = ("kselftest-cgroup-test_freezer/selftests: cgroup: test_freezer/"
             "test_cgfreezer_ptrace")
     skipped = root.find(f"testsuite[@name='6.12']/testcase[@name='{name}']/skipped")
@@ -172,7 +187,7 @@ def test_a_known_failure_is_skipped_with_its_reason() -> None:
 
 def test_declared_results_of_a_broken_cell_pass_and_others_fail() -> None:
     doc = _load(GOLDEN / "faults.json")
-    root = ET.fromstring(junit.render(doc))
+    root = ET.fromstring(junit.render(typed(doc)))
     warn = [c for c in root.iter("testcase") if (c.get("name") or "").startswith("lkdtm_warn")]
     assert warn and all(c.find("failure") is None for c in warn)
     assert all("as declared" in (c.findtext("system-out") or "") for c in warn)
@@ -182,18 +197,18 @@ def test_declared_results_of_a_broken_cell_pass_and_others_fail() -> None:
     # the same result without its declaration is a failure
     for t in doc["cells"][0]["tests"]:
         t.pop("expected_status", None)
-    root = ET.fromstring(junit.render(doc))
+    root = ET.fromstring(junit.render(typed(doc)))
     assert root.find("testsuite/testcase[@name='lkdtm_warn']/failure") is not None
     # and a declared status not met is a failure saying what was expected
     doc["cells"][0]["tests"][1]["expected_status"] = "PASS"
-    root = ET.fromstring(junit.render(doc))
+    root = ET.fromstring(junit.render(typed(doc)))
     got = root.find("testsuite/testcase[@name='lkdtm_warn']/failure")
     assert got is not None and (got.text or "").startswith("expected PASS, got CRASHED")
 
 
 def test_a_cell_stopped_before_its_tests_is_one_verdict_error() -> None:
     doc = _load(ACCEL_ERROR)
-    root = ET.fromstring(junit.render(doc))
+    root = ET.fromstring(junit.render(typed(doc)))
     assert root.get("errors") == "1" and root.get("tests") == "1"
     err = root.find("testsuite/testcase[@name='verdict']/error")
     assert err is not None and err.get("type") == "BOOT_ERROR"
@@ -234,7 +249,7 @@ def test_a_cell_bad_for_no_result_of_its_own_says_so_in_a_verdict() -> None:
 
 
 def test_a_missing_cell_is_a_verdict_failure(merged_ci: dict[str, Any]) -> None:
-    root = ET.fromstring(junit.render(merged_ci))
+    root = ET.fromstring(junit.render(typed(merged_ci)))
     suite = root.find(f"testsuite[@name='{shards.MISSING}']")
     assert suite is not None and suite.get("failures") == "1"
     fail = suite.find("testcase[@name='verdict']/failure")
@@ -244,7 +259,7 @@ def test_a_missing_cell_is_a_verdict_failure(merged_ci: dict[str, Any]) -> None:
 
 def test_benchmarks_are_properties_of_their_suite() -> None:
     doc = _load(GOLDEN / "verify-2026-11-24.json")
-    root = ET.fromstring(junit.render(doc))
+    root = ET.fromstring(junit.render(typed(doc)))
     props = {p.get("name"): p.get("value") for p in
              root.findall("testsuite[@name='6.12']/properties/property")}
     bench = next(t for t in doc["cells"][0]["tests"] if t["name"] == "memcg_kfuncs_bench")
@@ -290,7 +305,7 @@ def _expected_kcidb_tests(doc: dict[str, Any], include_broken: bool) -> int:
             continue
         for t in cell["tests"]:
             leaves = _leaf_statuses((t.get("ktap") or {}).get("subtests", []))
-            metrics = list(measurements((t.get("extra") or {}).get("metrics")))
+            metrics = _measured((t.get("extra") or {}).get("metrics"))
             n += 1 + len(leaves) + (len(metrics) if len(metrics) > 1 else 0)
         tried = any(s["stage"] == "accel" or s["stage"].startswith("boot")
                     for s in cell["stages"])
@@ -308,10 +323,11 @@ def test_kcidb_is_valid_v5_with_a_test_per_result_subtest_and_measurement(
     from kcidb_io import schema
 
     doc = _load(run)
-    out = kcidb.export(doc, include_broken=include_broken)
+    out = kcidb.export(typed(doc), include_broken=include_broken)
     schema.V5_3.validate_exactly(out)
     assert out["version"]["major"] == 5
-    cells = [c for c in doc["cells"] if include_broken or not kcidb.is_broken_variant(c)]
+    cells = [c for c in doc["cells"]
+             if include_broken or not any(t.get("expected_status") for t in c["tests"])]
     assert [c["misc"]["cell"] for c in out["checkouts"]] == [c["cell"] for c in cells]
     assert len(out["tests"]) == _expected_kcidb_tests(doc, include_broken)
     for kind in ("checkouts", "builds", "tests"):
@@ -328,7 +344,7 @@ def test_kcidb_is_valid_v5_with_a_test_per_result_subtest_and_measurement(
 def test_kcidb_of_the_merged_run(merged_ci: dict[str, Any]) -> None:
     from kcidb_io import schema
 
-    out = kcidb.export(merged_ci, run_id="42")
+    out = kcidb.export(typed(merged_ci), run_id="42")
     schema.V5_3.validate_exactly(out)
     assert len(out["tests"]) == _expected_kcidb_tests(merged_ci, False)
     assert not _HOST_PATH.search(json.dumps(out))
@@ -339,7 +355,7 @@ def test_kcidb_of_the_merged_run(merged_ci: dict[str, Any]) -> None:
 
 
 def test_kcidb_says_what_failed_and_keeps_our_status() -> None:
-    out = kcidb.export(_load(GOLDEN / "adhoc-memcg-kfuncs-broken.json"))
+    out = kcidb.export(typed(_load(GOLDEN / "adhoc-memcg-kfuncs-broken.json")))
     by = {t["path"]: t for t in out["tests"]}
     assert by["harness.memcg_kfuncs"]["status"] == "FAIL"
     leaf = by["harness.memcg_kfuncs.parent_includes_child"]
@@ -352,12 +368,12 @@ def test_kcidb_says_what_failed_and_keeps_our_status() -> None:
     assert build["misc"]["from_store"] is False and "duration" in build
     doc = _load(GOLDEN / "adhoc-memcg-kfuncs-broken.json")
     doc["cells"][0]["kernel_from_store"] = True  # as a run now writes it
-    build = kcidb.export(doc)["builds"][0]
+    build = kcidb.export(typed(doc))["builds"][0]
     assert build["misc"]["from_store"] is True and "duration" not in build
     assert build["misc"]["kernel_store_key"] == "79f9982f8b212ededfea"
     faults = _load(GOLDEN / "faults.json")
-    assert kcidb.export(faults)["tests"] == []  # a broken variant: left out
-    every = kcidb.export(faults, include_broken=True)
+    assert kcidb.export(typed(faults))["tests"] == []  # a broken variant: left out
+    every = kcidb.export(typed(faults), include_broken=True)
     warn = next(t for t in every["tests"] if t["path"] == "harness.lkdtm_warn")
     # a WARN provoked on purpose: FAIL kept, marked as what the cell declares
     assert warn["status"] == "FAIL" and warn["misc"]["declared"] == "CRASHED"
@@ -367,18 +383,18 @@ def test_kcidb_says_what_failed_and_keeps_our_status() -> None:
 
 
 def test_kcidb_environment_failures_are_not_kernel_failures() -> None:
-    out = kcidb.export(_load(ACCEL_ERROR))
+    out = kcidb.export(typed(_load(ACCEL_ERROR)))
     assert [(t["path"], t["status"]) for t in out["tests"]] == [("boot", "MISS")]
     assert "KVM does not work here" in out["tests"][0]["log_excerpt"]
     assert out["builds"][0]["status"] == "PASS"
     # a kernel that warns while booting is a kernel failure
-    warned = {t["path"]: t["status"] for t in kcidb.export(_load(WARN_BOOT))["tests"]}
+    warned = {t["path"]: t["status"] for t in kcidb.export(typed(_load(WARN_BOOT)))["tests"]}
     assert warned["boot"] == "FAIL" and warned["harness.shutdown"] == "FAIL"
 
 
 def test_kcidb_measurements_are_numbers() -> None:
     doc = _load(GOLDEN / "verify-2026-11-24.json")
-    out = kcidb.export(doc)
+    out = kcidb.export(typed(doc))
     bench = [t for t in out["tests"] if t["path"].startswith("harness.memcg_kfuncs_bench.methods.")
              and t["build_id"].endswith(":6_12:build")]
     assert len(bench) == 10 and all(t["status"] == "DONE" for t in bench)
@@ -390,7 +406,7 @@ def test_kcidb_measurements_are_numbers() -> None:
 
 def test_kcidb_config_names_and_kernels_without_host_paths() -> None:
     doc = _load(GOLDEN / "verify-2026-11-24.json")
-    builds = {b["checkout_id"].rsplit(":", 1)[1]: b for b in kcidb.export(doc)["builds"]}
+    builds = {b["checkout_id"].rsplit(":", 1)[1]: b for b in kcidb.export(typed(doc))["builds"]}
     assert builds["6_1"]["config_name"] == "base+6.1"
     assert kcidb.hostless("/home/u/linux at v6.12 (0123456789ab)") == "linux at v6.12 " \
                                                                       "(0123456789ab)"
@@ -401,18 +417,18 @@ def test_kcidb_config_names_and_kernels_without_host_paths() -> None:
 
 def test_kcidb_run_ids() -> None:
     doc = _load(GOLDEN / "faults.json")
-    assert kcidb.resolve_run_id(doc, given="7", env={"GITHUB_RUN_ID": "1"}) == "7"
-    assert kcidb.resolve_run_id(doc, env={"GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "3",
+    assert kcidb.resolve_run_id(typed(doc), given="7", env={"GITHUB_RUN_ID": "1"}) == "7"
+    assert kcidb.resolve_run_id(typed(doc), env={"GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "3",
                                           "CI_PIPELINE_ID": "9"}) == "github_1_3"
-    assert kcidb.resolve_run_id(doc, env={"CI_PIPELINE_ID": "9"}) == "gitlab_9"
-    derived = kcidb.resolve_run_id(doc, env={})
+    assert kcidb.resolve_run_id(typed(doc), env={"CI_PIPELINE_ID": "9"}) == "gitlab_9"
+    derived = kcidb.resolve_run_id(typed(doc), env={})
     assert derived.startswith("20261124010831_") and doc["run_id"] not in derived
     # a run id taken from --out is shared by CI jobs: two runs under the same name differ
     other = _load(GOLDEN / "adhoc-memcg-kfuncs-broken.json")
     other["run_id"] = doc["run_id"]
-    assert kcidb.resolve_run_id(other, env={}) != derived
+    assert kcidb.resolve_run_id(typed(other), env={}) != derived
     with pytest.raises(kcidb.ExportError):
-        kcidb.export(doc, origin="My-Lab")
+        kcidb.export(typed(doc), origin="My-Lab")
 
 
 @pytest.mark.parametrize("ours, theirs", [("PASS", "PASS"), ("XFAIL", "FAIL"),
@@ -435,13 +451,13 @@ def test_a_kernel_of_another_arch_and_its_compiler_are_what_the_exports_say() ->
     doc = _load(REPO / "tests" / "golden" / "recorded-runs" / "recorded-arm64-6.12.json")
     [cell] = doc["cells"]
     assert (cell["arch"], cell["toolchain"]) == ("arm64", "gcc")
-    [build] = kcidb.export(doc)["builds"]
+    [build] = kcidb.export(typed(doc))["builds"]
     assert build["architecture"] == "arm64"
     assert build["compiler"].startswith("aarch64-linux-gnu-gcc ")
     props = {p.get("name"): p.get("value")
-             for p in ET.fromstring(junit.render(doc)).iter("property")}
+             for p in ET.fromstring(junit.render(typed(doc))).iter("property")}
     assert (props["arch"], props["toolchain"]) == ("arm64", "gcc")
     # an x86 run: its architecture, and the compiler of its build
-    [x86] = kcidb.export(_load(REPO / "tests" / "golden" / "recorded-runs"
-                               / "recorded-lkdtm-6.12.json"))["builds"]
+    [x86] = kcidb.export(typed(_load(REPO / "tests" / "golden" / "recorded-runs"
+                               / "recorded-lkdtm-6.12.json")))["builds"]
     assert x86["architecture"] == "x86_64" and x86["compiler"].startswith("gcc (Debian")

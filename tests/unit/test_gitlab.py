@@ -18,7 +18,7 @@ from harness.base.model import Accel
 from harness.ci import ciplan, gitlab
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
-from tests.cijobs import builds, harness_runs
+from tests.helpers.cijobs import builds, harness_runs
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / ".gitlab-ci.yml"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests import citools
+from tests.helpers import citools
 
 REPO = Path(__file__).resolve().parents[2]
 STUB = REPO / "tests" / "fakes" / "ci" / "harness"

@@ -46,4 +46,4 @@ def test_a_misspelt_key_is_an_error_not_a_cell_without_it(tmp_path: Path) -> Non
 
 def test_boot_only_and_append_are_read(tmp_path: Path) -> None:
     c = cell(tmp_path, 'boot_only = true\nappend = "panic_on_warn=1"\n')
-    assert c.boot_only and c.append == "panic_on_warn=1"
+    assert c.boot_only and c.guest.append == "panic_on_warn=1"

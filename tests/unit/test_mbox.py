@@ -1,6 +1,6 @@
 """Series from the mailing list through b4, offline: a thread made from our own
 memcg-kfuncs series (v1, v2, a Reviewed-by on v2 2/4). Applying one is tested in
-tests/unit/test_orchestrator.py (fake tree) and tests/e2e/test_daily.py (Debian 6.12)."""
+tests/unit/test_pipeline.py (fake tree) and tests/e2e/test_daily.py (Debian 6.12)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.kernel import mbox, series
-from tests.mailthread import REVIEWER, build_thread
+from tests.helpers.mailthread import REVIEWER, build_thread
 
 OURS = sorted((Path(__file__).resolve().parents[2] / "patches" / "memcg-kfuncs").glob(
     "000*.patch"))

@@ -1,5 +1,5 @@
 """`harness merge` against a plan, and the exports of the merged run (issue 28): shards cut
-from real runs (tests/shards.py), merged by the real merge, exported by the real exports.
+from real runs (tests/helpers/shards.py), merged by the real merge, exported by the real exports.
 
 The ci-tier merge holds a failing cell (adhoc), broken-variant cells whose results are as
 declared, and a planned cell no shard holds (6.12-faults): it exits 1, says MISSING, and
@@ -20,9 +20,9 @@ from harness import cli
 from harness.base.model import Status
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Cell, Tier
-from harness.output import junit, kcidb
-from tests import shards
-from tests.shards import BROKEN_VARIANTS, CI_PLAN, FAILING, MISSING, PLAIN
+from harness.output import junit, kcidb, results
+from tests.helpers import shards
+from tests.helpers.shards import BROKEN_VARIANTS, CI_PLAN, FAILING, MISSING, PLAIN
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = xmlschema.XMLSchema(str(REPO / "harness" / "output" / "schemas" / "junit.xsd"))
@@ -169,7 +169,7 @@ def test_a_run_without_results_is_reported_and_the_merge_goes_on(
     empty.mkdir()  # a job that uploaded nothing
     plan = [shard.Planned(name=n) for n in CI_PLAN]
     merged = shard.merge([*runs, empty], expected=plan)
-    doc = merged.doc
+    doc = results.run_json(merged.run)  # as merge writes it
     assert [u["run"] for u in doc["unreadable_runs"]] == [str(runs[0]), str(empty)]
     assert "not readable JSON" in doc["unreadable_runs"][0]["reason"]
     assert "no results.json" in doc["unreadable_runs"][1]["reason"]
@@ -181,16 +181,18 @@ def test_a_run_without_results_is_reported_and_the_merge_goes_on(
     assert str(runs[0]) in six["error"]  # it may have held it
     # without a plan, what the unreadable runs held cannot be told: exit 2
     blind = shard.merge([*runs, empty])
-    assert blind.doc["exit_code"] == 2 and blind.doc["missing"] == []
+    assert blind.run.exit_code == 2 and blind.run.merge is not None
+    assert blind.run.merge.missing == ()
     assert "warning: no plan" in shard.summary(blind)
 
 
 def test_a_cell_the_plan_does_not_expect_is_kept_and_reported(tmp_path: Path) -> None:
     runs = shards.ci_shards(tmp_path)
     merged = shard.merge(runs, expected=[shard.Planned(name=n) for n in PLAIN])
-    assert merged.doc["unexpected"] == [*BROKEN_VARIANTS, FAILING]
-    assert [c["cell"] for c in merged.doc["cells"]] == [*PLAIN, *BROKEN_VARIANTS, FAILING]
-    assert merged.doc["exit_code"] == 1  # the failing cell's; unexpected ones add nothing
+    assert merged.run.merge is not None
+    assert merged.run.merge.unexpected == (*BROKEN_VARIANTS, FAILING)
+    assert [c.cell for c in merged.run.cells] == [*PLAIN, *BROKEN_VARIANTS, FAILING]
+    assert merged.run.exit_code == 1  # the failing cell's; unexpected ones add nothing
     assert f"unexpected: cell {FAILING} (from {runs[2]}) is not in the plan: kept" in \
         shard.summary(merged)
 
@@ -200,8 +202,8 @@ def test_runs_of_different_harness_revisions_are_said_to_differ(tmp_path: Path) 
     b = shards.shard_dir(tmp_path, "b", shards.LKDTM)
     merged = shard.merge([a, b])
     revs = [json.loads(p.read_text())["harness_rev"] for p in (shards.VERIFY, shards.LKDTM)]
-    assert revs[0] != revs[1] and merged.doc["harness_rev"] is None
-    assert merged.doc["exit_code"] == 1  # the CRASHED cell's: a revision changes nothing
+    assert revs[0] != revs[1] and merged.run.harness_rev is None
+    assert merged.run.exit_code == 1  # the CRASHED cell's: a revision changes nothing
     line = next(ln for ln in shard.summary(merged).splitlines()
                 if ln.startswith("conflict: harness revision"))
     assert revs[0] in line and revs[1] in line
@@ -309,7 +311,8 @@ def test_a_cell_only_built_is_missing_and_says_it_was_built(tmp_path: Path) -> N
     from harness.drivers import shard
 
     built = _build_run(tmp_path, "6.12", {"6.12": "PASS"})
-    merged = shard.merge([], expected=[shard.Planned(name="6.12")], builds=[built]).doc
-    [cell] = merged["cells"]
-    assert cell["status"] == "MISSING" and merged["missing"] == ["6.12"]
-    assert cell["error"].startswith("no test run holds it, though its build run built it")
+    merged = shard.merge([], expected=[shard.Planned(name="6.12")], builds=[built]).run
+    [cell] = merged.cells
+    assert merged.merge is not None
+    assert cell.status.value == "MISSING" and merged.merge.missing == ("6.12",)
+    assert cell.error.startswith("no test run holds it, though its build run built it")

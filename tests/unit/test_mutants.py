@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from harness.base.model import CellResult
 from harness.drivers.mutate import compare, excluded_tests, run_facts, verdict_key
 from harness.judge import mutants
+from harness.output import results
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "mutants"
 OPS = mutants.load_operators()
@@ -166,9 +167,8 @@ def test_verdicts_against_a_real_baseline() -> None:
     assert compare(base, {}, stage="boot+tests", stage_status="BOOT_ERROR")[0] == "error"
 
 
-def _cell(name: str) -> dict[str, Any]:
-    cell: dict[str, Any] = json.loads((GOLDEN / name).read_text())["cells"][0]
-    return cell
+def _cell(name: str) -> CellResult:
+    return results.load_run(str(GOLDEN / name))[0].cells[0]
 
 
 def test_a_test_red_in_the_baseline_cannot_kill() -> None:
@@ -255,7 +255,8 @@ def test_mutant_timeouts_follow_the_baseline() -> None:
 
     base = CellResult(cell="c", kernel="k", kernel_version="6.12", status=Status.PASS,
                       patches=(), config=None, stages=(),
-                      tests=(r("boot", 4.0, Phase.BOOT), r("quick", 1.7), r("slow", 12.4)))
+                      tests=(r("boot", 4.0, Phase.BOOT), r("quick", 1.7), r("slow", 12.4)),
+                      arch="x86_64", toolchain="gcc")
     assert mutant_timeouts(base) == {"quick": 30, "slow": 124}
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.base.model import Phase, Status
 from harness.base.model import TestResult as Result
+from harness.guest import protocol
 from harness.guest.protocol import GuestTest
 from harness.judge import outcome, verdict
 
@@ -266,24 +267,22 @@ def test_a_warning_in_a_loop_keeps_a_few_splats_and_counts_the_rest() -> None:
 
 
 def test_a_huge_console_is_read_head_and_tail(tmp_path: Path) -> None:
-    from harness.drivers import pipeline
 
     log = tmp_path / "console.log"
     log.write_text("boot line\n" + "x" * 1000 + "\nharness: runner-done\nlast line\n")
-    text = pipeline.read_bounded(log, cap=200)
+    text = protocol.read_bounded(log, cap=200)
     assert text.startswith("boot line\n") and text.endswith("last line\n")
     assert "bytes of console.log not read" in text
     assert len(text) < 300
 
 
 def test_a_console_read_in_part_is_not_called_clean(tmp_path: Path) -> None:
-    from harness.drivers import pipeline
 
     plan, rec = record("clean-6.12")
     log = tmp_path / "console.log"
     log.write_text(rec.console.replace("[   37.662189] harness: runner-done",
                                        "x" * 2000 + "\n[   37.662189] harness: runner-done"))
-    console = pipeline.read_bounded(log, cap=len(rec.console))
+    console = protocol.read_bounded(log, cap=len(rec.console))
     plan, rec = record("clean-6.12", console=console)
     res = by_name(outcome.evaluate(plan, rec))
     assert any("not judged" in n for n in res["shutdown"].notes)
@@ -291,7 +290,6 @@ def test_a_console_read_in_part_is_not_called_clean(tmp_path: Path) -> None:
 
 
 def test_the_line_the_cap_cut_in_two_is_not_a_result() -> None:
-    from harness.guest import protocol
 
     text = ("TAP version 13\n1..1\nok 1 flood\nok 1 flood\nok 1 flo\n"
             "[harness: output cut: 99 bytes over the 40-byte cap were discarded, "

@@ -220,7 +220,7 @@ def test_tolerance_edges() -> None:
 
 
 def test_the_summary_does_not_call_config_options_unchecked_btf() -> None:
-    from harness.output.results import feature_line
+    from harness.output.terminal import feature_line
     kfunc = FeatureReport(feature=Feature(name="cgroup_rstat_flush", kind=FeatureKind.KFUNC),
                           state=FeatureState.IN_BASE, btf=True)
     config = features.confirm_with_config(

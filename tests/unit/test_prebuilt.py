@@ -16,7 +16,7 @@ import pytest
 from harness import cli
 from harness.drivers import pipeline, prebuilt
 from harness.drivers.matrix import Cell, Tier
-from tests.faketree import FAKES, committed_tree
+from tests.helpers.faketree import FAKES, committed_tree
 
 KTAP_PASS = "echo 'TAP version 13'; echo '1..1'; echo 'ok 1 - first'\n"
 KTAP_FAIL = "echo 'TAP version 13'; echo '1..1'; echo 'not ok 1 - first'\n"

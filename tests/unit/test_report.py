@@ -12,28 +12,33 @@ from pathlib import Path
 from typing import Any
 
 from harness import cli
-from harness.output import compare, report
+from harness.output import compare, report, results
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "compare"
 VERIFY = GOLDEN / "verify-2026-11-24.json"
 ARTEFACTS = Path(__file__).parent.parent.parent / "results" / "test-artefacts"
 
 
-def medians(metrics: Any) -> dict[tuple[str, float], float]:
-    """(series, x) -> median of every measurement named <group>/<series>@<x>."""
-    out = {}
-    for path, m in compare.measurements(metrics):
+def medians(metrics: Any, path: str = "") -> dict[tuple[str, float], float]:
+    """(series, x) -> median of every measurement named <group>/<series>@<x>, read from
+    the test's metrics as it wrote them."""
+    if isinstance(metrics, dict) and "median" in metrics:
         head, _, x = path.rpartition("@")
-        out[(head.partition("/")[2] or head, float(x))] = float(m["median"])
-    return out
+        return {(head.partition("/")[2] or head, float(x)): float(metrics["median"])}
+    if not isinstance(metrics, dict):
+        return {}
+    return {k: v for key, value in metrics.items()
+            for k, v in medians(value, f"{path}/{key}" if path else key).items()}
 
 
 def test_every_benchmark_point_is_a_median_of_its_metrics() -> None:
     doc = json.loads(VERIFY.read_text())
+    run = results.from_json(doc)
     for cell in ("6.12", "6.1"):
         bench = next(t for c in doc["cells"] if c["cell"] == cell for t in c["tests"]
                      if t["name"] == "memcg_kfuncs_bench")
-        plots = report.plots(bench["extra"]["metrics"], "memcg_kfuncs_bench")
+        plots = report.plots(next(t for c in run.cells if c.cell == cell for t in c.tests
+                                  if t.name == "memcg_kfuncs_bench"))
         assert [p.title for p in plots] == ["memcg_kfuncs_bench: methods"]
         points = {(pt.series, pt.x): pt.y for line in plots[0].lines for pt in line.points}
         assert points == medians(bench["extra"]["metrics"])
@@ -45,11 +50,11 @@ def test_every_benchmark_point_is_a_median_of_its_metrics() -> None:
 
 def test_the_grid_has_one_cell_per_result_and_declared_failures_say_so() -> None:
     doc = json.loads(VERIFY.read_text())
-    v = report.view(doc, {})
+    v = report.view(results.from_json(doc), {})
     shown = [(r["cell"], row["test"]) for row in v["grid"] for r in row["results"] if r]
     assert sorted(shown) == sorted((c["cell"], t["name"]) for c in doc["cells"]
                                    for t in c["tests"])
-    html = report.render(doc, {})
+    html = report.render(results.from_json(doc), {})
     assert html.count('<td class="result ') == len(shown)
     assert "FAIL (as declared)" in html and "kselftest-cgroup-test_freezer" in html
 
@@ -119,8 +124,8 @@ def test_a_comparison_renders_every_difference(tmp_path: Path) -> None:
     broken = GOLDEN / "adhoc-memcg-kfuncs-broken.json"
     assert cli.main(["compare", f"{VERIFY}:6.12", f"{broken}:adhoc", "--html", str(html)]) == 1
     page = html.read_text()
-    result = compare.compare(json.loads(VERIFY.read_text()), json.loads(broken.read_text()),
-                             cells=("6.12", "adhoc"))
+    result = compare.compare(results.load_run(str(VERIFY))[0],
+                             results.load_run(str(broken))[0], cells=("6.12", "adhoc"))
     assert page.count('<tr class="difference"') == len(result.differences)
     assert page.count('data-change="regressed"') == result.count(compare.Change.REGRESSED) == 5
     assert "memcg_kfuncs: parent_includes_child" in page and "REGRESSED" in page
@@ -128,7 +133,7 @@ def test_a_comparison_renders_every_difference(tmp_path: Path) -> None:
 
 def test_splats_are_shown_decoded_with_where_they_happened() -> None:
     doc = json.loads((GOLDEN / "faults.json").read_text())
-    html = report.render(doc, {})
+    html = report.render(results.from_json(doc), {})
     warn = next(t for t in doc["cells"][0]["tests"] if t["name"] == "lkdtm_warn")
     s = warn["splats"][0]
     assert "where" not in s or s["where"]  # empty fields are left out of results.json

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from harness.base import proc, sandbox
-from harness.base.model import Status
+from harness.base.model import RunResult, Status
 from harness.guest import isolation
-from tests.faketree import FAKES, committed_tree
+from tests.helpers.faketree import FAKES, committed_tree
 
 OFF = sandbox.Policy(enabled=False, why_off="--no-sandbox")
 
@@ -346,7 +346,7 @@ def test_every_make_of_a_tree_the_harness_runs_goes_through_the_sandbox() -> Non
     assert calls >= 9 and unconfined == []
     text = {p.name: p.read_text() for p in root.rglob("*.py")}
     for module, call in (("check.py", "*CHECKPATCH_ARGS, str(patch)"),
-                         ("pipeline.py", "str(kernel.source_dir)],"),
+                         ("decode.py", "str(kernel.source_dir)],"),
                          ("perf.py", '"--build-options"'), ("own.py", '"btf", "dump"')):
         at = text[module].index(call)
         assert "sandbox=" in text[module][at:at + 600], (module, call)
@@ -362,8 +362,8 @@ def test_a_hostile_git_tree_reaches_nothing_through_the_whole_pipeline(
     from harness.base.model import Accel
     from harness.drivers import pipeline
     from harness.drivers.matrix import Cell, Tier
-    from harness.output import results
-    from tests.unit.test_orchestrator import KTAP_PASS, own_test
+    from harness.output import results, terminal
+    from tests.unit.test_pipeline import KTAP_PASS, own_test
 
     tree, _secret, written, listener, secret_text = hostile_tree
     monkeypatch.setenv("PATH", f"{FAKES / 'bin'}:{os.environ['PATH']}")
@@ -374,7 +374,7 @@ def test_a_hostile_git_tree_reaches_nothing_through_the_whole_pipeline(
                 tests=(own_test(tmp_path, "fake_pass", KTAP_PASS),))
     out = tmp_path / "out"
     result = pipeline.run_cell(cell, out, accel=Accel.TCG)
-    results.write_json(out / "results.json", [result], meta={"command": ["test"]})
+    results.write_json(out / "results.json", RunResult(cells=(result,), command=("test",)))
     assert result.status is Status.PASS, result.error
     assert "uncommitted" in result.source  # the Makefile line is an uncommitted change
     assert result.isolation is not None and result.isolation.sandbox
@@ -382,7 +382,7 @@ def test_a_hostile_git_tree_reaches_nothing_through_the_whole_pipeline(
     assert "probe: cat: " in build_log and "No such file" in build_log
     for p in out.rglob("*"):
         assert not p.is_file() or secret_text.encode() not in p.read_bytes(), p
-    assert secret_text not in results.summary([result])
+    assert secret_text not in terminal.summary([result])
     assert not written.exists() and listener.connections == 0
 
 
@@ -402,8 +402,8 @@ def test_what_a_guest_plants_in_its_results_is_removed_before_it_is_read_and_sai
     from harness.base.model import Accel
     from harness.drivers import pipeline
     from harness.drivers.matrix import Cell, Tier
-    from harness.output import results
-    from tests.unit.test_orchestrator import KTAP_PASS, own_test
+    from harness.output import results, terminal
+    from tests.unit.test_pipeline import KTAP_PASS, own_test
 
     _fake_world(tmp_path, monkeypatch)
     secret = tmp_path / "secret"
@@ -416,22 +416,22 @@ def test_what_a_guest_plants_in_its_results_is_removed_before_it_is_read_and_sai
                 configs=(str(FAKES / "fake.config"),), tests=(plant,))
     out = tmp_path / "out"
     result = pipeline.run_cell(cell, out, accel=Accel.TCG)
-    results.write_json(out / "results.json", [result], meta={"command": ["test"]})
+    results.write_json(out / "results.json", RunResult(cells=(result,), command=("test",)))
     assert result.status is Status.PASS, result.error
     boot = next(t for t in result.tests if t.name == "boot")
     said = " ".join(boot.notes)
     assert "planter.metrics.json (symlink to" in said and "fifo (fifo)" in said
     assert "up (symlink to /)" in said and "planter.json" in said
     text = (out / "results.json").read_text()
-    assert "s3cr3t-planted" not in text and "metrics" not in next(
-        t for t in result.tests if t.name == "planter").extra
+    assert "s3cr3t-planted" not in text and next(
+        t for t in result.tests if t.name == "planter").metrics is None
     assert not [p for p in out.rglob("*") if p.is_symlink() or not (p.is_file() or p.is_dir())]
     # the guest booted on its own root and saw the cache through a view of its own
     iso = result.isolation
     assert iso is not None and iso.sandbox and iso.guest_root and not iso.host_root
     assert "guest-view/view-" in (out / "guest" / "console.log").read_text()
     assert f"sandboxed build, guest root {iso.guest_root}" in " ".join(
-        results.summary([result]).split())
+        terminal.summary([result]).split())
 
 
 def test_no_sandbox_and_host_root_are_honoured_and_said(
@@ -439,8 +439,8 @@ def test_no_sandbox_and_host_root_are_honoured_and_said(
     from harness.base.model import Accel
     from harness.drivers import pipeline
     from harness.drivers.matrix import Cell, Tier
-    from harness.output import results
-    from tests.unit.test_orchestrator import KTAP_PASS, own_test
+    from harness.output import results, terminal
+    from tests.unit.test_pipeline import KTAP_PASS, own_test
 
     _fake_world(tmp_path, monkeypatch)
     tree = committed_tree(tmp_path / "linux")
@@ -457,7 +457,7 @@ def test_no_sandbox_and_host_root_are_honoured_and_said(
     iso = result.isolation
     assert iso is not None and not iso.sandbox and iso.sandbox_off == "--no-sandbox"
     assert iso.host_root == "--host-root" and iso.guest_root == ""
-    line = " ".join(results.summary([result]).split())
+    line = " ".join(terminal.summary([result]).split())
     assert "build NOT sandboxed (--no-sandbox), guest on the host's root (--host-root)" in line
     data = results.cell_json(result)["isolation"]
     assert data["sandbox"]["enabled"] is False and data["guest_root"]["host_root"]

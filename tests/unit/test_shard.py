@@ -101,11 +101,10 @@ def test_merge_reports_a_cell_twice_and_never_overwrites(tmp_path: Path) -> None
     a = _run_with(tmp_path, "a", real[:1])
     b = _run_with(tmp_path, "b", [{**real[0], "status": "FAIL"}])
     merged = shard.merge([a, b])
-    assert len(merged.doc["cells"]) == 1 and merged.doc["cells"][0]["status"] == real[0][
-        "status"]
-    assert merged.conflicts and merged.doc["exit_code"] == 2
+    assert [c.status.value for c in merged.run.cells] == [real[0]["status"]]
+    assert merged.conflicts and merged.run.exit_code == 2
     assert "conflict: cell" in shard.summary(merged)
     # an interrupted shard makes the merge incomplete, whatever its cells say
     shutil.rmtree(b)
     c = _run_with(tmp_path, "b", [], state="interrupted")
-    assert shard.merge([a, c]).doc["exit_code"] == 2
+    assert shard.merge([a, c]).run.exit_code == 2

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli, target
-from harness.base.model import Accel
+from harness.base.model import Accel, GuestSpec
 from harness.ci import ciplan
 from harness.drivers import matrix, pipeline, shard
 from harness.drivers.matrix import Cell, Tier
@@ -184,9 +184,9 @@ def test_every_guest_boots_on_its_own_root_and_sees_only_what_it_reads(
     (tmp_path / "mine").mkdir()
     out = tmp_path / "out"
     for kernel in (KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
-                               version="6.12", arch="arm64"),
+                               version="6.12", arch="arm64", toolchain="gcc"),
                    KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
-                               version="6.12", arch=target.DEFAULT_ARCH)):
+                               version="6.12", arch=target.DEFAULT_ARCH, toolchain="gcc")):
         with vm.guest_root(kernel, shared, host_root=False, log_dir=tmp_path) as own:
             assert own is not None and own.root == root / "root"
             assert own.identity.digest == rootfs.identity(root).digest != ""
@@ -201,26 +201,26 @@ def test_every_guest_boots_on_its_own_root_and_sees_only_what_it_reads(
                 ).st_ino  # linked, not copied
             assert rest == [(tmp_path / "mine", tmp_path / "mine"),
                             (repo / "harness/guest", repo / "harness/guest")]
-            argv = vm.vng_argv(kernel, Accel.TCG, rwdirs=[out], command=["true"], own=own)
+            boot = vm.Boot(kernel=kernel, accel=Accel.TCG, guest=GuestSpec(), rwdirs=(out,))
+            argv = vm.vng_argv(boot, command=["true"], own=own)
             joined = " ".join(argv)
             assert f"--root {root / 'root'}" in joined
             assert ("--arch arm64" in joined) is (kernel.arch == "arm64")
             assert f"--rwdir {out}={out}" in joined and f"--rodir {cache}={view}" in joined
             # the guest's directory, as vng takes it with a root of its own
-            at = vm.vng_argv(kernel, Accel.TCG, rwdirs=[out], command=["true"], own=own,
-                             cwd=out)
+            at = vm.vng_argv(boot, command=["true"], own=own, cwd=out)
             assert at[at.index("--cwd") + 1] == str(root / "root" / out.relative_to("/"))
             own.mount_points([out])
             assert (root / "root" / out.relative_to("/")).is_dir()
         assert not view.exists()  # gone with the boot
     # --host-root: the host's root, as vng exports it, for the host's arch alone
     native = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
-                         version="6.12", arch=target.DEFAULT_ARCH)
+                         version="6.12", arch=target.DEFAULT_ARCH, toolchain="gcc")
     with vm.guest_root(native, shared, host_root=True, log_dir=tmp_path) as own:
         assert own is None
     # KVM runs only the host's arch: no probe, TCG, and a request for KVM is refused
     arm = KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
-                      version="6.12", arch="arm64")
+                      version="6.12", arch="arm64", toolchain="gcc")
     assert vm.choose_accel(Accel.AUTO, arm.boot_image, arch="arm64")[0] is Accel.TCG
     with pytest.raises(vm.BootError, match="KVM runs only the host's arch"):
         vm.choose_accel(Accel.KVM, arm.boot_image, arch="arm64")

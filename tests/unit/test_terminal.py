@@ -1,7 +1,7 @@
 """What the terminal says when something is wrong, from real outputs (tests/golden/terminal/).
 
 Each example is rendered by the same code a run uses (the stage's error text, the verdict,
-results.summary) from what a real run saw: `git apply --check -v` of the 6.1 backport's
+terminal.summary) from what a real run saw: `git apply --check -v` of the 6.1 backport's
 patch 2 against the Debian 6.12 base; the real 6.12 .config of the base fragment with the
 real Kconfig entries behind CONFIG_IPV6 and a typo; and the console text and
 decode_stacktrace.sh output of the patches/warn-boot-shutdown kernel (2026-11-23). The
@@ -19,7 +19,7 @@ from harness.base.model import CellResult, PatchResult, PatchState, Phase, Statu
 from harness.base.model import TestResult as Result
 from harness.judge import splat, verdict
 from harness.kernel import kconfig, series
-from harness.output import results
+from harness.output import terminal
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "terminal"
@@ -29,7 +29,8 @@ RUN = Path("/home/dev/linux-harness/results/20261123-161623-4242")  # as a run w
 def cell(status: Status, error: str = "", tests: tuple[Result, ...] = (),
          patches: tuple[PatchResult, ...] = ()) -> CellResult:
     return CellResult(cell="adhoc", kernel="debian:6.12", kernel_version="", status=status,
-                      patches=patches, config=None, stages=(), tests=tests, error=error)
+                      patches=patches, config=None, stages=(), tests=tests, error=error,
+                      arch="x86_64", toolchain="gcc")
 
 
 def conflict_example() -> str:
@@ -41,7 +42,7 @@ def conflict_example() -> str:
                             "memcg statistics", state=PatchState.CONFLICT, detail=detail),)
     err = series.conflict_error(patch, 1, 1, "bc75b79b2ffe6f0b20e2aea07435a7527407ad9a",
                                 detail, results_, log=RUN / "adhoc" / "git-am.log")
-    return results.summary([cell(Status.PATCH_CONFLICT, str(err), patches=results_)], base=RUN)
+    return terminal.summary([cell(Status.PATCH_CONFLICT, str(err), patches=results_)], base=RUN)
 
 
 def dropped_example() -> str:
@@ -51,7 +52,7 @@ def dropped_example() -> str:
     dropped = kconfig.verify(final, kconfig.requested_symbols(fragments), index)
     err = kconfig.dropped_error(dropped, fragments, final, index,
                                 log=RUN / "adhoc" / "kconfig.log")
-    return results.summary([cell(Status.CONFIG_ERROR, str(err))], base=RUN)
+    return terminal.summary([cell(Status.CONFIG_ERROR, str(err))], base=RUN)
 
 
 def _warn(name: str, phase: Phase) -> Result:
@@ -74,7 +75,7 @@ def splats_example() -> str:
                     ktap=None))
     v = verdict.judge(tests, kernel_version="6.12.117+", expectations=verdict.Expectations(),
                       rules=verdict.CellRules())
-    return results.summary([cell(v.status, v.error, v.results)], base=RUN)
+    return terminal.summary([cell(v.status, v.error, v.results)], base=RUN)
 
 
 def no_tests_example() -> str:
@@ -87,7 +88,7 @@ def no_tests_example() -> str:
                                        "bpf_get_mem_cgroup (kfunc)")
     v = verdict.judge((*tests, skipped), kernel_version="6.12.117+",
                       expectations=verdict.Expectations(), rules=verdict.CellRules())
-    return results.summary([cell(v.status, v.error, v.results)], base=RUN)
+    return terminal.summary([cell(v.status, v.error, v.results)], base=RUN)
 
 
 EXAMPLES = {"conflict": conflict_example, "dropped-option": dropped_example,

@@ -401,3 +401,34 @@ def test_a_cell_declares_which_check_must_fail() -> None:
                              "memcg_kfuncs:swapped_out": Status.FAIL})
     assert "memcg_kfuncs:swapped_out: declared FAIL in expect, but no such check ran" in \
         judge([*kernel(), mk], typo).error
+
+
+# ---- the diagnosis: why a result did not pass, in a line ----
+
+CGRP_STORAGE_OUT = """TAP version 13
+1..3
+# storage created on first use
+ok 1 create_on_first_use
+# attaching the sleepable program
+# created 0 times from the sleepable program, expected 1
+not ok 2 created_from_sleepable
+# deleted with its cgroup
+not ok 3 deleted_with_cgroup
+"""
+
+
+def test_a_failing_result_says_its_first_failing_check_and_what_it_said() -> None:
+    from harness.judge import ktap
+
+    parsed = ktap.parse(CGRP_STORAGE_OUT)
+    v = judge([*kernel(), res("cgrp_storage", Status.FAIL, ktap=parsed),
+               res("passing", ktap=ktap.parse("TAP version 13\n1..1\nok 1 a\n"))])
+    assert by_name(v)["cgrp_storage"].diagnosis == (
+        "created_from_sleepable: created 0 times from the sleepable program, expected 1")
+    assert by_name(v)["passing"].diagnosis == "" and by_name(v)["boot"].diagnosis == ""
+    # a known failure's check is XFAIL: the next failing check is the diagnosis
+    known = Expectations(failures=(KnownFailure(test="cgrp_storage",
+                                                subtest="created_from_sleepable",
+                                                kernel=">=6.12", reason="a known bug"),))
+    v = judge([*kernel(), res("cgrp_storage", Status.FAIL, ktap=parsed)], expectations=known)
+    assert by_name(v)["cgrp_storage"].diagnosis == "deleted_with_cgroup: deleted with its cgroup"

@@ -21,7 +21,8 @@ from harness.ci import ciplan, workflow
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
 from harness.kernel import build
-from tests.cijobs import builds, harness_runs
+from harness.output import results
+from tests.helpers.cijobs import builds, harness_runs
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / ".github" / "workflows" / "harness.yml"
@@ -315,6 +316,7 @@ def test_the_key_reads_each_input_of_the_kernel() -> None:
 
 
 VERIFY_RUN = Path(__file__).parent.parent / "golden" / "compare" / "verify-2026-11-24.json"
+typed = results.from_json  # a results.json document as the one reader reads it
 
 
 def test_job_costs_come_from_the_runs_and_the_store_and_say_what_is_missing() -> None:
@@ -327,7 +329,7 @@ def test_job_costs_come_from_the_runs_and_the_store_and_say_what_is_missing() ->
     builds = {by_cell["6.12"]["image"]: 400.0, by_cell["6.1"]["image"]: 600.0}
     hook = by_cell["6.12-rstat-hook-not-called"]["image"]
     builds[hook] = 30.0  # incremental: the 6.12 worktree had built already
-    costs = {c.cell: c for c in workflow.job_costs(cells, [doc], builds)}
+    costs = {c.cell: c for c in workflow.job_costs(cells, [typed(doc)], builds)}
     rest = sum(s["duration_s"] for s in by_cell["6.12"]["stages"] if s["stage"] != "build")
     assert costs["6.12"].build_s == 400.0 and costs["6.12"].rest_s == pytest.approx(rest)
     assert costs["6.12-rstat-hook-not-called"].build_s == 400.0
@@ -344,10 +346,10 @@ def test_job_costs_come_from_the_runs_and_the_store_and_say_what_is_missing() ->
 
 def test_later_runs_override_earlier_ones_per_cell() -> None:
     doc = json.loads(VERIFY_RUN.read_text())
-    later = {"cells": [{**doc["cells"][0], "stages": [{"stage": "boot+tests",
-                                                        "duration_s": 600.0}]}]}
+    later = {"schema": 2, "cells": [{**doc["cells"][0], "stages": [
+        {"stage": "boot+tests", "status": "PASS", "duration_s": 600.0}]}]}
     cells = matrix.select(matrix.load(), Tier.CI)
-    costs = {c.cell: c for c in workflow.job_costs(cells, [doc, later], {})}
+    costs = {c.cell: c for c in workflow.job_costs(cells, [typed(doc), typed(later)], {})}
     assert costs[doc["cells"][0]["cell"]].rest_s == 600.0
 
 
@@ -359,11 +361,11 @@ def test_a_cell_that_stopped_early_is_not_a_measurement() -> None:
     first = doc["cells"][0]
     cells = matrix.select(matrix.load(), Tier.CI)
     for status in ("SETUP_ERROR", "BUILD_ERROR", "INTERRUPTED"):
-        stopped = {"cells": [{**first, "status": status,
-                              "stages": [{"stage": "plan", "duration_s": 0.0}]}]}
+        stopped = typed({"schema": 2, "cells": [{**first, "status": status, "stages": [
+            {"stage": "plan", "status": status, "duration_s": 0.0}]}]})
         alone = {c.cell: c for c in workflow.job_costs(cells, [stopped], {})}
         assert alone[first["cell"]].rest_s is None, status
-        after = {c.cell: c for c in workflow.job_costs(cells, [doc, stopped], {})}
+        after = {c.cell: c for c in workflow.job_costs(cells, [typed(doc), stopped], {})}
         assert after[first["cell"]].rest_s == pytest.approx(
             sum(s["duration_s"] for s in first["stages"] if s["stage"] != "build"))
 
@@ -407,10 +409,10 @@ def test_ci_minutes_takes_build_times_from_the_kernel_store(
 
 def test_the_lint_step_passes_the_committed_workflow_and_fails_an_unpinned_one(
         tmp_path: Path) -> None:
-    """tox's lint step (tests/citools.py): actionlint, shellcheck on the run: blocks and
+    """tox's lint step (tests/helpers/citools.py): actionlint, shellcheck on the run: blocks and
     zizmor --offline with no high finding. A tag instead of a commit is a high finding; an
     unquoted expansion is shellcheck's."""
-    from tests import citools
+    from tests.helpers import citools
 
     tiers = []
     for tier in Tier:  # every tier's workflow, as `harness ci github --tier T` writes it

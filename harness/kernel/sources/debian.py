@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from harness.base import atomic, paths, proc
+from harness.base import atomic, host, paths, proc
 from harness.base.gitcmd import git
 from harness.base.model import KernelSpec, PreparedSource, SourceKind
 from harness.kernel.sources.base import SourceError, import_tarball, locked
@@ -134,7 +134,7 @@ def _write_config(suite: Suite) -> None:
     keyring = Path(suite.keyring)
     if not keyring.is_file():
         raise SourceError(f"the keyring {keyring} for Debian's {suite.name} suite is missing",
-                          fix="apt-get install -y debian-archive-keyring")
+                          fix=host.apt_install(["debian-archive-keyring"]))
     ours = d / "keyring.gpg"
     if not ours.exists() or ours.read_bytes() != keyring.read_bytes():
         atomic.copy_file(keyring, ours)
@@ -152,9 +152,11 @@ def _lists_age_h(suite: Suite) -> float:
 
 def refresh(suite: Suite, *, force: bool = False) -> None:
     """Read the suite's package lists again when they are old (or asked to). The host's
-    are read again only when asked to, and only as root (a fresh machine's are empty)."""
+    are read again only when asked to, as root, and when empty (a fresh machine's)."""
     if suite.host:
-        if force and os.geteuid() == 0:
+        # the host's lists are the system's: read again only when they know no kernel
+        # source at all (a fresh machine), never to look for a version they lack
+        if force and os.geteuid() == 0 and not _offers(suite):
             proc.run(["apt-get", "-q", "update"], env={"DEBIAN_FRONTEND": "noninteractive"},
                      timeout=600, log_path=paths.sub("debian") / "host-apt.log")
             _offers.cache_clear()
@@ -276,7 +278,7 @@ def _install_on_host(package: str, log_dir: Path) -> str:
     if version:
         return version
     if os.geteuid() != 0:
-        raise SourceError(f"{package} is not installed; fix: sudo apt-get install -y {package}")
+        raise SourceError(f"{package} is not installed; fix: sudo {host.apt_install([package])}")
     log.info("installing %s with apt", package)
     env = {"DEBIAN_FRONTEND": "noninteractive"}
     res = proc.run(
@@ -294,7 +296,7 @@ def _install_on_host(package: str, log_dir: Path) -> str:
     if not res.ok or not version:
         raise SourceError(
             f"could not install {package} (see {log_dir / 'apt.log'}); "
-            f"fix: apt-get update && apt-get install -y {package}"
+            f"fix: {host.apt_install([package], update=True)}"
         )
     return version
 
@@ -351,7 +353,7 @@ def _prepare(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
                 if not host_tarball.exists():
                     raise SourceError(f"{host_tarball} is missing although {offer.package} "
                                       "is installed",
-                                      fix=f"apt-get install --reinstall {offer.package}")
+                                      fix=host.apt_install([offer.package], reinstall=True))
                 import_tarball(host_tarball, dest, message=describe, log_dir=log_dir)
             else:
                 scratch = paths.sub("debian") / f".download-{dest.name}"

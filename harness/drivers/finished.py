@@ -1,4 +1,5 @@
-"""The commands over finished runs and saved logs: parse, compare, report, export, merge.
+"""The commands over finished runs and saved logs: parse, compare, explain, report, export,
+merge, history.
 
 Each takes what its options name and returns the command's exit code; what it prints is
 what the user reads. None of them builds or boots anything.
@@ -15,18 +16,19 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from harness import target
 from harness.base import atomic
-from harness.base.errors import EnvironmentProblem, from_os_error
-from harness.base.model import CellResult, TestResult
+from harness.base.errors import EnvironmentProblem, HarnessError, from_os_error
+from harness.base.model import CellResult, PatchState, RunResult, TestResult
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
 from harness.judge import ktap
 from harness.output import compare as comparison
-from harness.output import junit, kcidb, report, results
+from harness.output import junit, kcidb, report, results, terminal
 
 log = logging.getLogger("harness")
 T = TypeVar("T")
@@ -55,12 +57,14 @@ def parse_log(file: str, *, name: str | None, out: Path | None, argv: tuple[str,
     test = TestResult(name=name, status=parsed.status, duration_s=0.0, exit_code=None,
                       ktap=parsed, reason="; ".join(parsed.errors))
     cell = CellResult(cell="parse", kernel="", kernel_version="", status=parsed.status,
-                      patches=(), config=None, stages=(), tests=(test,))
-    print(results.summary([cell]))
+                      patches=(), config=None, stages=(), tests=(test,),
+                      arch=target.DEFAULT_ARCH, toolchain=target.DEFAULT_TOOLCHAIN)
+    print(terminal.summary([cell]))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        results.write_json(out / "results.json", [cell],
-                           meta={"command": ["harness", *argv], "source_log": file})
+        results.write_json(out / "results.json", RunResult(
+            cells=(cell,), exit_code=results.exit_code([cell]), command=("harness", *argv),
+            source_log=file))
     return results.exit_code([cell])
 
 
@@ -96,6 +100,26 @@ def compare(request: CompareRequest) -> int:
     return 1 if result.regressed else 0
 
 
+def verdicts(specs: tuple[str, ...], markdown: Path | None = None) -> int:
+    """`harness verdicts`: each check's verdict in each run (or RUN:CELL), side by side;
+    1 when a check's verdict differs between them."""
+    columns: list[tuple[str, CellResult]] = []
+    for spec in specs:
+        run, name, _ = results.load_run(spec)
+        cells = [c for c in run.cells if name is None or c.cell == name]
+        if not cells:
+            raise EnvironmentProblem(f"{spec}: no cell {name!r} (its cells: "
+                                     f"{', '.join(c.cell for c in run.cells) or 'none'})",
+                                     fix="name a cell the run has: RUN:CELL")
+        columns += [(c.cell if len(specs) == 1 or name else f"{spec}:{c.cell}", c)
+                    for c in cells]
+    table = comparison.verdict_table(columns)
+    print(comparison.render_table_terminal(table))
+    if markdown:
+        atomic.write_text(markdown, comparison.render_table_markdown(table))
+    return 1 if any(len(set(r.verdicts) - {"-"}) > 1 for r in table.rows) else 0
+
+
 def _from_history(read: Callable[[sqlite3.Connection], T], otherwise: T) -> T:
     """What `read` finds in the history; `otherwise` when there is none yet, or (with a
     warning) when it cannot be read: the history informs a command, never fails it."""
@@ -117,38 +141,38 @@ def _shards_recorded(sources: set[Path]) -> bool:
     from harness.output import history as recorded
 
     try:
-        keys = {recorded.run_key(json.loads((s / "results.json").read_text()))
+        keys = {recorded.run_key(results.load_run(str(s / "results.json"))[0])
                 for s in sources}
-    except (OSError, ValueError):
+    except HarnessError:
         return False
     return bool(keys) and _from_history(lambda db: all(
         db.execute("SELECT 1 FROM runs WHERE run_key = ?", (k,)).fetchone() for k in keys),
         False)
 
 
-def _memory(doc: dict[str, Any]) -> tuple[dict[tuple[str, str], str],
-                                          dict[tuple[str, str], str]]:
+def _memory(run: RunResult) -> tuple[dict[tuple[str, str], str],
+                                      dict[tuple[str, str], str]]:
     """Each test's recent outcomes and each failure's and splat's "new" or "known since"
     from the history, for the report; nothing without one."""
     from harness.output import history as recorded
 
     nothing: dict[tuple[str, str], str] = {}
-    return _from_history(lambda db: (recorded.strips(db, doc), recorded.labels(db, doc)),
+    return _from_history(lambda db: (recorded.strips(db, run), recorded.labels(db, run)),
                          (nothing, nothing))
 
 
-def _labels(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
+def _labels(run: RunResult) -> dict[tuple[str, str], str]:
     """Each failure's and splat's "new" or "known since" by the history; none without one
     (a history that cannot be read is a warning, not the command's failure)."""
     from harness.output import history as recorded
 
     nothing: dict[tuple[str, str], str] = {}
-    return _from_history(lambda db: recorded.labels(db, doc), nothing)
+    return _from_history(lambda db: recorded.labels(db, run), nothing)
 
 
-def _tell_history(doc: dict[str, Any]) -> None:
+def _tell_history(run: RunResult) -> None:
     """Each failure of a run: new, or known since when, by the history."""
-    told = _labels(doc)
+    told = _labels(run)
     if told:
         print("\nits failures in the history:")
         for (cell, test), label in told.items():
@@ -160,44 +184,68 @@ SHOWN_LINES = 12  # of that tail, on the terminal
 EXPLAINED_OK = ("PASS", "XFAIL", "SKIP", "DONE")  # statuses explain leaves out
 
 
-def explain(run: str) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class FailingTest:
+    """A test of a run that did not pass, as explain tells it."""
+
+    result: TestResult
+    checks: tuple[str, ...]  # its failing KTAP checks, by path
+    history: str  # "new" or "known since ..." by the history; "" without one
+    output_tail: str  # the end of its output file
+
+
+@dataclass(frozen=True, kw_only=True)
+class Explanation:
+    """Why a run (or one cell of it) failed."""
+
+    run_dir: Path
+    run: RunResult
+    cells: tuple[tuple[CellResult, tuple[FailingTest, ...]], ...]
+
+
+def explain(run: str) -> Explanation:
     """A run's failures, from its results.json: per cell its status, error (cause and
     fix) and the patches it applied; per failing test its status, reason, failing checks,
     splats (with where the kernel says they happened), whether the history knew it, and
     the end of its output."""
-    doc, only, file = results.load_run(run)
-    names = [str(c.get("cell")) for c in doc.get("cells", [])]
+    found, only, file = results.load_run(run)
+    names = [c.cell for c in found.cells]
     if only and only not in names:
         raise EnvironmentProblem(f"{run}: the run has no cell {only}",
                                  fix=f"name one of its cells: {', '.join(names) or 'none'}")
-    tails = results.log_tails(doc, file.parent, cap=TAIL_BYTES)
-    known = _labels(doc)
-    cells = []
-    for c in doc["cells"]:
-        if only and c["cell"] != only:
-            continue
-        failing = []
-        for t in c.get("tests", []):
-            if t.get("status") in EXPLAINED_OK:
-                continue
-            ktap = t.get("ktap") or {}
-            failing.append({
-                "test": t["name"], "status": t.get("status"), "reason": t.get("reason"),
-                "declared": t.get("expected_status") == t.get("status"),
-                "failing_checks": [name for name, status
-                                   in report.leaves(ktap.get("subtests") or [])
-                                   if status not in EXPLAINED_OK],
-                "splats": [{"title": s.get("title"), "function": s.get("function"),
-                            "where": s.get("where")} for s in t.get("splats") or []],
-                "history": known.get((c["cell"], t["name"]), ""),
-                "output_tail": tails.get((c["cell"], t["name"]), "")})
-        cells.append({"cell": c["cell"], "status": c.get("status"),
-                      "kernel": c.get("kernel_version"), "error": c.get("error") or "",
-                      "patches": [{"name": p.get("name"), "state": p.get("state")}
-                                  for p in c.get("patches") or []],
-                      "failing": failing})
-    return {"run": str(file.parent), "status": doc.get("status"),
-            "exit_code": doc.get("exit_code"), "cells": cells}
+    tails = results.log_tails(found, file.parent, cap=TAIL_BYTES)
+    known = _labels(found)
+    cells = tuple((c, tuple(FailingTest(
+        result=t, history=known.get((c.cell, t.name), ""),
+        output_tail=tails.get((c.cell, t.name), ""),
+        checks=tuple(name for name, status in report.checks(t.ktap.cases if t.ktap else ())
+                     if status.value not in EXPLAINED_OK))
+        for t in c.tests if t.status.value not in EXPLAINED_OK))
+        for c in found.cells if not only or c.cell == only)
+    return Explanation(run_dir=file.parent, run=found, cells=cells)
+
+
+def explain_json(told: Explanation) -> dict[str, Any]:
+    """An explanation as `harness explain --json` and the MCP tool give it."""
+    return {"run": str(told.run_dir),
+            "status": told.run.status.value if told.run.status else None,
+            "exit_code": told.run.exit_code,
+            "cells": [{"cell": c.cell, "status": c.status.value, "kernel": c.kernel_version,
+                       "error": c.error,
+                       "patches": [{"name": p.name, "state": p.state.value}
+                                   for p in c.patches],
+                       "failing": [_failing_json(f) for f in failing]}
+                      for c, failing in told.cells]}
+
+
+def _failing_json(f: FailingTest) -> dict[str, Any]:
+    t = f.result
+    return {"test": t.name, "status": t.status.value, "reason": t.reason,
+            "declared": t.expected_status is t.status, "failing_checks": list(f.checks),
+            "diagnosis": t.diagnosis,
+            "splats": [{"title": s.title, "function": s.function, "where": s.where or None}
+                       for s in t.splats],
+            "history": f.history, "output_tail": f.output_tail}
 
 
 def explain_command(run: str, *, as_json: bool) -> int:
@@ -205,47 +253,56 @@ def explain_command(run: str, *, as_json: bool) -> int:
     when it could be read."""
     told = explain(run)
     if as_json:
-        print(json.dumps(told, indent=2))
+        print(json.dumps(explain_json(told), indent=2))
         return 0
-    print(f"run {told['run']}: {told['status']} (exit {told['exit_code']})")
-    for c in told["cells"]:
-        print(f"\n== {c['cell']} [{c['kernel'] or '?'}] {c['status']}")
-        if c["error"]:
-            print("   " + c["error"].replace("\n", "\n   "))
-        if c["patches"]:
-            print(f"   patches ({len(c['patches'])}):")
-            for p in c["patches"]:
-                print(f"      {p['name']}" + ("" if p["state"] == "applied" else
-                                              f" ({p['state']})"))
-        for t in c["failing"]:
-            print(f"   {t['test']}  {t['status']}" +
-                  (" (as the cell declares)" if t["declared"] else "") +
-                  (f": {t['reason']}" if t["reason"] else ""))
-            if t["history"]:
-                print(f"      history: {t['history']}")
-            if t["failing_checks"]:
-                print("      failing checks: " + ", ".join(t["failing_checks"]))
-            for s in t["splats"]:
-                where = f" ({s['where']})" if s["where"] else ""
-                print(f"      splat: {s['title']} in {s['function'] or '?'}(){where}")
-            tail = t["output_tail"].rstrip("\n").splitlines()[-SHOWN_LINES:]
-            if tail:
-                print("      output, last lines:")
-                print("\n".join(f"        {line}" for line in tail))
-        if not c["failing"] and not c["error"]:
+    status = told.run.status.value if told.run.status else None
+    print(f"run {told.run_dir}: {status} (exit {told.run.exit_code})")
+    for c, failing in told.cells:
+        print(f"\n== {c.cell} [{c.kernel_version or '?'}] {c.status.value}")
+        if c.error:
+            print("   " + c.error.replace("\n", "\n   "))
+        if c.patches:
+            print(f"   patches ({len(c.patches)}):")
+            for p in c.patches:
+                print(f"      {p.name}" + ("" if p.state is PatchState.APPLIED else
+                                           f" ({p.state.value})"))
+        for f in failing:
+            print("\n".join(_failing_lines(f)))
+        if not failing and not c.error:
             print("   nothing failed")
     return 0
+
+
+def _failing_lines(f: FailingTest) -> list[str]:
+    t = f.result
+    lines = [f"   {t.name}  {t.status.value}"
+             + (" (as the cell declares)" if t.expected_status is t.status else "")
+             + (f": {t.reason}" if t.reason else "")]
+    if f.history:
+        lines.append(f"      history: {f.history}")
+    if f.checks:
+        lines.append("      failing checks: " + ", ".join(f.checks))
+    if t.diagnosis:
+        lines.append(f"      first failure: {t.diagnosis}")
+    for s in t.splats:
+        where = f" ({s.where})" if s.where else ""
+        lines.append(f"      splat: {s.title} in {s.function or '?'}(){where}")
+    tail = f.output_tail.rstrip("\n").splitlines()[-SHOWN_LINES:]
+    if tail:
+        lines.append("      output, last lines:")
+        lines += [f"        {line}" for line in tail]
+    return lines
 
 
 def report_page(run: str, out: Path | None = None) -> Path:
     """A run's HTML page, with what the history says of it, into `out` (default:
     RUN/report); its path."""
-    doc, _cell, file = results.load_run(run)
+    found, _cell, file = results.load_run(run)
     where = (out or file.parent / "report").resolve()
     where.mkdir(parents=True, exist_ok=True)
-    recent, known = _memory(doc)
+    recent, known = _memory(found)
     atomic.write_text(where / "index.html", report.render(
-        doc, results.log_tails(doc, file.parent), recent=recent, known=known))
+        found, results.log_tails(found, file.parent), recent=recent, known=known))
     return where / "index.html"
 
 
@@ -264,14 +321,14 @@ class KcidbOptions:
 
 def export(run: str, fmt: str, output: Path | None, kcidb_options: KcidbOptions) -> int:
     """A run in a format CI systems read: junit or kcidb."""
-    doc, _cell, _file = results.load_run(run)
+    found, _cell, _file = results.load_run(run)
     if fmt == "kcidb":
-        run_id = kcidb.resolve_run_id(doc, given=kcidb_options.run_id, env=os.environ)
-        text = json.dumps(kcidb.export(doc, run_id=run_id, origin=kcidb_options.origin,
+        run_id = kcidb.resolve_run_id(found, given=kcidb_options.run_id, env=os.environ)
+        text = json.dumps(kcidb.export(found, run_id=run_id, origin=kcidb_options.origin,
                                        include_broken=kcidb_options.include_broken),
                           indent=1) + "\n"
     else:
-        text = junit.render(doc)
+        text = junit.render(found)
     results.write_or_print(text, output, fmt)
     return 0
 
@@ -320,14 +377,13 @@ def merge(request: MergeRequest, argv: tuple[str, ...]) -> int:
     for cell, source in merged.sources.items():
         if (source / cell).is_dir():
             shutil.copytree(source / cell, out / cell, symlinks=True)
-    merged.doc["command"] = ["harness", *argv]
-    atomic.write_json(out / "results.json", merged.doc)
+    results.write_json(out / "results.json", replace(merged.run, command=("harness", *argv)))
     print(shard.summary(merged))
     if not _shards_recorded(set(merged.sources.values())):
         from harness.drivers import run
 
         run.remember(out / "results.json")
-    code = int(merged.doc["exit_code"])
+    code = merged.run.exit_code
     print(f"\nresults: {out / 'results.json'}  (exit {code})")
     return code
 
@@ -366,9 +422,9 @@ def import_history(runs: tuple[str, ...], path: Path | None) -> int:
         raise EnvironmentProblem("harness history import needs the runs",
                                  fix="harness history import results/RUN [RUN...]")
     for given in runs:
-        doc, _cell, file = results.load_run(given)
+        run, _cell, file = results.load_run(given)
         with history.opened(path) as db:
-            added = history.record(db, doc)
+            added = history.record(db, run)
         print(f"{'recorded' if added else 'already recorded'}: {file}")
     return 0
 

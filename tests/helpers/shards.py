@@ -23,7 +23,7 @@ from typing import Any
 
 from harness.base.model import Status, worst
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 VERIFY = GOLDEN / "compare" / "verify-2026-11-24.json"
 ADHOC_BROKEN = GOLDEN / "compare" / "adhoc-memcg-kfuncs-broken.json"
 FAULTS = GOLDEN / "compare" / "faults.json"

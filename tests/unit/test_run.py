@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.base.model import Accel
+from harness.base.model import Accel, GuestSeen, GuestSpec
 from harness.drivers import matrix, pipeline
 from harness.drivers.matrix import Cell, Tier
-from harness.output import results
+from harness.output import terminal
 from harness.testkinds import SelftestError, command
 
 
@@ -54,7 +54,7 @@ def test_a_command_runs_after_the_tests_asked_for_and_after_a_cells_tests() -> N
     assert cell.tests == ("memcg_kfuncs",) and cell.command_timeout == 30
     [six], first = cells("--cell", "6.12", "--cpus", "1", "--", "nproc")
     assert six.tests == matrix.select(matrix.load(), Tier.FULL, ("6.12",))[0].tests
-    assert six.command == ("nproc",) and six.cpus == 1
+    assert six.command == ("nproc",) and six.guest.cpus == 1
     assert "then the command: nproc" in first
 
 
@@ -87,33 +87,34 @@ def test_a_command_with_a_newline_is_refused() -> None:
 
 def test_reproduce_sh_gives_back_the_same_cell() -> None:
     cell = Cell(name="adhoc", tier=Tier.DEFAULT, kernel="debian:6.1", series=("memcg-kfuncs",),
-                tests=("memcg_kfuncs",), append="quiet foo=1", memory="1536M", cpus=1,
+                tests=("memcg_kfuncs",),
+                guest=GuestSpec(append="quiet foo=1", memory="1536M", cpus=1),
                 command=("sh", "-c", "exit 0"), command_cwd="/tmp", command_timeout=30)
     argv = pipeline.cell_argv(cell, Accel.TCG)
     [again], _ = cli.planned(cli.parse_args(argv))
     assert again == replace(cell)
-    plain = replace(cell, memory="2G", cpus=2, command=())
+    plain = replace(cell, guest=GuestSpec(), command=())
     assert "--memory" not in pipeline.cell_argv(plain, Accel.TCG)
 
 
 def test_the_guest_line_says_what_the_guest_had_and_whether_append_arrived() -> None:
-    asked = {"memory": "1G", "cpus": 1, "append": "foo=1"}
-    seen = {"cmdline": "console=ttyS0 foo=1 printk.devkmsg=on", "cpus_online": 1,
-            "memory_kb": 985000}
-    assert results.guest_line({**asked, **seen}) == (
+    asked = GuestSpec(memory="1G", cpus=1, append="foo=1")
+    seen = GuestSeen(cmdline="console=ttyS0 foo=1 printk.devkmsg=on", cpus=1,
+                     memory_kb=985000)
+    assert terminal.guest_line(asked, seen) == (
         "guest (--memory 1G --cpus 1 --append foo=1): 1 CPU(s), 961 MiB, /proc/cmdline has "
         "the appended arguments")
-    lacking = results.guest_line({**asked, **seen, "cmdline": "console=ttyS0"})
+    lacking = terminal.guest_line(asked, replace(seen, cmdline="console=ttyS0"))
     assert "LACKS the appended arguments: console=ttyS0" in lacking
-    assert results.guest_line({"memory": "2G", "cpus": 2, "append": "", **seen}) == ""
-    assert "not seen" in results.guest_line(asked)
+    assert terminal.guest_line(GuestSpec(), seen) == ""
+    assert "not seen" in terminal.guest_line(asked, None)
 
 
 def test_matrix_cells_take_memory_and_cpus(tmp_path: Path) -> None:
     m = tmp_path / "m.toml"
     m.write_text('[[cell]]\nname = "a"\nkernel = "debian:6.12"\nmemory = "4G"\ncpus = 1\n')
     [a] = matrix.load(m)
-    assert (a.memory, a.cpus) == ("4G", 1)
+    assert a.guest == GuestSpec(memory="4G", cpus=1)
     m.write_text('[[cell]]\nname = "a"\nkernel = "debian:6.12"\nmemory = "lots"\n')
     with pytest.raises(matrix.MatrixError, match="cell #1: memory 'lots'"):
         matrix.load(m)

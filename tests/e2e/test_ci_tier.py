@@ -295,15 +295,16 @@ def test_memcg_benchmark_methods_agree_and_report_ratios(ci_run: Run) -> None:
 
 def test_vm_wall_clock_timeout_kills_qemu(tmp_path: Path, ci_run: Run) -> None:
     """A guest that never finishes is killed at the host-side timeout, qemu included."""
-    from harness.base.model import Accel
+    from harness.base.model import Accel, GuestSpec
     from harness.guest import vm
     from harness.kernel import build
 
     kernel = build.image_from_file(Path(ci_run.cell("6.12")["image"]))
     before = _qemu_pids()
     start = time.monotonic()
-    guest = vm.run_guest(kernel, Accel.TCG, rwdirs=[tmp_path], command=["sleep", "3600"],
-                         timeout=25, console_log=tmp_path / "console.log")
+    boot = vm.Boot(kernel=kernel, accel=Accel.TCG, guest=GuestSpec(), rwdirs=(tmp_path,))
+    guest = vm.run_guest(boot, command=["sleep", "3600"], timeout=25,
+                         console_log=tmp_path / "console.log")
     assert guest.timed_out
     assert guest.returncode is None
     assert time.monotonic() - start < 25 + 15
@@ -463,7 +464,7 @@ def test_a_real_results_json_has_every_key_of_the_recorded_one(ci_run: Run) -> N
     """The recorded real run the orchestrator's unit tests hold the fake one to is still what
     a real run writes: every key path it has (splats and their messages included: the faults
     cell has them), the ci run has with the same type."""
-    from tests.unit.test_orchestrator import RECORDED, schema_of
+    from tests.unit.test_pipeline import RECORDED, schema_of
 
     real = schema_of(ci_run.data)
     recorded = schema_of(json.loads(RECORDED.read_text()))

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-FAKES = Path(__file__).resolve().parent / "fakes"
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
 
 
 def committed_tree(dest: Path) -> Path:

@@ -20,12 +20,20 @@ from typing import Any
 
 import pytest
 
-from harness.base.model import Accel, CellResult, FeatureKind, FeatureState, Status
+from harness.base.model import (
+    Accel,
+    CellResult,
+    FeatureKind,
+    FeatureState,
+    GuestSpec,
+    RunResult,
+    Status,
+)
 from harness.drivers import pipeline
 from harness.drivers.matrix import Cell, Tier
-from harness.output import results
+from harness.output import results, terminal
 from harness.testkinds import SelftestError
-from tests.faketree import FAKES, committed_tree
+from tests.helpers.faketree import FAKES, committed_tree
 
 RECORDED = (Path(__file__).resolve().parents[1] / "golden" / "recorded-runs" /
             "recorded-lkdtm-6.12.json")
@@ -81,7 +89,8 @@ def run(world: Path, out: str, *, tests: tuple[str, ...] = (), patches: tuple[st
     cell = Cell(name=out, tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}", configs=configs,
                 tests=tests, patches=patches)
     result = pipeline.run_cell(cell, world / out, accel=Accel.TCG)
-    results.write_json(world / out / "results.json", [result], meta={"command": ["test"]})
+    results.write_json(world / out / "results.json", RunResult(
+        cells=(result,), exit_code=results.exit_code([result]), command=("test",)))
     return result
 
 
@@ -113,7 +122,7 @@ def test_a_clean_cell_passes_every_stage_and_its_tests(world: Path,
     assert r.config is not None and "CONFIG_FAKE_FEATURE" in r.config.requested
     # the kernel went into the store; the summary says PASS
     assert Path(r.image).parent.parent == world / "cache" / "kernels"
-    assert "PASS" in results.summary([r])
+    assert "PASS" in terminal.summary([r])
 
 
 def test_the_second_run_takes_the_kernel_from_the_store(world: Path,
@@ -202,7 +211,7 @@ def test_a_failing_subtest_fails_the_cell(world: Path, monkeypatch: pytest.Monke
             monkeypatch=monkeypatch)
     assert r.status is Status.FAIL
     assert {t.name: t.status for t in r.tests}["fake_fail"] is Status.FAIL
-    assert "not ok 2 - second" in results.summary([r]) or "second" in results.summary([r])
+    assert "not ok 2 - second" in terminal.summary([r]) or "second" in terminal.summary([r])
 
 
 def test_a_patch_that_does_not_apply_is_a_patch_conflict_and_the_tree_is_untouched(
@@ -245,7 +254,7 @@ def test_a_patch_that_breaks_the_build_is_a_build_error_with_the_compiler_line(
     # the report of a cell stopped before any test: its status, error and patch table
     from harness.output import report
 
-    page = report.render(json.loads((world / "broken" / "results.json").read_text()), {})
+    page = report.render(results.load_run(str(world / "broken"))[0], {})
     assert "BUILD_ERROR" in page and "fake.c" in page and "broken.patch" in page
 
 
@@ -294,7 +303,7 @@ def test_a_panic_at_boot_is_a_boot_error_not_retried(world: Path,
     boot = {t.name: t for t in r.tests}["boot"]
     assert [s.kind for s in boot.splats] == ["PANIC"]
     assert not (world / "panic" / "guest-2").exists()
-    assert "Unable to mount root fs" in results.summary([r])
+    assert "Unable to mount root fs" in terminal.summary([r])
 
 
 def test_a_warning_while_a_test_runs_makes_it_crashed(world: Path,
@@ -314,8 +323,9 @@ def test_a_command_after_the_tests_is_judged_by_its_exit_status_and_its_splats(
     monkeypatch.setenv("FAKE_VNG_STATE", str(world / "cmd" / "vng-state"))
     cell = Cell(name="cmd", tier=Tier.DEFAULT, kernel=f"git:{world / 'linux'}",
                 configs=(str(FAKES / "fake.config"),),
-                tests=(own_test(world, "fake_pass", KTAP_PASS),), memory="1G", cpus=1,
-                append="fake.arg=1", command=("sh", "-c", "pwd; echo said; exit 3"),
+                tests=(own_test(world, "fake_pass", KTAP_PASS),),
+                guest=GuestSpec(memory="1G", cpus=1, append="fake.arg=1"),
+                command=("sh", "-c", "pwd; echo said; exit 3"),
                 command_cwd=str(world), command_timeout=20)
     r = pipeline.run_cell(cell, world / "cmd", accel=Accel.TCG)
     by = {t.name: t for t in r.tests}
@@ -325,15 +335,16 @@ def test_a_command_after_the_tests_is_judged_by_its_exit_status_and_its_splats(
     assert cmd.status is Status.CRASHED and cmd.exit_code == 3
     assert [s.function for s in cmd.splats] == ["fake_answer"] and cmd.taint == "W"
     assert cmd.log is not None and cmd.log.read_text() == f"{world}\nsaid\n"
-    assert r.guest["cpus_online"] == 1 and r.guest["memory_kb"] == 1024 * 1024 - 65536
-    assert "fake.arg=1" in str(r.guest["cmdline"])
+    assert r.guest_seen is not None and r.guest_seen.cpus == 1
+    assert r.guest_seen.memory_kb == 1024 * 1024 - 65536
+    assert "fake.arg=1" in str(r.guest_seen.cmdline)
     # the command's output is on the terminal, under its result
-    screen = results.summary([r]).splitlines()
+    screen = terminal.summary([r]).splitlines()
     at = next(i for i, line in enumerate(screen) if line.lstrip().startswith("cmd-sh"))
     assert [ln.strip() for ln in screen[at:] if ln.strip().startswith("|")] == [
         f"| {world}", "| said"]
     assert "guest (--memory 1G --cpus 1 --append fake.arg=1): 1 CPU(s), 960 MiB, " \
-        "/proc/cmdline has the appended arguments" in " ".join(results.summary([r]).split())
+        "/proc/cmdline has the appended arguments" in " ".join(terminal.summary([r]).split())
     monkeypatch.setenv("FAKE_VNG", "")
     ok = pipeline.run_cell(replace(cell, name="cmd-ok", command=("true",)), world / "cmd-ok",
                            accel=Accel.TCG)
@@ -434,7 +445,7 @@ def test_a_repeated_test_runs_each_attempt_apart_and_one_bad_attempt_fails_it(
     saved = next(x for x in data["cells"][0]["tests"] if x["name"] == "every_other")
     assert [a["status"] for a in saved["attempts"]] == ["PASS", "FAIL", "PASS", "FAIL"]
     # the terminal says it too
-    assert "flaky: 2 of 4 attempts passed" in results.summary([r])
+    assert "flaky: 2 of 4 attempts passed" in terminal.summary([r])
 
 
 def test_an_image_takes_the_kselftest_h_of_a_tree_of_its_version_or_says_how_to_get_one(
@@ -462,8 +473,8 @@ def test_an_image_takes_the_kselftest_h_of_a_tree_of_its_version_or_says_how_to_
                 tests=(own_test(world, "fake_pass", KTAP_PASS),))
     r = pipeline.run_cell(cell, world / "ksft-image", accel=Accel.TCG)
     assert r.status is Status.SETUP_ERROR
-    assert "the image's kernel version is not known" in results.summary([r])
-    assert "run the tests on the tree" in results.summary([r])
+    assert "the image's kernel version is not known" in terminal.summary([r])
+    assert "run the tests on the tree" in terminal.summary([r])
 
 
 def _marker_patch(world: Path, name: str, marker: str) -> Path:
@@ -644,7 +655,7 @@ def test_a_thread_from_the_list_applies_its_newest_revision_with_trailers(
     series and a Reviewed-by in a reply to v2's second patch. v2 is applied, the trailer is
     in its commit, the cover letter is not a patch, one result row per patch with its
     Message-Id; the same thread given to --patch does the same."""
-    from tests.mailthread import REVIEWER, build_thread
+    from tests.helpers.mailthread import REVIEWER, build_thread
 
     monkeypatch.setenv("FAKE_VNG", "")
     d = _series_of_commits(world, "thread-series", [
@@ -669,7 +680,8 @@ def test_a_thread_from_the_list_applies_its_newest_revision_with_trailers(
     body = _git(worktree, "log", "-1", "--format=%B")
     assert body.startswith("fake: two") and REVIEWER in body
     assert REVIEWER not in _git(worktree, "log", "-1", "--format=%B", "HEAD~1")
-    results.write_json(world / "thread" / "results.json", [r], meta={})
+    results.write_json(world / "thread" / "results.json", RunResult(
+        cells=(r,), exit_code=results.exit_code([r])))
     doc = json.loads((world / "thread" / "results.json").read_text())
     assert doc["cells"][0]["patches"][1]["message_id"] == "<harness-test-v2-2@example.org>"
 
