@@ -468,6 +468,30 @@ def test_no_sandbox_and_host_root_are_honoured_and_said(
         again.isolation.guest_root
 
 
+def test_what_a_run_and_its_cells_were_kept_in_is_read_back_as_written(
+        tmp_path: Path) -> None:
+    """The one reader gives back each cell's Isolation and the run's, from a real run's
+    results.json (tests/golden/recorded-runs/README.md) and from a run with both off."""
+    from dataclasses import replace
+
+    from harness.base.model import Isolation, RunIsolation
+    from harness.output import results
+
+    golden = Path(__file__).resolve().parents[1] / "golden/recorded-runs"
+    run, _, _ = results.load_run(str(golden / "recorded-lkdtm-6.12.json"))
+    assert run.isolation == RunIsolation(sandbox="sandboxed build", guest="a root of its own")
+    iso = run.cells[0].isolation
+    assert iso is not None and iso.sandbox and iso.sandbox_tool.startswith("bubblewrap ")
+    assert iso.guest_root == "07e16da04320c2f0" and iso.guest_root_packages > 0
+    off = Isolation(sandbox=False, sandbox_off="--no-sandbox", host_root="--host-root")
+    turned = replace(run, cells=(replace(run.cells[0], isolation=off),),
+                     isolation=RunIsolation(sandbox="build NOT sandboxed (--no-sandbox)",
+                                            guest="the host's root (--host-root)"))
+    results.write_json(tmp_path / "results.json", turned)
+    again, _, _ = results.load_run(str(tmp_path / "results.json"))
+    assert again.isolation == turned.isolation and again.cells[0].isolation == off
+
+
 def test_a_host_where_bubblewrap_cannot_run_stops_the_cell_in_its_plan(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_probe: None) -> None:
     from harness.base.model import Accel
