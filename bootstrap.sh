@@ -5,7 +5,7 @@
 #                  [-- COMMAND...]   (runs COMMAND afterwards)
 # ROLE (default all: a developer's machine, and the harness's own CI):
 #   build  a CI build job: compilers, kernel build tools, the harness (no QEMU)
-#   test   a CI test job: QEMU and what the guest runs from the host's root (no compiler)
+#   test   a CI test job: QEMU and what a guest on the host's root runs (no compiler)
 #   merge  a CI merge job: git and the harness (Python only)
 #   lint   the harness's own checks: the test extras, tox, zizmor, shellcheck, npm
 #   all    every role, and Chromium for the report's browser tests
@@ -31,9 +31,12 @@ done
 say() { [ -n "$quiet" ] || echo "bootstrap: $*" >&2; }
 
 BASE="git ca-certificates python3-venv"
+# bubblewrap: the sandbox the kernel tree's code runs in (its make, scripts/ and tools; a
+# test job booting what a build job built runs none). busybox-static: the host's busybox
+# names the applets of the guest's own root, made of Debian's packages (apt-get download).
 BUILD="make gcc ccache flex bison bc xz-utils lz4 perl cpio kmod file rsync
 libelf-dev libssl-dev openssl zlib1g-dev dwarves clang-19 llvm-19 lld-19 libbpf-dev bpftool
-linux-source-6.12 python3-ply python3-git"
+linux-source-6.12 python3-ply python3-git bubblewrap"
 TEST="busybox-static e2fsprogs util-linux mount kmod procps iputils-ping file
 libbpf1 libelf1 zlib1g"
 MERGE=""

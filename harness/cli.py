@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from harness import target
-from harness.base import proc
+from harness.base import proc, sandbox
 from harness.base.errors import HarnessError, Stopped, from_os_error, signal_of
 from harness.base.model import Accel, GuestOptions, GuestSpec, Status
 from harness.drivers import doctor, finished, matrix, pipeline, run
@@ -144,6 +144,20 @@ def _tree_options(p: argparse.ArgumentParser, *, several_kernels: bool = False) 
     p.add_argument("--toolchain", default=None, choices=target.known_toolchains(),
                    help=f"the toolchain to build with (default {target.DEFAULT_TOOLCHAIN}; "
                         "llvm: clang, lld and the LLVM binutils 19)")
+    _sandbox_option(p)
+
+
+def _sandbox_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run the kernel tree's code (make, scripts/, tools built from it) "
+                        "with all your rights instead of in bubblewrap (no network, no "
+                        "home); recorded in results.json and on the terminal")
+
+
+def _sandbox_policy(args: argparse.Namespace) -> sandbox.Policy:
+    """--no-sandbox, where a command has it: the policy its run is under."""
+    off = getattr(args, "no_sandbox", False)
+    return sandbox.Policy(enabled=not off, why_off="--no-sandbox" if off else "")
 
 
 def _guest_options(p: argparse.ArgumentParser) -> None:
@@ -154,6 +168,10 @@ def _guest_options(p: argparse.ArgumentParser) -> None:
                    help=f"the guest's RAM, e.g. 1536M or 4G (default {GuestSpec.memory})")
     p.add_argument("--cpus", type=int, default=None, metavar="N",
                    help=f"the guest's CPUs (default {GuestSpec.cpus})")
+    p.add_argument("--host-root", action="store_true",
+                   help="boot the guest on the host's root, as vng does (your tools in the "
+                        "guest; the tree's tests can then read your files), not on a root "
+                        "of its own; recorded in results.json and on the terminal")
     _accel_option(p)
 
 
@@ -279,6 +297,7 @@ def _bisect_arguments(bi: argparse.ArgumentParser) -> None:
     bi.add_argument("--bad", type=_statuses, default=None, metavar="S[,S]",
                     help="statuses that count as bad (default FAIL,CRASHED,TIMEOUT,FLAKY)")
     _accel_option(bi)
+    _sandbox_option(bi)
     _out_option(bi)
 
 
@@ -310,6 +329,7 @@ def _mutate_arguments(mu: argparse.ArgumentParser) -> None:
                     help="run the unmutated kernel N times; a result not PASS in each "
                          "cannot judge a mutant (default 2)")
     _accel_option(mu)
+    _sandbox_option(mu)
     _out_option(mu, "results directory (default results/mutate-<timestamp>)")
 
 
@@ -487,7 +507,7 @@ def run_request(args: argparse.Namespace) -> run.Request:
         baseline=args.baseline)
     options = pipeline.RunOptions(strict=args.strict, repeat=args.repeat,
                                   build_only=args.build_only, retry_failed=args.retry_failed,
-                                  prebuilt=args.prebuilt)
+                                  host_root=args.host_root, prebuilt=args.prebuilt)
     return run.Request(selection=selection, here=Path.cwd(), guest=guest_options(args),
                        options=options, accel=Accel(args.accel), out=args.out,
                        bisect_exit=args.bisect_exit, argv=_argv())
@@ -514,7 +534,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
         kernel=args.kernel, series=tuple(args.series), configs=tuple(args.config),
         tests=tuple(args.test), patches=tuple(args.patch), guest=guest_options(args),
         arch=args.arch, toolchain=args.toolchain, accel=Accel(args.accel), out=args.out,
-        here=Path.cwd(), interactive=sys.stdin.isatty())
+        here=Path.cwd(), interactive=sys.stdin.isatty(), host_root=args.host_root)
     return shell.command(request)
 
 
@@ -823,7 +843,7 @@ def _run_command(args: argparse.Namespace) -> int:
     chosen = BY_NAME[args.command]
     if not chosen.uses_cache:
         return chosen.handler(args)
-    with cache.in_use():
+    with cache.in_use(), sandbox.using(_sandbox_policy(args)):
         code = chosen.handler(args)
     _prune_after(args.command)
     return code

@@ -384,6 +384,39 @@ class TestResult:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Isolation:
+    """How a cell kept the tree's code in: its build in the sandbox, its guest on a root of
+    its own; what the user turned off, and why."""
+
+    sandbox: bool  # the tree's code ran in bubblewrap
+    sandbox_off: str = ""  # why not (--no-sandbox)
+    sandbox_tool: str = ""  # bubblewrap's version line
+    guest_root: str = ""  # content hash of the guest's root; "" none booted or the host's
+    host_root: str = ""  # the guest booted on the host's root: why (--host-root)
+    guest_root_size: int = 0  # bytes
+    guest_root_packages: int = 0
+
+    def describe(self) -> str:
+        """The cell line's words: "sandboxed build, guest root <hash>" or what was off."""
+        parts = ["sandboxed build" if self.sandbox else
+                 f"build NOT sandboxed ({self.sandbox_off or 'off'})"]
+        if self.guest_root:
+            parts.append(f"guest root {self.guest_root}")
+        elif self.host_root:
+            parts.append(f"guest on the host's root ({self.host_root})")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunIsolation:
+    """What a run's options let the tree's code reach, in words (each cell's `Isolation`
+    says it in full)."""
+
+    sandbox: str  # "sandboxed build", or what turned it off
+    guest: str  # "a root of its own", or "the host's root (--host-root)"
+
+
+@dataclass(frozen=True, kw_only=True)
 class StageTiming:
     stage: str
     status: Status
@@ -500,6 +533,8 @@ class CellResult:
     arch: str  # what the kernel was built for and with (target.DEFAULT_*: the default)
     toolchain: str
     compiler: str = ""  # the compiler's version line, as the kernel's build recorded it
+    # the build's sandbox and the guest's root (None: a record from before they existed)
+    isolation: Isolation | None = None
 
 
 class RunState(enum.Enum):
@@ -589,6 +624,7 @@ class RunResult:
     strict: bool | None = None  # with repeat: the options that judge every cell
     repeat: int | None = None
     what: str | None = None  # what it tests, as the terminal's first lines said
+    isolation: RunIsolation | None = None  # what its options let the tree's code reach
     harness_rev: str | None = None
     tools: tuple[tuple[str, str], ...] | None = None  # (program, version line)
     duration_s: float | None = None

@@ -9,7 +9,9 @@
       test_progs/, perf/, vmlinux-h/, kselftests/, kselftest-build/: other test builds
       bpftool/<key>/         bpftool built from a tree's tools/ (testkinds/own.py)
       debian/<suite>/        the apt configuration of a Debian suite the host does not list
-      rootfs/<arch>-<key>/   a guest root for another arch (rootfs.py)
+      rootfs/<arch>-<key>/   the guests' own roots, by their package versions (rootfs.py)
+      guest-view/view-*/     what one boot's guest sees of the cache (isolation.py)
+      sandbox/               the passwd and group the sandbox binds (base/sandbox.py)
       ccache/                CCACHE_DIR
       results/<run id>/      runs started inside a kernel tree without --out
       kvm-verdict.json       accel probe verdict per (host kernel, qemu version)

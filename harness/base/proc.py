@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.base import host
+from harness.base import sandbox as sandboxes
 from harness.base.errors import HarnessError
 from harness.base.model import Status
 
@@ -153,28 +154,38 @@ def run(
     stop_patterns: Sequence[re.Pattern[str]] = (),
     stdin_data: bytes | None = None,
     keep_output: bool = True,
+    sandbox: sandboxes.Reach | None = None,
 ) -> Completed:
     """Run argv to completion or until the timeout, streaming its output to log_path.
 
     stdout and stderr are merged, in the order the child wrote them. `on_line` sees
     every complete line as it arrives (progress). A line matching one of
     `stop_patterns` kills the process at once (e.g. QEMU saying KVM failed).
+    `sandbox`: the command's code comes from a kernel tree or a series; it runs in
+    bubblewrap with that reach (base/sandbox.py), unless the run's policy is off.
     """
     args = tuple(os.fspath(a) for a in argv)
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    log.debug("$ %s", shlex.join(args))
+    popen_args: Sequence[str] = args
+    confined = sandboxes.confine(sandbox, args, env=env, cwd=cwd) if sandbox else None
+    if confined is not None:
+        if os.sep not in args[0] and which(args[0]) is None:
+            raise ToolMissingError(args[0], host.fix_for(args[0]))
+        popen_args, full_env = confined
+    shown = ("[sandbox] " if confined is not None else "") + shlex.join(args)
+    log.debug("$ %s", shown)
     logf = None
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         logf = log_path.open("ab")
-        logf.write(f"$ {shlex.join(args)}\n".encode())
+        logf.write(f"$ {shown}\n".encode())
         logf.flush()
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
-            args,
+            popen_args,
             cwd=cwd,
             env=full_env,
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
@@ -289,6 +300,7 @@ def check(
     log_path: Path | None = None,
     on_line: Callable[[str], None] | None = None,
     stdin_data: bytes | None = None,
+    sandbox: sandboxes.Reach | None = None,
 ) -> Completed:
     """`run`, raising CommandError unless the command exited 0."""
     result = run(
@@ -299,6 +311,7 @@ def check(
         log_path=log_path,
         on_line=on_line,
         stdin_data=stdin_data,
+        sandbox=sandbox,
     )
     if not result.ok:
         raise CommandError(what, result, log_path)

@@ -42,6 +42,9 @@ from harness.drivers.matrix import Cell
 IMAGE = "debian:12"  # bootstrap.sh is Debian-only
 DEFAULT_RUNS_ON = "ubuntu-latest"
 KVM_CONTAINER_OPTIONS = "--device /dev/kvm"  # the test jobs' default: KVM, no privileges
+# The build jobs': the kernel tree's code builds in bubblewrap (base/sandbox.py), whose
+# namespaces and mounts a default container's seccomp and AppArmor profiles refuse.
+BUILD_CONTAINER_OPTIONS = "--privileged"
 BUILD_DIR = "build"  # a build job's build-only run, and the kernel's archive in it
 RESULTS_DIR = "results"  # a test job's run: results/<cell>
 HARNESS = ".venv/bin/harness"  # bootstrap.sh installs it there

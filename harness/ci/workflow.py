@@ -6,7 +6,8 @@ The workflow (triggers: a push to main or master, a pull request, by hand; one r
 workflow, tier and ref at a time, a newer push cancelling an older one except on the
 default branch, whose every run goes on and saves the caches; the token only reads the
 repository in every job, so a fork's pull request runs it whole):
-- a build job per distinct kernel, in a `debian:12` container (git installed first, so
+- a build job per distinct kernel, in a `debian:12` container (privileged: the kernel
+  tree's code builds in bubblewrap's namespaces; git installed first, so
   the checkout has its history and results.json its harness revision): the build role
   (`bootstrap.sh --role build`, the arch's and toolchain's packages from their data
   files); the kernel store restored under the kernel's exact key and ccache under a
@@ -154,7 +155,8 @@ def build_job(job: BuildJob, plan: Plan, known: Mapping[str, tuple[str, str]]
          "with": {"path": f"{cache}/ccache", "key": rolling}},
     ]
     return {"name": f"build {job.name}: {job.title}",
-            "runs-on": _runs_on(plan.settings.runs_on), "container": {"image": ciplan.IMAGE},
+            "runs-on": _runs_on(plan.settings.runs_on),
+            "container": {"image": ciplan.IMAGE, "options": ciplan.BUILD_CONTAINER_OPTIONS},
             "timeout-minutes": timeout,
             "outputs": {"attempt": "${{ github.run_attempt }}"}, "steps": steps}
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import target
-from harness.base import atomic, host, proc
+from harness.base import atomic, host, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.base.model import PatchResult, PatchState, StageTiming, Status
 from harness.drivers.stages import StageLog
@@ -85,8 +85,10 @@ def run_checkpatch(tree: Path, patch: Path, *, log_path: Path) -> CheckpatchRun:
     if not script.is_file():
         raise CheckSetupError(f"{tree} has no scripts/checkpatch.pl; fix: check a kernel "
                               "tree that has one (debian: or git: of a full kernel checkout)")
+    # the tree's checkpatch.pl (and the spdxcheck.py it runs): its code, sandboxed
     res = proc.run([str(script), *CHECKPATCH_ARGS, str(patch)], cwd=tree,
-                   env=_system_python_first(), timeout=CHECKPATCH_TIMEOUT_S, log_path=log_path)
+                   env=_system_python_first(), timeout=CHECKPATCH_TIMEOUT_S, log_path=log_path,
+                   sandbox=sandbox.for_tree(tree, tree_writable=False, read=(patch,)))
     if res.timed_out:
         raise CheckSetupError(f"checkpatch.pl timed out after {res.duration_s:.0f}s on {patch} "
                               f"(log: {log_path})")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import target
-from harness.base import host, paths, proc
+from harness.base import host, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.guest import vm
 from harness.kernel import build
@@ -49,6 +49,7 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
                          detail=path or "not found", fix="" if path else fix))
     out += [Check(name=n.name, ok=Path(n.path).exists(), detail=n.path, fix=n.fix)
             for n in required if n.path]
+    out.append(sandbox_check())
     out += target_checks()
     out += remote_cache_checks()
     root = paths.cache_root()
@@ -74,6 +75,20 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
                          detail=("usable: " if verdict.kvm_works else "NOT usable, TCG will be "
                                  "used: ") + verdict.reason + note))
     return out
+
+
+def sandbox_check() -> Check:
+    """bubblewrap runs a command the way the harness runs the kernel tree's code (no
+    network, a root of its own), or what stops it and the fix."""
+    why = sandbox.problem()
+    if not why:
+        return Check(name="sandbox", ok=True,
+                     detail=f"{sandbox.version()}: the kernel tree's code runs with no "
+                            "network, no home, writing only its build directories")
+    return Check(name="sandbox", ok=False, detail=why,
+                 fix=f"{sandbox.ALLOW_FIX if sandbox.installed() else sandbox.INSTALL_FIX}; "
+                     "or run "
+                     "with --no-sandbox (the series' code then runs with all your rights)")
 
 
 def remote_cache_checks() -> list[Check]:
@@ -104,7 +119,9 @@ def remote_cache_checks() -> list[Check]:
         return [Check(name=name, ok=False, detail=f"{where}: {exc}",
                       fix="start the server, or unset HARNESS_CCACHE_REMOTE (builds work "
                           "without it, from the local cache alone)")]
-    return [Check(name=name, ok=True, detail=f"{where}: answers")]
+    return [Check(name=name, ok=True, detail=f"{where}: answers" + (
+        "; not used by sandboxed builds (no network there: a file: storage is)"
+        if sandbox.policy().enabled else ""))]
 
 
 def target_checks() -> list[Check]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import testkinds
-from harness.base import atomic, gitcmd, paths, proc
+from harness.base import atomic, gitcmd, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.base.model import Accel, CellResult, KernelSpec, Phase, RunResult, Status
 from harness.drivers import matrix, pipeline
@@ -332,7 +332,7 @@ def _generate(tree: Path, before: str, head: str, request: Request,
     targets = list(request.targets)
     if request.scope in ("series", "callees"):
         for file, new in sorted(added.items()):
-            text = (tree / file).read_text(errors="replace")
+            text = sandbox.tree_file(tree / file, tree).read_text(errors="replace")
             out += mutants.generate(file, text, new, operators,
                                     source=f"series {request.series}",
                                     functions=mutants.defined_functions(text))
@@ -348,7 +348,7 @@ def _generate(tree: Path, before: str, head: str, request: Request,
             raise MutateError(f"--target {target}: no C file {file} in the tree",
                               fix="a path relative to the kernel tree, e.g. "
                                   "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked")
-        text = path.read_text(errors="replace")
+        text = sandbox.tree_file(path, tree).read_text(errors="replace")
         if function:
             span = mutants.function_lines(text, function)
             if span is None:
@@ -367,7 +367,7 @@ def callees(tree: Path, added: Mapping[str, set[int]], build_dir: Path) -> list[
     changed: list[tuple[str, str]] = []
     called: set[str] = set()
     for file, lines in added.items():
-        text = (tree / file).read_text(errors="replace")
+        text = sandbox.tree_file(tree / file, tree).read_text(errors="replace")
         for name in sorted(mutants.defined_functions(text)):
             span = mutants.function_lines(text, name)
             if span is not None and lines & set(span):
@@ -438,7 +438,8 @@ def _one(state: State, m: mutants.Mutant, *, tree: KernelTree, head: str,
         # Every mutant's patch is kept, whatever decides its verdict (the cache, a
         # declaration, the compiler). The last mutant's run left its commit checked out.
         tree.reset_to(head)
-        original = source.read_text(errors="replace")
+        # a file of the tree, not a link out of it (the harness writes the mutant itself)
+        original = sandbox.tree_file(source, tree.path).read_text(errors="replace")
         atomic.write_text(patch, m.patch(original))
         if cache.exists() and not state.request.fresh:
             data = json.loads(cache.read_text())

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness import target, testkinds
-from harness.base import paths
+from harness.base import paths, sandbox
 from harness.base.errors import HarnessError
 from harness.base.model import (
     Accel,
@@ -32,6 +32,7 @@ from harness.base.model import (
     ConfigResult,
     FeatureReport,
     GuestSpec,
+    Isolation,
     KernelImage,
     KernelSpec,
     PatchCoverage,
@@ -143,6 +144,9 @@ class Known:
     accel: str | None = None
     retry: str | None = None  # one more boot, and why
     tests: tuple[TestResult, ...] | None = None
+    guest_root: vm.GuestRun | None = None  # a boot ended: what root it had
+    # --prebuilt: how the build job's run built the kernel (its sandbox or not, and why)
+    built_sandboxed: tuple[bool, str, str] | None = None
 
 
 T = TypeVar("T")
@@ -181,6 +185,8 @@ class CellFacts:
     compiler: str = ""
     arch: str = ""  # of the kernel booted ("": not known yet: the cell's)
     toolchain: str = ""
+    # the build's sandbox (the run's policy) and the guest's root (known at the first boot)
+    isolation: Isolation = field(default_factory=lambda: _sandbox_isolation())
 
     def learn(self, k: Known) -> None:
         if k.source is not None:
@@ -204,6 +210,17 @@ class CellFacts:
             self.retries = (*self.retries, k.retry)
         if k.tests is not None:
             self.tests = k.tests
+        if k.built_sandboxed is not None:
+            on, why, tool = k.built_sandboxed
+            self.isolation = replace(self.isolation, sandbox=on, sandbox_off=why,
+                                     sandbox_tool=tool)
+        if k.guest_root is not None:
+            own = k.guest_root.root
+            self.isolation = replace(
+                self.isolation, guest_root=own.identity.digest if own else "",
+                guest_root_size=own.identity.size if own else 0,
+                guest_root_packages=own.identity.packages if own else 0,
+                host_root="" if own else "--host-root")
 
     def result(self, cell: Cell, stages: StageLog, verdict: verdicts.CellVerdict) -> CellResult:
         return CellResult(
@@ -217,8 +234,15 @@ class CellFacts:
             guest_seen=next((t.guest_seen for t in self.tests if t.name == "boot"), None),
             kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
             toolchain=self.toolchain or cell.toolchain,
-            compiler=self.compiler,
+            compiler=self.compiler, isolation=self.isolation,
         )
+
+
+def _sandbox_isolation() -> Isolation:
+    """What the run's sandbox policy is (base/sandbox.py); the guest's root comes later."""
+    chosen = sandbox.policy()
+    return Isolation(sandbox=chosen.enabled, sandbox_off=chosen.why_off,
+                     sandbox_tool=sandbox.version() if chosen.enabled else "")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,6 +254,7 @@ class RunOptions:
     repeat: int | None = None  # attempts of every test (--repeat); None: each test's own
     build_only: bool = False  # the kernel and the tests built (into the store), none booted
     retry_failed: int = 0  # each failed test again in this many fresh boots (flaky?)
+    host_root: bool = False  # the guest boots on the host's root (--host-root), not its own
     # a build-only run's directory: the kernel and the tests it built, booted as they are
     # (no source, no build; drivers/prebuilt.py)
     prebuilt: Path | None = None
@@ -249,7 +274,7 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
     error = ""
     try:
         expectations = verdicts.load_expectations(expectations_path())
-        plan = _plan(cell, stages)
+        plan = _plan(cell, stages, builds=options.prebuilt is None)
         if options.prebuilt is not None:
             record = _drive(_prebuilt_kernel(cell, options.prebuilt, out_dir, stages), facts)
             kernel = record.kernel
@@ -270,7 +295,8 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
                     f.test for f in expectations.failures
                     if verdicts.version_matches(facts.kernel_version, f.kernel))
                 _drive(_retry_failed(cell, kernel.image, timed, tests.skipped, boot, out_dir,
-                                     stages, options.retry_failed, explained), facts)
+                                     stages, options.retry_failed, explained,
+                                     host_root=options.host_root), facts)
         if cell.coverage and not options.build_only:
             with stages.stage("coverage", Status.SETUP_ERROR):
                 facts.coverage = _coverage(kernel, facts.patches, out_dir)
@@ -308,7 +334,7 @@ def _collected(problems: list[HarnessError]) -> Iterator[None]:
         problems.append(exc)
 
 
-def _plan(cell: Cell, stages: StageLog) -> CellPlan:
+def _plan(cell: Cell, stages: StageLog, *, builds: bool = True) -> CellPlan:
     """Everything that can be wrong with the request, found before the expensive work, and
     told all at once (a typo in a test name and a bad fragment line: both)."""
     problems: list[HarnessError] = []
@@ -317,6 +343,12 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
         with _collected(problems):
             spec = sources.parse_spec(cell.kernel)
             sources.check(spec)
+        with _collected(problems):
+            # the tree's code runs in bubblewrap unless the user said --no-sandbox: a host
+            # where it cannot run stops here, saying why and how to allow it (a cell booting
+            # what a build job built, --prebuilt, runs none of the tree's code)
+            if builds and sandbox.policy().enabled:
+                sandbox.require()
         tgt: Target | None = None
         with _collected(problems):
             tgt = target.select(cell.arch, cell.toolchain)
@@ -476,7 +508,8 @@ def _prebuilt_kernel(cell: Cell, run_dir: Path, logs: Path,
         if (failed := prebuilt.failed_build(run_dir, cell, logs)) is not None:
             raise failed
         rec = prebuilt.read(run_dir, cell)
-        yield Known(source=(rec.source, rec.package_version), patches=rec.patches)
+        yield Known(source=(rec.source, rec.package_version), patches=rec.patches,
+                    built_sandboxed=(rec.sandbox, rec.sandbox_off, rec.sandbox_tool))
         image = prebuilt.image(rec, run_dir)
         config = rec.config
         if image.config is not None:
@@ -505,7 +538,9 @@ def _write_prebuilt(cell: Cell, kernel: BuiltKernel, tests: TestPlan, facts: Cel
         cell, image=kernel.image, source=facts.source, package_version=facts.package_version,
         patches=facts.patches, config=facts.config, features=facts.features,
         kselftest=(header.directory, header.origin) if header is not None else None,
-        tests=dict(tests.built)))
+        tests=dict(tests.built),
+        sandbox=(facts.isolation.sandbox, facts.isolation.sandbox_off,
+                 facts.isolation.sandbox_tool)))
 
 
 def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
@@ -645,8 +680,9 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
         guest_dir = logs / "guest" if attempt == 1 else logs / f"guest-{attempt}"
         name = "boot+tests" if attempt == 1 else f"boot+tests (attempt {attempt})"
         with stages.stage(name, Status.BOOT_ERROR):
-            got = _one_boot(cell, kernel, accel, list(planned), guest_dir,
-                                fail_fast=options.fail_fast)
+            got, guest = _one_boot(cell, kernel, accel, list(planned), guest_dir,
+                                   fail_fast=options.fail_fast, host_root=options.host_root)
+            yield Known(guest_root=guest)
             boot = got[0]
             # the kernel's boot to the runner, the tests; "other": QEMU's start, shutdown
             stages.parts((("boot", round(boot.duration_s, 2)),
@@ -681,8 +717,8 @@ RETRIED = (Status.FAIL, Status.TIMEOUT)
 
 def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],
                   skipped: tuple[TestResult, ...], boot: BootOutcome, logs: Path,
-                  stages: StageLog, retries: int,
-                  explained: frozenset[str]) -> Generator[Known, None, None]:
+                  stages: StageLog, retries: int, explained: frozenset[str],
+                  host_root: bool = False) -> Generator[Known, None, None]:
     """--retry-failed N: the tests that failed run again in N fresh boots of the same
     kernel (the guest's command line carries harness.retry=K, so a test can tell). One
     that passes in any is FLAKY, its reason counting the boots it failed in: a rate
@@ -708,8 +744,8 @@ def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Guest
                      ", ".join(failed))
             rerun = replace(cell, guest=replace(
                 cell.guest, append=f"{cell.guest.append} harness.retry={k}".strip()))
-            got = _one_boot(rerun, kernel, Accel(boot.accel.split()[0]), list(again),
-                                logs / f"guest-retry-{k}")
+            got, _ = _one_boot(rerun, kernel, Accel(boot.accel.split()[0]), list(again),
+                               logs / f"guest-retry-{k}", host_root=host_root)
             kernel_said += [replace(r, name=f"{r.name} (retry {k})") for r in got
                             if r.phase is not Phase.TEST
                             and (r.status is not Status.PASS or r.splats)]
@@ -742,14 +778,16 @@ def _retry_failed(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Guest
 
 def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
               planned: list[protocol.GuestTest], guest_dir: Path, *,
-              fail_fast: bool = False) -> list[TestResult]:
+              fail_fast: bool = False,
+              host_root: bool = False) -> tuple[list[TestResult], vm.GuestRun]:
     guest_dir.mkdir(parents=True, exist_ok=True)
     plan_file = guest_dir / "plan.tsv"
     protocol.write_plan(planned, plan_file)
     timeout = BOOT_ALLOWANCE_S + sum(t.timeout_s + PER_TEST_ALLOWANCE_S for t in planned)
     console = guest_dir / "console.log"
     boot = vm.Boot(kernel=kernel, accel=accel, guest=cell.guest, rwdirs=(guest_dir,),
-                   shared=(protocol.RUNNER.parent, *(t.cwd for t in planned)))
+                   shared=(protocol.RUNNER.parent, *(t.cwd for t in planned)),
+                   host_root=host_root)
     guest = vm.run_guest(boot, command=protocol.runner_argv(guest_dir, plan_file,
                                                             fail_fast=fail_fast,
                                                             gcov=cell.coverage),
@@ -780,7 +818,14 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
         final.append(replace(res, splats=tuple(decode.decoded(s, kernel) for s in res.splats),
                              log=guest_dir / res.log if res.log and
                              (guest_dir / res.log).exists() else None))
-    return attempts.fold(final)
+    if guest.removed and final:
+        # the guest's tests planted links or special files in the results: removed before
+        # anything was read (isolation.sanitize); said on the boot's result
+        final[0] = replace(final[0], notes=(*final[0].notes, (
+            f"the guest left {len(guest.removed)} entr(y/ies) in its results directory that "
+            "are not regular files, removed before reading: " + "; ".join(
+                f"{r.path} ({r.what})" for r in guest.removed[:10]))))
+    return attempts.fold(final), guest
 
 
 def _with_metrics(res: TestResult, file: Path) -> TestResult:

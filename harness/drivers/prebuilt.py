@@ -69,6 +69,10 @@ class Record:
     kselftest_entry: str  # kselftest-h/<name> ("": the cell's tests need none)
     kselftest_origin: str
     tests: tuple[tuple[str, str], ...]  # test name -> "cache:REL" or an absolute path
+    # the build's sandbox (base/sandbox.py): on, or off and why (--no-sandbox)
+    sandbox: bool = True
+    sandbox_off: str = ""
+    sandbox_tool: str = ""  # bubblewrap's version there
 
 
 def identity(cell: Cell) -> tuple[str, ...]:
@@ -95,7 +99,8 @@ def _absolute(text: str) -> Path:
 def record(cell: Cell, *, image: KernelImage, source: str, package_version: str | None,
            patches: tuple[PatchResult, ...], config: ConfigResult | None,
            features: tuple[FeatureReport, ...], kselftest: tuple[Path, str] | None,
-           tests: dict[str, Path]) -> Record:
+           tests: dict[str, Path],
+           sandbox: tuple[bool, str, str] = (True, "", "")) -> Record:
     entry = _relative(image.boot_image.parent).removeprefix(CACHE)
     if not entry.startswith("kernels/"):
         raise PrebuiltError(f"{cell.name}: its kernel {image.boot_image} is not in the kernel "
@@ -108,7 +113,8 @@ def record(cell: Cell, *, image: KernelImage, source: str, package_version: str 
                   kselftest_entry=_relative(kselftest[0]).removeprefix(CACHE)
                   if kselftest else "",
                   kselftest_origin=kselftest[1] if kselftest else "",
-                  tests=tuple(sorted((n, _relative(p)) for n, p in tests.items())))
+                  tests=tuple(sorted((n, _relative(p)) for n, p in tests.items())),
+                  sandbox=sandbox[0], sandbox_off=sandbox[1], sandbox_tool=sandbox[2])
 
 
 def write(out_dir: Path, rec: Record) -> None:

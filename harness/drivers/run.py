@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.base import atomic, paths
+from harness.base import sandbox as sandboxes
 from harness.base.errors import signal_of
 from harness.base.model import (
     Accel,
@@ -29,6 +30,7 @@ from harness.base.model import (
     GuestSpec,
     Host,
     Interruption,
+    RunIsolation,
     RunResult,
     RunState,
 )
@@ -238,7 +240,10 @@ def run(request: Request, *, cells: tuple[Cell, ...], what: str, out: Path) -> R
         cells=(), state=RunState.RUNNING, run_id=out.name,
         started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=("harness", *request.argv),
         host=Host(kernel=os.uname().release, cpus=os.cpu_count()),
-        strict=request.options.strict, repeat=request.options.repeat, what=what)
+        strict=request.options.strict, repeat=request.options.repeat, what=what,
+        isolation=RunIsolation(sandbox=sandboxes.policy().describe(),
+                               guest="the host's root (--host-root)"
+                               if request.options.host_root else "a root of its own"))
     done: list[CellResult] = []
     current = ""
     started = time.monotonic()
@@ -260,7 +265,8 @@ def run(request: Request, *, cells: tuple[Cell, ...], what: str, out: Path) -> R
             cell_dir = out / cell.name
             cell_dir.mkdir(parents=True, exist_ok=True)
             results.write_reproduce(cell_dir / "reproduce.sh",
-                                    argv=pipeline.cell_argv(cell, accel),
+                                    argv=_isolation_flags(pipeline.cell_argv(cell, accel),
+                                                          request.options.host_root),
                                     repo=paths.repo_root(), harness_rev=rev)
             res = pipeline.run_cell(cell, cell_dir, accel=accel, options=request.options)
             done.append(res)
@@ -296,6 +302,15 @@ def run(request: Request, *, cells: tuple[Cell, ...], what: str, out: Path) -> R
     if request.bisect_exit:
         code = results.bisect_exit_code(done)
     return RunReport(cells=tuple(done), results=out / "results.json", exit_code=code)
+
+
+def _isolation_flags(argv: list[str], host_root: bool) -> list[str]:
+    """A cell's command line with what this run turned off (--no-sandbox, --host-root),
+    before a guest command's `--`: its reproduce.sh runs it the same way."""
+    flags = (["--no-sandbox"] if not sandboxes.policy().enabled else []) + (
+        ["--host-root"] if host_root else [])
+    at = argv.index("--") if "--" in argv else len(argv)
+    return [*argv[:at], *flags, *argv[at:]]
 
 
 def command(request: Request) -> int:

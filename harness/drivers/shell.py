@@ -75,6 +75,7 @@ class Request:
     out: Path | None = None  # the shell's results directory (default results/shell-<id>)
     here: Path = field(default_factory=Path.cwd)  # inside a kernel tree: that tree
     interactive: bool = True  # its input is a terminal (a shell needs one)
+    host_root: bool = False  # the guest on the host's root (your tools), not its own
 
 
 def cell_of(request: Request) -> tuple[Cell, str]:
@@ -101,21 +102,22 @@ def command(request: Request) -> int:
     where_to = results.out_dir(request.out, "shell", marker="shell.json")
     print(f"shell on {where}" + (f" + series {', '.join(cell.series)}" if cell.series else "")
           + f"; results: {where_to}", flush=True)
-    session = run(cell, where_to, accel=request.accel)
+    session = run(cell, where_to, accel=request.accel, host_root=request.host_root)
     atomic.write_json(where_to / "shell.json", to_json(session))
     print(summary(session))
     return session.code
 
 
-def run(cell: Cell, out: Path, *, accel: Accel) -> Session:
+def run(cell: Cell, out: Path, *, accel: Accel, host_root: bool = False) -> Session:
     built, tests, facts = pipeline.prepare_shell(cell, out)
     chosen, why = vm.choose_accel(accel, built.image.boot_image, log_path=out / "kvm-probe.log",
                                   arch=built.image.arch)
     atomic.write_text(out / "tests.sh", tests_script(tests.planned, out))
     skipped = [f"{t.name} ({t.reason})" for t in tests.skipped]
-    sees = (f"an {built.image.arch} root of bash and busybox, the selftests and {out} "
-            "(writable) at their host paths" if vm.is_foreign(built.image.arch) else
-            f"the host's files read-only; {out} writable")
+    sees = (f"the host's files read-only (--host-root); {out} writable"
+            if host_root and not vm.is_foreign(built.image.arch) else
+            f"an {built.image.arch} root of its own (Debian's bash, coreutils, busybox...; "
+            f"--host-root for yours), the selftests and {out} (writable) at their host paths")
     print(f"kernel {built.image.version} ({built.image.boot_image}), {chosen.value} ({why})\n"
           f"in the guest: {sees}, the shell starts there\n"
           f"  sh tests.sh         lists the selftests built for this kernel: "
@@ -126,7 +128,7 @@ def run(cell: Cell, out: Path, *, accel: Accel) -> Session:
           + "\nleave with exit (or Ctrl-D)", flush=True)
     console = out / "console.log"
     code = vm.shell(vm.Boot(kernel=built.image, accel=chosen, guest=cell.guest, rwdirs=(out,),
-                            shared=tuple(t.cwd for t in tests.planned)),
+                            shared=tuple(t.cwd for t in tests.planned), host_root=host_root),
                     cwd=out, console_log=console)
     text = protocol.read_bounded(console) if console.exists() else ""
     return Session(kernel_version=facts.kernel_version, image=facts.image,

@@ -1,5 +1,9 @@
 """Boot a kernel under virtme-ng and run the guest runner; probe whether KVM really works.
 
+The guest boots on a root of its own and sees only what isolation.py lets it see (the
+host's root only with --host-root); what it leaves behind is made safe before the
+harness reads it.
+
 The KVM probe is a short real boot with QEMU alone (`-accel kvm`, no root fs: the
 kernel reaches "Linux version" then panics on the missing root and `-no-reboot` ends
 QEMU). On a host whose /dev/kvm opens but cannot run a kernel, QEMU says so on stderr
@@ -14,6 +18,8 @@ import logging
 import os
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +27,7 @@ from harness import target
 from harness.base import atomic, paths, proc
 from harness.base.errors import HarnessError
 from harness.base.model import Accel, GuestSpec, KernelImage, Status
-from harness.guest import rootfs
+from harness.guest import isolation
 
 log = logging.getLogger(__name__)
 
@@ -137,40 +143,20 @@ def choose_accel(requested: Accel, kernel: Path, *, log_path: Path | None = None
 
 
 def is_foreign(arch: str) -> bool:
-    """A guest of another arch than the host's (it boots on a root of its own)."""
+    """A guest of another arch than the host's (it cannot boot on the host's root)."""
     return target.foreign(arch)
 
 
-@dataclass(frozen=True, kw_only=True)
-class ForeignRoot:
-    """A guest of another arch than the host's: it boots on a root of its own (rootfs.py)
-    and sees the host's directories it needs at their host paths."""
-
-    arch: str  # vng's --arch
-    root: Path  # exported as the guest's /
-    shared: tuple[Path, ...]  # host directories it reads, at the same paths
-
-    def mount_points(self, rwdirs: list[Path]) -> None:
-        """The directories vng mounts the host's on, made in the root beforehand: the
-        guest's root is read-only to it."""
-        for d in (*rwdirs, *self.shared):
-            (self.root / d.relative_to("/")).mkdir(parents=True, exist_ok=True)
-
-
-def foreign_root(kernel: KernelImage, shared: list[Path], *, log_dir: Path) -> ForeignRoot | None:
-    """None for a kernel of the host's arch (its guest runs on the host's root)."""
-    if not is_foreign(kernel.arch):
-        return None
-    arch = target.arch(kernel.arch)
-    root = rootfs.root_of(rootfs.guest_root(arch, log_dir=log_dir))
-    # the least set of directories: one under another is shared with it, and the test
-    # builds in the cache as the cache (each shared directory costs the guest three boot
-    # parameters, and init takes at most 32 environment variables from the command line)
-    cache = paths.cache_root().resolve()
-    wanted = sorted({cache if p.resolve().is_relative_to(cache) else p.resolve()
-                     for p in shared})
-    top = [p for p in wanted if not any(q != p and p.is_relative_to(q) for q in wanted)]
-    return ForeignRoot(arch=arch.name, root=root, shared=tuple(top))
+@contextmanager
+def guest_root(kernel: KernelImage, shared: list[Path], *, host_root: bool,
+               log_dir: Path) -> Iterator[isolation.OwnRoot | None]:
+    """The root the guest boots on, for the time of one boot: a root of its own (None:
+    the host's, as vng exports it, when the user asked for it with --host-root)."""
+    if host_root and not is_foreign(kernel.arch):
+        yield None
+        return
+    with isolation.own_root(kernel.arch, shared, log_dir=log_dir) as own:
+        yield own
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,9 +168,12 @@ class Boot:
     accel: Accel
     guest: GuestSpec
     rwdirs: tuple[Path, ...] = ()  # the host directories it writes
-    # the host directories it reads (a guest of another arch sees only these of the
-    # host's files; a native guest sees them all)
+    # the host directories it reads: the guest sees only these (read-only), `rwdirs` and
+    # its own root
     shared: tuple[Path, ...] = ()
+    # the host's root, as vng exports it (--host-root; the host's arch only): the guest
+    # sees every file of the host
+    host_root: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,10 +183,12 @@ class GuestRun:
     duration_s: float
     console_log: Path
     argv: tuple[str, ...]
+    root: isolation.OwnRoot | None = None  # the guest's root; None: the host's
+    removed: tuple[isolation.Removed, ...] = ()  # what the guest left that is not a file
 
 
 def vng_argv(boot: Boot, *, command: list[str] | None, cwd: Path | None = None,
-             foreign: ForeignRoot | None = None) -> list[str]:
+             own: isolation.OwnRoot | None = None) -> list[str]:
     """vng's command line; `command` None: an interactive shell on the console."""
     kernel, guest = boot.kernel, boot.guest
     # --force-9p: virtiofsd is not usable here and vng would retry it for seconds first.
@@ -215,19 +206,19 @@ def vng_argv(boot: Boot, *, command: list[str] | None, cwd: Path | None = None,
     if boot.accel is Accel.TCG:
         argv.append("--disable-kvm")
     rwdirs = list(boot.rwdirs)
-    if foreign is not None:
-        argv += ["--arch", foreign.arch, "--root", str(foreign.root)]
+    if own is not None:
+        argv += [*(["--arch", own.arch] if own.arch else []), "--root", str(own.root)]
         # GUEST=HOST: the same path in a root that is not the host's
         for d in rwdirs:
             argv += ["--rwdir", f"{d}={d}"]
-        for d in foreign.shared:
-            argv += ["--rodir", f"{d}={d}"]
+        for seen, host in own.rodirs:
+            argv += ["--rodir", f"{seen}={host}"]
         rwdirs = []
     for d in rwdirs:
         argv += ["--rwdir", str(d)]
     if cwd is not None:
         # vng takes the guest's directory as a host path inside the root it exports
-        where = foreign.root / cwd.relative_to("/") if foreign is not None else cwd
+        where = own.root / cwd.relative_to("/") if own is not None else cwd
         argv += ["--cwd", str(where)]
     return argv if command is None else [*argv, "--", *command]
 
@@ -235,28 +226,40 @@ def vng_argv(boot: Boot, *, command: list[str] | None, cwd: Path | None = None,
 def shell(boot: Boot, *, cwd: Path, console_log: Path) -> int | None:
     """Boot into an interactive shell on this terminal until the user leaves it; the
     console (the kernel's messages and the session) is saved to `console_log` too."""
-    foreign = foreign_root(boot.kernel, [*boot.shared, cwd], log_dir=console_log.parent)
-    if foreign is not None:
-        foreign.mount_points(list(boot.rwdirs))
-    argv = vng_argv(boot, command=None, cwd=cwd, foreign=foreign)
-    log.info("booting %s under %s: a shell (exit or Ctrl-D leaves it)", boot.kernel.version,
-             boot.accel.value.upper())
-    bindir = str(Path(argv[0]).parent)
-    return proc.interactive(argv, log_path=console_log,
-                            env={"PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
+    with guest_root(boot.kernel, [*boot.shared, *([] if cwd in boot.rwdirs else [cwd])],
+                    host_root=boot.host_root, log_dir=console_log.parent) as own:
+        if own is not None:
+            own.mount_points(list(boot.rwdirs))
+        argv = vng_argv(boot, command=None, cwd=cwd, own=own)
+        log.info("booting %s under %s: a shell (exit or Ctrl-D leaves it)",
+                 boot.kernel.version, boot.accel.value.upper())
+        bindir = str(Path(argv[0]).parent)
+        code = proc.interactive(argv, log_path=console_log,
+                                env={"PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
+    for d in boot.rwdirs:
+        isolation.sanitize(d)
+    return code
 
 
 def run_guest(boot: Boot, *, command: list[str], timeout: float,
               console_log: Path) -> GuestRun:
-    """Boot, run the command, power off. Killed (whole process group) at the timeout."""
-    foreign = foreign_root(boot.kernel, list(boot.shared), log_dir=console_log.parent)
-    if foreign is not None:
-        foreign.mount_points(list(boot.rwdirs))
-    argv = vng_argv(boot, command=command, cwd=Path("/"), foreign=foreign)
-    log.info("booting %s under %s", boot.kernel.version, boot.accel.value.upper())
-    # vng runs its helpers (virtme-run, virtme-ng-init) from its own bin directory.
-    bindir = str(Path(argv[0]).parent)
-    res = proc.run(argv, timeout=timeout, log_path=console_log, keep_output=False,
-                   env={"TERM": "dumb", "PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
+    """Boot, run the command, power off. Killed (whole process group) at the timeout.
+    The guest sees only its own root, `boot.shared` (read-only) and `boot.rwdirs`; with
+    `boot.host_root` (the host's arch only) it boots on the host's root and sees all its
+    files, as vng does. What the guest left in `rwdirs` is made safe to read before this
+    returns (isolation.sanitize)."""
+    with guest_root(boot.kernel, list(boot.shared), host_root=boot.host_root,
+                    log_dir=console_log.parent) as own:
+        if own is not None:
+            own.mount_points(list(boot.rwdirs))
+        argv = vng_argv(boot, command=command, cwd=Path("/"), own=own)
+        log.info("booting %s under %s", boot.kernel.version, boot.accel.value.upper())
+        # vng runs its helpers (virtme-run, virtme-ng-init) from its own bin directory.
+        bindir = str(Path(argv[0]).parent)
+        res = proc.run(argv, timeout=timeout, log_path=console_log, keep_output=False,
+                       env={"TERM": "dumb", "PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
+    removed = tuple(r for d in boot.rwdirs for r in isolation.sanitize(d))
     return GuestRun(returncode=res.returncode, timed_out=res.timed_out,
-                    duration_s=res.duration_s, console_log=console_log, argv=res.argv)
+                    duration_s=res.duration_s, console_log=console_log, argv=res.argv,
+                    root=own, removed=removed)
+

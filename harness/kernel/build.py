@@ -8,6 +8,7 @@ store, no make runs at all. Otherwise make runs in the persistent O= directory f
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness import target
-from harness.base import atomic, paths, proc
+from harness.base import atomic, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.base.gitcmd import git
 from harness.base.model import KernelImage, Status
@@ -32,8 +33,11 @@ log = logging.getLogger(__name__)
 
 BUILD_TIMEOUT_S = 3 * 3600
 # Fixed build identity: otherwise init/version.c and everything that embeds the
-# timestamp differ on every build and ccache cannot hit.
+# timestamp differ on every build and ccache cannot hit. KBUILD_BUILD_VERSION too: it is
+# the "#N" of `uname -v`, which kbuild otherwise counts up at every link of a build
+# directory, so that the same tree and .config linked twice gave two images.
 _BUILD_ENV = {
+    "KBUILD_BUILD_VERSION": "1",
     "KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 1970",
     "KBUILD_BUILD_USER": "harness",
     "KBUILD_BUILD_HOST": "harness",
@@ -107,7 +111,7 @@ def ccache_remote() -> str | None:
     return url
 
 
-def make_env(tools: Tools) -> dict[str, str]:
+def _make_env(tools: Tools) -> dict[str, str]:
     env = dict(_BUILD_ENV)
     if tools.ccache:
         root = paths.cache_root()
@@ -134,6 +138,46 @@ def make_env(tools: Tools) -> dict[str, str]:
     return env
 
 
+def remote_directory() -> Path | None:
+    """A file: remote storage's directory (bound writable in the sandbox), else None."""
+    remote = ccache_remote()
+    if remote is None or not remote.startswith("file:"):
+        return None
+    where = remote.split("|", 1)[0].removeprefix("file:")
+    return Path("/" + where.lstrip("/")) if where.startswith("//") else Path(where)
+
+
+def reach(tree: Path, tools: Tools) -> sandbox.Reach:
+    """What make of a kernel tree may touch in the sandbox: the worktree with its build
+    directory, the compiler cache (and a file: remote storage) writable; the tree's own
+    git repository read-only (setlocalversion)."""
+    caches: list[Path] = []
+    if tools.ccache:
+        caches.append(paths.sub("ccache"))
+        if (remote := remote_directory()) is not None:
+            caches.append(remote)
+    return sandbox.for_tree(tree, write=tuple(caches))
+
+
+def make_env(tools: Tools) -> dict[str, str]:
+    """make's environment: the fixed build identity, and ccache's settings."""
+    env = _make_env(tools)
+    remote = env.get("CCACHE_REMOTE_STORAGE", "")
+    if remote and not remote.startswith("file:") and sandbox.policy().enabled:
+        # an http: or redis: storage needs the network, which the sandbox has not: ccache
+        # would try it for every compile. A file: storage is bound into the sandbox.
+        del env["CCACHE_REMOTE_STORAGE"]
+        _say_remote_unused(remote)
+    return env
+
+
+@functools.cache
+def _say_remote_unused(remote: str) -> None:
+    log.warning("HARNESS_CCACHE_REMOTE=%s is not used: the sandboxed build has no network "
+                "(builds use the local compiler cache; a file: storage works in the "
+                "sandbox, --no-sandbox keeps the network)", remote.split("|", 1)[0])
+
+
 def lock_name(tree: Path) -> str:
     """The lock of the build directory of a worktree (one per worktree)."""
     return f"build-{tree.name}"
@@ -147,6 +191,7 @@ def make_argv(tree: Path, build_dir: Path, tools: Tools, *targets: str,
             # in another tree carries exactly the debug info this tree's compile would.
             f"KCFLAGS=-fdebug-prefix-map={tree}/="]
     tgt = tools.target
+    argv += target.UNUSED_TOOLS
     if not tgt.native_default:
         argv += tgt.make_vars()
     if tools.ccache:
@@ -272,7 +317,8 @@ def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Tools,
         # A dirty tree inside the source dir makes out-of-tree builds refuse to start.
         argv = make_argv(tree, build_dir, tools, tools.target.arch.make_target, jobs=jobs)
         result = proc.run(argv, env=make_env(tools), timeout=BUILD_TIMEOUT_S,
-                          log_path=build_log, on_line=each_line, keep_output=False)
+                          log_path=build_log, on_line=each_line, keep_output=False,
+                          sandbox=reach(tree, tools))
         progress.done()
         if not result.ok:
             raise BuildError(_build_failure(build_log, result), build_log)
@@ -298,21 +344,26 @@ def _build_failure(build_log: Path, result: proc.Completed) -> str:
 
 def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Tools,
            seconds: float) -> None:
-    """Copy the artifacts in, atomically: a half-copied kernel is never seen as built."""
+    """Copy the artifacts in, atomically: a half-copied kernel is never seen as built.
+    Each is a regular file of the build directory: the build (the tree's code) cannot
+    make the harness copy a file it could not read itself."""
+    def built(rel: str) -> Path:
+        return sandbox.regular_file(build_dir / rel, build_dir)
+
     with atomic.directory(stored, prefix=".store-") as scratch:
         arch = tools.target.arch
-        shutil.copyfile(build_dir / arch.image, scratch / arch.image_name)
-        shutil.copyfile(build_dir / "vmlinux", scratch / "vmlinux")
-        shutil.copyfile(build_dir / ".config", scratch / "config")
-        shutil.copyfile(build_dir / "System.map", scratch / "System.map")
+        shutil.copyfile(built(arch.image), scratch / arch.image_name)
+        shutil.copyfile(built("vmlinux"), scratch / "vmlinux")
+        shutil.copyfile(built(".config"), scratch / "config")
+        shutil.copyfile(built("System.map"), scratch / "System.map")
         # A gcov kernel's notes files: its counters are read against these, not against
         # the build directory, which the next build in this tree (a mutant, another
         # revision) rewrites with notes that no longer match this kernel's counters.
         for gcno in _gcno_files(build_dir):
             dest = scratch / GCNO_DIR / gcno.relative_to(build_dir)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(gcno, dest)
-        release = (build_dir / "include/config/kernel.release").read_text().strip()
+            shutil.copyfile(built(str(gcno.relative_to(build_dir))), dest)
+        release = built("include/config/kernel.release").read_text().strip()
         meta = {"key": key, "tree_id": tree_id, "release": release,
                 "compiler": tools.compiler, "pahole": tools.pahole,
                 "arch": arch.name, "toolchain": tools.target.toolchain.name,

@@ -74,7 +74,7 @@ class Kind(enum.Enum):
 # listing); kselftests/<name> goes with kselftest-build/<name>, its O= directory.
 TEST_BUILDS = {"selftests": "own selftest build", "test_progs": "test_progs build",
                "perf": "perf build", "vmlinux-h": "vmlinux.h of a kernel",
-               "kselftests": "kselftest install", "rootfs": "guest root of another arch",
+               "kselftests": "kselftest install", "rootfs": "guest root",
                "bpftool": "bpftool built from a tree"}
 
 

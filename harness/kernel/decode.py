@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness import target
-from harness.base import proc
+from harness.base import proc, sandbox
 from harness.base.model import KernelImage, Splat
 from harness.judge import splat
 
@@ -21,8 +21,11 @@ def decoded(s: Splat, kernel: KernelImage) -> Splat:
     if not script.exists():
         return s
     built = target.select(kernel.arch, kernel.toolchain or target.DEFAULT_TOOLCHAIN)
+    # the tree's decode_stacktrace.sh: its code, sandboxed (it reads the tree and vmlinux)
     res = proc.run([str(script), str(kernel.vmlinux), str(kernel.source_dir)],
-                   stdin_data=s.text.encode(), timeout=120, env=built.script_env())
+                   stdin_data=s.text.encode(), timeout=120, env=built.script_env(),
+                   sandbox=sandbox.for_tree(kernel.source_dir, tree_writable=False,
+                                            read=(kernel.vmlinux,)))
     if not res.ok:
         return replace(s, decoded=f"decode failed: {res.tail(5)}")
     return splat.relative_to_tree(replace(s, decoded=res.output), kernel.source_dir.name)

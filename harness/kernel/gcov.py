@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.base import gitcmd, proc
+from harness.base import gitcmd, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.base.model import FileLine, Status
 from harness.judge import coverage
@@ -47,7 +47,7 @@ def profile(tree: Path, base: str) -> list[str]:
     files = series_c_files(tree, base)
     changed = False
     for makefile, lines in coverage.profile_lines(files).items():
-        path = tree / makefile
+        path = sandbox.tree_file(tree / makefile, tree)  # written here: not a link out
         text = path.read_text() if path.exists() else ""
         have = set(text.splitlines())
         add = [line for line in lines if line not in have]

@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.base import atomic, paths, proc
+from harness.base import atomic, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.base.gitcmd import git
 from harness.base.model import ConfigResult, DroppedSymbol, Status
@@ -416,7 +416,8 @@ def resolve_fragment(name: str, tree: Path | None = None) -> Path:
         if not path.is_file():
             raise ConfigError(f"{name}: this kernel tree has no {path.relative_to(tree)}; "
                               "fix: check the path, or drop the fragment for this base")
-        return path
+        # the harness reads it itself: a file of the tree, not a link out of it
+        return sandbox.regular_file(path, tree)
     candidate = Path(name)
     if candidate.suffix == ".config" and candidate.exists():
         return candidate.resolve()
@@ -490,14 +491,16 @@ def generate(tree: Path, fragments: list[Path], *, log_dir: Path,
     scratch = paths.sub("kconfig-scratch") / tree.name
     scratch.mkdir(parents=True, exist_ok=True)
     klog = log_dir / "kconfig.log"
+    # the tree's Kconfig scripts and merge_config.sh: its code, sandboxed
+    reach = sandbox.for_tree(tree, write=(scratch,), read=tuple(fragments))
     proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", *variables, BASE],
-               what=f"make {BASE}", timeout=600, log_path=klog)
+               what=f"make {BASE}", timeout=600, log_path=klog, sandbox=reach)
     proc.check([str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),
                 str(scratch / ".config"), *map(str, fragments)],
-               what="merge_config.sh", timeout=600, cwd=tree, log_path=klog)
+               what="merge_config.sh", timeout=600, cwd=tree, log_path=klog, sandbox=reach)
     done = proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", *variables,
                        "olddefconfig"],
-                      what="make olddefconfig", timeout=600, log_path=klog)
+                      what="make olddefconfig", timeout=600, log_path=klog, sandbox=reach)
     invalid = _KCONFIG_INVALID.findall(done.output)
     if invalid:
         lines = "\n".join(
@@ -509,7 +512,7 @@ def generate(tree: Path, fragments: list[Path], *, log_dir: Path,
                           fix="give each option a value of its type (see its Kconfig "
                               "entry: bool y/n, tristate y/m/n, int, hex, string)",
                           log=klog)
-    atomic.copy_file(scratch / ".config", out)
+    atomic.copy_file(sandbox.regular_file(scratch / ".config", scratch), out)
     return out, hashlib.sha256(out.read_bytes()).hexdigest()
 
 

@@ -111,4 +111,5 @@ class KernelTree:
         (self.build_dir / obj).unlink(missing_ok=True)
         return proc.run(kbuild.make_argv(self.path, self.build_dir, tools, obj,
                                         extra=tuple(extra)),
-                        env=kbuild.make_env(tools), timeout=timeout, log_path=log_path)
+                        env=kbuild.make_env(tools), timeout=timeout, log_path=log_path,
+                        sandbox=kbuild.reach(self.path, tools))

@@ -39,6 +39,7 @@ from harness.base.model import (
     GuestSpec,
     Host,
     Interruption,
+    Isolation,
     KtapResult,
     Measurement,
     Merge,
@@ -49,6 +50,7 @@ from harness.base.model import (
     PatchResult,
     PatchState,
     Phase,
+    RunIsolation,
     RunResult,
     RunState,
     Splat,
@@ -210,9 +212,19 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "arch": c.arch,
         "toolchain": c.toolchain,
         "compiler": c.compiler,
+        **({"isolation": isolation_json(c.isolation)} if c.isolation is not None else {}),
         **({"coverage": [_coverage_json(x) for x in c.coverage]}
            if c.coverage is not None else {}),
     }
+
+
+def isolation_json(i: Isolation) -> dict[str, Any]:
+    """What the tree's code could reach: the build's sandbox and the guest's root."""
+    return {"sandbox": {"enabled": i.sandbox, "off": i.sandbox_off, "tool": i.sandbox_tool},
+            "guest_root": {"hash": i.guest_root, "host_root": i.host_root,
+                           "size_bytes": i.guest_root_size,
+                           "packages": i.guest_root_packages},
+            "summary": i.describe()}
 
 
 def _line_json(x: FileLine) -> dict[str, Any]:
@@ -278,7 +290,10 @@ def run_json(run: RunResult, base: Path | None = None) -> dict[str, Any]:
     out.update((k, v) for k, v in said if v is not None)
     if run.strict is not None:  # written with strict: the options that judge every cell
         out["repeat"] = run.repeat
-    said = (("what", run.what), ("harness_rev", run.harness_rev),
+    said = (("what", run.what),
+            ("isolation", None if run.isolation is None else {
+                "sandbox": run.isolation.sandbox, "guest": run.isolation.guest}),
+            ("harness_rev", run.harness_rev),
             ("tools", None if run.tools is None else dict(run.tools)),
             ("duration_s", run.duration_s),
             ("interrupted", None if run.interrupted is None else {
@@ -533,6 +548,7 @@ def from_json(data: object) -> RunResult:
 def _run(doc: _Object) -> RunResult:
     host = doc.object_or_none("host")
     stop = doc.object_or_none("interrupted")
+    boxed = doc.object_or_none("isolation")
     return RunResult(
         cells=tuple(_cell(c) for c in doc.objects("cells")),
         state=doc.choice("state", RunState, RunState.COMPLETE),
@@ -542,7 +558,9 @@ def _run(doc: _Object) -> RunResult:
         host=None if host is None else Host(kernel=host.text("kernel"),
                                             cpus=host.maybe("cpus", host.integer)),
         strict=doc.maybe("strict", doc.flag), repeat=doc.maybe("repeat", doc.integer),
-        what=doc.maybe("what", doc.text), harness_rev=doc.maybe("harness_rev", doc.text),
+        what=doc.maybe("what", doc.text), isolation=None if boxed is None else RunIsolation(
+            sandbox=boxed.text("sandbox"), guest=boxed.text("guest")),
+        harness_rev=doc.maybe("harness_rev", doc.text),
         tools=doc.strings("tools") if doc.data.get("tools") is not None else None,
         duration_s=doc.maybe("duration_s", doc.number),
         interrupted=None if stop is None else Interruption(
@@ -607,7 +625,22 @@ def _cell(c: _Object) -> CellResult:
         kernel_from_store=c.maybe("kernel_from_store", c.flag),
         arch=c.text("arch", target.DEFAULT_ARCH),
         toolchain=c.text("toolchain", target.DEFAULT_TOOLCHAIN),
-        compiler=c.text("compiler"))
+        compiler=c.text("compiler"), isolation=_isolation(c.object_or_none("isolation")))
+
+
+def _isolation(i: _Object | None) -> Isolation | None:
+    """What the tree's code could reach (None: a record from before it was written)."""
+    if i is None:
+        return None
+    box, root = i.object_or_none("sandbox"), i.object_or_none("guest_root")
+    return Isolation(
+        sandbox=box is not None and box.flag("enabled"),
+        sandbox_off=box.text("off") if box is not None else "",
+        sandbox_tool=box.text("tool") if box is not None else "",
+        guest_root=root.text("hash") if root is not None else "",
+        host_root=root.text("host_root") if root is not None else "",
+        guest_root_size=root.integer("size_bytes") if root is not None else 0,
+        guest_root_packages=root.integer("packages") if root is not None else 0)
 
 
 def _guest(guest: _Object | None) -> GuestSpec | None:

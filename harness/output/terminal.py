@@ -82,6 +82,8 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         parts.append(f"patches: {applied} applied, {in_base} in base")
     if c.accel:
         parts.append(c.accel.split(" (")[0])
+    if c.isolation is not None:
+        parts.append(c.isolation.describe())
     if built_for := target.label(c.arch, c.toolchain):
         version += f" {built_for}"
     head = f"== {c.cell} [{version}]  {c.status.value}"

@@ -23,8 +23,11 @@ An arch file's keys:
   cross_packages  Debian packages that cross-build for it with gcc
   kcidb           the architecture name KCIDB reports
   deb_arch        Debian's name for it (amd64, arm64)
-  guest_root      Debian packages of a guest root for a host of another arch (see
-                  rootfs.py; a native guest runs on the host's own root)
+  guest_root      Debian packages of the guest's root (see harness/guest/rootfs.py):
+                  every guest boots on a root of its own, never the host's (unless
+                  --host-root, for the host's arch)
+  guest_root_resolve  (optional, default false) guest_root names the top packages and
+                  apt adds their dependencies; false: it lists every package
   config          Kconfig lines this arch needs to boot under vng (applied before the
                   fragments, which may override them)
 A toolchain file's keys:
@@ -48,6 +51,12 @@ from harness.base.errors import HarnessError
 from harness.base.model import Status
 
 _HERE = Path(__file__).resolve().parent
+# Tools kbuild probes for on PATH that no kernel of the harness uses, pinned to a name
+# nothing answers to: otherwise the .config records whatever rustc the machine has
+# (CONFIG_RUSTC_VERSION; a rustup in the home on one machine, none on a CI runner, none in
+# the build sandbox, which does not show the home), and the same tree and fragments give
+# two .config files, two store keys, and a build that re-runs syncconfig under its key.
+UNUSED_TOOLS = ("RUSTC=harness-builds-no-rust", "BINDGEN=harness-builds-no-rust")
 ARCH_DIR = _HERE / "arches"
 TOOLCHAIN_DIR = _HERE / "toolchains"
 DEFAULT_ARCH = "x86_64"
@@ -76,6 +85,7 @@ class Arch:
     deb_arch: str
     guest_root: tuple[str, ...]
     config: str
+    guest_root_resolve: bool = False
 
     @property
     def image_name(self) -> str:
@@ -150,8 +160,9 @@ class Target:
         so that kbuild sees the compiler its .config was made with ("" for the default
         pair: what make assumes)."""
         if self.native_default:
-            return ()
-        return (*self.make_vars(), f"CC={self.cc}", f"HOSTCC={self.toolchain.hostcc}")
+            return UNUSED_TOOLS
+        return (*self.make_vars(), f"CC={self.cc}", f"HOSTCC={self.toolchain.hostcc}",
+                *UNUSED_TOOLS)
 
     def userspace_vars(self) -> tuple[str, ...]:
         """What the kernel's selftests Makefiles need to build for the guest: its arch and
@@ -223,9 +234,10 @@ def _read(directory: Path, name: str, what: str) -> dict[str, object]:
     return data
 
 
-def _checked(data: dict[str, object], path: str, keys: tuple[str, ...]) -> None:
+def _checked(data: dict[str, object], path: str, keys: tuple[str, ...],
+             optional: tuple[str, ...] = ()) -> None:
     missing = [k for k in keys if k not in data]
-    unknown = sorted(set(data) - set(keys))
+    unknown = sorted(set(data) - set(keys) - set(optional))
     if missing or unknown:
         raise TargetError(f"{path}: " + "; ".join(
             ([f"missing {', '.join(missing)}"] if missing else [])
@@ -256,12 +268,15 @@ _TOOLCHAIN_KEYS = ("name", "cc", "hostcc", "make", "cross", "versions", "package
 
 def arch(name: str) -> Arch:
     data, path = _read(ARCH_DIR, name, "arch"), f"arches/{name}.toml"
-    _checked(data, path, _ARCH_KEYS)
+    _checked(data, path, _ARCH_KEYS, optional=("guest_root_resolve",))
     lists = ("packages", "cross_packages", "guest_root")
     text = {k: _str(data, k, path) for k in _ARCH_KEYS if k not in lists}
+    resolve = data.get("guest_root_resolve", False)
+    if not isinstance(resolve, bool):
+        raise TargetError(f"{path}: guest_root_resolve must be true or false, not {resolve!r}")
     return Arch(**text, packages=_strs(data, "packages", path),
                 cross_packages=_strs(data, "cross_packages", path),
-                guest_root=_strs(data, "guest_root", path))
+                guest_root=_strs(data, "guest_root", path), guest_root_resolve=resolve)
 
 
 def toolchain(name: str) -> Toolchain:

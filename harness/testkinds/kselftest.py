@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness import target
-from harness.base import atomic, gitcmd, paths, proc
+from harness.base import atomic, gitcmd, paths, proc, sandbox
 from harness.base.model import Status
 from harness.guest.protocol import GuestTest
 from harness.testkinds.base import BuildContext, SelftestError, TestRef, setup_error
@@ -78,21 +78,24 @@ def build_kselftest(target_dir: str, tree: Path, build_dir: Path, *, log_dir: Pa
     klog = log_dir / f"build-kselftest-{slug}.log"
     # the headers of the kernel's own O= directory: make is told its arch and compiler
     proc.check(["make", "-C", str(tree), f"O={build_dir}", "-s", *built.kbuild_vars(),
-                "headers"], what="make headers", timeout=900, log_path=klog)
+                "headers"], what="make headers", timeout=900, log_path=klog,
+               sandbox=sandbox.for_tree(tree))
     kbuild = paths.sub("kselftest-build") / name
     with atomic.directory(out, prefix=f".{name}-") as scratch:
         proc.check(["make", "-C", str(tree / "tools/testing/selftests"),
                     f"TARGETS={target_dir}", *built.userspace_vars(),
                     f"O={kbuild}", f"KHDR_INCLUDES=-isystem {build_dir}/usr/include",
                     f"INSTALL_PATH={scratch}", "install"],
-                   what=f"building kselftest {target_dir}", timeout=1800, log_path=klog)
+                   what=f"building kselftest {target_dir}", timeout=1800, log_path=klog,
+                   sandbox=sandbox.for_tree(tree, write=(kbuild, scratch)))
     return out
 
 
 def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
     available = set()
     listing = installed / "kselftest-list.txt"
-    if listing.exists():
+    if listing.exists() or listing.is_symlink():
+        sandbox.regular_file(listing, installed)  # the tree's install wrote it
         for line in listing.read_text().splitlines():
             t, _, name = line.partition(":")
             if t == ref.target:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness import target
-from harness.base import atomic, paths, proc
+from harness.base import atomic, paths, proc, sandbox
 from harness.base.gitcmd import git
 from harness.base.model import KERNEL_PHASES, KernelImage
 from harness.guest.protocol import GuestTest
@@ -186,8 +186,9 @@ def tree_bpftool(tree: Path, *, log_dir: Path) -> Path:
         objs.mkdir()  # 7.2's tools/scripts/Makefile.include wants OUTPUT to exist
         proc.check(["make", "-s", "-C", str(tree / "tools/bpf/bpftool"), f"OUTPUT={objs}/",
                     f"-j{os.cpu_count() or 1}"], what="building the tree's bpftool",
-                   timeout=1800, log_path=log_dir / "bpftool-build.log")
-        shutil.copy2(objs / "bpftool", scratch / "bpftool")
+                   timeout=1800, log_path=log_dir / "bpftool-build.log",
+                   sandbox=sandbox.for_tree(tree, write=(scratch,)))
+        shutil.copy2(sandbox.regular_file(objs / "bpftool", objs), scratch / "bpftool")
         shutil.rmtree(objs)
     return out / "bpftool"
 
@@ -206,8 +207,11 @@ def vmlinux_h(kernel: KernelImage, bpftool: Path | None = None) -> Path:
         paths.touch(out.parent)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
+        # the tree's bpftool is the tree's code: sandboxed (the host's runs as it is)
         res = proc.check([tool, "btf", "dump", "file", str(kernel.vmlinux), "format", "c"],
-                         what=f"{tool} btf dump", timeout=300, log_path=None)
+                         what=f"{tool} btf dump", timeout=300, log_path=None,
+                         sandbox=sandbox.Reach(read=(Path(tool), kernel.vmlinux))
+                         if bpftool is not None else None)
         atomic.write_text(out, res.output)
     return out
 
@@ -237,6 +241,10 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
     clang, skeletons = (proc.require(CLANG), proc.require("bpftool")) if manifest.bpf else ("", "")
     includes = [f"-I{d}" for d in (*manifest.include, *ksft_dirs)]
     with atomic.directory(out, prefix=f".{manifest.name}-") as scratch:
+        # Our code, but it includes the kernel tree's kselftest.h: compiled in the sandbox
+        # (an #include of a file of the host would otherwise print it in the build log).
+        reach = sandbox.Reach(write=(scratch,), read=(manifest.directory, *manifest.include,
+                                                      *ksft_dirs))
         if header is not None:
             shutil.copyfile(header, scratch / "vmlinux.h")
         for src in manifest.bpf:
@@ -245,10 +253,11 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
             proc.check([clang, *BPF_CFLAGS, f"-D__TARGET_ARCH_{arch.bpf_target_arch}",
                         *manifest.bpf_cflags, f"-I{scratch}",
                         f"-I{manifest.directory}", *includes, "-c", str(manifest.directory / src),
-                        "-o", str(obj)], what=f"clang {src}", timeout=300, log_path=blog)
+                        "-o", str(obj)], what=f"clang {src}", timeout=300, log_path=blog,
+                       sandbox=reach)
             skel = proc.check([skeletons, "gen", "skeleton", str(obj), "name",
                                skeleton_name(src)], what=f"bpftool gen skeleton {src}",
-                              timeout=120, log_path=None)
+                              timeout=120, log_path=None, sandbox=reach)
             (scratch / f"{src.removesuffix('.bpf.c')}.skel.h").write_text(skel.output)
         if manifest.userspace:
             # Another arch's guest boots a root of its own without the host's libraries:
@@ -261,7 +270,8 @@ def build_own(manifest: Manifest, kernel: KernelImage, *, log_dir: Path,
                         *(str(manifest.directory / s) for s in manifest.userspace),
                         "-o", str(scratch / manifest.name.partition("@")[0]),
                         "-lbpf", "-lelf", "-lz", *(["-lzstd"] if cross else []), "-lm"],
-                       what=f"building {manifest.name}", timeout=300, log_path=blog)
+                       what=f"building {manifest.name}", timeout=300, log_path=blog,
+                       sandbox=reach)
         for name in manifest.files:
             shutil.copy2(manifest.directory / name, scratch / name)
         (scratch / ".built").write_text("ok\n")
@@ -282,7 +292,8 @@ def capture_kselftest_h(tree: Path, version: str, source: str) -> KselftestHeade
     header = tree / KSELFTEST_H
     if not header.is_file():
         return None
-    data = header.read_bytes()
+    # a file of the tree, not a link out of it (a series can add symlinks)
+    data = sandbox.regular_file(header, tree).read_bytes()
     name = f"{_major_minor(version)}-{hashlib.sha256(data).hexdigest()[:16]}"
     out = paths.sub("kselftest-h") / name
     if not (out / "kselftest.h").exists():

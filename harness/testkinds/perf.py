@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness import target
-from harness.base import atomic, gitcmd, host, paths, proc
+from harness.base import atomic, gitcmd, host, paths, proc, sandbox
 from harness.base.model import KernelImage
 from harness.guest.protocol import GuestTest
 from harness.testkinds import own
@@ -90,14 +90,18 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
     argv = ["make", "-C", str(tree / "tools/perf"), f"O={out / 'obj'}",
             f"-j{os.cpu_count() or 1}", *PERF_MAKE_VARS, *extra]
     log.info("building perf from %s (log: %s)", tree, blog)
-    res = proc.run(argv, timeout=PERF_BUILD_TIMEOUT_S, log_path=blog, keep_output=False)
+    btf = (kernel.vmlinux,) if extra and kernel.vmlinux is not None else ()
+    res = proc.run(argv, timeout=PERF_BUILD_TIMEOUT_S, log_path=blog, keep_output=False,
+                   sandbox=sandbox.for_tree(tree, write=(out,), read=btf))
     if not res.ok:
         lines = blog.read_text(errors="replace").splitlines()
         errors = [ln for ln in lines if re.search(r"error:|Error \d|undefined reference", ln)]
         how = "timed out" if res.timed_out else f"failed (exit {res.returncode})"
         raise SelftestError(f"building perf {how} after {res.duration_s:.0f}s; log: {blog}\n"
                             + "\n".join((errors or lines)[-15:]))
-    opts = proc.run([str(binary), "version", "--build-options"], timeout=60)
+    # the tree's perf, run: sandboxed like its build
+    opts = proc.run([str(binary), "version", "--build-options"], timeout=60,
+                    sandbox=sandbox.Reach(read=(out,)))
     atomic.write_text(out / "build-options.txt", opts.output)
     if not has_bpf_counters(opts.output, out / "obj"):
         # 6.12: "Makefile.config:NNN: Warning: Disabled BPF skeletons as ..."

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness import target
-from harness.base import atomic, gitcmd, paths, proc
+from harness.base import atomic, gitcmd, paths, proc, sandbox
 from harness.base.model import KernelImage
 from harness.guest.protocol import GuestTest
 from harness.kernel import build as kbuild
@@ -87,7 +87,7 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
     log.info("test_progs: kernel modules and Module.symvers in %s", build_dir)
     res = proc.run(kbuild.make_argv(tree, build_dir, tools, "vmlinux", "modules"),
                    env=kbuild.make_env(tools), timeout=kbuild.BUILD_TIMEOUT_S, log_path=blog,
-                   keep_output=False)
+                   keep_output=False, sandbox=kbuild.reach(tree, tools))
     if not res.ok:
         how = f"timed out after {res.duration_s:.0f}s" if res.timed_out else \
             f"failed (exit {res.returncode})"
@@ -123,7 +123,8 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
     log.info("building test_progs (every BPF program of tools/testing/selftests/bpf; "
              "a cold build takes long on 2 CPUs; log: %s)", blog)
     res = proc.run(argv, timeout=TEST_PROGS_BUILD_TIMEOUT_S, log_path=blog,
-                   on_line=on_line, keep_output=False)
+                   on_line=on_line, keep_output=False,
+                   sandbox=sandbox.for_tree(tree, write=(out,), read=(kernel.vmlinux,)))
     progress.done()
     if not res.ok:
         lines = blog.read_text(errors="replace").splitlines()

@@ -44,3 +44,14 @@ def test_the_new_tree_benchmark_builds_a_user_tree_from_ccache() -> None:
     # of the stored Debian build it equals but for one line
     assert first["build_s"] > 0 and first["ccache_hits"] > first["ccache_misses"], first
     assert "new tree build s" in out
+
+
+def test_the_isolation_benchmark_boots_on_both_roots() -> None:
+    out, doc = bench("isolation.py", timeout=30 * 60)
+    assert doc["command"] == "bench/isolation.py --quick"
+    root = doc["root"]
+    assert isinstance(root, dict) and root["size_bytes"] > 10**7 and root["packages"] > 20
+    boots = doc["boots"]
+    assert isinstance(boots, dict) and all(len(boots[k]) == 1 and boots[k][0]["boot"] > 0
+                                           for k in ("own root", "host root")), boots
+    assert "boot (kernel start to runner)" in out

@@ -1,6 +1,10 @@
 """HARNESS_CCACHE_REMOTE: ccache's own remote storage, so that CI runners and new machines
 share compiled objects. Real ccache and gcc against a real HTTP server started here on
-localhost (ccache's HTTP backend: GET, PUT, DELETE), on a few objects, not a kernel."""
+localhost (ccache's HTTP backend: GET, PUT, DELETE), on a few objects, not a kernel.
+
+An http: or redis: storage needs the network, which a sandboxed build has not: these
+tests compile as a --no-sandbox build does; the last ones say what the sandbox does
+with each kind of storage."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from typing import ClassVar
 
 import pytest
 
+from harness.base import sandbox
 from harness.base.errors import HarnessError
 from harness.drivers import doctor
 from harness.kernel import build
@@ -77,7 +82,8 @@ def _compile(files: list[Path], cache: Path, monkeypatch: pytest.MonkeyPatch,
     """Each file through ccache as the kernel build runs it (the harness's build
     environment for this cache); the ccache counters of this cache afterwards."""
     monkeypatch.setenv("HARNESS_CACHE", str(cache))
-    env = {**os.environ, **build.make_env(build.tools())}
+    with sandbox.using(sandbox.Policy(enabled=False, why_off="--no-sandbox")):
+        env = {**os.environ, **build.make_env(build.tools())}
     for f in files:
         subprocess.run(["ccache", "gcc", "-O2", "-c", f.name, "-o", f.stem + ".o"],
                        cwd=f.parent, env=env, check=True, capture_output=True)
@@ -122,6 +128,7 @@ def test_doctor_says_a_remote_answers(server: str, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("HARNESS_CCACHE_REMOTE", server)
     [check] = doctor.remote_cache_checks()
     assert check.ok and "answers" in check.detail
+    assert "not used by sandboxed builds" in check.detail  # no network in the sandbox
     monkeypatch.delenv("HARNESS_CCACHE_REMOTE")
     assert doctor.remote_cache_checks() == []
 
@@ -140,3 +147,21 @@ def test_a_remote_ccache_cannot_use_is_refused_with_the_forms_it_can(
 def test_unset_means_the_local_cache_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HARNESS_CCACHE_REMOTE", raising=False)
     assert "CCACHE_REMOTE_STORAGE" not in build.make_env(build.tools())
+
+
+def test_in_the_sandbox_a_network_storage_is_left_out_and_a_file_storage_bound(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No network in the sandbox: ccache would try an http: storage for every compile and
+    miss; it is left out (a warning says so). A file: storage is a directory: bound
+    writable at its own path, and used."""
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HARNESS_CCACHE_REMOTE", "http://127.0.0.1:9/cache")
+    tools = build.tools()
+    assert "CCACHE_REMOTE_STORAGE" not in build.make_env(tools)
+    with sandbox.using(sandbox.Policy(enabled=False, why_off="--no-sandbox")):
+        assert build.make_env(tools)["CCACHE_REMOTE_STORAGE"] == "http://127.0.0.1:9/cache"
+    remote = tmp_path / "shared"
+    monkeypatch.setenv("HARNESS_CCACHE_REMOTE", f"file:{remote}|update-mtime=true")
+    assert build.make_env(tools)["CCACHE_REMOTE_STORAGE"] == f"file:{remote}|update-mtime=true"
+    reach = build.reach(tmp_path / "tree", tools)
+    assert remote in reach.write and tmp_path / "cache" / "ccache" in reach.write

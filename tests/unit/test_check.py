@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,10 +22,13 @@ ENV = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.org"
 
 
 def _fake_checkpatch_tree(tmp_path: Path, output: Path) -> Path:
+    """A tree whose checkpatch.pl prints `output` (kept in the tree: checkpatch runs in
+    the sandbox, which reads the tree and the patch, nothing else)."""
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
+    shutil.copyfile(output, tree / "scripts" / "output.txt")
     script = tree / "scripts" / "checkpatch.pl"
-    script.write_text(f"#!/bin/sh\ncat '{output}'\nexit 1\n")
+    script.write_text(f"#!/bin/sh\ncat '{tree / 'scripts' / 'output.txt'}'\nexit 1\n")
     script.chmod(0o755)
     return tree
 
@@ -46,6 +50,8 @@ def test_run_checkpatch_keeps_output_and_log(tmp_path: Path) -> None:
 
 
 MAKEFILE = """\
+VERSION = 6
+PATCHLEVEL = 12
 # A stand-in for kbuild: just what harness's kconfig, build and W=1 steps call.
 O ?= .
 CC ?= gcc

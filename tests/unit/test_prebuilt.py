@@ -169,3 +169,36 @@ def test_the_archive_in_the_build_run_is_imported_by_the_run_itself(
                      str(built / "res-c")]) == 0
     assert (built / "cache-c" / _cells(built / "res-c")["p-a"]["image"].split(
         "/cache-c/")[1]).is_file()
+
+
+def test_a_test_job_needs_no_sandbox_and_says_how_its_kernel_was_built(
+        built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test job runs none of the tree's code: a runner where bubblewrap cannot run
+    boots the build (no set-up error), and the cell says what the build job's run was
+    (sandboxed here; a --no-sandbox build says so in the test job too)."""
+    from harness.base import sandbox
+
+    rec = json.loads((built / "build" / "p-a" / prebuilt.FILE).read_text())
+    assert (rec["sandbox"], rec["sandbox_off"]) == (True, "")
+    assert rec["sandbox_tool"].startswith("bubblewrap")
+    _elsewhere(built, monkeypatch, "cache-c")
+    monkeypatch.setattr(sandbox, "_which", lambda program: None)  # no bubblewrap here
+    sandbox.forget()
+    try:
+        assert cli.main(["cache", "import", str(built / "kernel.tar")]) == 0
+        assert cli.main(["run", "--matrix", str(built / "matrix.toml"), "--accel", "tcg",
+                         "--prebuilt", str(built / "build"), "--cell", "p-a",
+                         "--out", str(built / "res-c")]) == 0
+        iso = _cells(built / "res-c")["p-a"]["isolation"]
+        assert iso["sandbox"]["enabled"] is True and iso["guest_root"]["hash"]
+        assert iso["sandbox"]["tool"] == rec["sandbox_tool"]  # the build job's
+        rec["sandbox"], rec["sandbox_off"], rec["sandbox_tool"] = False, "--no-sandbox", ""
+        (built / "build" / "p-a" / prebuilt.FILE).write_text(json.dumps(rec))
+        assert cli.main(["run", "--matrix", str(built / "matrix.toml"), "--accel", "tcg",
+                         "--prebuilt", str(built / "build"), "--cell", "p-a",
+                         "--out", str(built / "res-d")]) == 0
+        iso = _cells(built / "res-d")["p-a"]["isolation"]
+        assert iso["sandbox"] == {"enabled": False, "off": "--no-sandbox", "tool": ""}
+        assert "build NOT sandboxed (--no-sandbox)" in iso["summary"]
+    finally:
+        sandbox.forget()

@@ -62,10 +62,12 @@ def test_the_default_pair_keeps_the_names_it_had() -> None:
     stored kernel's key over the same string as before there was a choice."""
     t = target.select(host_uname="x86_64")
     assert t.native_default and t.slug == "" and t.cc == "gcc"
-    assert kconfig.make_vars(t) == []
+    # (but for the tools no kernel of ours uses, pinned to nothing in every make)
+    assert kconfig.make_vars(t) == list(target.UNUSED_TOOLS)
     argv = build.make_argv(Path("/t"), Path("/t/.harness-build"), build.Tools(
         target=t, compiler="gcc", pahole="p", ccache=True), "bzImage")
     assert not any(a.startswith(("ARCH=", "CROSS_COMPILE=", "LLVM=")) for a in argv)
+    assert "RUSTC=harness-builds-no-rust" in argv
     assert "CC=ccache gcc" in argv
     tools = build.Tools(target=t, compiler="gcc (Debian 12.2.0) 12.2.0", pahole="v1.24",
                         ccache=True)
@@ -157,43 +159,72 @@ def test_a_target_is_its_own_kernel_and_its_own_ci_tree() -> None:
     assert plan.builds[1].bootstrap_argv("build")[-2:] == ["--toolchain", "llvm"]
 
 
-def test_a_guest_of_another_arch_boots_on_its_own_root_and_sees_what_it_reads(
+def test_every_guest_boots_on_its_own_root_and_sees_only_what_it_reads(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.base.model import KernelImage
-    from harness.guest import rootfs, vm
+    from harness.guest import isolation, rootfs, vm
 
     root = tmp_path / "rootfs"
+    (root / "root").mkdir(parents=True)
+    (root / "root" / "sh").write_text("sh")
+    (root / ".made").write_text("busybox-static\n1\n")
     monkeypatch.setattr(rootfs, "guest_root", lambda arch, log_dir: root)
-    native = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
-                         version="6.12", arch=target.DEFAULT_ARCH, toolchain="gcc")
-    assert vm.foreign_root(native, [tmp_path], log_dir=tmp_path) is None
-    arm = KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
-                      version="6.12", arch="arm64", toolchain="gcc")
+    monkeypatch.delenv(rootfs.OWN_ROOT_ENV)
     repo, cache = tmp_path / "repo", tmp_path / "cache"
     monkeypatch.setenv("HARNESS_CACHE", str(cache))
-    foreign = vm.foreign_root(arm, [repo / "harness/guest", cache / "selftests/a",
-                                    cache / "selftests/b", repo / "harness/guest/x",
-                                    tmp_path / "mine"], log_dir=tmp_path)
-    assert foreign is not None and foreign.root == root / "root"
-    # one under another is shared with it, once; the cache's test builds as the cache
-    assert foreign.shared == (cache, tmp_path / "mine", repo / "harness/guest")
+    for d in ("selftests/a", "selftests/b", "perf/k/obj"):
+        (cache / d).mkdir(parents=True)
+    (cache / "selftests/a/t").write_text("test a")
+    (cache / "perf/k/obj/perf").write_text("perf")
+    (cache / "selftests/b/perf").symlink_to(cache / "perf/k/obj/perf")
+    (cache / "kernels/k").mkdir(parents=True)  # not asked for: not seen
+    (repo / "harness/guest").mkdir(parents=True)
+    shared = [repo / "harness/guest", cache / "selftests/a", cache / "selftests/b",
+              repo / "harness/guest/x", tmp_path / "mine"]
+    (tmp_path / "mine").mkdir()
     out = tmp_path / "out"
-    boot = vm.Boot(kernel=arm, accel=Accel.TCG, guest=GuestSpec(), rwdirs=(out,))
-    argv = vm.vng_argv(boot, command=["true"], foreign=foreign)
-    joined = " ".join(argv)
-    assert f"--arch arm64 --root {root / 'root'}" in joined
-    assert f"--rwdir {out}={out}" in joined and f"--rodir {cache}={cache}" in joined
-    assert f"--rwdir {out} " not in joined + " "
-    # the guest's directory, as vng takes it with a root of its own: a host path inside it
-    at = vm.vng_argv(boot, command=["true"], foreign=foreign, cwd=out)
-    assert at[at.index("--cwd") + 1] == str(root / "root" / out.relative_to("/"))
-    foreign.mount_points([out])
-    assert (root / "root" / out.relative_to("/")).is_dir()
-    assert (root / "root" / cache.relative_to("/")).is_dir()
+    for kernel in (KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
+                               version="6.12", arch="arm64", toolchain="gcc"),
+                   KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
+                               version="6.12", arch=target.DEFAULT_ARCH, toolchain="gcc")):
+        with vm.guest_root(kernel, shared, host_root=False, log_dir=tmp_path) as own:
+            assert own is not None and own.root == root / "root"
+            assert own.identity.digest == rootfs.identity(root).digest != ""
+            # the cache's outputs the guest runs, alone, in a view mounted at the cache's
+            # path; the runner's directory and a command's own, each at its path
+            (guest, view), *rest = own.rodirs
+            assert guest == cache.resolve() and view.is_relative_to(cache / "guest-view")
+            assert sorted(p.relative_to(view).as_posix() for p in view.rglob("*")) == [
+                "perf", "perf/k", "perf/k/obj", "perf/k/obj/perf", "selftests",
+                "selftests/a", "selftests/a/t", "selftests/b", "selftests/b/perf"]
+            assert (view / "selftests/a/t").stat().st_ino == (cache / "selftests/a/t").stat(
+                ).st_ino  # linked, not copied
+            assert rest == [(tmp_path / "mine", tmp_path / "mine"),
+                            (repo / "harness/guest", repo / "harness/guest")]
+            boot = vm.Boot(kernel=kernel, accel=Accel.TCG, guest=GuestSpec(), rwdirs=(out,))
+            argv = vm.vng_argv(boot, command=["true"], own=own)
+            joined = " ".join(argv)
+            assert f"--root {root / 'root'}" in joined
+            assert ("--arch arm64" in joined) is (kernel.arch == "arm64")
+            assert f"--rwdir {out}={out}" in joined and f"--rodir {cache}={view}" in joined
+            # the guest's directory, as vng takes it with a root of its own
+            at = vm.vng_argv(boot, command=["true"], own=own, cwd=out)
+            assert at[at.index("--cwd") + 1] == str(root / "root" / out.relative_to("/"))
+            own.mount_points([out])
+            assert (root / "root" / out.relative_to("/")).is_dir()
+        assert not view.exists()  # gone with the boot
+    # --host-root: the host's root, as vng exports it, for the host's arch alone
+    native = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
+                         version="6.12", arch=target.DEFAULT_ARCH, toolchain="gcc")
+    with vm.guest_root(native, shared, host_root=True, log_dir=tmp_path) as own:
+        assert own is None
     # KVM runs only the host's arch: no probe, TCG, and a request for KVM is refused
+    arm = KernelImage(boot_image=tmp_path / "Image", vmlinux=None, config=None,
+                      version="6.12", arch="arm64", toolchain="gcc")
     assert vm.choose_accel(Accel.AUTO, arm.boot_image, arch="arm64")[0] is Accel.TCG
     with pytest.raises(vm.BootError, match="KVM runs only the host's arch"):
         vm.choose_accel(Accel.KVM, arm.boot_image, arch="arm64")
+    assert isolation.least([cache / "a", cache / "a/b", cache]) == [cache.resolve()]
 
 
 def test_busybox_applets_become_links_where_no_package_put_a_file(tmp_path: Path) -> None:
@@ -260,13 +291,15 @@ def test_every_command_the_extending_guide_gives_parses() -> None:
 
 
 def test_what_a_make_in_the_targets_tree_and_its_selftests_are_told() -> None:
-    assert target.default().kbuild_vars() == () and target.default().userspace_vars() == ()
+    pinned = target.UNUSED_TOOLS
+    assert target.default().kbuild_vars() == pinned and target.default().userspace_vars() == ()
     llvm = target.select("x86_64", "llvm", host_uname="x86_64")
-    assert llvm.kbuild_vars() == ("ARCH=x86_64", "LLVM=-19", "CC=clang-19", "HOSTCC=clang-19")
+    assert llvm.kbuild_vars() == ("ARCH=x86_64", "LLVM=-19", "CC=clang-19", "HOSTCC=clang-19",
+                                  *pinned)
     assert llvm.userspace_vars() == ()  # the host's gcc builds what the host's guest runs
     arm = target.select("arm64", "gcc", host_uname="x86_64")
     assert arm.kbuild_vars() == ("ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-",
-                                 "CC=aarch64-linux-gnu-gcc", "HOSTCC=gcc")
+                                 "CC=aarch64-linux-gnu-gcc", "HOSTCC=gcc", *pinned)
     assert arm.userspace_vars() == ("ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-")
 
 
@@ -280,3 +313,32 @@ def test_tests_built_only_for_the_host_are_refused_for_another_arch_before_any_b
     with pytest.raises(Exception, match=r"test_progs:cgroup_iter: built for the host's arch"
                                         r" \(x86_64\); an arm64 guest cannot run them yet"):
         pipeline._plan(cell, StageLog("a"))
+
+
+def test_a_roots_packages_are_what_apts_solver_says_and_its_hash_is_its_content(
+        tmp_path: Path) -> None:
+    from harness.guest import rootfs
+
+    # `apt-get -s install` against an empty package database (recorded here, 2026-11-28)
+    said = ("NOTE: This is only a simulation!\n"
+            "Inst gcc-12-base (12.2.0-14+deb12u1 Debian:12.12/stable [amd64])\n"
+            "Inst libc6 (2.36-9+deb12u14 Debian-Security:12/stable-security [amd64])\n"
+            "Conf libc6 (2.36-9+deb12u14 Debian-Security:12/stable-security [amd64])\n"
+            "Inst busybox-static (1:1.35.0-4+deb12u1+b1 Debian:12.12/stable [amd64])\n")
+    assert [(m["name"], m["version"]) for m in rootfs._INST.finditer(said)] == [
+        ("gcc-12-base", "12.2.0-14+deb12u1"), ("libc6", "2.36-9+deb12u14"),
+        ("busybox-static", "1:1.35.0-4+deb12u1+b1")]
+    root = tmp_path / "root"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "sh").write_text("#!sh\n")
+    (root / "usr").mkdir()
+    (root / "bin" / "awk").symlink_to("/usr/bin/mawk")
+    first = rootfs._measure(root, 2)
+    assert first.size == 5 and first.packages == 2 and len(first.digest) == 16
+    (root / "tmp" / "wt41-runs" / "x").mkdir(parents=True)  # a mount point vng needs
+    assert rootfs._measure(root, 2) == first
+    (root / "bin" / "sh").chmod(0o755)  # a mode is content
+    assert rootfs._measure(root, 2).digest != first.digest
+    (root / "bin" / "awk").unlink()
+    (root / "bin" / "awk").symlink_to("/bin/busybox")  # where a link points too
+    assert rootfs._measure(root, 2).digest not in (first.digest,)
