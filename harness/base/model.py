@@ -241,7 +241,10 @@ def normalised_title(title: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Splat:
-    kind: str  # WARNING, BUG, KASAN, UBSAN, LOCKDEP, RCU_STALL, HUNG_TASK, SOFT_LOCKUP, PANIC, OOPS
+    # WARNING, BUG, KASAN, UBSAN, LOCKDEP, RCU_STALL, HUNG_TASK, SOFT_LOCKUP, PANIC, OOPS;
+    # BOOT_HANG: not the kernel's words but the harness's finding, a boot silent too long
+    # before the runner started (its text: the console's last lines)
+    kind: str
     title: str
     text: str
     decoded: str = ""
@@ -354,6 +357,24 @@ class Metrics:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CheckSelection:
+    """Which checks (subtests) of a test ran when only some were asked for
+    (`--test memcg_kfuncs:usage_*`, `--affected`): the rest were not run, which says
+    nothing about the kernel (unlike SKIP)."""
+
+    asked: tuple[str, ...]  # the names or globs asked for
+    selected: tuple[str, ...]  # the checks they name
+    needed: tuple[str, ...] = ()  # checks the selected need, which came along
+    cleanup: tuple[str, ...] = ()  # clean-up checks, which run whenever any check runs
+    not_run: tuple[str, ...] = ()  # the others: not run
+    why: str = ""  # who chose them and why (--affected: the changed functions they reached)
+
+    @property
+    def ran(self) -> tuple[str, ...]:
+        return (*self.needed, *self.selected, *self.cleanup)
+
+
+@dataclass(frozen=True, kw_only=True)
 class TestResult:
     """One selftest run in the guest, or one kernel phase (boot, set-up, shutdown)."""
 
@@ -381,6 +402,8 @@ class TestResult:
     output_lines: int = 0
     metrics: Metrics | None = None  # what it wrote to $HARNESS_METRICS
     metrics_error: str = ""  # why that was not read
+    # only some of its checks were asked for: which ran, and that the rest did not
+    selection: CheckSelection | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

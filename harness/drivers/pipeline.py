@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness import target, testkinds
-from harness.base import paths
+from harness.base import paths, proc
 from harness.base.errors import HarnessError
 from harness.base.model import (
     Accel,
@@ -47,7 +47,7 @@ from harness.drivers import prebuilt
 from harness.drivers.matrix import Cell
 from harness.drivers.stages import StageLog
 from harness.guest import protocol, vm
-from harness.judge import attempts, coverage, outcome
+from harness.judge import attempts, coverage, outcome, splat
 from harness.judge import verdict as verdicts
 from harness.kernel import build, cache, decode, features, gcov, kconfig, series, sources
 from harness.kernel.tree import KernelTree
@@ -328,7 +328,7 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
             with _collected(problems):
                 found.append(testkinds.command_ref(cell.command, cwd=cell.command_cwd,
                                                    timeout_s=cell.command_timeout))
-        refs = tuple(found)
+        refs = merged_checks(found)
         names = [r.name for r in refs]
         if dups := sorted({n for n in names if names.count(n) > 1}):
             problems.append(SelftestError(
@@ -384,6 +384,23 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
                 status=worst([p.status or Status.SETUP_ERROR for p in problems]))
     assert spec is not None and tgt is not None
     return CellPlan(spec=spec, tests=refs, patches=patches, fragments=fragments, target=tgt)
+
+
+def merged_checks(refs: list[TestRef]) -> tuple[TestRef, ...]:
+    """`--test T:a --test T:b` as `T:a,b`; with `--test T` too, all of T. (The same test
+    twice without checks stays twice: an error the plan reports.)"""
+    merged: list[TestRef] = []
+    for ref in refs:
+        i = next((k for k, x in enumerate(merged) if x.name == ref.name and x.kind == ref.kind
+                  and x.manifest == ref.manifest and (x.checks or ref.checks)), None)
+        if i is None:
+            merged.append(ref)
+            continue
+        first = merged[i]
+        both = () if not (first.checks and ref.checks) else tuple(
+            dict.fromkeys((*first.checks, *ref.checks)))
+        merged[i] = replace(first, checks=both, checks_why=first.checks_why or ref.checks_why)
+    return tuple(merged)
 
 
 def _patch_path(text: str) -> Path:
@@ -656,14 +673,16 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
                 got[0] = boot
             yield Known(tests=(*skipped, *got))
             if boot.status is Status.BOOT_ERROR:
-                panicked = any(s.kind == "PANIC" for s in boot.splats)
-                # The splats are the boot result's, shown with it.
-                if attempt > 1 or panicked or not options.retry_boot:
+                # The kernel's own failure (a panic, a splat, a boot that hung) is not
+                # retried: only one of the environment's (QEMU, the host) may pass on a
+                # second boot. The splats are the boot result's, shown with it.
+                kernel_failed = any(not s.expected for s in boot.splats)
+                if attempt > 1 or kernel_failed or not options.retry_boot:
                     raise vm.BootError(boot.reason, log=guest_dir / "console.log")
         if boot.status is not Status.BOOT_ERROR:
             return BootOutcome(results=tuple(got), accel=chosen, retries=retries)
-        # A guest that never reached the runner (and did not panic) gets one more boot;
-        # what its kernel printed still counts.
+        # A guest that never reached the runner for the environment's reason gets one
+        # more boot; what its kernel printed still counts.
         stages.stages[-1] = replace(stages.stages[-1], status=Status.BOOT_ERROR,
                                     detail=boot.reason)
         retry = f"boot: {boot.reason}; booted again"
@@ -753,7 +772,7 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
     guest = vm.run_guest(boot, command=protocol.runner_argv(guest_dir, plan_file,
                                                             fail_fast=fail_fast,
                                                             gcov=cell.coverage),
-                         timeout=timeout, console_log=console)
+                         timeout=timeout, console_log=console, quiet=BOOT_WATCH)
 
     def read(name: str) -> str:
         path = guest_dir / name
@@ -769,7 +788,8 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
                    and (guest_dir / f"{t.name}.json").stat().st_size <= protocol.LOG_READ_CAP},
         dmesg=read("dmesg.txt"), console=read("console.log"),
         runner_done=(guest_dir / "runner-done").exists(),
-        vm_timed_out=guest.timed_out, vm_exit=guest.returncode)
+        vm_timed_out=guest.timed_out, vm_exit=guest.returncode,
+        vm_stopped_by=guest.stopped_by)
     final = []
     shown = {t.name for t in planned if t.show_output}
     for res in outcome.evaluate(planned, record):
@@ -797,6 +817,11 @@ def _with_metrics(res: TestResult, file: Path) -> TestResult:
 
 
 OUTPUT_SHOWN = 30  # lines of a command's output kept in its result and shown
+
+# A boot that makes no progress before the runner is ready (silent, or the kernel
+# reporting a stall) is ended then, not at the VM's timeout; once the runner has started,
+# each test has its own timeout (a silent test is not a hang).
+BOOT_WATCH = proc.Quiet(seconds=vm.BOOT_SILENCE_S, until=protocol.READY, stop=splat.STALLS)
 
 
 def describe(cell: Cell) -> str:

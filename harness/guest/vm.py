@@ -194,6 +194,14 @@ class GuestRun:
     duration_s: float
     console_log: Path
     argv: tuple[str, ...]
+    # ended before its timeout because it made no progress (`run_guest`'s quiet): why
+    stopped_by: str | None = None
+
+
+# A boot that prints nothing for this long before its command is ready is a hang, not a
+# slow boot: under TCG on a loaded host the longest quiet stretch of a good boot seen was
+# ~5 s of guest time (virtme-ng-init's set-up), 10-15 s of the host's.
+BOOT_SILENCE_S = 30.0
 
 
 def vng_argv(boot: Boot, *, command: list[str] | None, cwd: Path | None = None,
@@ -247,8 +255,9 @@ def shell(boot: Boot, *, cwd: Path, console_log: Path) -> int | None:
 
 
 def run_guest(boot: Boot, *, command: list[str], timeout: float,
-              console_log: Path) -> GuestRun:
-    """Boot, run the command, power off. Killed (whole process group) at the timeout."""
+              console_log: Path, quiet: proc.Quiet | None = None) -> GuestRun:
+    """Boot, run the command, power off. Killed (whole process group) at the timeout, or
+    earlier when `quiet` says it makes no progress before its command is ready."""
     foreign = foreign_root(boot.kernel, list(boot.shared), log_dir=console_log.parent)
     if foreign is not None:
         foreign.mount_points(list(boot.rwdirs))
@@ -257,6 +266,8 @@ def run_guest(boot: Boot, *, command: list[str], timeout: float,
     # vng runs its helpers (virtme-run, virtme-ng-init) from its own bin directory.
     bindir = str(Path(argv[0]).parent)
     res = proc.run(argv, timeout=timeout, log_path=console_log, keep_output=False,
-                   env={"TERM": "dumb", "PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
+                   env={"TERM": "dumb", "PATH": f"{bindir}:{os.environ.get('PATH', '')}"},
+                   quiet=quiet)
     return GuestRun(returncode=res.returncode, timed_out=res.timed_out,
-                    duration_s=res.duration_s, console_log=console_log, argv=res.argv)
+                    duration_s=res.duration_s, console_log=console_log, argv=res.argv,
+                    stopped_by=res.stopped_by)

@@ -28,6 +28,7 @@ from harness.base.gitcmd import git_run
 from harness.base.model import (
     BuildRun,
     CellResult,
+    CheckSelection,
     ConfigResult,
     DroppedSymbol,
     Feature,
@@ -124,9 +125,16 @@ def test_json(t: TestResult, base: Path | None = None) -> dict[str, Any]:
         }
     if extra := _extra_json(t):
         out["extra"] = extra
+    if t.selection is not None:
+        out["selection"] = _selection_json(t.selection)
     if t.attempts:
         out["attempts"] = [test_json(a, base) for a in t.attempts]
     return out
+
+
+def _selection_json(x: CheckSelection) -> dict[str, Any]:
+    return {"asked": list(x.asked), "selected": list(x.selected), "needed": list(x.needed),
+            "cleanup": list(x.cleanup), "not_run": list(x.not_run), "why": x.why}
 
 
 def _extra_json(t: TestResult) -> dict[str, Any]:
@@ -670,7 +678,16 @@ def _test(t: _Object) -> TestResult:
         output_lines=extra.integer("output_lines", len(tail)) if extra and tail is not None
         else 0,
         metrics=None if metrics is None else metrics_of(metrics),
-        metrics_error=extra.text("metrics_error") if extra else "")
+        metrics_error=extra.text("metrics_error") if extra else "",
+        selection=_selection(t.object_or_none("selection")))
+
+
+def _selection(x: _Object | None) -> CheckSelection | None:
+    if x is None:
+        return None
+    return CheckSelection(asked=x.texts("asked"), selected=x.texts("selected"),
+                          needed=x.texts("needed"), cleanup=x.texts("cleanup"),
+                          not_run=x.texts("not_run"), why=x.text("why"))
 
 
 def _case(c: _Object) -> TestCase:

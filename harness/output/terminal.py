@@ -28,7 +28,7 @@ from harness.base.model import (
     TestResult,
     leaves,
 )
-from harness.judge import ktap, splat
+from harness.judge import checks, ktap, splat
 
 WIDTH = 100
 
@@ -150,6 +150,10 @@ def _result_lines(t: TestResult, name_width: int, base: Path | None, *,
     head = f"   {t.name:<{name_width}}  {t.status.value + expected:<8} {t.duration_s:6.1f}s"
     lines = _wrap(f"{head}  {detail}".rstrip(), "")
     indent = "      "
+    if (sel := t.selection) is not None:
+        lines += _wrap("only " + checks.describe(sel), indent)
+        if sel.why:
+            lines += _wrap(f"why: {sel.why}", indent + "  ")
     if t.reason and counts and t.status is not Status.PASS:
         lines += _wrap(counts, indent)
     for s in t.splats:
@@ -168,9 +172,12 @@ def _result_lines(t: TestResult, name_width: int, base: Path | None, *,
         lines += _wrap(f"note: {note}", indent)
     if tail := t.output_tail:
         total = t.output_lines
-        lines.append(f"{indent}output:" if total == len(tail) else
-                     f"{indent}output (its last {len(tail)} of {total} lines; all of it in the "
-                     "log):")
+        if t.phase is Phase.BOOT:  # a boot that hung: the console's last lines
+            lines.append(f"{indent}console, its last {len(tail)} lines:")
+        else:
+            lines.append(f"{indent}output:" if total == len(tail) else
+                         f"{indent}output (its last {len(tail)} of {total} lines; all of it "
+                         "in the log):")
         lines += [f"{indent}| {line}"[:WIDTH + 40] for line in tail]
     if t.metrics is not None and t.metrics.summary:
         lines += _wrap(f"metrics: {t.metrics.summary}", indent)
