@@ -26,7 +26,7 @@ NONE = "-"  # a selection of no check: only the clean-ups (what runs around the 
 
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
 _ENTRY = re.compile(r"\bCHECK\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)"
-                    r"|\bCHECK_BY\(\s*(\w+)\s*,\s*\w+\s*(?:,\s*(\w+)\s*)?\)")
+                    r"|\bCHECK_BY\(\s*(\w+)\s*,\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)")
 _LINE = re.compile(r"^# harness-checks: (.*)$", re.MULTILINE)
 GLOB = re.compile(r"[*?\[]")
 
@@ -35,6 +35,7 @@ GLOB = re.compile(r"[*?\[]")
 class Check:
     name: str
     needs: str = ""  # the earlier check it needs ("": none)
+    function: str = ""  # the C function that makes it (CHECK: check_NAME)
 
 
 def table_of(sources: Iterable[str]) -> tuple[Check, ...] | None:
@@ -43,8 +44,11 @@ def table_of(sources: Iterable[str]) -> tuple[Check, ...] | None:
     found: list[Check] = []
     for text in sources:
         for m in _ENTRY.finditer(_COMMENT.sub(" ", text)):
-            name, needs = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-            found.append(Check(name=name, needs=needs or ""))
+            if m.group(1):
+                name, fn, needs = m.group(1), f"check_{m.group(1)}", m.group(2)
+            else:
+                name, fn, needs = m.group(3), m.group(4), m.group(5)
+            found.append(Check(name=name, needs=needs or "", function=fn))
     return tuple(found) or None
 
 
@@ -60,17 +64,20 @@ def unknown(table: tuple[Check, ...], asked: Iterable[str]) -> list[str]:
 
 def select(table: tuple[Check, ...], asked: tuple[str, ...], *, why: str = "") -> CheckSelection:
     """What check.c runs for these globs: the checks they match, what those need
-    (transitively), the clean-ups; each list in the table's order."""
+    (transitively: their needs, and the earlier checks made by the same function), the
+    clean-ups; each list in the table's order."""
     names = [c.name for c in table]
     chosen = {n for a in asked if a != NONE for n in fnmatch.filter(names, a)}
-    needs = {c.name: c.needs for c in table}
     needed: set[str] = set()
     todo = list(chosen)
     while todo:
-        need = needs.get(todo.pop(), "")
-        if need and need in needs and need not in chosen | needed:
-            needed.add(need)
-            todo.append(need)
+        i = names.index(todo.pop())
+        wanted = [table[i].needs] + [c.name for c in table[:i]
+                                     if c.function == table[i].function]
+        for need in wanted:
+            if need and need in names and need not in chosen | needed:
+                needed.add(need)
+                todo.append(need)
     cleanup = {n for n in names if is_cleanup(n) and n not in chosen | needed}
     ran = chosen | needed | cleanup
     return CheckSelection(

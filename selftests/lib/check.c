@@ -106,7 +106,8 @@ static void say_checks(const char *key, const char *want, char mark)
 /*
  * $HARNESS_CHECKS, the checks to run: comma-separated fnmatch(3) globs over the
  * names ("usage_*,root_*"). Each selected check's needs come along (transitively),
- * and so do the clean-up checks; the others are not run and not printed (they are
+ * and the checks before it made by the same function (CHECK_BY: such a function may
+ * count its calls), and so do the clean-up checks; the others are not run and not printed (they are
  * not skipped: nothing in the kernel kept them from running). "-" selects none (only
  * the clean-ups: what the program does around its checks). A glob that matches no
  * check ends the program with the names it has. @run[i]: 0 not run, 's' selected,
@@ -146,10 +147,19 @@ static size_t select_checks(const char *spec, char *run)
 		for (i = 0; i < table_len; i++) {
 			int need = table[i].needs && *table[i].needs ?
 				   find_check(table[i].needs) : -1;
+			size_t j;
 
 			if (run[i] && need >= 0 && !run[need]) {
 				run[need] = 'n';
 				grew = true;
+			}
+			/* a function several checks share (CHECK_BY) may judge by the order
+			 * it is called in: the checks before this one that it makes come too */
+			for (j = 0; run[i] && j < i; j++) {
+				if (table[j].run == table[i].run && !run[j]) {
+					run[j] = 'n';
+					grew = true;
+				}
 			}
 		}
 	}

@@ -32,7 +32,13 @@ static int check_load(void) { return KSFT_PASS; }
 static int check_setup(void) { return KSFT_PASS; }
 static int check_usage_a(void) { return KSFT_PASS; }
 static int check_usage_b(void) { ksft_print_msg("b ran\n"); return KSFT_PASS; }
-static int check_values(void) { return KSFT_PASS; }
+static int check_values(void)
+{
+	static int calls;	/* values_x, then values_y: judged by the order of its calls */
+
+	ksft_print_msg("values call %d\n", calls);
+	return calls++ < 2 ? KSFT_PASS : KSFT_FAIL;
+}
 static int check_fails(void) { return check_fail("it broke"); }
 static int check_tree_cleanup(void) { return KSFT_PASS; }
 int main(void)
@@ -46,6 +52,7 @@ int main(void)
 			load),
 		CHECK_BY(values_x, check_values, setup),
 		CHECK(fails),
+		CHECK_BY(values_y, check_values, load),
 		CHECK(tree_cleanup),
 	};
 	return checks_run(checks, ARRAY_SIZE(checks), NULL);
@@ -76,13 +83,16 @@ def test_the_table_read_from_the_source_is_the_table() -> None:
     assert table is not None
     assert [(c.name, c.needs) for c in table] == [
         ("load", ""), ("setup", "load"), ("usage_a", "setup"), ("usage_b", "load"),
-        ("values_x", "setup"), ("fails", ""), ("tree_cleanup", "")]
+        ("values_x", "setup"), ("fails", ""), ("values_y", "load"), ("tree_cleanup", "")]
+    assert [c.function for c in table][-4:] == [
+        "check_values", "check_fails", "check_values", "check_tree_cleanup"]
     # a table filled at run time is not known on the host
     assert checks.table_of(['checks[n++] = (struct check){ "load", check_load, NULL };']) \
         is None
 
 
-@pytest.mark.parametrize("spec", ["usage_*", "usage_a", "values_x,usage_b", "-", "fails"])
+@pytest.mark.parametrize("spec", ["usage_*", "usage_a", "values_x,usage_b", "-", "fails",
+                                  "values_y"])
 def test_the_guest_runs_what_the_host_says(program: Path, spec: str) -> None:
     res = _run(program, spec)
     said = checks.selection_from_output(res.stdout)
@@ -102,22 +112,31 @@ def test_what_comes_along_is_said(program: Path) -> None:
     sel = checks.selection_from_output(_run(program, "usage_*").stdout)
     assert sel == CheckSelection(asked=("usage_*",), selected=("usage_a", "usage_b"),
                                  needed=("load", "setup"), cleanup=("tree_cleanup",),
-                                 not_run=("values_x", "fails"))
-    assert checks.describe(sel) == ("5 of 7 checks: usage_* (usage_a, usage_b); needed: "
-                                    "load, setup; clean-up: tree_cleanup; 2 not run")
+                                 not_run=("values_x", "fails", "values_y"))
+    assert checks.describe(sel) == ("5 of 8 checks: usage_* (usage_a, usage_b); needed: "
+                                    "load, setup; clean-up: tree_cleanup; 3 not run")
+
+
+def test_a_shared_function_s_earlier_checks_come_along(program: Path) -> None:
+    """values_y is check_values' second call: alone, the function would judge it as its
+    first (values_x); values_x and what it needs come along."""
+    res = _run(program, "values_y")
+    sel = checks.selection_from_output(res.stdout)
+    assert sel is not None and sel.needed == ("load", "setup", "values_x")
+    assert "values call 1" in res.stdout and res.returncode == 0
 
 
 def test_without_a_selection_every_check_runs_and_nothing_is_said(program: Path) -> None:
     res = _run(program, None)
     assert checks.selection_from_output(res.stdout) is None
-    assert len(ktap.parse(res.stdout).cases) == 7
+    assert len(ktap.parse(res.stdout).cases) == 8
 
 
 def test_an_unknown_name_in_the_guest_ends_the_program_with_the_names(program: Path) -> None:
     res = _run(program, "usage_a,nope")
     assert res.returncode == 1
     assert "no check named nope; the checks are: load setup usage_a usage_b values_x " \
-           "fails tree_cleanup" in res.stdout
+           "fails values_y tree_cleanup" in res.stdout
     assert ktap.parse(res.stdout).status is Status.FAIL
 
 
@@ -168,13 +187,13 @@ def test_a_result_says_which_checks_ran_and_keeps_it_in_results_json(program: Pa
     result = next(r for r in outcome.evaluate([test], record) if r.name == "t")
     assert result.status is Status.PASS
     assert result.selection is not None and result.selection.not_run == (
-        "usage_b", "values_x", "fails")
+        "usage_b", "values_x", "fails", "values_y")
     assert result.selection.why == "asked for"
     back = results._test(results._Object(results.test_json(result), "t"))
     assert back.selection == result.selection
     lines = terminal._result_lines(result, 10, None)
-    assert "only 4 of 7 checks: usage_a; needed: load, setup; clean-up: tree_cleanup; " \
-           "3 not run" in "\n".join(lines)
+    assert "only 4 of 8 checks: usage_a; needed: load, setup; clean-up: tree_cleanup; " \
+           "4 not run" in "\n".join(lines)
 
 
 def test_test_progs_subtests_by_name(tmp_path: Path) -> None:
