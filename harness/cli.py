@@ -182,8 +182,18 @@ def _out_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
 def _run_arguments(r: argparse.ArgumentParser) -> None:
     _tree_options(r, several_kernels=True)
     _many(r, "--test", "NAME|PATH",
-          help="selftest name, test directory, kselftest:TARGET or test_progs:NAME "
-               "(repeatable; default: the tests of the base's matrix cell)")
+          help="selftest name, test directory, kselftest:TARGET or test_progs:NAME; "
+               "NAME:CHECK[,CHECK] (globs) runs only those checks of its CHECK table (and "
+               "what they need), test_progs:NAME/SUBTEST and kselftest:TARGET:PROGRAM:NAME "
+               "those subtests (repeatable; default: the tests of the base's matrix cell)")
+    r.add_argument("--affected", action="store_true",
+                   help="run only the checks the change can affect: the map (--map) says "
+                        "which checks reach the kernel functions the tree's last commit "
+                        "(the last patch, or your uncommitted changes) touches; every test "
+                        "whole when it cannot say")
+    r.add_argument("--map", action="store_true",
+                   help="on the gcov kernel (--coverage), run each check alone and record "
+                        "which kernel functions it reaches: the map --affected reads")
     r.add_argument("--boot-only", action="store_true",
                    help="run no test: judge the kernel by its boot and shutdown alone")
     r.add_argument("--build-only", action="store_true",
@@ -476,7 +486,7 @@ def run_request(args: argparse.Namespace) -> run.Request:
         coverage=args.coverage, tier=args.tier, cells=tuple(args.cell), matrix=args.matrix,
         arch=args.arch, toolchain=args.toolchain, guest_command=tuple(args.guest_command),
         cwd=args.cwd, timeout=args.timeout, shard=args.shard, costs=args.costs,
-        baseline=args.baseline)
+        baseline=args.baseline, affected=args.affected, record_map=args.map)
     options = pipeline.RunOptions(strict=args.strict, repeat=args.repeat,
                                   build_only=args.build_only, retry_failed=args.retry_failed,
                                   prebuilt=args.prebuilt)

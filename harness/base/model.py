@@ -494,6 +494,27 @@ class PatchCoverage:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AffectedTest:
+    """--affected: what ran of one test, and why."""
+
+    test: str
+    ran: str  # "all", "some" (its `checks`) or "none"
+    checks: tuple[str, ...] = ()
+    why: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Affected:
+    """--affected: what the change touched and what of each test ran for it (the map of
+    which checks reach which kernel functions decided, or `fallback` says why not)."""
+
+    changed: tuple[str, ...]  # "file:function", or a file's lines outside any function
+    tests: tuple[AffectedTest, ...]
+    fallback: str = ""  # why every test ran whole ("": the map decided)
+    map: str = ""  # the map that decided: where and when it was recorded
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: str
     kernel: str
@@ -523,6 +544,8 @@ class CellResult:
     arch: str  # what the kernel was built for and with (target.DEFAULT_*: the default)
     toolchain: str
     compiler: str = ""  # the compiler's version line, as the kernel's build recorded it
+    affected: Affected | None = None  # --affected: what ran of each test, and why
+    map_error: str = ""  # --map: why no map was recorded ("": one was, or none asked)
 
 
 class RunState(enum.Enum):

@@ -12,6 +12,7 @@
       rootfs/<arch>-<key>/   a guest root for another arch (rootfs.py)
       ccache/                CCACHE_DIR
       results/<run id>/      runs started inside a kernel tree without --out
+      affected/<key>.json    which checks reach which kernel functions, per cell (--map)
       kvm-verdict.json       accel probe verdict per (host kernel, qemu version)
       locks/                 one lock file per build directory
 """

@@ -28,6 +28,7 @@ from harness.base import paths, proc
 from harness.base.errors import HarnessError
 from harness.base.model import (
     Accel,
+    Affected,
     CellResult,
     ConfigResult,
     FeatureReport,
@@ -43,10 +44,11 @@ from harness.base.model import (
     TestResult,
     worst,
 )
-from harness.drivers import prebuilt
+from harness.drivers import affected, prebuilt
 from harness.drivers.matrix import Cell
 from harness.drivers.stages import StageLog
 from harness.guest import protocol, vm
+from harness.judge import affected as judge_affected
 from harness.judge import attempts, coverage, outcome, splat
 from harness.judge import verdict as verdicts
 from harness.kernel import build, cache, decode, features, gcov, kconfig, series, sources
@@ -118,6 +120,8 @@ class TestPlan:
     planned: tuple[protocol.GuestTest, ...]  # what the guest runs
     skipped: tuple[TestResult, ...]  # what the kernel cannot run: never booted for
     built: Mapping[str, Path] = field(default_factory=dict)  # test name -> its build
+    # --map: each guest test's unit of the map (a check alone, a frame, a program)
+    units: Mapping[str, affected.Unit] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,6 +185,8 @@ class CellFacts:
     compiler: str = ""
     arch: str = ""  # of the kernel booted ("": not known yet: the cell's)
     toolchain: str = ""
+    affected: Affected | None = None
+    map_error: str = ""
 
     def learn(self, k: Known) -> None:
         if k.source is not None:
@@ -217,7 +223,7 @@ class CellFacts:
             guest_seen=next((t.guest_seen for t in self.tests if t.name == "boot"), None),
             kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
             toolchain=self.toolchain or cell.toolchain,
-            compiler=self.compiler,
+            compiler=self.compiler, affected=self.affected, map_error=self.map_error,
         )
 
 
@@ -257,7 +263,10 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
                                       built=record.tests), facts)
         else:
             kernel = _drive(_kernel(cell, plan, out_dir, stages), facts)
-            tests = _drive(_test_plan(plan, kernel, out_dir, stages, options.repeat), facts)
+            if cell.affected:
+                plan = _affected(cell, plan, kernel, stages, facts)
+            tests = _drive(_test_plan(plan, kernel, out_dir, stages, options.repeat,
+                                      record_map=cell.record_map), facts)
         if options.build_only:
             _write_prebuilt(cell, kernel, tests, facts, out_dir)
         timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(
@@ -274,6 +283,8 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
         if cell.coverage and not options.build_only:
             with stages.stage("coverage", Status.SETUP_ERROR):
                 facts.coverage = _coverage(kernel, facts.patches, out_dir)
+        if cell.record_map and not options.build_only:
+            _record_map(cell, plan, kernel, tests, out_dir, stages, facts)
     except HarnessError as exc:
         stage_error = exc.status or Status.SETUP_ERROR
         error = str(exc)
@@ -601,8 +612,8 @@ def _build_tests_of(refs: tuple[TestRef, ...], reports: tuple[FeatureReport, ...
 
 
 def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog,
-               repeat: int | None = None, *, built: Mapping[str, Path] | None = None
-               ) -> Generator[Known, None, TestPlan]:
+               repeat: int | None = None, *, built: Mapping[str, Path] | None = None,
+               record_map: bool = False) -> Generator[Known, None, TestPlan]:
     """The guest's plan; `built`: the tests' builds as a build-only run made them (nothing
     is built then, and a test it did not build is a SETUP_ERROR)."""
     # Not built, not booted: what the kernel cannot run.
@@ -621,7 +632,7 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
                     f"test(s) {', '.join(absent)}: not built by the build-only run",
                     fix="build the cell's tests where its kernel is built: harness run "
                         "--cell CELL --build-only")
-            planned = _guest_plan(plan, built, repeat)
+            planned, units = _guest_plan(plan, built, repeat, record_map)
     else:
         with stages.stage("selftests-build", Status.BUILD_ERROR):
             built = {**kernel.tree_tests, **_build_tests_of(
@@ -629,20 +640,68 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
                     kernel=kernel.image, log_dir=logs, kselftest=kernel.kselftest,
                     bpftool=kernel.bpftool),
                 from_tree=False)}
-            planned = _guest_plan(plan, built, repeat)
-    return TestPlan(planned=tuple(planned), skipped=skipped, built=dict(built))
+            planned, units = _guest_plan(plan, built, repeat, record_map)
+    return TestPlan(planned=tuple(planned), skipped=skipped, built=dict(built), units=units)
 
 
-def _guest_plan(plan: CellPlan, built: Mapping[str, Path],
-                repeat: int | None) -> list[protocol.GuestTest]:
-    """Each built test's guest commands, as many attempts as asked."""
+def _guest_plan(plan: CellPlan, built: Mapping[str, Path], repeat: int | None,
+                record_map: bool = False
+                ) -> tuple[list[protocol.GuestTest], dict[str, affected.Unit]]:
+    """Each built test's guest commands, as many attempts as asked; for a map, each
+    check of a test alone (and its frame), and what unit of the map each command is."""
     planned: list[protocol.GuestTest] = []
+    units: dict[str, affected.Unit] = {}
     for ref in plan.tests:
         if ref.name in built:
+            commands = testkinds.kind_of(ref).plan(ref, built[ref.name])
+            if record_map:
+                for t, unit in affected.plan_units(ref, commands):
+                    planned.append(t)
+                    units[t.name] = unit
+                continue
             times = repeat or (ref.manifest.repeat if ref.manifest is not None else 1)
-            planned += attempts.expand(testkinds.kind_of(ref).plan(ref, built[ref.name]),
-                                       times)
-    return planned
+            planned += attempts.expand(commands, times)
+    return planned, units
+
+
+def _affected(cell: Cell, plan: CellPlan, kernel: BuiltKernel, stages: StageLog,
+              facts: CellFacts) -> CellPlan:
+    """--affected: the plan's tests narrowed to what the map says the change (the tree's
+    last commit) can affect; every test whole when the map cannot say."""
+    with stages.stage("affected", Status.SETUP_ERROR):
+        tree = kernel.tree
+        if tree is None:
+            raise affected.MapError("--affected maps a change of a kernel tree; an image has "
+                                    "none", fix="use a debian: or git: kernel")
+        diff, blobs = affected.change_of(tree.path, kernel.head)
+        found, missing = affected.load(cell)
+        decision = judge_affected.decide(found, judge_affected.changed_lines(diff), blobs,
+                                         [r.name for r in plan.tests], missing=missing)
+        refs, told = affected.narrow(plan.tests, decision, found)
+        facts.affected = told
+    log.info("[%s] --affected: %s", cell.name, "; ".join(
+        f"{t.test}: {t.ran}" + (f" ({', '.join(t.checks)})" if t.checks else "")
+        for t in told.tests) + (f" (every test: {told.fallback})" if told.fallback else ""))
+    return replace(plan, tests=refs)
+
+
+def _record_map(cell: Cell, plan: CellPlan, kernel: BuiltKernel, tests: TestPlan, logs: Path,
+                stages: StageLog, facts: CellFacts) -> None:
+    """--map: which kernel functions each check reached, from its counters; a map that
+    cannot be made is said in the results (the run's tests stand)."""
+    tree = kernel.tree
+    try:
+        with stages.stage("map", Status.SETUP_ERROR):
+            if tree is None:
+                raise affected.MapError("--map needs a kernel built from a tree here")
+            m, path = affected.record(
+                cell, tests.units, facts.tests, tables=affected.tables_of(plan.tests),
+                image=kernel.image, tree=tree.path, head=kernel.head,
+                build_dir=tree.build_dir, logs=logs, base=tree.base_commit)
+        log.info("[%s] map of %d test(s) over %d file(s) stored in %s", cell.name,
+                 len(m.tests), len(m.files), path)
+    except HarnessError as exc:
+        facts.map_error = str(exc)
 
 
 def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],
@@ -856,6 +915,10 @@ def cell_argv(cell: Cell, accel: Accel) -> list[str]:
         argv += ["--arch", cell.arch]
     if cell.toolchain != Cell.toolchain:
         argv += ["--toolchain", cell.toolchain]
+    if cell.affected:
+        argv.append("--affected")
+    if cell.record_map:
+        argv.append("--map")
     argv += ["--accel", accel.value]
     if cell.command:
         argv += ["--cwd", cell.command_cwd, "--timeout", str(cell.command_timeout),

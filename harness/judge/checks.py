@@ -73,7 +73,7 @@ def select(table: tuple[Check, ...], asked: tuple[str, ...], *, why: str = "") -
     while todo:
         i = names.index(todo.pop())
         wanted = [table[i].needs] + [c.name for c in table[:i]
-                                     if c.function == table[i].function]
+                                     if c.function and c.function == table[i].function]
         for need in wanted:
             if need and need in names and need not in chosen | needed:
                 needed.add(need)

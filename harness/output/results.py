@@ -26,6 +26,8 @@ from harness.base import atomic, paths
 from harness.base.errors import EnvironmentProblem
 from harness.base.gitcmd import git_run
 from harness.base.model import (
+    Affected,
+    AffectedTest,
     BuildRun,
     CellResult,
     CheckSelection,
@@ -220,7 +222,15 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "compiler": c.compiler,
         **({"coverage": [_coverage_json(x) for x in c.coverage]}
            if c.coverage is not None else {}),
+        **({"affected": _affected_json(c.affected)} if c.affected is not None else {}),
+        **({"map_error": c.map_error} if c.map_error else {}),
     }
+
+
+def _affected_json(a: Affected) -> dict[str, Any]:
+    return {"changed": list(a.changed), "fallback": a.fallback, "map": a.map,
+            "tests": [{"test": t.test, "ran": t.ran, "checks": list(t.checks), "why": t.why}
+                      for t in a.tests]}
 
 
 def _line_json(x: FileLine) -> dict[str, Any]:
@@ -615,7 +625,18 @@ def _cell(c: _Object) -> CellResult:
         kernel_from_store=c.maybe("kernel_from_store", c.flag),
         arch=c.text("arch", target.DEFAULT_ARCH),
         toolchain=c.text("toolchain", target.DEFAULT_TOOLCHAIN),
-        compiler=c.text("compiler"))
+        compiler=c.text("compiler"),
+        affected=_affected(c.object_or_none("affected")),
+        map_error=c.text("map_error"))
+
+
+def _affected(a: _Object | None) -> Affected | None:
+    if a is None:
+        return None
+    return Affected(changed=a.texts("changed"), fallback=a.text("fallback"), map=a.text("map"),
+                    tests=tuple(AffectedTest(test=t.text("test"), ran=t.text("ran"),
+                                             checks=t.texts("checks"), why=t.text("why"))
+                                for t in a.objects("tests")))
 
 
 def _guest(guest: _Object | None) -> GuestSpec | None:

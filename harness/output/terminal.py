@@ -14,6 +14,7 @@ from pathlib import Path
 from harness import target
 from harness.base.model import (
     KERNEL_PHASES,
+    Affected,
     CellResult,
     FeatureKind,
     FeatureReport,
@@ -92,6 +93,10 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         lines += _wrap("features: " + feature_line(c.features), "   ")
     if guest := guest_line(c.guest, c.guest_seen):
         lines += _wrap(guest, "   ")
+    if c.affected is not None:
+        lines += affected_lines(c.affected, "   ")
+    if c.map_error:
+        lines += _message(f"map not recorded: {c.map_error}", "   ", base)
     tests = [t for t in c.tests if t.phase is Phase.TEST]
     kernel = [t for t in c.tests if t.phase in KERNEL_PHASES]
     if kernel and all(t.status is Status.PASS and not t.splats and not t.notes for t in kernel):
@@ -111,6 +116,23 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         lines.append("   (--boot-only: no tests asked for; judged by boot and shutdown)")
     for note in c.notes:
         lines += _wrap(f"note: {note}", "   ")
+    return lines
+
+
+def affected_lines(a: Affected, indent: str) -> list[str]:
+    """--affected: what the change touched, what of each test ran and why."""
+    lines = _wrap("affected by the change: " + (", ".join(a.changed) or "nothing mapped"),
+                  indent)
+    if a.fallback:
+        lines += _wrap(f"every test, whole: {a.fallback}", indent + "  ")
+        return lines
+    for t in a.tests:
+        ran = {"all": "every check", "none": "not run"}.get(
+            t.ran, f"only {', '.join(t.checks)}")
+        lines += _wrap(f"{t.test}: {ran}" + (f" ({t.why})" if t.why and t.ran != "some"
+                                              else ""), indent + "  ")
+    if a.map:
+        lines += _wrap(f"(the map: {a.map})", indent + "  ")
     return lines
 
 
