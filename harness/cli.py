@@ -306,6 +306,11 @@ def _mutate_arguments(mu: argparse.ArgumentParser) -> None:
     mu.add_argument("--coverage", action="store_true",
                     help="run the baseline with gcov: a mutant on a series line no test runs "
                          "is reported 'not covered' without a run")
+    mu.add_argument("--affected", action="store_true",
+                    help="run each mutant with only the checks the cell's map (harness run "
+                         "--cell CELL --map) says its line can affect; with the full tests' "
+                         "verdicts cached (the same run without --affected), say how many "
+                         "of their kills the affected checks alone make")
     mu.add_argument("--fresh", action="store_true",
                     help="judge every mutant anew: ignore cached verdicts")
     mu.add_argument("--baseline-runs", type=int, default=2, metavar="N",
@@ -546,7 +551,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
         series=args.series, targets=tuple(args.target), tests=tuple(args.test),
         cell=args.cell, max=args.max, seed=args.seed, accel=Accel(args.accel),
         only=tuple(args.mutant), fresh=args.fresh, baseline_runs=args.baseline_runs,
-        scope=args.scope, coverage=args.coverage), out)
+        scope=args.scope, coverage=args.coverage, affected=args.affected), out)
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
