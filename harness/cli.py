@@ -25,7 +25,7 @@ from harness import target
 from harness.base import proc
 from harness.base.errors import HarnessError, Stopped, from_os_error, signal_of
 from harness.base.model import Accel, GuestOptions, GuestSpec, Status
-from harness.drivers import doctor, finished, matrix, pipeline, run
+from harness.drivers import doctor, matrix, pipeline, run
 from harness.drivers.matrix import Cell, Tier
 from harness.kernel import cache, sources
 from harness.output import results
@@ -526,6 +526,8 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.parse_log(args.file, name=args.name, out=args.out, argv=_argv())
 
 
@@ -565,16 +567,22 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.compare(finished.CompareRequest(before=args.before, after=args.after,
                                             json=args.json, markdown=args.markdown,
                                             html=args.html))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.explain_command(args.run, as_json=args.json)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.write_report(args.run, args.out)
 
 
@@ -599,6 +607,8 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     options = finished.KcidbOptions()
     if args.format == "kcidb":
         options = finished.KcidbOptions(run_id=args.run_id, origin=args.origin or options.origin,
@@ -607,6 +617,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.merge(finished.MergeRequest(runs=tuple(args.runs), out=args.out, tier=args.tier,
                                         cells=tuple(args.cell), matrix=args.matrix,
                                         plan=args.plan, builds=tuple(args.builds)),
@@ -628,6 +640,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.history(tuple(args.what), last=args.last, as_json=args.json,
                         path=args.history, flakes=args.flakes)
 
