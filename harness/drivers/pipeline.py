@@ -732,10 +732,12 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
                 got[0] = boot
             yield Known(tests=(*skipped, *got))
             if boot.status is Status.BOOT_ERROR:
-                # The kernel's own failure (a panic, a splat, a boot that hung) is not
-                # retried: only one of the environment's (QEMU, the host) may pass on a
-                # second boot. The splats are the boot result's, shown with it.
-                kernel_failed = any(not s.expected for s in boot.splats)
+                # A kernel that died or hung (a panic, a stall it reported, a boot ended
+                # for saying nothing) is not booted again: only a failure of the
+                # environment (QEMU, the host) may pass on a second boot. The splats are
+                # the boot result's, shown with it.
+                kernel_failed = any(s.kind in KERNEL_HANGS and not s.expected
+                                    for s in boot.splats)
                 if attempt > 1 or kernel_failed or not options.retry_boot:
                     raise vm.BootError(boot.reason, log=guest_dir / "console.log")
         if boot.status is not Status.BOOT_ERROR:
@@ -880,6 +882,8 @@ OUTPUT_SHOWN = 30  # lines of a command's output kept in its result and shown
 # A boot that makes no progress before the runner is ready (silent, or the kernel
 # reporting a stall) is ended then, not at the VM's timeout; once the runner has started,
 # each test has its own timeout (a silent test is not a hang).
+# What a boot that never reached the runner said, that makes it the kernel's failure
+KERNEL_HANGS = frozenset({"PANIC", "BOOT_HANG", "RCU_STALL", "SOFT_LOCKUP", "HUNG_TASK"})
 BOOT_WATCH = proc.Quiet(seconds=vm.BOOT_SILENCE_S, until=protocol.READY, stop=splat.STALLS)
 
 
