@@ -282,7 +282,8 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
                                      stages, options.retry_failed, explained), facts)
         if cell.coverage and not options.build_only:
             with stages.stage("coverage", Status.SETUP_ERROR):
-                facts.coverage = _coverage(kernel, facts.patches, out_dir)
+                facts.coverage = _coverage(kernel, facts.patches, out_dir, {
+                    name: u.test for name, u in tests.units.items()})
         if cell.record_map and not options.build_only:
             _record_map(cell, plan, kernel, tests, out_dir, stages, facts)
     except HarnessError as exc:
@@ -565,9 +566,11 @@ def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
 
 
 def _coverage(kernel: BuiltKernel, patch_results: tuple[PatchResult, ...],
-              logs: Path) -> tuple[PatchCoverage, ...]:
+              logs: Path, tests_of: Mapping[str, str] | None = None
+              ) -> tuple[PatchCoverage, ...]:
     """Per patch of the series, its lines gcov counts and which the tests ran: each test's
-    counters (guest/gcov/TEST/) read against the tree as it was built."""
+    counters (guest/gcov/TEST/) read against the tree as it was built; `tests_of`: the
+    test each guest command belongs to (a map runs a test's checks one by one)."""
     tree = kernel.tree
     if tree is None:
         raise gcov.CoverageError("--coverage needs a kernel built from source here",
@@ -585,13 +588,15 @@ def _coverage(kernel: BuiltKernel, patch_results: tuple[PatchResult, ...],
                    zip(ours, applied, strict=False)]
         files = gcov.series_c_files(tree.path, tree.base_commit, kernel.head)
         blamed = gcov.blame(tree.path, files, kernel.head)
-        per_test = {}
+        per_test: dict[str, dict[str, dict[int, int]]] = {}
         guest = logs / "guest" / "gcov"
         notes = build.gcno_dir(kernel.image) or tree.build_dir
         for test_dir in sorted(guest.iterdir()) if guest.is_dir() else []:
             counts = gcov.counts(test_dir, tree.build_dir, tree.path, gcno_dir=notes,
                                  gcov="gcov", log_path=logs / "gcovr.log")
-            per_test[test_dir.name] = {f: c for f, c in counts.items() if f in files}
+            name = (tests_of or {}).get(test_dir.name, test_dir.name)
+            per_test[name] = coverage.merge_counts([
+                per_test.get(name, {}), {f: c for f, c in counts.items() if f in files}])
     if not per_test:
         raise gcov.CoverageError(f"no gcov counters in {guest}: the guest wrote none",
                                  fix="is CONFIG_GCOV_KERNEL in the kernel? see its config")
