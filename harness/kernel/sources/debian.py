@@ -152,9 +152,11 @@ def _lists_age_h(suite: Suite) -> float:
 
 def refresh(suite: Suite, *, force: bool = False) -> None:
     """Read the suite's package lists again when they are old (or asked to). The host's
-    are read again only when asked to, and only as root (a fresh machine's are empty)."""
+    are read again only when asked to, as root, and when empty (a fresh machine's)."""
     if suite.host:
-        if force and os.geteuid() == 0:
+        # the host's lists are the system's: read again only when they know no kernel
+        # source at all (a fresh machine), never to look for a version they lack
+        if force and os.geteuid() == 0 and not _offers(suite):
             proc.run(["apt-get", "-q", "update"], env={"DEBIAN_FRONTEND": "noninteractive"},
                      timeout=600, log_path=paths.sub("debian") / "host-apt.log")
             _offers.cache_clear()
