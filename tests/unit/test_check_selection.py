@@ -10,6 +10,7 @@ what the program ran. The host side resolves real tests of selftests/.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -154,6 +155,30 @@ def test_a_test_by_check_name_resolves_and_an_unknown_one_lists_the_names() -> N
         "rstat_propagation@broken_propagation"
     with pytest.raises(HarnessError, match="no check named after the colon"):
         resolve("memcg_kfuncs:")
+
+
+@pytest.mark.parametrize("test", own.own_tests())
+def test_every_check_of_our_selftests_can_be_picked_by_name(test: str) -> None:
+    """Each check a selftest's table has (the ones added since checks by name too) is
+    one the host reads: its needs name an earlier check, its function is in the test's
+    source, and picking it alone runs it, what it needs and the clean-ups."""
+    ref = resolve(test)
+    assert ref.manifest is not None
+    table = own.check_table(ref.manifest)
+    if table is None:  # filled at run time (a benchmark's) or no C program: the guest checks
+        return
+    names = [c.name for c in table]
+    assert len(set(names)) == len(names), names
+    source = "".join((ref.manifest.directory / s).read_text() for s in ref.manifest.userspace
+                     if s.endswith(".c"))
+    for i, check in enumerate(table):
+        assert not check.needs or check.needs in names[:i], check
+        assert re.search(rf"\b{check.function}\b\s*\(void\)|NODE_CHECK\({check.function},",
+                         source), check
+        sel = checks.select(table, (check.name,))
+        assert check.name in sel.selected
+        assert not check.needs or check.needs in sel.ran
+        assert set(sel.ran) | set(sel.not_run) == set(names)
 
 
 def test_the_guest_command_carries_the_selection(tmp_path: Path) -> None:
