@@ -1,6 +1,22 @@
 """Benchmark: the developer's loop through the harness against the same make + vng by hand.
 
-    .venv/bin/python bench/pipeline.py [--rounds N] [--quick] [--out FILE]
+    .venv/bin/python bench/pipeline.py [--rounds N] [--quick] [--case loop|affected|all]
+                                       [--test T]... [--out FILE]
+
+Two cases (`--case`, default all):
+
+- `affected`, the developer's case: a one-line change in a function of
+  mm/bpf_memcontrol.c (bpf_mem_cgroup_usage(): its return gets `+ 0 * N`, a new N each
+  round, so it compiles anew), then `harness run --series memcg-kfuncs --patch
+  ONE-LINE.patch --affected` (the checks the map picks; `--test` as given, default the
+  cell's tests), against the same build and the same guest commands by hand: `make
+  bzImage` in the harness's worktree and build directory, then one `vng` that sets up
+  swap and the scratch file system as the runner does (when a test needs them) and runs
+  each command of the harness's guest plan (plan.tsv) in its directory under its timeout,
+  its KTAP required all ok. The warm-up run says which checks the map picked; it needs
+  the map (`harness run --kernel debian:6.12 --series memcg-kfuncs --map`, with the same
+  --test), or --affected runs every test whole (and says why).
+- `loop`, described below.
 
 The loop: a one-line change in mm/memcontrol.c (on top of the memcg-kfuncs series) ->
 the memcg_kfuncs selftest's result. First a warm-up `harness run` of the same test (the
@@ -24,6 +40,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -36,7 +54,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.base import paths  # noqa: E402
-from harness.base.model import Accel, GuestSpec, KernelImage, Status  # noqa: E402
+from harness.base.model import Accel, CellResult, GuestSpec, KernelImage, Status  # noqa: E402
 from harness.guest import vm  # noqa: E402
 from harness.kernel import build, sources  # noqa: E402
 from harness.kernel.tree import KernelTree  # noqa: E402
@@ -52,6 +70,8 @@ SWAP_ON = ("echo 1G > /sys/block/zram0/disksize && mkswap /dev/zram0 > /dev/null
            "export HARNESS_SCRATCH=/run/s")
 HARNESS = [sys.executable, "-m", "harness", "run", "--series", "memcg-kfuncs",
            "--test", "memcg_kfuncs"]
+AFFECTED_FILE = "mm/bpf_memcontrol.c"
+AFFECTED_FUNCTION = "bpf_mem_cgroup_usage"
 
 
 def timed(argv: list[str], **kw: object) -> tuple[float, subprocess.CompletedProcess[str]]:
@@ -83,6 +103,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true",
                     help="one round, results to a scratch file (CI's smoke run)")
+    ap.add_argument("--case", choices=("loop", "affected", "all"), default="all")
+    ap.add_argument("--test", action="append", default=[],
+                    help="the affected case's tests (default: the cell's; --quick: "
+                         "memcg_kfuncs)")
     ap.add_argument("--out", type=Path, default=None,
                     help="the JSON written (default bench/pipeline-results.json; with "
                          "--quick, a scratch file)")
@@ -91,6 +115,23 @@ def main() -> int:
     out_file = args.out or (Path(tempfile.mkdtemp()) / "pipeline-results.json" if args.quick
                             else REPO / "bench" / "pipeline-results.json")
     tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-", dir=paths.sub("bench")))
+    doc: dict[str, object] = {
+        "command": "bench/pipeline.py " + (f"--rounds {rounds}" if not args.quick else "--quick")
+                   + (f" --case {args.case}" if args.case != "all" else "")
+                   + "".join(f" --test {t}" for t in args.test),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if args.case in ("loop", "all"):
+        doc.update(loop_case(tmp, rounds))
+    if args.case in ("affected", "all"):
+        tests = args.test or (["memcg_kfuncs"] if args.quick else [])
+        doc["affected"] = affected_case(tmp, rounds, tests)
+    out_file.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"results: {out_file}")
+    return 0
+
+
+def loop_case(tmp: Path, rounds: int) -> dict[str, object]:
+    """The one-line change in mm/memcontrol.c -> memcg_kfuncs, harness against by hand."""
     kernel, test_dir = warm_up(tmp)
     tree = KernelTree.open(sources.parse_spec("debian:6.12"), ["base"], log_dir=tmp)
     with tree.locked():
@@ -163,13 +204,149 @@ def main() -> int:
     stage_med = {k: statistics.median(s[k] for s in stages) for k in stages[0]}
     print("harness stages (median s): " + ", ".join(f"{k} {v:.1f}"
                                                    for k, v in stage_med.items()))
-    out_file.write_text(json.dumps({
-        "command": "bench/pipeline.py " + (f"--rounds {rounds}" if not args.quick else "--quick"),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rows": rows, "parts": parts,
-        "median": med, "ratio": ratio, "harness_stages": stages,
-        "harness_stage_median": stage_med}, indent=2) + "\n")
-    print(f"results: {out_file}")
-    return 0
+    return {"rows": rows, "parts": parts, "median": med, "ratio": ratio,
+            "harness_stages": stages, "harness_stage_median": stage_med}
+
+
+def affected_case(tmp: Path, rounds: int, tests: list[str]) -> dict[str, object]:
+    """The developer's case: a one-line change in bpf_mem_cgroup_usage(), then the checks
+    the map picks, through the harness (--affected) and by hand (the same build, the same
+    guest commands)."""
+    from harness.judge import affected
+    from harness.kernel import series as series_mod
+
+    spec = sources.parse_spec("debian:6.12")
+    tree = KernelTree.open(spec, ["base"], log_dir=tmp)
+    with tree.locked():
+        tree.apply(series_mod.collect(("memcg-kfuncs",), [], series_mod.base_name(spec)),
+                   log_dir=tmp)
+        head = tree.rev()
+        text = (tree.path / AFFECTED_FILE).read_text()
+    span = next(x for x in affected.function_spans(text) if x.name == AFFECTED_FUNCTION)
+    lines = text.split("\n")
+    at = next(i for i in range(span.start - 1, span.end) if lines[i].lstrip().startswith(
+        "return "))
+    argv = [sys.executable, "-m", "harness", "run", "--series", "memcg-kfuncs", "--affected",
+            *(a for t in tests for a in ("--test", t))]
+
+    def changed(n: int) -> str:
+        new = list(lines)
+        new[at] = new[at].rstrip(";") + f" + 0 * {n};"  # a new compile, the same code
+        return "\n".join(new)
+
+    def patch_for(n: int) -> Path:
+        with tree.locked():
+            tree.reset_to(head)
+            (tree.path / AFFECTED_FILE).write_text(changed(n))
+            diff = tree.git("diff", what="git diff")
+            tree.reset_to(head)
+        path = tmp / f"affected-{n}.patch"
+        path.write_text("From: Bench <bench@example.org>\nSubject: [PATCH] mm: bpf_memcontrol: "
+                        f"one-line change {n}\n\n---\n{diff}")
+        return path
+
+    counter = [int(time.time())]
+
+    def harness_side(label: str) -> tuple[float, CellResult, Path]:
+        counter[0] += 1
+        out = tmp / f"affected-{label}"
+        t, res = timed([*argv, "--patch", str(patch_for(counter[0])), "--out", str(out)],
+                       cwd=REPO)
+        cell = results.load_run(str(out))[0].cells[0]
+        if res.returncode != 0 or cell.status is not Status.PASS:
+            raise SystemExit(f"harness --affected ({label}): {cell.status.value} "
+                             f"{cell.error}\n{res.stdout[-3000:]}")
+        return t, cell, out / cell.cell
+
+    # the warm-up: the kernel built, the tests built, and what the map picks
+    _, cell, cell_dir = harness_side("warm-up")
+    picked = cell.affected
+    plan = [ln.split("\t", 4) for ln in (cell_dir / "guest" / "plan.tsv").read_text()
+            .splitlines() if ln]
+    print("--affected picked: " + ("every test whole: " + picked.fallback if picked and
+                                    picked.fallback else "; ".join(
+        f"{t.test}: {t.ran}" + (f" {','.join(t.checks)}" if t.checks else "")
+        for t in (picked.tests if picked else ()))))
+    script = tmp / "by-hand.sh"
+    needs = {n for row in plan for n in row[3].split(",") if n != "-"}
+    body = ["echo \"bench-start $(cut -d' ' -f1 /proc/uptime)\"", "export HARNESS_OUT=/tmp"]
+    if "swap" in needs or "scratch" in needs:
+        body.append(SWAP_ON)
+    for name, tmo, cwd, _needs, cmd in plan:
+        body.append(f"(cd {shlex.quote(cwd)} && timeout -k 5 {tmo} sh -c {shlex.quote(cmd)}) "
+                    f"2>&1; echo \"== {name} rc=$?\"")
+    body.append("echo \"bench-end $(cut -d' ' -f1 /proc/uptime)\"")
+    script.write_text("\n".join(body) + "\n")
+    build_dir = tree.build_dir
+    tools = build.tools()
+    env = {**os.environ, **build.make_env(tools)}
+    make = build.make_argv(tree.path, build_dir, tools, tree.target.arch.make_target)
+    bindir = Path(sys.executable).parent
+    vng_env = {**os.environ, "TERM": "dumb", "PATH": f"{bindir}:{os.environ['PATH']}"}
+    kernel = KernelImage(boot_image=Path(cell.image), vmlinux=None, config=None,
+                         version=cell.kernel_version, arch=cell.arch, toolchain=cell.toolchain)
+    rows: dict[str, list[float]] = {"by hand (make + vng)": [], "harness run --affected": []}
+    parts: dict[str, list[float]] = {"make": [], "vng": [], "guest: to the command": [],
+                                     "guest: the commands": []}
+    stages: list[dict[str, float]] = []
+    outside: list[float] = []
+
+    def by_hand() -> None:
+        counter[0] += 1
+        with tree.locked():
+            tree.reset_to(head)
+            (tree.path / AFFECTED_FILE).write_text(changed(counter[0]))
+            t_make, res = timed(make, env=env)
+            if res.returncode != 0:
+                raise SystemExit(f"make failed: {res.stdout[-2000:]}")
+            boot = vm.Boot(kernel=replace(kernel, boot_image=build_dir / tree.target.arch.image),
+                           accel=Accel.TCG, guest=GuestSpec())
+            t_vng, got = timed(vm.vng_argv(boot, command=["sh", str(script)], cwd=Path("/")),
+                               env=vng_env, timeout=900)
+            tree.reset_to(head)
+        text = got.stdout + got.stderr
+        rcs = re.findall(r"^== (\S+) rc=(\d+)", text, re.MULTILINE)
+        marks = dict(re.findall(r"^(bench-start|bench-end) ([\d.]+)", text, re.MULTILINE))
+        if len(rcs) != len(plan) or any(rc != "0" for _, rc in rcs) or \
+                re.search(r"^not ok ", text, re.MULTILINE) or len(marks) != 2:
+            raise SystemExit(f"by hand did not pass: {rcs}\n{text[-3000:]}")
+        parts["make"].append(t_make)
+        parts["vng"].append(t_vng)
+        parts["guest: to the command"].append(float(marks["bench-start"]))
+        parts["guest: the commands"].append(float(marks["bench-end"]) -
+                                            float(marks["bench-start"]))
+        rows["by hand (make + vng)"].append(t_make + t_vng)
+
+    def through_harness() -> None:
+        t, c, _ = harness_side(f"round-{len(stages)}")
+        stages.append({x.stage: x.duration_s for x in c.stages})
+        for x in c.stages:
+            for part, secs in x.parts:
+                if x.stage == "boot+tests":
+                    stages[-1][f"boot+tests: {part}"] = secs
+        outside.append(t - sum(x.duration_s for x in c.stages))
+        rows["harness run --affected"].append(t)
+
+    for r in range(rounds):
+        for side in ((by_hand, through_harness) if r % 2 == 0 else (through_harness, by_hand)):
+            side()
+    med = {k: statistics.median(v) for k, v in {**rows, **parts}.items()}
+    print(f"\nthe developer's case: one line of {AFFECTED_FUNCTION}(), --affected")
+    print(f"{'what':<26} {'median s':>9}  rounds")
+    for k, v in {**rows, **parts}.items():
+        print(f"{k:<26} {med[k]:>9.1f}  {', '.join(f'{x:.1f}' for x in v)}")
+    ratio = med["harness run --affected"] / med["by hand (make + vng)"]
+    print(f"harness / by hand: {ratio:.2f}x")
+    stage_med = {k: statistics.median(x.get(k, 0.0) for x in stages) for k in stages[0]}
+    print("harness stages (median s): " + ", ".join(f"{k} {v:.2f}" for k, v in stage_med.items())
+          + f"; outside the stages {statistics.median(outside):.2f}")
+    return {"change": f"{AFFECTED_FILE}:{AFFECTED_FUNCTION}: {lines[at].strip()} + 0 * N",
+            "tests": tests, "picked": [{"test": t.test, "ran": t.ran, "checks": list(t.checks),
+                                        "why": t.why} for t in (picked.tests if picked else ())],
+            "fallback": picked.fallback if picked else "", "plan": [row[0] for row in plan],
+            "rows": rows, "parts": parts, "median": med, "ratio": ratio,
+            "harness_stages": stages, "harness_stage_median": stage_med,
+            "outside_stages": outside}
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from harness import target
 from harness.base import proc, sandbox
 from harness.base.errors import HarnessError, Stopped, from_os_error, signal_of
 from harness.base.model import Accel, GuestOptions, GuestSpec, Status
-from harness.drivers import doctor, finished, matrix, pipeline, run
+from harness.drivers import doctor, matrix, pipeline, run
 from harness.drivers.matrix import Cell, Tier
 from harness.kernel import cache, sources
 from harness.output import results
@@ -200,8 +200,18 @@ def _out_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
 def _run_arguments(r: argparse.ArgumentParser) -> None:
     _tree_options(r, several_kernels=True)
     _many(r, "--test", "NAME|PATH",
-          help="selftest name, test directory, kselftest:TARGET or test_progs:NAME "
-               "(repeatable; default: the tests of the base's matrix cell)")
+          help="selftest name, test directory, kselftest:TARGET or test_progs:NAME; "
+               "NAME:CHECK[,CHECK] (globs) runs only those checks of its CHECK table (and "
+               "what they need), test_progs:NAME/SUBTEST and kselftest:TARGET:PROGRAM:NAME "
+               "those subtests (repeatable; default: the tests of the base's matrix cell)")
+    r.add_argument("--affected", action="store_true",
+                   help="run only the checks the change can affect: the map (--map) says "
+                        "which checks reach the kernel functions the tree's last commit "
+                        "(the last patch, or your uncommitted changes) touches; every test "
+                        "whole when it cannot say")
+    r.add_argument("--map", action="store_true",
+                   help="on the gcov kernel (--coverage), run each check alone and record "
+                        "which kernel functions it reaches: the map --affected reads")
     r.add_argument("--boot-only", action="store_true",
                    help="run no test: judge the kernel by its boot and shutdown alone")
     r.add_argument("--build-only", action="store_true",
@@ -323,6 +333,11 @@ def _mutate_arguments(mu: argparse.ArgumentParser) -> None:
     mu.add_argument("--coverage", action="store_true",
                     help="run the baseline with gcov: a mutant on a series line no test runs "
                          "is reported 'not covered' without a run")
+    mu.add_argument("--affected", action="store_true",
+                    help="run each mutant with only the checks the cell's map (harness run "
+                         "--cell CELL --map) says its line can affect; with the full tests' "
+                         "verdicts cached (the same run without --affected), say how many "
+                         "of their kills the affected checks alone make")
     mu.add_argument("--fresh", action="store_true",
                     help="judge every mutant anew: ignore cached verdicts")
     mu.add_argument("--baseline-runs", type=int, default=2, metavar="N",
@@ -504,7 +519,7 @@ def run_request(args: argparse.Namespace) -> run.Request:
         coverage=args.coverage, tier=args.tier, cells=tuple(args.cell), matrix=args.matrix,
         arch=args.arch, toolchain=args.toolchain, guest_command=tuple(args.guest_command),
         cwd=args.cwd, timeout=args.timeout, shard=args.shard, costs=args.costs,
-        baseline=args.baseline)
+        baseline=args.baseline, affected=args.affected, record_map=args.map)
     options = pipeline.RunOptions(strict=args.strict, repeat=args.repeat,
                                   build_only=args.build_only, retry_failed=args.retry_failed,
                                   host_root=args.host_root, prebuilt=args.prebuilt)
@@ -539,6 +554,8 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.parse_log(args.file, name=args.name, out=args.out, argv=_argv())
 
 
@@ -564,7 +581,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
         series=args.series, targets=tuple(args.target), tests=tuple(args.test),
         cell=args.cell, max=args.max, seed=args.seed, accel=Accel(args.accel),
         only=tuple(args.mutant), fresh=args.fresh, baseline_runs=args.baseline_runs,
-        scope=args.scope, coverage=args.coverage), out)
+        scope=args.scope, coverage=args.coverage, affected=args.affected), out)
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -578,20 +595,28 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.compare(finished.CompareRequest(before=args.before, after=args.after,
                                             json=args.json, markdown=args.markdown,
                                             html=args.html))
 
 
 def cmd_verdicts(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.verdicts(tuple(args.runs), args.markdown)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.explain_command(args.run, as_json=args.json)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.write_report(args.run, args.out)
 
 
@@ -616,6 +641,8 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     options = finished.KcidbOptions()
     if args.format == "kcidb":
         options = finished.KcidbOptions(run_id=args.run_id, origin=args.origin or options.origin,
@@ -624,6 +651,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.merge(finished.MergeRequest(runs=tuple(args.runs), out=args.out, tier=args.tier,
                                         cells=tuple(args.cell), matrix=args.matrix,
                                         plan=args.plan, builds=tuple(args.builds)),
@@ -645,6 +674,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from harness.drivers import finished
+
     return finished.history(tuple(args.what), last=args.last, as_json=args.json,
                         path=args.history, flakes=args.flakes)
 

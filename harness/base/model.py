@@ -241,7 +241,10 @@ def normalised_title(title: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Splat:
-    kind: str  # WARNING, BUG, KASAN, UBSAN, LOCKDEP, RCU_STALL, HUNG_TASK, SOFT_LOCKUP, PANIC, OOPS
+    # WARNING, BUG, KASAN, UBSAN, LOCKDEP, RCU_STALL, HUNG_TASK, SOFT_LOCKUP, PANIC, OOPS;
+    # BOOT_HANG: not the kernel's words but the harness's finding, a boot silent too long
+    # before the runner started (its text: the console's last lines)
+    kind: str
     title: str
     text: str
     decoded: str = ""
@@ -354,6 +357,24 @@ class Metrics:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CheckSelection:
+    """Which checks (subtests) of a test ran when only some were asked for
+    (`--test memcg_kfuncs:usage_*`, `--affected`): the rest were not run, which says
+    nothing about the kernel (unlike SKIP)."""
+
+    asked: tuple[str, ...]  # the names or globs asked for
+    selected: tuple[str, ...]  # the checks they name
+    needed: tuple[str, ...] = ()  # checks the selected need, which came along
+    cleanup: tuple[str, ...] = ()  # clean-up checks, which run whenever any check runs
+    not_run: tuple[str, ...] = ()  # the others: not run
+    why: str = ""  # who chose them and why (--affected: the changed functions they reached)
+
+    @property
+    def ran(self) -> tuple[str, ...]:
+        return (*self.needed, *self.selected, *self.cleanup)
+
+
+@dataclass(frozen=True, kw_only=True)
 class TestResult:
     """One selftest run in the guest, or one kernel phase (boot, set-up, shutdown)."""
 
@@ -381,6 +402,8 @@ class TestResult:
     output_lines: int = 0
     metrics: Metrics | None = None  # what it wrote to $HARNESS_METRICS
     metrics_error: str = ""  # why that was not read
+    # only some of its checks were asked for: which ran, and that the rest did not
+    selection: CheckSelection | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -504,6 +527,27 @@ class PatchCoverage:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AffectedTest:
+    """--affected: what ran of one test, and why."""
+
+    test: str
+    ran: str  # "all", "some" (its `checks`) or "none"
+    checks: tuple[str, ...] = ()
+    why: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Affected:
+    """--affected: what the change touched and what of each test ran for it (the map of
+    which checks reach which kernel functions decided, or `fallback` says why not)."""
+
+    changed: tuple[str, ...]  # "file:function", or a file's lines outside any function
+    tests: tuple[AffectedTest, ...]
+    fallback: str = ""  # why every test ran whole ("": the map decided)
+    map: str = ""  # the map that decided: where and when it was recorded
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: str
     kernel: str
@@ -535,6 +579,8 @@ class CellResult:
     compiler: str = ""  # the compiler's version line, as the kernel's build recorded it
     # the build's sandbox and the guest's root (None: a record from before they existed)
     isolation: Isolation | None = None
+    affected: Affected | None = None  # --affected: what ran of each test, and why
+    map_error: str = ""  # --map: why no map was recorded ("": one was, or none asked)
 
 
 class RunState(enum.Enum):

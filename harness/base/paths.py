@@ -14,6 +14,7 @@
       sandbox/               the passwd and group the sandbox binds (base/sandbox.py)
       ccache/                CCACHE_DIR
       results/<run id>/      runs started inside a kernel tree without --out
+      affected/<key>.json    which checks reach which kernel functions, per cell (--map)
       kvm-verdict.json       accel probe verdict per (host kernel, qemu version)
       locks/                 one lock file per build directory
 """

@@ -69,6 +69,19 @@ class Completed:
         return "\n".join(self.output.splitlines()[-lines:])
 
 
+@dataclass(frozen=True, kw_only=True)
+class Quiet:
+    """A child that stops making progress, told by its output: until a line matches
+    `until` (a guest's "I am ready"), `seconds` without any output ends it, and so does a
+    line matching one of `stop` (the kernel reporting a stall), `grace_s` later, so that
+    what it prints right after (the stall's stack) is kept. After `until`, neither."""
+
+    seconds: float
+    until: re.Pattern[str]
+    stop: tuple[re.Pattern[str], ...] = ()
+    grace_s: float = 5.0
+
+
 class CommandError(HarnessError):
     """A command failed; carries the command, its exit and the end of its output."""
 
@@ -155,12 +168,15 @@ def run(
     stdin_data: bytes | None = None,
     keep_output: bool = True,
     sandbox: sandboxes.Reach | None = None,
+    quiet: Quiet | None = None,
 ) -> Completed:
     """Run argv to completion or until the timeout, streaming its output to log_path.
 
     stdout and stderr are merged, in the order the child wrote them. `on_line` sees
     every complete line as it arrives (progress). A line matching one of
-    `stop_patterns` kills the process at once (e.g. QEMU saying KVM failed).
+    `stop_patterns` kills the process at once (e.g. QEMU saying KVM failed). `quiet`:
+    a child silent for too long before it is ready, or reporting a stall, is killed
+    (`stopped_by` says which).
     `sandbox`: the command's code comes from a kernel tree or a series; it runs in
     bubblewrap with that reach (base/sandbox.py), unless the run's policy is off.
     """
@@ -203,6 +219,7 @@ def run(
     timed_out = False
     stopped_by: str | None = None
     partial = b""
+    watch = _Watch(quiet, start) if quiet is not None else None
     try:
         if stdin_data is not None and proc.stdin is not None:
             proc.stdin.write(stdin_data)
@@ -217,6 +234,9 @@ def run(
                 timed_out = True
                 break
             events = sel.select(timeout=min(remaining, 1.0) if remaining is not None else 1.0)
+            if watch is not None and (why := watch.expired(time.monotonic())):
+                stopped_by = why
+                break
             if not events:
                 if proc.poll() is not None:
                     # Leader exited; output may still be held open by a grandchild.
@@ -234,11 +254,15 @@ def run(
                 logf.flush()
             if keep_output:
                 chunks.append(data)
-            if on_line or stop_patterns:
+            if on_line or stop_patterns or watch:
                 partial += data
                 *lines, partial = partial.split(b"\n")
+                if watch is not None:
+                    watch.output(time.monotonic())
                 for raw in lines:
                     line = raw.decode(errors="replace")
+                    if watch is not None:
+                        watch.line(line, time.monotonic())
                     if on_line:
                         on_line(line)
                     for pat in stop_patterns:
@@ -265,7 +289,9 @@ def run(
         if logf:
             if timed_out:
                 logf.write(f"\n[harness: killed after {timeout}s timeout]\n".encode())
-            if stopped_by:
+            if stopped_by and watch is not None and watch.stopped:
+                logf.write(f"\n[harness: killed: {stopped_by}]\n".encode())
+            elif stopped_by:
                 logf.write(f"\n[harness: killed, output matched {stopped_by!r}]\n".encode())
             logf.close()
     duration = time.monotonic() - start
@@ -278,6 +304,40 @@ def run(
         timed_out=timed_out,
         stopped_by=stopped_by,
     )
+
+
+class _Watch:
+    """`Quiet`'s state while a child runs (times from time.monotonic)."""
+
+    def __init__(self, quiet: Quiet, start: float) -> None:
+        self.quiet = quiet
+        self.last = start  # the last output
+        self.ready = False
+        self.stall: tuple[str, float] | None = None  # the stall line and when it came
+        self.stopped = False
+
+    def output(self, now: float) -> None:
+        self.last = now
+
+    def line(self, line: str, now: float) -> None:
+        if self.ready:
+            return
+        if self.quiet.until.search(line):
+            self.ready = True
+        elif self.stall is None and any(p.search(line) for p in self.quiet.stop):
+            self.stall = (line.strip(), now)
+
+    def expired(self, now: float) -> str | None:
+        """Why the child is to be stopped now, or None."""
+        if self.ready:
+            return None
+        why = None
+        if self.stall is not None and now - self.stall[1] >= self.quiet.grace_s:
+            why = f"a stall reported: {self.stall[0][:200]}"
+        elif now - self.last >= self.quiet.seconds:
+            why = f"no output for {self.quiet.seconds:.0f}s"
+        self.stopped = why is not None
+        return why
 
 
 def _read_nonblocking(fd: int) -> bytes:

@@ -52,6 +52,12 @@ class Cell:
     command_timeout: int = 600
     # gcov for the series' C files; which of their lines the tests ran (with the gcov config)
     coverage: bool = False
+    # --map (with coverage): each check run alone, which kernel functions it reached kept
+    # as the map --affected reads
+    record_map: bool = False
+    # --affected: only the checks the map says reach what the change (its last patch, or
+    # your tree's uncommitted changes) touched
+    affected: bool = False
     # what the kernel is built for and with (harness/target/arches/, harness/target/toolchains/)
     arch: str = target.DEFAULT_ARCH
     toolchain: str = target.DEFAULT_TOOLCHAIN

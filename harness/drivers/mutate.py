@@ -71,6 +71,9 @@ class Request:
     # FILE[:FUNCTION]: that code alone
     scope: str = "series"
     coverage: bool = False  # gcov on the baseline: a mutant on a line no test ran is not run
+    # each mutant runs only the checks the cell's map says its line can affect (the
+    # baseline runs every test); each verdict is told beside the full tests' cached one
+    affected: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +86,9 @@ class Verdict:
     run: str = ""  # its run directory, relative to the output
     cached: bool = False
     seconds: float = 0.0
+    # --affected: the verdict of the full tests on the same mutant (from the verdict cache:
+    # a run of the same mutants without --affected, same harness); "" when none is cached
+    full: str = ""
 
 
 OUTCOMES = ("killed", "survived", "not covered", "equivalent", "stillborn", "error")
@@ -214,6 +220,7 @@ class State:
     baseline: CellResult | None = None
     excluded: dict[str, str] = field(default_factory=dict)  # result -> why it cannot judge
     not_run: frozenset[tuple[str, int]] = frozenset()  # --coverage: lines no test ran
+    full_keys: dict[str, str] | None = None  # --affected: the full tests' verdict key parts
     generated: int = 0
     sources_count: dict[str, int] = field(default_factory=dict)
 
@@ -292,6 +299,10 @@ def run(request: Request, out: Path) -> State:
     config = hashlib.sha256((out / "baseline" / "config").read_bytes()).hexdigest()
     key_parts = {"tree_id": tree_id, "config": config, "tests": tests_digest(cell.tests),
                  "harness_rev": harness_revision()}
+    if request.affected:
+        full_parts = dict(key_parts)
+        key_parts = {**key_parts, "tests": key_parts["tests"] + "|affected"}
+        state.full_keys = full_parts
     declared = declared_equivalents(series_mod.series_dir(request.series))
     exp = verdict.load_expectations(pipeline.expectations_path())
     flaky = flaky_tests(exp, baseline.kernel_version)
@@ -301,6 +312,8 @@ def run(request: Request, out: Path) -> State:
             log.info("[mutant %d/%d] %s", i, len(chosen), m.summary)
             v = _one(state, m, tree=tree, head=head, tools=tools,
                      objects=objects, declared=declared, flaky=flaky, key_parts=key_parts)
+            if state.full_keys is not None:
+                v = replace(v, full=full_verdict(m, state.full_keys))
             state.verdicts.append(v)
             log.info("[mutant %d/%d] %s%s", i, len(chosen), v.outcome.upper(),
                      f": {v.why}" if v.why else "")
@@ -489,13 +502,16 @@ def _run_mutant(state: State, m: mutants.Mutant, patch: Path,
     assert state.baseline is not None
     base = statuses(state.baseline)
     excluded = frozenset(state.excluded)
-    cell = replace(state.cell, patches=(str(patch),))
+    cell = replace(state.cell, patches=(str(patch),), affected=state.request.affected)
     for attempt in (1, 2):
         run_dir = state.out / "runs" / (m.id if attempt == 1 else f"{m.id}-again")
         result = _run(cell, run_dir, state.request.accel, mutant_timeouts(state.baseline))
         _forget_kernel(result, state.baseline)
         facts = run_facts(result)
         got = facts.statuses
+        if cell.affected:
+            # the tests the change could not affect did not run: not a difference
+            base = {n: v for n, v in statuses(state.baseline).items() if n in got}
         outcome, differ = compare(base, got, stage=facts.stage, stage_status=facts.stage_status,
                                   excluded=excluded, kernel_fault=facts.kernel_fault)
         if attempt == 1 and outcome == "error":
@@ -521,6 +537,15 @@ def _run_mutant(state: State, m: mutants.Mutant, patch: Path,
         return Verdict(mutant=m, outcome="survived", passed=passed, run=rel,
                        why="a flaky kill not confirmed" if attempt == 2 else "")
     raise AssertionError("unreachable")
+
+
+def full_verdict(m: mutants.Mutant, key_parts: Mapping[str, str]) -> str:
+    """The full tests' cached verdict on this mutant ("" when none is cached)."""
+    cache = paths.sub("mutants") / f"{verdict_key(mutant=m, **key_parts)}.json"
+    try:
+        return str(json.loads(cache.read_text())["outcome"])
+    except (OSError, ValueError, KeyError):
+        return ""
 
 
 def mutant_timeouts(baseline: CellResult) -> dict[str, int]:
@@ -594,8 +619,22 @@ def to_json(state: State) -> dict[str, Any]:
                      "after": list(v.mutant.after), "outcome": v.outcome, "why": v.why,
                      "killed_by": list(v.killed_by), "passed": list(v.passed),
                      "patch": f"mutants/{v.mutant.id}.patch", "run": v.run,
-                     "cached": v.cached} for v in state.verdicts],
+                     "cached": v.cached, **({"full": v.full} if state.request.affected
+                                            else {})} for v in state.verdicts],
+        **({"affected": yardstick(state)} if state.request.affected else {}),
     }
+
+
+def yardstick(state: State) -> dict[str, Any]:
+    """--affected against the full tests: of the mutants the full tests killed (their
+    cached verdicts), how many the affected checks alone killed, and the misses."""
+    judged = [v for v in state.verdicts if v.full == "killed"]
+    killed = [v for v in judged if v.outcome == "killed"]
+    return {"full_killed": len(judged), "affected_killed": len(killed),
+            "full_unknown": sum(1 for v in state.verdicts if not v.full and
+                                v.outcome not in ("equivalent", "stillborn")),
+            "misses": [{"id": v.mutant.id, "summary": v.mutant.summary, "outcome": v.outcome,
+                        "why": v.why} for v in judged if v.outcome != "killed"]}
 
 
 def summary(state: State) -> str:
@@ -616,6 +655,14 @@ def summary(state: State) -> str:
     for v in state.verdicts:
         if v.outcome == "error":
             lines += ["", f"ERROR {v.mutant.id}: {v.mutant.summary}", f"  {v.why}"]
+    if state.request.affected:
+        y = yardstick(state)
+        lines += ["", f"--affected against the full tests: of the {y['full_killed']} mutants "
+                      f"the full tests killed, the affected checks alone killed "
+                      f"{y['affected_killed']}"
+                  + (f" ({y['full_unknown']} without a cached full verdict: run them without "
+                     "--affected first)" if y["full_unknown"] else "")]
+        lines += [f"  MISSED {x['id']}: {x['summary']} ({x['outcome']})" for x in y["misses"]]
     survivors = [v for v in state.verdicts if v.outcome == "survived"]
     for v in survivors:
         lines += ["", f"SURVIVED {v.mutant.id}: {v.mutant.summary}",

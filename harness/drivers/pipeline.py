@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness import target, testkinds
-from harness.base import paths, sandbox
+from harness.base import paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.base.model import (
     Accel,
+    Affected,
     CellResult,
     ConfigResult,
     FeatureReport,
@@ -44,11 +45,12 @@ from harness.base.model import (
     TestResult,
     worst,
 )
-from harness.drivers import prebuilt
+from harness.drivers import affected, prebuilt
 from harness.drivers.matrix import Cell
 from harness.drivers.stages import StageLog
 from harness.guest import protocol, vm
-from harness.judge import attempts, coverage, outcome
+from harness.judge import affected as judge_affected
+from harness.judge import attempts, coverage, outcome, splat
 from harness.judge import verdict as verdicts
 from harness.kernel import build, cache, decode, features, gcov, kconfig, series, sources
 from harness.kernel.tree import KernelTree
@@ -119,6 +121,8 @@ class TestPlan:
     planned: tuple[protocol.GuestTest, ...]  # what the guest runs
     skipped: tuple[TestResult, ...]  # what the kernel cannot run: never booted for
     built: Mapping[str, Path] = field(default_factory=dict)  # test name -> its build
+    # --map: each guest test's unit of the map (a check alone, a frame, a program)
+    units: Mapping[str, affected.Unit] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,6 +191,8 @@ class CellFacts:
     toolchain: str = ""
     # the build's sandbox (the run's policy) and the guest's root (known at the first boot)
     isolation: Isolation = field(default_factory=lambda: _sandbox_isolation())
+    affected: Affected | None = None
+    map_error: str = ""
 
     def learn(self, k: Known) -> None:
         if k.source is not None:
@@ -234,7 +240,8 @@ class CellFacts:
             guest_seen=next((t.guest_seen for t in self.tests if t.name == "boot"), None),
             kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
             toolchain=self.toolchain or cell.toolchain,
-            compiler=self.compiler, isolation=self.isolation,
+            compiler=self.compiler, isolation=self.isolation, affected=self.affected,
+            map_error=self.map_error,
         )
 
 
@@ -282,7 +289,10 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
                                       built=record.tests), facts)
         else:
             kernel = _drive(_kernel(cell, plan, out_dir, stages), facts)
-            tests = _drive(_test_plan(plan, kernel, out_dir, stages, options.repeat), facts)
+            if cell.affected:
+                plan = _affected(cell, plan, kernel, stages, facts)
+            tests = _drive(_test_plan(plan, kernel, out_dir, stages, options.repeat,
+                                      record_map=cell.record_map), facts)
         if options.build_only:
             _write_prebuilt(cell, kernel, tests, facts, out_dir)
         timed = tuple(replace(t, timeout_s=min(t.timeout_s, options.timeouts.get(
@@ -299,7 +309,10 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
                                      host_root=options.host_root), facts)
         if cell.coverage and not options.build_only:
             with stages.stage("coverage", Status.SETUP_ERROR):
-                facts.coverage = _coverage(kernel, facts.patches, out_dir)
+                facts.coverage = _coverage(kernel, facts.patches, out_dir, {
+                    name: u.test for name, u in tests.units.items()})
+        if cell.record_map and not options.build_only:
+            _record_map(cell, plan, kernel, tests, out_dir, stages, facts)
     except HarnessError as exc:
         stage_error = exc.status or Status.SETUP_ERROR
         error = str(exc)
@@ -360,7 +373,7 @@ def _plan(cell: Cell, stages: StageLog, *, builds: bool = True) -> CellPlan:
             with _collected(problems):
                 found.append(testkinds.command_ref(cell.command, cwd=cell.command_cwd,
                                                    timeout_s=cell.command_timeout))
-        refs = tuple(found)
+        refs = merged_checks(found)
         names = [r.name for r in refs]
         if dups := sorted({n for n in names if names.count(n) > 1}):
             problems.append(SelftestError(
@@ -416,6 +429,23 @@ def _plan(cell: Cell, stages: StageLog, *, builds: bool = True) -> CellPlan:
                 status=worst([p.status or Status.SETUP_ERROR for p in problems]))
     assert spec is not None and tgt is not None
     return CellPlan(spec=spec, tests=refs, patches=patches, fragments=fragments, target=tgt)
+
+
+def merged_checks(refs: list[TestRef]) -> tuple[TestRef, ...]:
+    """`--test T:a --test T:b` as `T:a,b`; with `--test T` too, all of T. (The same test
+    twice without checks stays twice: an error the plan reports.)"""
+    merged: list[TestRef] = []
+    for ref in refs:
+        i = next((k for k, x in enumerate(merged) if x.name == ref.name and x.kind == ref.kind
+                  and x.manifest == ref.manifest and (x.checks or ref.checks)), None)
+        if i is None:
+            merged.append(ref)
+            continue
+        first = merged[i]
+        both = () if not (first.checks and ref.checks) else tuple(
+            dict.fromkeys((*first.checks, *ref.checks)))
+        merged[i] = replace(first, checks=both, checks_why=first.checks_why or ref.checks_why)
+    return tuple(merged)
 
 
 def _patch_path(text: str) -> Path:
@@ -572,9 +602,11 @@ def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
 
 
 def _coverage(kernel: BuiltKernel, patch_results: tuple[PatchResult, ...],
-              logs: Path) -> tuple[PatchCoverage, ...]:
+              logs: Path, tests_of: Mapping[str, str] | None = None
+              ) -> tuple[PatchCoverage, ...]:
     """Per patch of the series, its lines gcov counts and which the tests ran: each test's
-    counters (guest/gcov/TEST/) read against the tree as it was built."""
+    counters (guest/gcov/TEST/) read against the tree as it was built; `tests_of`: the
+    test each guest command belongs to (a map runs a test's checks one by one)."""
     tree = kernel.tree
     if tree is None:
         raise gcov.CoverageError("--coverage needs a kernel built from source here",
@@ -592,13 +624,15 @@ def _coverage(kernel: BuiltKernel, patch_results: tuple[PatchResult, ...],
                    zip(ours, applied, strict=False)]
         files = gcov.series_c_files(tree.path, tree.base_commit, kernel.head)
         blamed = gcov.blame(tree.path, files, kernel.head)
-        per_test = {}
+        per_test: dict[str, dict[str, dict[int, int]]] = {}
         guest = logs / "guest" / "gcov"
         notes = build.gcno_dir(kernel.image) or tree.build_dir
         for test_dir in sorted(guest.iterdir()) if guest.is_dir() else []:
             counts = gcov.counts(test_dir, tree.build_dir, tree.path, gcno_dir=notes,
                                  gcov="gcov", log_path=logs / "gcovr.log")
-            per_test[test_dir.name] = {f: c for f, c in counts.items() if f in files}
+            name = (tests_of or {}).get(test_dir.name, test_dir.name)
+            per_test[name] = coverage.merge_counts([
+                per_test.get(name, {}), {f: c for f, c in counts.items() if f in files}])
     if not per_test:
         raise gcov.CoverageError(f"no gcov counters in {guest}: the guest wrote none",
                                  fix="is CONFIG_GCOV_KERNEL in the kernel? see its config")
@@ -619,8 +653,8 @@ def _build_tests_of(refs: tuple[TestRef, ...], reports: tuple[FeatureReport, ...
 
 
 def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog,
-               repeat: int | None = None, *, built: Mapping[str, Path] | None = None
-               ) -> Generator[Known, None, TestPlan]:
+               repeat: int | None = None, *, built: Mapping[str, Path] | None = None,
+               record_map: bool = False) -> Generator[Known, None, TestPlan]:
     """The guest's plan; `built`: the tests' builds as a build-only run made them (nothing
     is built then, and a test it did not build is a SETUP_ERROR)."""
     # Not built, not booted: what the kernel cannot run.
@@ -639,7 +673,7 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
                     f"test(s) {', '.join(absent)}: not built by the build-only run",
                     fix="build the cell's tests where its kernel is built: harness run "
                         "--cell CELL --build-only")
-            planned = _guest_plan(plan, built, repeat)
+            planned, units = _guest_plan(plan, built, repeat, record_map)
     else:
         with stages.stage("selftests-build", Status.BUILD_ERROR):
             built = {**kernel.tree_tests, **_build_tests_of(
@@ -647,20 +681,68 @@ def _test_plan(plan: CellPlan, kernel: BuiltKernel, logs: Path, stages: StageLog
                     kernel=kernel.image, log_dir=logs, kselftest=kernel.kselftest,
                     bpftool=kernel.bpftool),
                 from_tree=False)}
-            planned = _guest_plan(plan, built, repeat)
-    return TestPlan(planned=tuple(planned), skipped=skipped, built=dict(built))
+            planned, units = _guest_plan(plan, built, repeat, record_map)
+    return TestPlan(planned=tuple(planned), skipped=skipped, built=dict(built), units=units)
 
 
-def _guest_plan(plan: CellPlan, built: Mapping[str, Path],
-                repeat: int | None) -> list[protocol.GuestTest]:
-    """Each built test's guest commands, as many attempts as asked."""
+def _guest_plan(plan: CellPlan, built: Mapping[str, Path], repeat: int | None,
+                record_map: bool = False
+                ) -> tuple[list[protocol.GuestTest], dict[str, affected.Unit]]:
+    """Each built test's guest commands, as many attempts as asked; for a map, each
+    check of a test alone (and its frame), and what unit of the map each command is."""
     planned: list[protocol.GuestTest] = []
+    units: dict[str, affected.Unit] = {}
     for ref in plan.tests:
         if ref.name in built:
+            commands = testkinds.kind_of(ref).plan(ref, built[ref.name])
+            if record_map:
+                for t, unit in affected.plan_units(ref, commands):
+                    planned.append(t)
+                    units[t.name] = unit
+                continue
             times = repeat or (ref.manifest.repeat if ref.manifest is not None else 1)
-            planned += attempts.expand(testkinds.kind_of(ref).plan(ref, built[ref.name]),
-                                       times)
-    return planned
+            planned += attempts.expand(commands, times)
+    return planned, units
+
+
+def _affected(cell: Cell, plan: CellPlan, kernel: BuiltKernel, stages: StageLog,
+              facts: CellFacts) -> CellPlan:
+    """--affected: the plan's tests narrowed to what the map says the change (the tree's
+    last commit) can affect; every test whole when the map cannot say."""
+    with stages.stage("affected", Status.SETUP_ERROR):
+        tree = kernel.tree
+        if tree is None:
+            raise affected.MapError("--affected maps a change of a kernel tree; an image has "
+                                    "none", fix="use a debian: or git: kernel")
+        diff, blobs = affected.change_of(tree.path, kernel.head)
+        found, missing = affected.load(cell)
+        decision = judge_affected.decide(found, judge_affected.changed_lines(diff), blobs,
+                                         [r.name for r in plan.tests], missing=missing)
+        refs, told = affected.narrow(plan.tests, decision, found)
+        facts.affected = told
+    log.info("[%s] --affected: %s", cell.name, "; ".join(
+        f"{t.test}: {t.ran}" + (f" ({', '.join(t.checks)})" if t.checks else "")
+        for t in told.tests) + (f" (every test: {told.fallback})" if told.fallback else ""))
+    return replace(plan, tests=refs)
+
+
+def _record_map(cell: Cell, plan: CellPlan, kernel: BuiltKernel, tests: TestPlan, logs: Path,
+                stages: StageLog, facts: CellFacts) -> None:
+    """--map: which kernel functions each check reached, from its counters; a map that
+    cannot be made is said in the results (the run's tests stand)."""
+    tree = kernel.tree
+    try:
+        with stages.stage("map", Status.SETUP_ERROR):
+            if tree is None:
+                raise affected.MapError("--map needs a kernel built from a tree here")
+            m, path = affected.record(
+                cell, tests.units, facts.tests, tables=affected.tables_of(plan.tests),
+                image=kernel.image, tree=tree.path, head=kernel.head,
+                build_dir=tree.build_dir, logs=logs, base=tree.base_commit)
+        log.info("[%s] map of %d test(s) over %d file(s) stored in %s", cell.name,
+                 len(m.tests), len(m.files), path)
+    except HarnessError as exc:
+        facts.map_error = str(exc)
 
 
 def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.GuestTest, ...],
@@ -692,14 +774,18 @@ def _boot_and_test(cell: Cell, kernel: KernelImage, planned: tuple[protocol.Gues
                 got[0] = boot
             yield Known(tests=(*skipped, *got))
             if boot.status is Status.BOOT_ERROR:
-                panicked = any(s.kind == "PANIC" for s in boot.splats)
-                # The splats are the boot result's, shown with it.
-                if attempt > 1 or panicked or not options.retry_boot:
+                # A kernel that died or hung (a panic, a stall it reported, a boot ended
+                # for saying nothing) is not booted again: only a failure of the
+                # environment (QEMU, the host) may pass on a second boot. The splats are
+                # the boot result's, shown with it.
+                kernel_failed = any(s.kind in KERNEL_HANGS and not s.expected
+                                    for s in boot.splats)
+                if attempt > 1 or kernel_failed or not options.retry_boot:
                     raise vm.BootError(boot.reason, log=guest_dir / "console.log")
         if boot.status is not Status.BOOT_ERROR:
             return BootOutcome(results=tuple(got), accel=chosen, retries=retries)
-        # A guest that never reached the runner (and did not panic) gets one more boot;
-        # what its kernel printed still counts.
+        # A guest that never reached the runner for the environment's reason gets one
+        # more boot; what its kernel printed still counts.
         stages.stages[-1] = replace(stages.stages[-1], status=Status.BOOT_ERROR,
                                     detail=boot.reason)
         retry = f"boot: {boot.reason}; booted again"
@@ -791,7 +877,7 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
     guest = vm.run_guest(boot, command=protocol.runner_argv(guest_dir, plan_file,
                                                             fail_fast=fail_fast,
                                                             gcov=cell.coverage),
-                         timeout=timeout, console_log=console)
+                         timeout=timeout, console_log=console, quiet=BOOT_WATCH)
 
     def read(name: str) -> str:
         path = guest_dir / name
@@ -807,7 +893,8 @@ def _one_boot(cell: Cell, kernel: KernelImage, accel: Accel,
                    and (guest_dir / f"{t.name}.json").stat().st_size <= protocol.LOG_READ_CAP},
         dmesg=read("dmesg.txt"), console=read("console.log"),
         runner_done=(guest_dir / "runner-done").exists(),
-        vm_timed_out=guest.timed_out, vm_exit=guest.returncode)
+        vm_timed_out=guest.timed_out, vm_exit=guest.returncode,
+        vm_stopped_by=guest.stopped_by)
     final = []
     shown = {t.name for t in planned if t.show_output}
     for res in outcome.evaluate(planned, record):
@@ -843,6 +930,13 @@ def _with_metrics(res: TestResult, file: Path) -> TestResult:
 
 OUTPUT_SHOWN = 30  # lines of a command's output kept in its result and shown
 
+# A boot that makes no progress before the runner is ready (silent, or the kernel
+# reporting a stall) is ended then, not at the VM's timeout; once the runner has started,
+# each test has its own timeout (a silent test is not a hang).
+# What a boot that never reached the runner said, that makes it the kernel's failure
+KERNEL_HANGS = frozenset({"PANIC", "BOOT_HANG", "RCU_STALL", "SOFT_LOCKUP", "HUNG_TASK"})
+BOOT_WATCH = proc.Quiet(seconds=vm.BOOT_SILENCE_S, until=protocol.READY, stop=splat.STALLS)
+
 
 def describe(cell: Cell) -> str:
     """What a cell builds, in a few words (what a cache entry was last used for)."""
@@ -876,6 +970,10 @@ def cell_argv(cell: Cell, accel: Accel) -> list[str]:
         argv += ["--arch", cell.arch]
     if cell.toolchain != Cell.toolchain:
         argv += ["--toolchain", cell.toolchain]
+    if cell.affected:
+        argv.append("--affected")
+    if cell.record_map:
+        argv.append("--map")
     argv += ["--accel", accel.value]
     if cell.command:
         argv += ["--cwd", cell.command_cwd, "--timeout", str(cell.command_timeout),

@@ -70,6 +70,8 @@ class Selection:
     shard: str | None = None  # K/N: only this shard of the cells
     costs: Path | None = None  # an earlier run whose cell durations balance the shards
     baseline: bool = False  # each cell also on its base without the series
+    affected: bool = False  # only the checks the map says the change can affect
+    record_map: bool = False  # on the gcov kernel, each check alone: the map
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,9 +106,25 @@ def plan(request: Request) -> tuple[list[Cell], str]:
 
     sel = request.selection
     cells, what = cells_for(request)
-    if sel.coverage:
+    if sel.affected and (sel.record_map or sel.coverage or request.options.build_only or
+                         sel.boot_only or request.options.prebuilt is not None):
+        raise matrix.MatrixError("--affected narrows the tests of a build from a tree: not "
+                                 "with --map, --coverage, --build-only, --boot-only or "
+                                 "--prebuilt")
+    if sel.record_map and (request.options.build_only or sel.boot_only):
+        raise matrix.MatrixError("--map runs every check: not with --build-only or "
+                                 "--boot-only")
+    if sel.coverage or sel.record_map:
         cells = [matrix.with_coverage(c) for c in cells]
         what += "\ncoverage: the series' C files built with gcov (a kernel of their own)"
+    if sel.record_map:
+        cells = [replace(c, record_map=True) for c in cells]
+        what += ("\nmap: each check alone on the gcov kernel; which kernel functions it "
+                 "reaches is kept for --affected")
+    if sel.affected:
+        cells = [replace(c, affected=True) for c in cells]
+        what += ("\naffected: only the checks the map says the change (the tree's last "
+                 "commit) can affect")
     if sel.costs is not None and sel.shard is None:
         raise matrix.MatrixError("--costs balances shards: give --shard K/N with it")
     if sel.shard is not None:

@@ -31,6 +31,8 @@ OUTPUT_CAP_BYTES = 8 * 2**20  # per test: kselftest:cgroup writes ~100 KB, test_
 _START = re.compile(r"harness: test-start (\S+)\s*$", re.MULTILINE)
 _END = re.compile(r"harness: test-end (\S+) rc=")
 _RUNNER_START = re.compile(r"harness: runner-start\s*$", re.MULTILINE)
+# the runner's first marker as the console shows it: the guest is ready
+READY = re.compile(r"harness: runner-start\b")
 _RUNNER_DONE = re.compile(r"harness: runner-done\s*$", re.MULTILINE)
 OUTPUT_CUT = re.compile(r"^\[harness: output cut: (\d+) bytes over the (\d+)-byte cap were "
                         r"discarded, (\d+) failed result lines among them\]$", re.MULTILINE)
@@ -54,6 +56,9 @@ class GuestTest:
     needs: tuple[str, ...] = ()  # guest set-up done before it runs: "swap", "scratch"
     # its output's end goes into the result and onto the terminal (the user's own command)
     show_output: bool = False
+    # only these of its checks (subtests) run (names or globs), and who chose them and why
+    checks: tuple[str, ...] = ()
+    checks_why: str = ""
 
 
 def write_plan(tests: list[GuestTest], path: Path) -> None:

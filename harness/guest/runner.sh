@@ -79,13 +79,17 @@ kill_pipe_holders() {
 }
 # Hung tasks and soft lockups must be reported while a test runs.
 echo 30 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null || true
-echo "uname	$(uname -r)" >> "$out/guest-info.tsv"
-# What the guest really got: the kernel command line (the user's --append last), CPUs, RAM.
-echo "cmdline	$(cat /proc/cmdline)" >> "$out/guest-info.tsv"
-echo "cpus	$(grep -c '^processor' /proc/cpuinfo)" >> "$out/guest-info.tsv"
-echo "memory_kb	$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" >> "$out/guest-info.tsv"
-echo "tainted_at_boot	$(cat /proc/sys/kernel/tainted)" >> "$out/guest-info.tsv"
-echo "ready	$(cat /proc/uptime)" >> "$out/guest-info.tsv"
+# The runner's own files (a test's exit status, what the cap cut) stay in the guest: each
+# write to the shared directory is a round trip to the host.
+own=/run/harness-runner
+mkdir -p "$own"
+# What the guest really got: the kernel command line (the user's --append last), CPUs, RAM;
+# one write.
+read -r uptime _ < /proc/uptime
+printf 'uname\t%s\ncmdline\t%s\ncpus\t%s\nmemory_kb\t%s\ntainted_at_boot\t%s\nready\t%s\n' \
+	"$(uname -r)" "$(cat /proc/cmdline)" "$(grep -c '^processor' /proc/cpuinfo)" \
+	"$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" "$(cat /proc/sys/kernel/tainted)" \
+	"$uptime" >> "$out/guest-info.tsv"
 
 # The counters of /sys/kernel/debug/gcov, copied by reading them: debugfs reports every
 # .gcda file's size as 0, so cp and tar would copy nothing.
@@ -120,16 +124,16 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	# process group of its own: what the test left running is killed with it, or it would
 	# hold the pipe open (and disturb the next test). Append mode: kselftest's runner
 	# reopens /dev/stdout with >> for the inner test's output.
-	rm -f "$out/.rc" "$out/.cut"
-	( cd "$dir" || { echo 127 > "$out/.rc"; exit; }
+	rm -f "$own/rc" "$own/cut"
+	( cd "$dir" || { echo 127 > "$own/rc"; exit; }
 	  timeout -k 5 "$tmo" sh -c "$cmd" < /dev/null 2>&1 &
 	  pid=$!
 	  wait $pid
-	  echo $? > "$out/.rc"
+	  echo $? > "$own/rc"
 	  kill -KILL -$pid 2>/dev/null
-	  kill_pipe_holders ) | { head -c "$cap"; count_rest > "$out/.cut"; } >> "$out/$name.out"
-	rc=$(cat "$out/.rc" 2>/dev/null || echo 125)
-	read -r cut failed < "$out/.cut" 2>/dev/null || cut=0
+	  kill_pipe_holders ) | { head -c "$cap"; count_rest > "$own/cut"; } >> "$out/$name.out"
+	rc=$(cat "$own/rc" 2>/dev/null || echo 125)
+	read -r cut failed < "$own/cut" 2>/dev/null || cut=0
 	[ "${cut:-0}" -gt 0 ] 2>/dev/null &&
 		printf '\n[harness: output cut: %s bytes over the %s-byte cap were discarded, %s failed result lines among them]\n' \
 			"$cut" "$cap" "${failed:-0}" >> "$out/$name.out"
@@ -143,7 +147,6 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 		break
 	fi
 done < "$plan"
-rm -f "$out/.rc" "$out/.cut"
 echo "tainted_at_end	$(cat /proc/sys/kernel/tainted)" >> "$out/guest-info.tsv"
 # What the kernel prints after this line (power-off, reboot notifiers) reaches only the
 # console: the host judges it there as the "shutdown" result.

@@ -185,6 +185,14 @@ class GuestRun:
     argv: tuple[str, ...]
     root: isolation.OwnRoot | None = None  # the guest's root; None: the host's
     removed: tuple[isolation.Removed, ...] = ()  # what the guest left that is not a file
+    # ended before its timeout because it made no progress (`run_guest`'s quiet): why
+    stopped_by: str | None = None
+
+
+# A boot that prints nothing for this long before its command is ready is a hang, not a
+# slow boot: under TCG on a loaded host the longest quiet stretch of a good boot seen was
+# ~5 s of guest time (virtme-ng-init's set-up), 10-15 s of the host's.
+BOOT_SILENCE_S = 30.0
 
 
 def vng_argv(boot: Boot, *, command: list[str] | None, cwd: Path | None = None,
@@ -242,8 +250,9 @@ def shell(boot: Boot, *, cwd: Path, console_log: Path) -> int | None:
 
 
 def run_guest(boot: Boot, *, command: list[str], timeout: float,
-              console_log: Path) -> GuestRun:
-    """Boot, run the command, power off. Killed (whole process group) at the timeout.
+              console_log: Path, quiet: proc.Quiet | None = None) -> GuestRun:
+    """Boot, run the command, power off. Killed (whole process group) at the timeout, or
+    earlier when `quiet` says it makes no progress before its command is ready.
     The guest sees only its own root, `boot.shared` (read-only) and `boot.rwdirs`; with
     `boot.host_root` (the host's arch only) it boots on the host's root and sees all its
     files, as vng does. What the guest left in `rwdirs` is made safe to read before this
@@ -257,9 +266,10 @@ def run_guest(boot: Boot, *, command: list[str], timeout: float,
         # vng runs its helpers (virtme-run, virtme-ng-init) from its own bin directory.
         bindir = str(Path(argv[0]).parent)
         res = proc.run(argv, timeout=timeout, log_path=console_log, keep_output=False,
-                       env={"TERM": "dumb", "PATH": f"{bindir}:{os.environ.get('PATH', '')}"})
+                       env={"TERM": "dumb", "PATH": f"{bindir}:{os.environ.get('PATH', '')}"},
+                       quiet=quiet)
     removed = tuple(r for d in boot.rwdirs for r in isolation.sanitize(d))
     return GuestRun(returncode=res.returncode, timed_out=res.timed_out,
                     duration_s=res.duration_s, console_log=console_log, argv=res.argv,
-                    root=own, removed=removed)
+                    root=own, removed=removed, stopped_by=res.stopped_by)
 

@@ -9,13 +9,15 @@ merges or inlines some lines into others, and those have none.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from harness.base.model import FileLine, PatchCoverage
 
-__all__ = ["blamed_lines", "gcovr_counts", "merge_counts", "patch_coverage", "profile_lines"]
+__all__ = ["blamed_lines", "gcov_json_counts", "gcovr_counts", "merge_counts",
+           "patch_coverage", "profile_lines"]
 
 
 _HEADER = re.compile(r"^([0-9a-f]{40}) \d+ (\d+)(?: \d+)?$")
@@ -49,6 +51,29 @@ def gcovr_counts(doc: Mapping[str, Any], strip: str = "") -> dict[str, dict[int,
                 continue
             n = int(line["line_number"])
             lines[n] = lines.get(n, 0) + int(line.get("count", 0))
+    return out
+
+
+def gcov_json_counts(text: str, sources: Iterable[str]) -> dict[str, dict[int, int]]:
+    """file -> line -> count of `gcov --json-format --stdout` (one JSON document per line,
+    one per .gcda), for the given source files only (a file's own lines, not the headers'
+    inlined into it). gcov names a file as the compiler saw it (`../mm/x.c` from an O=
+    directory inside the tree): the name is matched by its end."""
+    wanted = tuple(sources)
+    out: dict[str, dict[int, int]] = {}
+    for doc_line in text.splitlines():
+        if not doc_line.strip():
+            continue
+        doc = json.loads(doc_line)
+        for f in doc.get("files", []):
+            name = str(f.get("file", ""))
+            file = next((w for w in wanted if name == w or name.endswith("/" + w)), None)
+            if file is None:
+                continue
+            lines = out.setdefault(file, {})
+            for line in f.get("lines", []):
+                n = int(line["line_number"])
+                lines[n] = lines.get(n, 0) + int(line.get("count", 0))
     return out
 
 

@@ -15,10 +15,18 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from harness.base.model import KtapResult, Phase, Splat, Status, TestResult, worst
+from harness.base.model import (
+    CheckSelection,
+    KtapResult,
+    Phase,
+    Splat,
+    Status,
+    TestResult,
+    worst,
+)
 from harness.guest import protocol
 from harness.guest.protocol import GuestTest, RunnerRecord
-from harness.judge import ktap, splat, test_progs
+from harness.judge import checks, ktap, splat, test_progs
 
 TIMEOUT_EXIT_CODES = (124, 137)  # coreutils timeout: TERM, then KILL after the grace
 KSFT_SKIP = 4
@@ -40,6 +48,9 @@ class BootRecord:
     runner_done: bool = False
     vm_timed_out: bool = False
     vm_exit: int | None = None
+    # the VM was ended before the runner started because it made no progress: why
+    # ("no output for 30s", "a stall reported: ...")
+    vm_stopped_by: str | None = None
 
 
 def bad_taint(before: int | None, after: int | None) -> str:
@@ -58,7 +69,8 @@ def evaluate(plan: list[GuestTest], boot: BootRecord) -> list[TestResult]:
     kernel_log = Path(log.source)
     results = [replace(_boot_result(log, info, boot), log=kernel_log)]
     results += [replace(_test_result(t, records.get(t.name), log, boot, info),
-                        log=Path(f"{t.name}.out")) for t in plan]
+                        log=Path(f"{t.name}.out"), selection=_selection(t, boot))
+                for t in plan]
     results.append(replace(_setup_result(log, info, records, plan), log=kernel_log))
     results.append(replace(_shutdown_result(log, boot, info), log=Path("console.log")))
     if (gap := _CONSOLE_GAP.search(boot.console)) is not None:
@@ -69,6 +81,24 @@ def evaluate(plan: list[GuestTest], boot: BootRecord) -> list[TestResult]:
         results = [replace(r, notes=(*r.notes, note)) if log.source == "console.log" or
                    r.phase is Phase.SHUTDOWN else r for r in results]
     return results
+
+
+def _selection(test: GuestTest, boot: BootRecord) -> CheckSelection | None:
+    """Which checks ran, when only some were asked for: as our tests say it (check.c's
+    `# harness-checks:` line), or the results a program printed (test_progs' subtests, a
+    kselftest harness program's tests)."""
+    text = boot.outputs.get(test.name, "")
+    if test.fmt == "ktap" and (said := checks.selection_from_output(
+            text, why=test.checks_why)) is not None:
+        return said
+    if not test.checks:
+        return None
+    if test.fmt == "test_progs":
+        parsed = test_progs.parse(text, boot.artifacts.get(test.name))
+        ran = tuple(s.name for c in parsed.cases for s in c.subtests)
+    else:
+        ran = tuple(c.name for c in ktap.parse(text).cases)
+    return CheckSelection(asked=test.checks, selected=ran, why=test.checks_why)
 
 
 _CONSOLE_GAP = re.compile(r"^\[harness: (\d+) bytes of console\.log not read\]$", re.MULTILINE)
@@ -107,19 +137,39 @@ def _boot_result(log: protocol.KernelLog, info: protocol.GuestInfo,
     duration = float(ready[0]) if ready and ready[0].replace(".", "", 1).isdigit() else 0.0
     if not info.reached_runner:
         panic = next((s for s in splats if s.kind == "PANIC"), None)
+        tail: tuple[str, ...] | None = None
         if panic is not None:
             reason = f"the kernel panicked during boot: {panic.title}"
+        elif boot.vm_stopped_by:
+            reason = f"boot hang: {boot.vm_stopped_by} before the test runner started"
+            tail = last_console_lines(boot.console)
+            if not splats:
+                # the kernel said nothing: the hang is the harness's finding, with the
+                # kernel's last words
+                splats = (Splat(kind="BOOT_HANG", title=reason, text="\n".join(tail)),)
         else:
             how = ("the VM was killed at its wall-clock timeout" if boot.vm_timed_out else
                    f"vng exited {boot.vm_exit}")
             reason = f"the guest never started the test runner ({how})"
         return TestResult(name="boot", phase=Phase.BOOT, status=Status.BOOT_ERROR,
                           duration_s=duration, exit_code=None, ktap=None, splats=splats,
-                          reason=reason, notes=notes)
+                          reason=reason, notes=notes, output_tail=tail,
+                          output_lines=len(tail or ()))
     taint = bad_taint(0, info.taint("tainted_at_boot"))
     return TestResult(name="boot", phase=Phase.BOOT, status=Status.PASS, duration_s=duration,
                       exit_code=None, ktap=None, splats=splats, taint=taint, notes=notes,
                       guest_seen=info.machine)
+
+
+CONSOLE_TAIL = 20  # lines of a hung boot's console kept with its result
+_HARNESS_LINE = re.compile(r"^\[harness: ")
+
+
+def last_console_lines(console: str, n: int = CONSOLE_TAIL) -> tuple[str, ...]:
+    """The console's last lines that the guest printed (not the harness's own notes)."""
+    lines = [ln.rstrip() for ln in console.splitlines()
+             if ln.strip() and not _HARNESS_LINE.match(ln)]
+    return tuple(lines[-n:])
 
 
 def _setup_result(log: protocol.KernelLog, info: protocol.GuestInfo,

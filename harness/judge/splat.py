@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from harness.base.model import Splat
 
-__all__ = ["TAINT_LETTERS", "faulting_function", "find_splats", "first_frames",
+__all__ = ["STALLS", "TAINT_LETTERS", "faulting_function", "find_splats", "first_frames",
            "relative_to_tree", "taint_flags_changed"]
 
 # Console prefixes: "[    1.234567] ", "[    1.234567][    T1] ", "<4>[    1.234567] ",
@@ -64,6 +64,11 @@ _STARTS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
 )
+
+# The kernel saying it makes no progress (searched in console lines, prefix and all): a
+# boot that prints one before it is ready is ended, not waited for.
+STALLS = tuple(re.compile(pattern.pattern.removeprefix("^")) for kind, pattern in _STARTS
+               if kind in ("SOFT_LOCKUP", "RCU_STALL", "HUNG_TASK"))
 
 _END_TRACE = re.compile(r"^---\[ end trace(?: [0-9a-f]+)? \]---")
 # lib/bug.c and kernel/panic.c print it before a WARN's message and before "kernel BUG at"

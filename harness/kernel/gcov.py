@@ -35,6 +35,18 @@ class CoverageError(HarnessError):
     status = Status.SETUP_ERROR
 
 
+PROFILE_LIST = Path(__file__).resolve().parents[2] / "kconfigs" / "gcov-profile.txt"
+
+
+def profile_list(path: Path = PROFILE_LIST) -> list[str]:
+    """The C files profiled besides the series' own (what `--map` records and
+    `--affected` then knows): kconfigs/gcov-profile.txt, one path a line."""
+    if not path.exists():
+        return []
+    return [line.split("#", 1)[0].strip() for line in path.read_text().splitlines()
+            if line.split("#", 1)[0].strip()]
+
+
 def series_c_files(tree: Path, base: str, head: str = "HEAD") -> list[str]:
     out = gitcmd.git(tree, "diff", "--name-only", base, head, "--", "*.c",
                      what="git diff --name-only")
@@ -42,9 +54,10 @@ def series_c_files(tree: Path, base: str, head: str = "HEAD") -> list[str]:
 
 
 def profile(tree: Path, base: str) -> list[str]:
-    """Commit, on top of the series, the Makefile lines that profile its C files; the files
-    profiled. Nothing to profile: no commit."""
-    files = series_c_files(tree, base)
+    """Commit, on top of the series, the Makefile lines that profile its C files and those
+    of `profile_list()` the tree has; the files profiled. Nothing to profile: no commit."""
+    files = sorted({*series_c_files(tree, base),
+                    *(f for f in profile_list() if (tree / f).is_file())})
     changed = False
     for makefile, lines in coverage.profile_lines(files).items():
         path = sandbox.tree_file(tree / makefile, tree)  # written here: not a link out
@@ -96,6 +109,34 @@ def counts(gcda_dir: Path, build_dir: Path, tree: Path, *, gcno_dir: Path, gcov:
                     "--gcov-ignore-parse-errors=all", str(scratch)],
                    what="gcovr", timeout=600, log_path=log_path, cwd=scratch)
         return coverage.gcovr_counts(json.loads(out.read_text()))
+
+
+def line_counts(gcda_dir: Path, build_dir: Path, *, gcno_dir: Path, sources: list[str],
+                gcov: str = "gcov", log_path: Path) -> dict[str, dict[int, int]]:
+    """file -> line -> count of one test's counters for these source files: gcov's own
+    JSON (`--json-format`, which needs no source) of each .gcda beside a copy of its .gcno
+    from the kernel that ran."""
+    with tempfile.TemporaryDirectory(prefix="harness-gcov-") as tmp:
+        scratch = Path(tmp)
+        found = []
+        for gcda in sorted(gcda_dir.rglob("*.gcda")):
+            rel = _object_path(gcda.relative_to(gcda_dir), build_dir)
+            gcno = gcno_dir / rel.with_suffix(".gcno")
+            if not gcno.exists():
+                continue
+            (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(gcda, scratch / rel)
+            shutil.copyfile(gcno, scratch / rel.with_suffix(".gcno"))
+            found.append(str(rel))
+        if not found:
+            return {}
+        res = proc.run([gcov, "--json-format", "--stdout", *found], cwd=scratch, timeout=600,
+                       log_path=None)
+        if res.returncode != 0:
+            log_path.write_text(res.output)
+            raise CoverageError(f"gcov --json-format failed (exit {res.returncode}); log: "
+                                f"{log_path}", fix="is the host's gcov the kernel compiler's?")
+        return coverage.gcov_json_counts(res.output, sources)
 
 
 def _object_path(guest_rel: Path, build_dir: Path) -> Path:

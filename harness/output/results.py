@@ -26,8 +26,11 @@ from harness.base import atomic, paths
 from harness.base.errors import EnvironmentProblem
 from harness.base.gitcmd import git_run
 from harness.base.model import (
+    Affected,
+    AffectedTest,
     BuildRun,
     CellResult,
+    CheckSelection,
     ConfigResult,
     DroppedSymbol,
     Feature,
@@ -126,9 +129,16 @@ def test_json(t: TestResult, base: Path | None = None) -> dict[str, Any]:
         }
     if extra := _extra_json(t):
         out["extra"] = extra
+    if t.selection is not None:
+        out["selection"] = _selection_json(t.selection)
     if t.attempts:
         out["attempts"] = [test_json(a, base) for a in t.attempts]
     return out
+
+
+def _selection_json(x: CheckSelection) -> dict[str, Any]:
+    return {"asked": list(x.asked), "selected": list(x.selected), "needed": list(x.needed),
+            "cleanup": list(x.cleanup), "not_run": list(x.not_run), "why": x.why}
 
 
 def _extra_json(t: TestResult) -> dict[str, Any]:
@@ -215,6 +225,8 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         **({"isolation": isolation_json(c.isolation)} if c.isolation is not None else {}),
         **({"coverage": [_coverage_json(x) for x in c.coverage]}
            if c.coverage is not None else {}),
+        **({"affected": _affected_json(c.affected)} if c.affected is not None else {}),
+        **({"map_error": c.map_error} if c.map_error else {}),
     }
 
 
@@ -225,6 +237,10 @@ def isolation_json(i: Isolation) -> dict[str, Any]:
                            "size_bytes": i.guest_root_size,
                            "packages": i.guest_root_packages},
             "summary": i.describe()}
+def _affected_json(a: Affected) -> dict[str, Any]:
+    return {"changed": list(a.changed), "fallback": a.fallback, "map": a.map,
+            "tests": [{"test": t.test, "ran": t.ran, "checks": list(t.checks), "why": t.why}
+                      for t in a.tests]}
 
 
 def _line_json(x: FileLine) -> dict[str, Any]:
@@ -625,7 +641,9 @@ def _cell(c: _Object) -> CellResult:
         kernel_from_store=c.maybe("kernel_from_store", c.flag),
         arch=c.text("arch", target.DEFAULT_ARCH),
         toolchain=c.text("toolchain", target.DEFAULT_TOOLCHAIN),
-        compiler=c.text("compiler"), isolation=_isolation(c.object_or_none("isolation")))
+        compiler=c.text("compiler"), isolation=_isolation(c.object_or_none("isolation")),
+        affected=_affected(c.object_or_none("affected")),
+        map_error=c.text("map_error"))
 
 
 def _isolation(i: _Object | None) -> Isolation | None:
@@ -641,6 +659,15 @@ def _isolation(i: _Object | None) -> Isolation | None:
         host_root=root.text("host_root") if root is not None else "",
         guest_root_size=root.integer("size_bytes") if root is not None else 0,
         guest_root_packages=root.integer("packages") if root is not None else 0)
+
+
+def _affected(a: _Object | None) -> Affected | None:
+    if a is None:
+        return None
+    return Affected(changed=a.texts("changed"), fallback=a.text("fallback"), map=a.text("map"),
+                    tests=tuple(AffectedTest(test=t.text("test"), ran=t.text("ran"),
+                                             checks=t.texts("checks"), why=t.text("why"))
+                                for t in a.objects("tests")))
 
 
 def _guest(guest: _Object | None) -> GuestSpec | None:
@@ -703,7 +730,16 @@ def _test(t: _Object) -> TestResult:
         output_lines=extra.integer("output_lines", len(tail)) if extra and tail is not None
         else 0,
         metrics=None if metrics is None else metrics_of(metrics),
-        metrics_error=extra.text("metrics_error") if extra else "")
+        metrics_error=extra.text("metrics_error") if extra else "",
+        selection=_selection(t.object_or_none("selection")))
+
+
+def _selection(x: _Object | None) -> CheckSelection | None:
+    if x is None:
+        return None
+    return CheckSelection(asked=x.texts("asked"), selected=x.texts("selected"),
+                          needed=x.texts("needed"), cleanup=x.texts("cleanup"),
+                          not_run=x.texts("not_run"), why=x.text("why"))
 
 
 def _case(c: _Object) -> TestCase:

@@ -14,6 +14,7 @@ from pathlib import Path
 from harness import target
 from harness.base.model import (
     KERNEL_PHASES,
+    Affected,
     CellResult,
     FeatureKind,
     FeatureReport,
@@ -28,7 +29,7 @@ from harness.base.model import (
     TestResult,
     leaves,
 )
-from harness.judge import ktap, splat
+from harness.judge import checks, ktap, splat
 
 WIDTH = 100
 
@@ -94,6 +95,10 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         lines += _wrap("features: " + feature_line(c.features), "   ")
     if guest := guest_line(c.guest, c.guest_seen):
         lines += _wrap(guest, "   ")
+    if c.affected is not None:
+        lines += affected_lines(c.affected, "   ")
+    if c.map_error:
+        lines += _message(f"map not recorded: {c.map_error}", "   ", base)
     tests = [t for t in c.tests if t.phase is Phase.TEST]
     kernel = [t for t in c.tests if t.phase in KERNEL_PHASES]
     if kernel and all(t.status is Status.PASS and not t.splats and not t.notes for t in kernel):
@@ -113,6 +118,23 @@ def _cell_lines(c: CellResult, base: Path | None) -> list[str]:
         lines.append("   (--boot-only: no tests asked for; judged by boot and shutdown)")
     for note in c.notes:
         lines += _wrap(f"note: {note}", "   ")
+    return lines
+
+
+def affected_lines(a: Affected, indent: str) -> list[str]:
+    """--affected: what the change touched, what of each test ran and why."""
+    lines = _wrap("affected by the change: " + (", ".join(a.changed) or "nothing mapped"),
+                  indent)
+    if a.fallback:
+        lines += _wrap(f"every test, whole: {a.fallback}", indent + "  ")
+        return lines
+    for t in a.tests:
+        ran = {"all": "every check", "none": "not run"}.get(
+            t.ran, f"only {', '.join(t.checks)}")
+        lines += _wrap(f"{t.test}: {ran}" + (f" ({t.why})" if t.why and t.ran != "some"
+                                              else ""), indent + "  ")
+    if a.map:
+        lines += _wrap(f"(the map: {a.map})", indent + "  ")
     return lines
 
 
@@ -152,6 +174,10 @@ def _result_lines(t: TestResult, name_width: int, base: Path | None, *,
     head = f"   {t.name:<{name_width}}  {t.status.value + expected:<8} {t.duration_s:6.1f}s"
     lines = _wrap(f"{head}  {detail}".rstrip(), "")
     indent = "      "
+    if (sel := t.selection) is not None:
+        lines += _wrap("only " + checks.describe(sel), indent)
+        if sel.why:
+            lines += _wrap(f"why: {sel.why}", indent + "  ")
     if t.reason and counts and t.status is not Status.PASS:
         lines += _wrap(counts, indent)
     for s in t.splats:
@@ -170,9 +196,12 @@ def _result_lines(t: TestResult, name_width: int, base: Path | None, *,
         lines += _wrap(f"note: {note}", indent)
     if tail := t.output_tail:
         total = t.output_lines
-        lines.append(f"{indent}output:" if total == len(tail) else
-                     f"{indent}output (its last {len(tail)} of {total} lines; all of it in the "
-                     "log):")
+        if t.phase is Phase.BOOT:  # a boot that hung: the console's last lines
+            lines.append(f"{indent}console, its last {len(tail)} lines:")
+        else:
+            lines.append(f"{indent}output:" if total == len(tail) else
+                         f"{indent}output (its last {len(tail)} of {total} lines; all of it "
+                         "in the log):")
         lines += [f"{indent}| {line}"[:WIDTH + 40] for line in tail]
     if t.metrics is not None and t.metrics.summary:
         lines += _wrap(f"metrics: {t.metrics.summary}", indent)

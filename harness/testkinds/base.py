@@ -69,6 +69,10 @@ class TestRef:
     only: tuple[str, ...] = ()  # kselftest: the tests of the target to run
     timeout_s: int | None = None  # command: its time limit in the guest
     cwd: str = ""  # command: the directory it runs from
+    # only these of its checks (names or globs; own: of its CHECK table, test_progs: its
+    # subtests, kselftest: the tests of a program that takes a name); (): all of them
+    checks: tuple[str, ...] = ()
+    checks_why: str = ""  # who chose them, when not the user (--affected: why)
 
     @property
     def requires(self) -> tuple[str, ...]:

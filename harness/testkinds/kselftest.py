@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -29,12 +30,48 @@ GLOB = re.compile(r"[*?\[]")
 
 
 def resolve(text: str) -> TestRef:
+    """kselftest:TARGET[:TEST,...], or kselftest:TARGET:PROGRAM:NAME[,NAME...]: only those
+    tests of a program that takes a test's name (one built on kselftest_harness.h)."""
     _, target, *rest = text.split(":")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*", target):
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*", target) or len(rest) > 2:
         raise setup_error(f"{text!r}: kselftest: needs a target",
-                          fix="kselftest:TARGET[:TEST,...], e.g. kselftest:cgroup")
+                          fix="kselftest:TARGET[:TEST,...], e.g. kselftest:cgroup, or "
+                              "kselftest:TARGET:PROGRAM:NAME for some tests of one program")
     only = tuple(rest[0].split(",")) if rest and rest[0] else CURATED.get(target, ())
-    return TestRef(kind="kselftest", name=text, target=target, only=only)
+    names = tuple(n for n in rest[1].split(",") if n) if len(rest) == 2 else ()
+    if len(rest) == 2 and (not names or len(only) != 1 or GLOB.search(only[0])):
+        raise setup_error(f"{text!r}: the tests of one program, by name",
+                          fix="kselftest:TARGET:PROGRAM:NAME[,NAME...]")
+    name = f"{PREFIX}{target}:{only[0]}" if names else text
+    return TestRef(kind="kselftest", name=name, target=target, only=only, checks=names)
+
+
+# A program built on kselftest_harness.h runs only the tests named with -t NAME; the
+# others (test_memcontrol's table of T(x) entries, say) run every test they have.
+_HARNESS_H = re.compile(r'#include\s+["<][./]*kselftest_harness\.h[">]')
+_HARNESS_TEST = re.compile(r"^\s*TEST(?:_F|_SIGNAL|_F_SIGNAL|_F_TIMEOUT)?\(\s*(?:\w+\s*,\s*)?"
+                           r"(\w+)\s*[,)]", re.MULTILINE)
+_TABLE_TEST = re.compile(r"^\s*T\((\w+)\)", re.MULTILINE)
+
+
+def check_names(ref: TestRef, tree: Path) -> None:
+    """`kselftest:TARGET:PROGRAM:NAME`: the program takes test names, and has these."""
+    if not ref.checks:
+        return
+    program = ref.only[0]
+    source = tree / "tools/testing/selftests" / ref.target / f"{program}.c"
+    text = source.read_text(errors="replace") if source.is_file() else ""
+    if not _HARNESS_H.search(text):
+        listed = _TABLE_TEST.findall(text)
+        raise setup_error(
+            f"{ref.name}: {program} takes no test name (it is not built on "
+            "kselftest_harness.h: it runs all its tests in one loop)"
+            + (f"; its tests: {', '.join(listed)}" if listed else ""),
+            fix=f"run it whole: kselftest:{ref.target}:{program}")
+    known = _HARNESS_TEST.findall(text)
+    if bad := [n for n in ref.checks if known and n not in known]:
+        raise setup_error(f"{ref.name} has no test {', '.join(bad)}",
+                          fix=f"its tests: {', '.join(dict.fromkeys(known))}")
 
 
 def check_in_tree(ref: TestRef, tree: Path) -> None:
@@ -57,6 +94,11 @@ def check_in_tree(ref: TestRef, tree: Path) -> None:
                           f"builds no test named {', '.join(missing)}",
                           fix="check the names against that Makefile's TEST_GEN_PROGS "
                               "and TEST_PROGS")
+
+
+def check_in_tree_names(ref: TestRef, tree: Path) -> None:
+    check_in_tree(ref, tree)
+    check_names(ref, tree)
 
 
 def build_kselftest(target_dir: str, tree: Path, build_dir: Path, *, log_dir: Path,
@@ -117,6 +159,16 @@ def plan_kselftest(ref: TestRef, installed: Path) -> list[GuestTest]:
         raise SelftestError(f"kselftest {ref.target}: its kselftest-list.txt names no test",
                             fix="check the target's Makefile (TEST_GEN_PROGS, TEST_PROGS)",
                             status=Status.SETUP_ERROR)
+    if ref.checks:
+        # the program itself, asked for its tests by name (run_kselftest.sh passes none)
+        program = wanted[0]
+        return [GuestTest(
+            name=f"kselftest-{ref.target}-{program}".replace("/", "_"),
+            timeout_s=KSELFTEST_TIMEOUT_S, cwd=installed,
+            command=f"rm -rf {scratch} && mkdir -p {scratch} && cp -a . {scratch} && "
+                    f"cd {scratch}/{ref.target} && ./{program} "
+                    + " ".join(f"-t {shlex.quote(n)}" for n in ref.checks),
+            needs=("swap", "scratch"), checks=ref.checks, checks_why=ref.checks_why)]
     return [
         # a nested target (net/forwarding) must not make a path of the name
         GuestTest(name=f"kselftest-{ref.target}-{t}".replace("/", "_"),
@@ -141,7 +193,7 @@ class KselftestTargets:
         return resolve(text) if text.startswith(PREFIX) else None
 
     def check_in_tree(self, ref: TestRef, tree: Path) -> None:
-        check_in_tree(ref, tree)
+        check_in_tree_names(ref, tree)
 
     def build(self, refs: Sequence[TestRef], ctx: BuildContext) -> Mapping[str, Path]:
         assert ctx.tree is not None and ctx.build_dir is not None

@@ -16,6 +16,7 @@ import shlex
 import shutil
 import tomllib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from harness import target
@@ -23,6 +24,7 @@ from harness.base import atomic, paths, proc, sandbox
 from harness.base.gitcmd import git
 from harness.base.model import KERNEL_PHASES, KernelImage
 from harness.guest.protocol import GuestTest
+from harness.judge import checks
 from harness.testkinds.base import (
     BuildContext,
     KselftestHeader,
@@ -128,24 +130,55 @@ def own_tests() -> list[str]:
 
 
 def resolve(text: str) -> TestRef:
-    """NAME, NAME@VARIANT or a directory with test.toml; SETUP_ERROR (with the fix) if
-    nothing is found. The manifest is read and validated completely here."""
+    """NAME, NAME@VARIANT or a directory with test.toml, each optionally followed by
+    `:CHECK[,CHECK...]` (names or globs of its CHECK table: only those run, with what
+    they need); SETUP_ERROR (with the fix) if nothing is found, or a check name matches
+    none of the test's. The manifest is read and validated completely here."""
+    test, sep, wanted = text.partition(":")
+    if sep and Path(text).is_dir():  # a directory whose name has a colon
+        test, sep, wanted = text, "", ""
+    asked = tuple(w for w in wanted.split(",") if w) if sep else ()
+    if sep and not asked:
+        raise setup_error(f"test {text!r}: no check named after the colon",
+                          fix=f"{test}:CHECK[,CHECK...], names or globs (usage_*)")
     # NAME@VARIANT picks [variants.VARIANT] of test.toml (e.g. a full-length benchmark).
-    base, _, variant = text.partition("@")
+    base, _, variant = test.partition("@")
     candidate = Path(base)
-    if candidate.is_dir():
-        m = load_manifest(candidate, variant or None)
-        return TestRef(kind="own", name=m.name, manifest=m)
     in_repo = paths.repo_root() / "selftests" / base
-    if base and in_repo.is_dir():
-        m = load_manifest(in_repo, variant or None)
-        return TestRef(kind="own", name=m.name, manifest=m)
+    if candidate.is_dir() or (base and in_repo.is_dir()):
+        m = load_manifest(candidate if candidate.is_dir() else in_repo, variant or None)
+        return with_checks(TestRef(kind="own", name=m.name, manifest=m), asked)
     known = own_tests()
     close = difflib.get_close_matches(base, known, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
     raise setup_error(f"test {text!r} not found: not a directory with test.toml, nor a test "
                       "under selftests/, nor kselftest:TARGET or test_progs:TEST",
                       fix=f"{hint}our tests: {', '.join(known)}")
+
+
+def check_table(manifest: Manifest) -> tuple[checks.Check, ...] | None:
+    """The test's CHECK table as its C sources write it; None: not known before it runs
+    (filled at run time, or no C program)."""
+    texts = [(manifest.directory / s).read_text(errors="replace") for s in manifest.userspace
+             if s.endswith(".c") and (manifest.directory / s).is_file()]
+    return checks.table_of(texts)
+
+
+def with_checks(ref: TestRef, asked: tuple[str, ...], why: str = "") -> TestRef:
+    """The reference running only these checks (and what they need), each checked
+    against the test's CHECK table when its sources say it."""
+    if not asked:
+        return ref
+    assert ref.manifest is not None
+    if ref.manifest.fmt != "ktap" or not ref.manifest.userspace:
+        raise setup_error(f"test {ref.name}: no CHECK table to pick checks from (it is not "
+                          "a C program of selftests/lib's checks)",
+                          fix=f"run it whole: --test {ref.name}")
+    table = check_table(ref.manifest)
+    if table is not None and (bad := checks.unknown(table, asked)):
+        raise setup_error(f"test {ref.name} has no check {', '.join(bad)}",
+                          fix=f"its checks: {', '.join(c.name for c in table)}")
+    return replace(ref, checks=asked, checks_why=why)
 
 
 def skeleton_name(bpf_source: str) -> str:
@@ -333,9 +366,15 @@ def stored_kselftest_h(version: str) -> KselftestHeader:
     return KselftestHeader(directory=d, origin=f"{origin} (same major version as the image)")
 
 
-def plan_own(manifest: Manifest, built: Path) -> GuestTest:
+def plan_own(manifest: Manifest, built: Path, asked: tuple[str, ...] = (),
+             why: str = "") -> GuestTest:
+    """The guest's command; with checks asked for, $HARNESS_CHECKS tells check.c which."""
+    command = shlex.join(manifest.command)
+    if asked:
+        command = f"export {checks.ENV}={shlex.quote(','.join(asked))}; {command}"
     return GuestTest(name=manifest.name, timeout_s=manifest.timeout_s, cwd=built,
-                     command=shlex.join(manifest.command), fmt=manifest.fmt, needs=manifest.needs)
+                     command=command, fmt=manifest.fmt, needs=manifest.needs,
+                     checks=asked, checks_why=why)
 
 
 
@@ -360,7 +399,7 @@ class OwnTests:
 
     def plan(self, ref: TestRef, built: Path) -> list[GuestTest]:
         assert ref.manifest is not None
-        return [plan_own(ref.manifest, built)]
+        return [plan_own(ref.manifest, built, ref.checks, ref.checks_why)]
 
 
 KIND = OwnTests()

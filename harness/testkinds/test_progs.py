@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import logging
 import os
@@ -140,23 +141,56 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
     return out
 
 
+_SUBTEST_NAME = re.compile(r'\btest__start_subtest\(\s*"([^"\\]+)"\s*\)')
+
+
+def subtests_of(sources: tuple[Path, ...]) -> tuple[str, ...]:
+    """The subtest names the files start with a literal (`test__start_subtest("x")`), in
+    order; names made at run time are not seen."""
+    return tuple(dict.fromkeys(m.group(1) for f in sources
+                               for m in _SUBTEST_NAME.finditer(f.read_text(errors="replace"))))
+
+
+def check_subtests(ref: TestRef, bpf_dir: Path) -> None:
+    """Each subtest name or glob against the names the test's files start (when they
+    name any with a literal)."""
+    if not ref.checks:
+        return
+    known = subtests_of(test_progs_sources(bpf_dir, (ref.target,)))
+    bad = [c for c in ref.checks if known and not fnmatch.filter(known, c)]
+    if bad:
+        raise setup_error(f"{ref.name} has no subtest {', '.join(bad)}",
+                          fix=f"its subtests: {', '.join(known)}")
+
+
 def plan_test_progs(ref: TestRef, built: Path) -> GuestTest:
     # -a: the exact test name, or a glob test_progs matches itself (-t would take every
-    # test whose name contains it); quoted: the guest's shell must not expand it.
+    # test whose name contains it), each subtest asked for as TEST/SUBTEST; quoted: the
+    # guest's shell must not expand it.
+    wanted = ",".join(f"{ref.target}/{c}" for c in ref.checks) or ref.target
     return GuestTest(
         name=ref.name, timeout_s=TEST_PROGS_TIMEOUT_S, cwd=built,
-        command=f'./test_progs -a {shlex.quote(ref.target)} '
+        command=f'./test_progs -a {shlex.quote(wanted)} '
                 f'-J "$HARNESS_OUT/{ref.name}.json"',
-        fmt="test_progs")
+        fmt="test_progs", checks=ref.checks, checks_why=ref.checks_why)
 
 
 def resolve(text: str) -> TestRef:
+    """test_progs:TEST (or a glob), or test_progs:TEST/SUBTEST[,SUBTEST...]: only those
+    subtests (names or globs)."""
     name = text.removeprefix(PREFIX)
-    if not re.fullmatch(r"[A-Za-z0-9_*?]+", name):
+    test, sep, subs = name.partition("/")
+    checks = tuple(c for c in subs.split(",") if c)
+    if not re.fullmatch(r"[A-Za-z0-9_*?]+", test) or (sep and (
+            not checks or not all(re.fullmatch(r"[A-Za-z0-9_*?.:+-]+", c) for c in checks))):
         raise setup_error(f"{text}: not a test_progs test name or glob",
                           fix="test_progs:TEST or a glob, e.g. test_progs:cgroup_iter, "
-                              "test_progs:cgroup_*")
-    return TestRef(kind="test_progs", name=text, target=name)
+                              "test_progs:cgroup_*, and /SUBTEST[,SUBTEST...] for some of "
+                              "its subtests: test_progs:cgroup_iter/cgroup_iter__pre*")
+    if checks and GLOB_CHARS.search(test):
+        raise setup_error(f"{text}: subtests of one test: name the test without a glob",
+                          fix="test_progs:TEST/SUBTEST")
+    return TestRef(kind="test_progs", name=f"{PREFIX}{test}", target=test, checks=checks)
 
 
 class TestProgs:
@@ -170,6 +204,7 @@ class TestProgs:
 
     def check_in_tree(self, ref: TestRef, tree: Path) -> None:
         test_progs_sources(tree / "tools/testing/selftests/bpf", (ref.target,))
+        check_subtests(ref, tree / "tools/testing/selftests/bpf")
 
     def build(self, refs: Sequence[TestRef], ctx: BuildContext) -> Mapping[str, Path]:
         """One test_progs binary for every test_progs: test of the cell."""

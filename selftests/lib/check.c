@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The table-of-checks runner and small shared utilities (see check.h). */
 #include "selftest.h"
+#include <fnmatch.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,13 +42,14 @@ int check_skip(const char *fmt, ...)
 	return KSFT_SKIP;
 }
 
+static int find_check(const char *name);
+
 bool check_passed(const char *name)
 {
-	size_t i;
+	int i = find_check(name);
 
-	for (i = 0; i < table_len; i++)
-		if (!strcmp(table[i].name, name))
-			return verdicts[i] == KSFT_PASS;
+	if (i >= 0)
+		return verdicts[i] == KSFT_PASS;
 	ksft_print_msg("BUG: no check named %s\n", name);
 	return false;
 }
@@ -67,23 +69,142 @@ static void result(const struct check *c, int verdict, const char *why)
 	}
 }
 
-int checks_run(const struct check *checks, size_t n, const char *skip_all)
+/* a clean-up check: named cleanup or *_cleanup; it runs whenever a selection runs any */
+static bool is_cleanup(const char *name)
+{
+	size_t len = strlen(name);
+
+	return !strcmp(name, "cleanup") ||
+	       (len > 8 && !strcmp(name + len - 8, "_cleanup"));
+}
+
+static int find_check(const char *name)
 {
 	size_t i;
+
+	for (i = 0; i < table_len; i++)
+		if (!strcmp(table[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+/* print "# harness-checks: KEY=a,b,..." of the checks whose @want[i] == @mark */
+static void say_checks(const char *key, const char *want, char mark)
+{
+	const char *sep = "";
+	size_t i;
+
+	printf(" %s=", key);
+	for (i = 0; i < table_len; i++) {
+		if (want[i] == mark) {
+			printf("%s%s", sep, table[i].name);
+			sep = ",";
+		}
+	}
+}
+
+/*
+ * $HARNESS_CHECKS, the checks to run: comma-separated fnmatch(3) globs over the
+ * names ("usage_*,root_*"). Each selected check's needs come along (transitively),
+ * and the checks before it made by the same function (CHECK_BY: such a function may
+ * count its calls), and so do the clean-up checks; the others are not run and not printed (they are
+ * not skipped: nothing in the kernel kept them from running). "-" selects none (only
+ * the clean-ups: what the program does around its checks). A glob that matches no
+ * check ends the program with the names it has. @run[i]: 0 not run, 's' selected,
+ * 'n' needed by a selected one, 'c' a clean-up. Returns the number to run.
+ */
+static size_t select_checks(const char *spec, char *run)
+{
+	char *copy = strdup(spec), *save = NULL, *glob;
+	size_t i, count = 0;
+	bool grew = true;
+
+	if (!copy)
+		ksft_exit_fail_msg("out of memory\n");
+	for (glob = strtok_r(copy, ",", &save); glob; glob = strtok_r(NULL, ",", &save)) {
+		bool matched = false;
+
+		if (!strcmp(glob, "-"))
+			continue;
+		for (i = 0; i < table_len; i++) {
+			if (!fnmatch(glob, table[i].name, 0)) {
+				run[i] = 's';
+				matched = true;
+			}
+		}
+		if (!matched) {
+			printf("# HARNESS_CHECKS: no check named %s; the checks are:", glob);
+			for (i = 0; i < table_len; i++)
+				printf(" %s", table[i].name);
+			printf("\n");
+			ksft_exit_fail_msg("HARNESS_CHECKS names a check this test does not have: %s\n",
+					   glob);
+		}
+	}
+	free(copy);
+	while (grew) {	/* the needs of what runs, and theirs */
+		grew = false;
+		for (i = 0; i < table_len; i++) {
+			int need = table[i].needs && *table[i].needs ?
+				   find_check(table[i].needs) : -1;
+			size_t j;
+
+			if (run[i] && need >= 0 && !run[need]) {
+				run[need] = 'n';
+				grew = true;
+			}
+			/* a function several checks share (CHECK_BY) may judge by the order
+			 * it is called in: the checks before this one that it makes come too */
+			for (j = 0; run[i] && j < i; j++) {
+				if (table[j].run == table[i].run && !run[j]) {
+					run[j] = 'n';
+					grew = true;
+				}
+			}
+		}
+	}
+	for (i = 0; i < table_len; i++) {
+		if (!run[i] && is_cleanup(table[i].name))
+			run[i] = 'c';
+		count += run[i] != 0;
+	}
+	/* one line the harness reads: what was asked for and what came along */
+	printf("# harness-checks: asked=%s", spec);
+	say_checks("selected", run, 's');
+	say_checks("needed", run, 'n');
+	say_checks("cleanup", run, 'c');
+	say_checks("not_run", run, 0);
+	printf("\n");
+	return count;
+}
+
+int checks_run(const struct check *checks, size_t n, const char *skip_all)
+{
+	const char *spec = getenv("HARNESS_CHECKS");
+	size_t i, planned = n;
+	char *run;
 
 	/* line-buffered: a test killed by its timeout still shows how far it got */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	table = checks;
 	table_len = n;
 	verdicts = malloc(n * sizeof(*verdicts));
-	if (!verdicts)
+	run = malloc(n ? n : 1);
+	if (!verdicts || !run)
 		ksft_exit_fail_msg("out of memory\n");
 	memset(verdicts, 0xff, n * sizeof(*verdicts));	/* -1: not run yet */
+	memset(run, 1, n);
 	ksft_print_header();
-	ksft_set_plan(n);
+	if (spec && *spec) {
+		memset(run, 0, n);
+		planned = select_checks(spec, run);
+	}
+	ksft_set_plan(planned);
 	for (i = 0; i < n; i++) {
 		const struct check *c = &checks[i];
 
+		if (!run[i])
+			continue;
 		skip_why[0] = '\0';
 		if (skip_all)
 			verdicts[i] = check_skip("%s", skip_all);
@@ -93,6 +214,7 @@ int checks_run(const struct check *checks, size_t n, const char *skip_all)
 			verdicts[i] = c->run();
 		result(c, verdicts[i], skip_why);
 	}
+	free(run);
 	ksft_print_cnts();
 	if (ksft_get_fail_cnt())
 		return KSFT_FAIL;

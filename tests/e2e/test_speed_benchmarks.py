@@ -33,6 +33,17 @@ def test_the_loop_benchmark_runs_both_sides() -> None:
     assert doc["command"] == "bench/pipeline.py --quick"
     stages = doc["harness_stage_median"]
     assert isinstance(stages, dict) and {"build", "boot+tests"} <= set(stages), stages
+    # the developer's case: a line of bpf_mem_cgroup_usage(), --affected, memcg_kfuncs
+    case = doc["affected"]
+    assert isinstance(case, dict)
+    assert all(len(v) == 1 and v[0] > 0 for v in case["rows"].values()), case["rows"]
+    if case["fallback"]:  # no map yet (test_coverage.py records it): every check ran
+        assert "map" in case["fallback"], case["fallback"]
+    else:
+        [picked] = case["picked"]
+        assert picked["test"] == "memcg_kfuncs" and picked["ran"] == "some", picked
+        assert "usage_matches_memory_current" in picked["checks"]
+    assert "the developer's case" in out
 
 
 def test_the_new_tree_benchmark_builds_a_user_tree_from_ccache() -> None:

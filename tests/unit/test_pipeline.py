@@ -372,6 +372,44 @@ def test_a_hung_guest_is_killed_and_said(world: Path, monkeypatch: pytest.Monkey
     assert left.returncode == 1
 
 
+@pytest.mark.parametrize("scenario", ["boot-silent", "boot-stall"])
+def test_a_boot_without_progress_is_ended_early_judged_a_hang_and_not_retried(
+        world: Path, monkeypatch: pytest.MonkeyPatch, scenario: str) -> None:
+    """A boot silent for BOOT_WATCH's seconds (or reporting a stall) before the runner
+    starts is ended then, not at the VM's timeout, and not booted again: a kernel hang is
+    the kernel's, with its console's last lines."""
+    from harness.base import proc
+    from harness.guest import protocol
+    from harness.judge import splat
+
+    monkeypatch.setattr(pipeline, "BOOT_ALLOWANCE_S", 600)
+    monkeypatch.setattr(pipeline, "BOOT_WATCH", proc.Quiet(
+        seconds=2.0, until=protocol.READY, stop=splat.STALLS, grace_s=1.0))
+    r = run(world, scenario, scenario=scenario, monkeypatch=monkeypatch)
+    assert r.status is Status.BOOT_ERROR and r.retries == ()
+    assert not (world / scenario / "guest-2").exists()
+    boot = {t.name: t for t in r.tests}["boot"]
+    stage = next(s for s in r.stages if s.stage == "boot+tests")
+    assert stage.duration_s < 20, "ended by the watch, not by the VM's 600 s timeout"
+    if scenario == "boot-silent":
+        assert boot.reason == ("boot hang: no output for 2s before the test runner "
+                               "started")
+        assert [s.kind for s in boot.splats] == ["BOOT_HANG"]
+        assert boot.output_tail is not None
+        assert boot.output_tail[-1].endswith("fake_initcall: taking the lock")
+        assert "fake_initcall: taking the lock" in boot.splats[0].text
+    else:
+        assert boot.reason.startswith("boot hang: a stall reported: ")
+        assert "rcu_sched self-detected stall" in boot.reason
+        # the kernel's own report is the splat (with what it printed after it)
+        assert [s.kind for s in boot.splats] == ["RCU_STALL"]
+        assert boot.output_tail is not None and "still spinning" in boot.output_tail[-1]
+    text = terminal.summary([r])
+    assert "boot hang" in text and boot.output_tail[-1].strip() in text
+    console = (world / scenario / "guest" / "console.log").read_text()
+    assert "[harness: killed: " in console
+
+
 def test_a_signal_in_the_build_keeps_what_the_cell_had_learnt(
         world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.kernel.tree import KernelTree

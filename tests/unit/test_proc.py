@@ -68,3 +68,30 @@ def test_check_raises_with_tail(tmp_path: Path) -> None:
         proc.check(["sh", "-c", "echo the reason; exit 2"], what="the step", timeout=5)
     assert "the step failed: exit 2" in str(err.value)
     assert "the reason" in str(err.value)
+
+
+QUIET = proc.Quiet(seconds=1.5, until=re.compile(r"ready"), stop=(re.compile(r"stall"),),
+                   grace_s=0.5)
+
+
+def test_a_child_silent_before_it_is_ready_is_stopped_after_the_silence(
+        tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    res = proc.run(["sh", "-c", "echo booting; sleep 30"], timeout=60, quiet=QUIET,
+                   log_path=log)
+    assert res.stopped_by == "no output for 2s" and not res.ok
+    assert 1.4 < res.duration_s < 6
+    assert "[harness: killed: no output for 2s]" in log.read_text()
+
+
+def test_a_stall_before_ready_stops_it_after_the_grace_and_keeps_what_followed() -> None:
+    res = proc.run(["sh", "-c", "echo 'rcu: stall on CPU 0'; echo trace; sleep 0.2; echo more; "
+                    "while true; do echo spinning; sleep 0.1; done"], timeout=60, quiet=QUIET)
+    assert res.stopped_by == "a stall reported: rcu: stall on CPU 0"
+    assert "more" in res.output and res.duration_s < 5
+
+
+def test_silence_after_ready_is_the_child_s_own_business() -> None:
+    res = proc.run(["sh", "-c", "echo ready; sleep 3; echo stall; sleep 1; echo done"],
+                   timeout=60, quiet=QUIET)
+    assert res.ok and res.stopped_by is None and "done" in res.output
