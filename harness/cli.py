@@ -631,7 +631,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return reproduce.command(reproduce.Request(
         source=args.source, out=args.out, cells=tuple(args.cell), tests=tuple(args.test),
         accel=Accel(args.accel) if args.accel else None, kernel=args.kernel,
-        patches=tuple(args.patch), at_revision=args.at_revision, argv=_argv()))
+        patches=tuple(Path(p) for p in args.patch), at_revision=args.at_revision,
+        argv=_argv()))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

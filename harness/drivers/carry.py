@@ -72,8 +72,10 @@ def slug(text: str) -> str:
 
 
 def _origin(path: Path) -> str:
-    """Where the run read a file: relative to the harness checkout when inside it."""
-    return paths.display(path)
+    """Where the run read a file: patches/... in the harness checkout, else its path."""
+    path = path.resolve()
+    root = paths.repo_root()
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 class _Copier:
@@ -142,11 +144,12 @@ def _carry_group(copier: _Copier, group: series.PatchGroup, k: int,
                           variant=group.variant, patches=patches, extra=tuple(extra))
 
 
-def _test_dir(text: str) -> Path | None:
-    """The directory a test is asked by (`--test DIR[@VARIANT]`), when it is one and not
-    one of our selftests/ (those are the harness revision's)."""
-    base = Path(text.partition("@")[0])
-    if ":" in text.partition("@")[0] or not base.is_dir():
+def _test_dir(text: str, copies: Mapping[str, str]) -> Path | None:
+    """The directory a test is asked by (`--test DIR[@VARIANT]`, or a reproduction's copy
+    of it), when it is one and not one of our selftests/ (the harness revision's)."""
+    head = text.partition("@")[0]
+    base = Path(copies.get(text) or copies.get(head) or head)
+    if ":" in head or not base.is_dir():
         return None
     selftests = paths.repo_root() / "selftests"
     return None if base.resolve().is_relative_to(selftests) else base.resolve()
@@ -171,9 +174,11 @@ def cell_inputs(cell: Cell, groups: tuple[series.PatchGroup, ...],
         configs.append(copier.copy(src, cell_dir / INPUTS / "configs" /
                                    f"{k:02d}-{slug(name)}{suffix}", name=name))
     test_dirs = []
+    copies = dict(cell.test_dirs)
     for k, text in enumerate(cell.tests, 1):
-        if (d := _test_dir(text)) is not None:
-            test_dirs.append(copier.copy(d, cell_dir / INPUTS / "tests" / f"{k:02d}-{d.name}",
+        if (d := _test_dir(text, copies)) is not None:
+            name = Path(text.partition("@")[0]).name
+            test_dirs.append(copier.copy(d, cell_dir / INPUTS / "tests" / f"{k:02d}-{name}",
                                          name=text))
     return CellInputs(
         kernel=cell.kernel, patches=carried, configs=tuple(configs), tests=cell.tests,

@@ -60,6 +60,7 @@ class Cell:
     # the run gave it (so worktrees, history and results name them as the run did)
     series_dirs: tuple[tuple[str, str], ...] = ()
     config_files: tuple[tuple[str, str], ...] = ()
+    test_dirs: tuple[tuple[str, str], ...] = ()  # a test asked by its directory: its copy
 
     @property
     def expect_map(self) -> Mapping[str, Status]:

@@ -331,9 +331,10 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
         with _collected(problems):
             tgt = target.select(cell.arch, cell.toolchain)
         found: list[TestRef] = []
+        copies = dict(cell.test_dirs)
         for text in cell.tests:
             with _collected(problems):
-                found.append(testkinds.resolve(text))
+                found.append(testkinds.resolve(_test_text(text, copies)))
         if cell.command:
             with _collected(problems):
                 found.append(testkinds.command_ref(cell.command, cwd=cell.command_cwd,
@@ -396,6 +397,13 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
     assert spec is not None and tgt is not None
     return CellPlan(spec=spec, tests=refs, patches=tuple(p for g in groups for p in g.patches),
                     fragments=fragments, target=tgt, groups=groups)
+
+
+def _test_text(text: str, copies: Mapping[str, str]) -> str:
+    """A test as asked, or its carried copy (a reproduction: DIR[@VARIANT] -> COPY[@VARIANT])."""
+    base, at, variant = text.partition("@")
+    copy = copies.get(text) or copies.get(base)
+    return text if copy is None else f"{copy}{at}{variant}"
 
 
 def _fragment(name: str, carried: str | None) -> Path:

@@ -137,22 +137,10 @@ def asked(text: str, names: tuple[str, ...]) -> bool:
     return any(n in (text, base, Path(base).name) for n in names)
 
 
-def _tests(inputs: CellInputs, run_dir: Path, cell: str, only: tuple[str, ...]
-           ) -> tuple[str, ...]:
-    """The tests as the run asked them (`only` those named), a test asked by its directory
-    at its copy."""
-    dirs = {f.name: f for f in inputs.test_dirs}
-    out = []
-    for text in inputs.tests:
-        if only and not asked(text, only):
-            continue
-        if text in dirs:
-            variant = text.partition("@")[2]
-            path = str(_carried(run_dir, dirs[text], cell))
-            out.append(f"{path}@{variant}" if variant else path)
-        else:
-            out.append(text)
-    return tuple(out)
+def _tests(inputs: CellInputs, run_dir: Path, cell: str) -> tuple[tuple[str, str], ...]:
+    """Each test asked by its directory -> its carried copy."""
+    return tuple((f.name.partition("@")[0], str(_carried(run_dir, f, cell)))
+                 for f in inputs.test_dirs)
 
 
 def cell_of(c: CellResult, run_dir: Path, request: Request, scratch: Path) -> Cell:
@@ -190,7 +178,7 @@ def cell_of(c: CellResult, run_dir: Path, request: Request, scratch: Path) -> Ce
     return Cell(
         name=c.cell, tier=Tier.DEFAULT, kernel=request.kernel or pinned_kernel(i, c.cell),
         series=tuple(g.given for g in i.patches if g.series), configs=tuple(
-            f.name for f in i.configs), tests=_tests(i, run_dir, c.cell, ()),
+            f.name for f in i.configs), tests=i.tests, test_dirs=_tests(i, run_dir, c.cell),
         patches=tuple(patches), expect_status=i.expect_status, expect=i.expect,
         boot_only=i.boot_only, guest=c.guest or GuestSpec(), command=i.command,
         command_cwd=i.command_cwd, command_timeout=i.command_timeout, coverage=i.coverage,
@@ -198,15 +186,14 @@ def cell_of(c: CellResult, run_dir: Path, request: Request, scratch: Path) -> Ce
         config_files=tuple(configs.items()))
 
 
-def _tests_of(c: Cell, i: CellInputs, run_dir: Path, only: tuple[str, ...]) -> Cell:
-    """The cell with only the tests named (--test); the guest command is a test of the
-    run only when none is named."""
+def _tests_of(c: Cell, only: tuple[str, ...]) -> Cell:
+    """The cell with only the tests named (--test); the guest command is left out then."""
     if not only:
         return c
-    kept = _tests(i, run_dir, c.name, only)
+    kept = tuple(t for t in c.tests if asked(t, only))
     if not kept:
         raise ReproduceError(f"--test {', '.join(only)}: cell {c.name} ran none of them",
-                             fix=f"name its tests: {', '.join(i.tests) or 'it ran none'}")
+                             fix=f"name its tests: {', '.join(c.tests) or 'it ran none'}")
     return replace(c, tests=kept, command=())
 
 
@@ -220,12 +207,7 @@ def cells(original: RunResult, run_dir: Path, request: Request, scratch: Path) -
     if not chosen:
         raise ReproduceError("the run has no cell to reproduce",
                              fix="give a run that ran at least one cell")
-    built = []
-    for c in chosen:
-        cell = cell_of(c, run_dir, request, scratch)
-        assert c.inputs is not None  # cell_of refuses a cell without
-        built.append(_tests_of(cell, c.inputs, run_dir, request.tests))
-    return built
+    return [_tests_of(cell_of(c, run_dir, request, scratch), request.tests) for c in chosen]
 
 
 # ---- before anything runs ----
@@ -291,7 +273,6 @@ def _worktree(rev: str) -> Iterator[Path]:
             yield where
         finally:
             git_run(repo, "worktree", "remove", "--force", str(where), timeout=600)
-            git_run(repo, "worktree", "prune", timeout=60)
 
 
 def revision_argv(cell: Cell, accel: Accel, original: CellResult) -> list[str]:

@@ -140,9 +140,12 @@ def mismatches(a: RunResult, b: RunResult, comparison: compare.Comparison
         details.setdefault((d.cell, test), []).append(
             f"{d.kind} {what}: {d.before} -> {d.after}")
     statuses = {(c.cell, t.name): t for c in b.cells for t in c.tests}
+    explained = {cell for cell, test in [*status, *details] if test != "cell"}
     out = []
     for key in dict.fromkeys([*status, *details]):
         cell, test = key
+        if test == "cell" and cell in explained and not details.get(key):
+            continue  # the cell's status moved with its results: they say it
         if key in status:
             before, after = status[key]
         elif test == "cell":
@@ -259,9 +262,14 @@ def _revision(run: RunResult) -> str:
 def input_differences(a: RunResult, b: RunResult) -> tuple[InputDifference, ...]:
     """Every input of the run that the reproduction had otherwise."""
     out: list[InputDifference] = []
-    if a.harness_rev != b.harness_rev or (a.harness_dirty or b.harness_dirty):
+    if a.harness_rev != b.harness_rev:
         out.append(InputDifference(cell="", what="harness revision", original=_revision(a),
                                    reproduction=_revision(b)))
+    elif a.harness_dirty or b.harness_dirty:
+        out.append(InputDifference(
+            cell="", what="harness checkout (the same revision; a dirty checkout holds "
+                          "changes a run does not carry)",
+            original=_revision(a), reproduction=_revision(b)))
     tools_a, tools_b = dict(a.tools or ()), dict(b.tools or ())
     for tool in dict.fromkeys([*tools_a, *tools_b]):
         if tool in tools_a and tool in tools_b and tools_a[tool] != tools_b[tool]:
@@ -300,7 +308,7 @@ def inputs_lines(run: RunResult) -> list[str]:
     lines = [f"harness {_revision(run)}"
              + (f"; guest on the host's root ({run.host.os})" if run.host and run.host.os
                 else "")]
-    tools = dict(run.tools or ())
+    tools = {k: (v.splitlines() or [""])[0] for k, v in (run.tools or ())}
     shown = [f"{t} {tools[t]}" for t in ("gcc", "clang-19", "pahole", "qemu-system-x86_64",
                                          "vng") if t in tools]
     if shown:
@@ -331,7 +339,10 @@ def inputs_lines(run: RunResult) -> list[str]:
 def render(j: Judgement, width: int = 100) -> str:
     """What `harness reproduce` prints after the reproduction's own summary."""
     lines = ["inputs (as the run carried them):"]
-    lines += [f"  {x}" for x in inputs_lines(j.original)]
+    for x in inputs_lines(j.original):
+        indent = "  " + " " * (len(x) - len(x.lstrip(" ")))
+        lines += textwrap.wrap(x.strip(), width, initial_indent=indent,
+                               subsequent_indent=indent + "    ")
     if j.inputs:
         lines.append("inputs that differ (the run's -> this reproduction's):")
         for d in j.inputs:
@@ -344,9 +355,10 @@ def render(j: Judgement, width: int = 100) -> str:
         lines.append(f"cannot reproduce {cell}:")
         lines += ["  " + x for x in error.splitlines()]
     if j.verdicts_match:
-        lines.append(f"{MATCH}: {j.compared} result(s) in {len(j.reproduced.cells)} cell(s) "
-                     "as the run had them (declared flakes and metrics within their spread "
-                     "are no mismatch)")
+        lines += textwrap.wrap(
+            f"{MATCH}: {j.compared} result(s) in {len(j.reproduced.cells)} cell(s) as the run "
+            "had them (declared flakes and metrics within their spread are no mismatch)",
+            width, subsequent_indent="  ")
     elif j.mismatches:
         lines.append(f"verdicts differ: {len(j.mismatches)} result(s) (the run's -> this "
                      "reproduction's):")
