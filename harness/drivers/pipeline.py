@@ -334,7 +334,7 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
         copies = dict(cell.test_dirs)
         for text in cell.tests:
             with _collected(problems):
-                found.append(testkinds.resolve(_test_text(text, copies)))
+                found.append(testkinds.resolve(test_text(text, copies)))
         if cell.command:
             with _collected(problems):
                 found.append(testkinds.command_ref(cell.command, cwd=cell.command_cwd,
@@ -399,7 +399,7 @@ def _plan(cell: Cell, stages: StageLog) -> CellPlan:
                     fragments=fragments, target=tgt, groups=groups)
 
 
-def _test_text(text: str, copies: Mapping[str, str]) -> str:
+def test_text(text: str, copies: Mapping[str, str]) -> str:
     """A test as asked, or its carried copy (a reproduction: DIR[@VARIANT] -> COPY[@VARIANT])."""
     base, at, variant = text.partition("@")
     copy = copies.get(text) or copies.get(base)

@@ -282,7 +282,9 @@ def revision_argv(cell: Cell, accel: Accel, original: CellResult) -> list[str]:
     i = original.inputs
     if not original.cell.startswith("adhoc"):
         return ["run", "--cell", cell.name, "--accel", accel.value]
-    plain = replace(cell, series=tuple(
+    copies = dict(cell.test_dirs)
+    plain = replace(cell, tests=tuple(pipeline.test_text(t, copies) for t in cell.tests),
+                    test_dirs=(), series=tuple(
         dict(cell.series_dirs).get(s, s) if series.from_the_list(s) or "/" in s else s
         for s in cell.series),
         configs=tuple(dict(cell.config_files).get(c, c) if "/" in c or c.endswith(".config")

@@ -141,11 +141,17 @@ def mismatches(a: RunResult, b: RunResult, comparison: compare.Comparison
             f"{d.kind} {what}: {d.before} -> {d.after}")
     statuses = {(c.cell, t.name): t for c in b.cells for t in c.tests}
     explained = {cell for cell, test in [*status, *details] if test != "cell"}
+    # a cell a stage stopped (a patch that does not apply, a build error): its status and
+    # error say it; the results it did not reach are not each a mismatch
+    stopped = {c.cell for c in b.cells if c.status.is_stage_error}
     out = []
     for key in dict.fromkeys([*status, *details]):
         cell, test = key
-        if test == "cell" and cell in explained and not details.get(key):
+        if test == "cell" and cell in explained and not details.get(key) \
+                and cell not in stopped:
             continue  # the cell's status moved with its results: they say it
+        if test != "cell" and cell in stopped and (cell, "cell") in status:
+            continue
         if key in status:
             before, after = status[key]
         elif test == "cell":
@@ -294,9 +300,12 @@ def judge(original: RunResult, reproduced: RunResult, *, cells: tuple[str, ...] 
     a = selected(original, cells, tests)
     b = selected(reproduced, cells, tests)
     comparison = compare.compare(a, b, labels=("the run", "the reproduction"))
+    gone = unreproduced(a, b)
+    stopped = {cell for cell, _ in gone}  # no result to compare: told as cannot reproduce
     return Judgement(original=a, reproduced=b, comparison=comparison,
-                     mismatches=mismatches(a, b, comparison),
-                     inputs=input_differences(a, b), unreproduced=unreproduced(a, b),
+                     mismatches=tuple(m for m in mismatches(a, b, comparison)
+                                      if m.cell not in stopped),
+                     inputs=input_differences(a, b), unreproduced=gone,
                      compared=sum(len(c.tests) for c in b.cells))
 
 
@@ -342,13 +351,14 @@ def render(j: Judgement, width: int = 100) -> str:
     for x in inputs_lines(j.original):
         indent = "  " + " " * (len(x) - len(x.lstrip(" ")))
         lines += textwrap.wrap(x.strip(), width, initial_indent=indent,
-                               subsequent_indent=indent + "    ")
+                               subsequent_indent=indent + "    ", break_on_hyphens=False)
     if j.inputs:
         lines.append("inputs that differ (the run's -> this reproduction's):")
         for d in j.inputs:
             where = f"{d.cell}: " if d.cell else ""
             lines += textwrap.wrap(f"{where}{d.what}: {d.original} -> {d.reproduction}",
-                                   width, initial_indent="  ", subsequent_indent="      ")
+                                   width, initial_indent="  ", subsequent_indent="      ",
+                                   break_on_hyphens=False)
     else:
         lines.append("inputs that differ: none")
     for cell, error in j.unreproduced:
