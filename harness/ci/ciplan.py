@@ -45,6 +45,7 @@ KVM_CONTAINER_OPTIONS = "--device /dev/kvm"  # the test jobs' default: KVM, no p
 BUILD_DIR = "build"  # a build job's build-only run, and the kernel's archive in it
 RESULTS_DIR = "results"  # a test job's run: results/<cell>
 HARNESS = ".venv/bin/harness"  # bootstrap.sh installs it there
+BUNDLE = "harness-run.tar.gz"  # the merged run as one archive (harness export --bundle)
 TIMINGS = Path(__file__).resolve().parent / "timings.toml"
 DEFAULT_DISK_GB = 14  # free disk on a GitHub-hosted Linux runner (docs/ci.md)
 
