@@ -213,15 +213,45 @@ def cells(original: RunResult, run_dir: Path, request: Request, scratch: Path) -
 # ---- before anything runs ----
 
 
-def preflight(built: list[Cell], kernel_given: bool) -> None:
+def _local_source(cell: Cell, original: CellResult | None) -> None:
+    """A source the run named by a path on its machine (a git tree at a commit, a tarball,
+    an image): there, and the same, or ReproduceError with the spec to give instead."""
+    spec = sources.parse_spec(cell.kernel)
+    src = original.inputs.source if original and original.inputs else None
+    if spec.kind is SourceKind.GIT:
+        where = Path(spec.value)
+        has = where.is_dir() and spec.rev is not None and git_run(
+            where, "cat-file", "-e", f"{spec.rev}^{{commit}}", timeout=60).ok
+        if not has:
+            raise sources.SourceError(
+                f"{where} is not here" if not where.is_dir() else
+                f"{where} does not have commit {spec.rev}",
+                fix=f"give a clone of that tree that has the commit: --kernel "
+                    f"git:PATH@{spec.rev}")
+    elif spec.kind in (SourceKind.TARBALL, SourceKind.IMAGE):
+        path = Path(spec.value)
+        want = src.sha256 if src is not None else None
+        if not path.is_file():
+            raise sources.SourceError(
+                f"{path} is not here (a results directory carries no kernel "
+                f"{'image' if spec.kind is SourceKind.IMAGE else 'tarball'})",
+                fix=f"give the same file: --kernel {spec.kind.value}:PATH"
+                    + (f" (sha256 {want})" if want else ""))
+
+
+def preflight(built: list[Cell], kernel_given: bool,
+              originals: dict[str, CellResult] | None = None) -> None:
     """Each cell's kernel source can be had here (a pinned package version Debian still
-    serves, a tree that has the commit): all problems told at once, each with its fix."""
+    serves, a tree that has the commit, the tarball): all problems told at once, each with
+    its fix."""
     problems = []
     for c in built:
         try:
+            _local_source(c, (originals or {}).get(c.name))
             sources.check(sources.parse_spec(c.kernel))
         except HarnessError as exc:
-            other = "" if kernel_given else (
+            debian = c.kernel.startswith(f"{SourceKind.DEBIAN.value}:")
+            other = "" if kernel_given or not debian else (
                 f"; or reproduce on what {c.kernel.partition('=')[0]} is here now: "
                 f"--kernel {c.kernel.partition('=')[0]} (another source, said as an input "
                 "that differs)")
@@ -340,7 +370,8 @@ def command(request: Request) -> int:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(
             prefix="harness-reproduce-")))
         built = cells(original, run_dir, request, scratch)
-        preflight(built, kernel_given=request.kernel is not None)
+        preflight(built, kernel_given=request.kernel is not None,
+                  originals={c.cell: c for c in original.cells})
         first = next(c.inputs for c in original.cells if c.inputs is not None)
         accel = request.accel or Accel(first.accel)
         out = out_dir(request, source)

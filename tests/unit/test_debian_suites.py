@@ -96,3 +96,23 @@ def test_a_package_that_moved_under_its_spec_is_said(
     # the old version, pinned, is still served and builds the old tree
     pinned = sources.prepare(sources.parse_spec("debian:9.9=9.9.1-1"), log_dir=tmp_path)
     assert pinned.repo == first.repo
+
+
+def test_a_pinned_version_imported_here_is_had_when_no_suite_serves_it_any_more(
+        archive: dict[str, Path], cache: Path, tmp_path: Path) -> None:
+    """A run reproduced where it was made: the import is in the cache, whatever Debian
+    serves now; another machine (an empty cache) is told it cannot have it."""
+    first = sources.prepare(sources.parse_spec("debian:9.9=9.9.1-1"), log_dir=tmp_path)
+    (archive["repo"] / "pool" / "linux-source-9.9_9.9.1-1_all.deb").unlink()
+    debarchive.package(archive["repo"] / "pool", "9.9", "9.9.2-1", archive["work"])
+    debarchive.publish(archive["repo"], "fakesid", debarchive.gnupg_env(archive["home"]))
+    debian.refresh(debian.load_suites()[0], force=True)
+    pinned = sources.parse_spec("debian:9.9=9.9.1-1")
+    sources.check(pinned)  # no error: imported here
+    again = sources.prepare(pinned, log_dir=tmp_path)
+    assert (again.repo, again.base_commit, again.package_version, again.package) == (
+        first.repo, first.base_commit, "9.9.1-1", "linux-source-9.9")
+    shutil.rmtree(cache / "src")
+    with pytest.raises(sources.SourceError) as err:
+        sources.check(pinned)
+    assert "no Debian suite serves linux-source-9.9 version 9.9.1-1" in str(err.value)

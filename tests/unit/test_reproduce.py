@@ -293,3 +293,39 @@ def test_at_revision_runs_the_runs_own_harness_revision(world: World, tmp_path: 
                          capture_output=True, timeout=600)
     assert got.returncode == 2
     assert "does not have the run's revision 000000000000" in got.stderr
+
+
+def test_the_kernel_source_is_pinned_to_what_the_run_built() -> None:
+    from harness.base.model import CellInputs, SourceIdentity
+    from harness.drivers import reproduce
+
+    def pinned(spec: str, **source: object) -> str:
+        return reproduce.pinned_kernel(CellInputs(kernel=spec, source=SourceIdentity(
+            spec=spec, **source)), "adhoc")  # type: ignore[arg-type]
+
+    assert pinned("debian:6.12", package="linux-source-6.12",
+                  package_version="6.12.117-1~deb12u1") == "debian:6.12=6.12.117-1~deb12u1"
+    assert pinned("debian:sid", package="linux-source-7.2",
+                  package_version="7.2.13-1") == "debian:7.2=7.2.13-1"
+    assert pinned("git:/src/linux", commit="c" * 40) == f"git:/src/linux@{'c' * 40}"
+    assert pinned("tarball:/x/linux-6.12.tar.xz", sha256="d" * 64) == \
+        "tarball:/x/linux-6.12.tar.xz"
+    with pytest.raises(reproduce.ReproduceError) as err:
+        pinned("git:/src/linux", commit="c" * 40, uncommitted=True)
+    assert "uncommitted changes, which a run does not carry" in str(err.value)
+    assert err.value.fix.startswith("commit them and run again")
+
+
+def test_a_source_named_by_a_path_must_be_here(tmp_path: Path) -> None:
+    from harness.drivers import reproduce
+    from harness.drivers.matrix import Cell, Tier
+
+    cells = [Cell(name="a", tier=Tier.DEFAULT, kernel=f"git:{tmp_path / 'linux'}@{'c' * 40}"),
+             Cell(name="b", tier=Tier.DEFAULT, kernel=f"tarball:{tmp_path / 'l.tar.xz'}")]
+    with pytest.raises(reproduce.ReproduceError) as err:
+        reproduce.preflight(cells, kernel_given=False)
+    told = str(err.value)
+    assert f"a: the run's kernel source git:{tmp_path / 'linux'}@" in told
+    assert f"fix: give a clone of that tree that has the commit: --kernel git:PATH@{'c' * 40}" \
+        in told
+    assert "b: the run's kernel source tarball:" in told and "carries no kernel tarball" in told
