@@ -317,9 +317,8 @@ def inputs_lines(run: RunResult) -> list[str]:
     lines = [f"harness {_revision(run)}"
              + (f"; guest on the host's root ({run.host.os})" if run.host and run.host.os
                 else "")]
-    tools = {k: (v.splitlines() or [""])[0] for k, v in (run.tools or ())}
-    shown = [f"{t} {tools[t]}" for t in ("gcc", "clang-19", "pahole", "qemu-system-x86_64",
-                                         "vng") if t in tools]
+    # every tool the run recorded (doctor's list: compilers, pahole, QEMU, vng, ...)
+    shown = [f"{k} {(v.splitlines() or [''])[0]}" for k, v in (run.tools or ())]
     if shown:
         lines.append("tools: " + "; ".join(shown))
     for c in run.cells:
