@@ -38,6 +38,7 @@ from harness.base.model import (
     GuestSpec,
     RunResult,
     SourceKind,
+    Status,
 )
 from harness.drivers import pipeline, run
 from harness.drivers.matrix import Cell, Tier
@@ -146,6 +147,12 @@ def _tests(inputs: CellInputs, run_dir: Path, cell: str) -> tuple[tuple[str, str
 def cell_of(c: CellResult, run_dir: Path, request: Request, scratch: Path) -> Cell:
     """One cell of the run, as the reproduction makes it: from its carried inputs."""
     i = c.inputs
+    if i is None and c.status is Status.SETUP_ERROR:
+        first = (c.error.splitlines() or ["a set-up error"])[0]
+        raise ReproduceError(
+            f"{c.cell}: the run stopped it before its inputs were read ({first})",
+            fix="reproduce the other cells (--cell NAME), or correct the run's input and "
+                "run it again")
     if i is None:
         raise ReproduceError(
             f"{c.cell}: the run's results record no inputs (a harness from before they "

@@ -329,3 +329,22 @@ def test_a_source_named_by_a_path_must_be_here(tmp_path: Path) -> None:
     assert f"fix: give a clone of that tree that has the commit: --kernel git:PATH@{'c' * 40}" \
         in told
     assert "b: the run's kernel source tarball:" in told and "carries no kernel tarball" in told
+
+
+def test_a_cell_stopped_before_its_inputs_were_read_is_told_as_such(tmp_path: Path) -> None:
+    from harness.base.model import CellResult, Status
+    from harness.drivers import reproduce
+
+    def stopped(status: Status, error: str) -> str:
+        cell = CellResult(cell="a", kernel="debian:9.9", kernel_version="", status=status,
+                          patches=(), config=None, stages=(), tests=(), error=error,
+                          arch="x86_64", toolchain="gcc")
+        with pytest.raises(reproduce.ReproduceError) as err:
+            reproduce.cell_of(cell, tmp_path, reproduce.Request(source=tmp_path), tmp_path)
+        return f"{err.value}\nfix: {err.value.fix}"
+
+    told = stopped(Status.SETUP_ERROR, "series nope: no such directory\nmore")
+    assert "a: the run stopped it before its inputs were read (series nope: no such " \
+        "directory)" in told
+    assert "fix: reproduce the other cells (--cell NAME)" in told
+    assert "record no inputs" in stopped(Status.PASS, "")
