@@ -261,6 +261,14 @@ def _compare_arguments(cmp: argparse.ArgumentParser) -> None:
     cmp.add_argument("--html", type=Path, metavar="FILE", help="also write it as a web page")
 
 
+def _verdicts_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("runs", nargs="+", metavar="RUN[:CELL]",
+                   help="run directories (or results.json), or one cell of each")
+    v.add_argument("--markdown", type=Path, metavar="FILE",
+                   help="also write the table as markdown (with what each check that did "
+                        "not pass said)")
+
+
 def _bisect_arguments(bi: argparse.ArgumentParser) -> None:
     bi.add_argument("--series", required=True, metavar="NAME")
     bi.add_argument("--test", required=True, metavar="T")
@@ -585,6 +593,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                             html=args.html))
 
 
+def cmd_verdicts(args: argparse.Namespace) -> int:
+    return finished.verdicts(tuple(args.runs), args.markdown)
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     return finished.explain_command(args.run, as_json=args.json)
 
@@ -723,6 +735,11 @@ COMMANDS: tuple[Command, ...] = (
             "splats, metrics beyond their spread (exit 1: regressed)",
             arguments=_compare_arguments, handler=cmd_compare,
             examples=("harness compare results/A results/B --markdown diff.md",)),
+    Command(name="verdicts", help="each check's verdict in each run or cell, side by side "
+            "(exit 1: a check's verdict differs between them)",
+            arguments=_verdicts_arguments, handler=cmd_verdicts,
+            examples=("harness verdicts results/A:7.2 results/B:6.12 results/C:6.1 "
+                      "--markdown table.md",)),
     Command(name="bisect", help="the first patch of a series at which a test goes from good "
             "to bad (SKIP and stage errors stepped over)", arguments=_bisect_arguments,
             handler=cmd_bisect, uses_cache=True,

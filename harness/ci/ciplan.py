@@ -314,6 +314,19 @@ def command(tier: str, settings: Settings, what: str) -> str:
     return sh(argv)
 
 
+def file_text(plan: Plan, doc: Any, *, header: str, system: str, path: str,
+              hosted_limit: int) -> str:
+    """A generated CI file: the header naming the command that writes it again, the jobs'
+    timeouts and the cache limits as comments, then the document."""
+    settings = plan.settings
+    limits = (f"# Caches: ccache at most {settings.ccache_max}, the harness cache "
+              f"{settings.cache_max} (runners with {settings.disk_gb} GB free: "
+              "--runner-disk).\n")
+    return (header.format(command=command(plan.tier, settings, system) + f" -o {path}")
+            + "".join(f"# {line}\n" for line in plan.timeout_lines(hosted_limit)) + limits
+            + to_yaml(doc) + "\n")
+
+
 def check_kvm_runners(settings: Settings, *, named: bool, why: str, fix: str) -> None:
     """--accel kvm only with runners named that pass /dev/kvm (`named`: the settings name
     some); else why not and what to give."""

@@ -258,15 +258,9 @@ def workflow(plan: Plan) -> dict[str, Any]:
 
 
 def render(cells: Sequence[Cell], tier: str, settings: Settings | None = None) -> str:
-    settings = settings or Settings()
-    plan = ciplan.plan(cells, tier, settings)
-    limits = (f"# Caches: ccache at most {settings.ccache_max}, the harness cache "
-              f"{settings.cache_max} (runners with {settings.disk_gb} GB free: "
-              "--runner-disk).\n")
-    return (HEADER.format(command=ciplan.command(tier, settings, "github")
-                          + " -o .github/workflows/harness.yml")
-            + "".join(f"# {line}\n" for line in plan.timeout_lines(HOSTED_LIMIT)) + limits
-            + ciplan.to_yaml(workflow(plan)) + "\n")
+    plan = ciplan.plan(cells, tier, settings or Settings())
+    return ciplan.file_text(plan, workflow(plan), header=HEADER, system="github",
+                            path=".github/workflows/harness.yml", hosted_limit=HOSTED_LIMIT)
 
 
 def _source_version(kernel: str) -> str:

@@ -100,6 +100,26 @@ def compare(request: CompareRequest) -> int:
     return 1 if result.regressed else 0
 
 
+def verdicts(specs: tuple[str, ...], markdown: Path | None = None) -> int:
+    """`harness verdicts`: each check's verdict in each run (or RUN:CELL), side by side;
+    1 when a check's verdict differs between them."""
+    columns: list[tuple[str, CellResult]] = []
+    for spec in specs:
+        run, name, _ = results.load_run(spec)
+        cells = [c for c in run.cells if name is None or c.cell == name]
+        if not cells:
+            raise EnvironmentProblem(f"{spec}: no cell {name!r} (its cells: "
+                                     f"{', '.join(c.cell for c in run.cells) or 'none'})",
+                                     fix="name a cell the run has: RUN:CELL")
+        columns += [(c.cell if len(specs) == 1 or name else f"{spec}:{c.cell}", c)
+                    for c in cells]
+    table = comparison.verdict_table(columns)
+    print(comparison.render_table_terminal(table))
+    if markdown:
+        atomic.write_text(markdown, comparison.render_table_markdown(table))
+    return 1 if any(len(set(r.verdicts) - {"-"}) > 1 for r in table.rows) else 0
+
+
 def _from_history(read: Callable[[sqlite3.Connection], T], otherwise: T) -> T:
     """What `read` finds in the history; `otherwise` when there is none yet, or (with a
     warning) when it cannot be read: the history informs a command, never fails it."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import math
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +32,12 @@ from harness.base.model import (
     Measurement,
     Number,
     PatchCoverage,
+    Phase,
     RunResult,
     Status,
     TestCase,
     TestResult,
+    leaves,
 )
 
 _BAD = [s.value for s in Status if s in (Status.FLAKY, Status.FAIL, Status.TIMEOUT,
@@ -385,3 +387,70 @@ def to_json(c: Comparison) -> dict[str, Any]:
                              "before": d.before, "after": d.after,
                              "change": d.change.value, "detail": d.detail}
                             for d in _sorted(c)]}
+
+
+# --- each check's verdict across runs: `harness verdicts` -----------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerdictRow:
+    check: str  # TEST:CHECK (a KTAP leaf's path), or TEST for a test without checks
+    verdicts: tuple[str, ...]  # its status in each column ("-": not there)
+    said: tuple[str, ...]  # for each column, why it did not pass ("" when it did)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerdictTable:
+    columns: tuple[str, ...]
+    rows: tuple[VerdictRow, ...]
+
+
+def _cell_checks(cell: CellResult) -> dict[str, tuple[str, str]]:
+    """A cell's tests' checks -> (status, what it said when it did not pass)."""
+    out: dict[str, tuple[str, str]] = {}
+    for t in cell.tests:
+        if t.phase is not Phase.TEST:
+            continue
+        found = list(leaves(t.ktap.cases)) if t.ktap is not None else []
+        if not found:
+            out[t.name] = (t.status.value, t.reason if t.status is not Status.PASS else "")
+        for path, case in found:
+            said = case.diagnostic.strip().splitlines()[-1:] if case.status not in (
+                Status.PASS, Status.XFAIL) else []
+            out[f"{t.name}:{'/'.join(path)}"] = (case.status.value,
+                                                 (case.directive or " ".join(said)).strip())
+    return out
+
+
+def verdict_table(columns: Sequence[tuple[str, CellResult]]) -> VerdictTable:
+    """Every check of every test in these cells, in the order first met, with its verdict
+    in each: docs/selftests.md's reference table (mainline against our series)."""
+    per = [_cell_checks(c) for _, c in columns]
+    names = list(dict.fromkeys(n for checks in per for n in checks))
+    rows = tuple(VerdictRow(check=n, verdicts=tuple(c.get(n, ("-", ""))[0] for c in per),
+                            said=tuple(c.get(n, ("-", ""))[1] for c in per)) for n in names)
+    return VerdictTable(columns=tuple(label for label, _ in columns), rows=rows)
+
+
+def render_table_markdown(table: VerdictTable) -> str:
+    head = "| check | " + " | ".join(table.columns) + " |\n"
+    head += "|---|" + "---|" * len(table.columns) + "\n"
+    body = "".join(f"| `{r.check}` | " + " | ".join(r.verdicts) + " |\n" for r in table.rows)
+    notes = "".join(f"- `{r.check}` on {col}: {_md(said)}\n" for r in table.rows
+                    for col, said, v in zip(table.columns, r.said, r.verdicts, strict=True)
+                    if said and v not in (Status.PASS.value, "-"))
+    return head + body + (f"\nWhat did not pass said:\n\n{notes}" if notes else "")
+
+
+def render_table_terminal(table: VerdictTable) -> str:
+    width = max([len(r.check) for r in table.rows] + [5])
+    cols = [max(len(c), 7) for c in table.columns]
+    lines = ["  ".join([f"{'check':<{width}}", *(f"{c:<{w}}" for c, w in
+                                                  zip(table.columns, cols, strict=True))])]
+    lines += ["  ".join([f"{r.check:<{width}}", *(f"{v:<{w}}" for v, w in
+                                                   zip(r.verdicts, cols, strict=True))])
+              for r in table.rows]
+    differ = sum(len(set(r.verdicts) - {"-"}) > 1 for r in table.rows)
+    lines.append(f"\n{len(table.rows)} checks; {differ} with verdicts that differ between "
+                 "the columns")
+    return "\n".join(lines)

@@ -9,6 +9,8 @@
 #include "selftest.h"
 #include <time.h>
 
+#include "inventory.h"
+
 #include "cgroup_iter_rstat.skel.h"
 #include "cgroup_iter_rstat_css.skel.h"
 
@@ -24,6 +26,8 @@ static struct cg_node nodes[NUM_NODES + 1] = {
 	[N_DEAD] = { "dead", N_ROOT },
 };
 #define DEAD_FILE_BYTES (4 * MiB)	/* page cache that keeps the dead cgroup's memcg */
+/* the inventory's lists (selftests/inventory/cgroup_iter.toml, see test.toml) */
+#define INVENTORY "cgroup_iter.inventory.toml"
 
 /* one walk of the iterator, parsed */
 struct walk {
@@ -382,19 +386,33 @@ static bool walk_is(const struct walk *w, const int *want, const char *what)
 	return ok;
 }
 
-/* every order value but the four is refused with EINVAL at attach time: 0
- * (BPF_CGROUP_ITER_ORDER_UNSPEC), past the last, negative */
+/* the largest enumerator of enum bpf_cgroup_iter_order in the kernel's BTF, -1 if none */
+static long long last_order(void)
+{
+	const char *names[16];
+	long long vals[16], last = -1;
+	int i, n = bu_enum_names("bpf_cgroup_iter_order", names, vals, 16);
+
+	for (i = 0; i < n && i < 16; i++)
+		last = vals[i] > last ? vals[i] : last;
+	return last;
+}
+
+/* every order value but the kernel's own (its BTF's enum bpf_cgroup_iter_order, past
+ * ORDER_UNSPEC) is refused with EINVAL at attach time: 0 (BPF_CGROUP_ITER_ORDER_UNSPEC),
+ * one past the last, negative */
 static int check_attach_orders(void)
 {
-	static const unsigned int bad[] = { 0, BPF_CGROUP_ITER_ANCESTORS_UP + 1, 100, 0x80000000u,
-					    0xffffffffu };
+	long long last = last_order();
+	const unsigned int bad[] = { 0, last + 1, 100, 0x80000000u, 0xffffffffu };
 	int fd = open(nodes[N_ROOT].path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct bpf_link *link;
 	bool ok = true;
 	size_t i;
 
-	if (fd < 0)
-		return check_fail("open %s: %s", nodes[N_ROOT].path, strerror(errno));
+	if (fd < 0 || last < BPF_CGROUP_ITER_ANCESTORS_UP)
+		return check_fail("open %s: %s; the last order in the kernel's BTF %lld", nodes[N_ROOT].path,
+				  strerror(errno), last);
 	for (i = 0; i < ARRAY_SIZE(bad); i++) {
 		errno = 0;
 		link = bu_attach_cgroup_iter_raw(skel->progs.cgroup_rstat_dump, fd, 0, bad[i]);
@@ -404,6 +422,41 @@ static int check_attach_orders(void)
 	}
 	close(fd);
 	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/*
+ * The iterator's orders (enum bpf_cgroup_iter_order in the kernel's BTF) and the
+ * fields its link reports (bpf_link_info.iter.cgroup's members in the kernel's
+ * BTF) are the inventory's lists for this kernel (captured from each kernel's
+ * UAPI header): a kernel with a new order or field fails here naming it.
+ */
+static int check_btf_items_listed(void)
+{
+	const char *names[16], *found[16];
+	static char members[16][64];
+	long long vals[16];
+	struct inv_list l, cg = {};
+	char *keep[16];
+	int n, i, bad = 0;
+
+	n = bu_enum_names("bpf_cgroup_iter_order", names, vals, 16);
+	if (n < 0 || n > 16 || inv_load(INVENTORY, "cgroup_iter.orders", &l))
+		return check_fail("enum bpf_cgroup_iter_order in the kernel's BTF: %d enumerators", n);
+	bad += inv_compare(&l, names, n, "enum bpf_cgroup_iter_order");
+	inv_free(&l);
+	n = bu_member_names("bpf_link_info", "iter.cgroup", members, 16);
+	if (n < 0 || n > 16 || inv_load(INVENTORY, "cgroup_iter.link_info", &l))
+		return check_fail("struct bpf_link_info's iter.cgroup in the kernel's BTF: %d members", n);
+	for (i = 0; i < n; i++)
+		found[i] = members[i];
+	cg.this_kernel = l.this_kernel;
+	cg.items = keep;
+	for (i = 0; i < l.n; i++)	/* the list's iter.cgroup members */
+		if (!strncmp(l.items[i], "iter.cgroup.", 12) && cg.n < 16)
+			keep[cg.n++] = l.items[i];
+	bad += inv_compare(&cg, found, n, "struct bpf_link_info iter.cgroup");
+	inv_free(&l);
+	return bad ? KSFT_FAIL : KSFT_PASS;
 }
 
 /*
@@ -514,6 +567,169 @@ static int check_partial_read_not_resumed(void)
 	print_block("  | ", got);
 	return check_fail("expected the first cgroup's line, then EOPNOTSUPP; the reads ended with %s",
 			  reads == 4096 ? "no end" : err ? strerror(err) : "end of file");
+}
+
+/* the orders a link may have, with the name its fdinfo gives each */
+static const struct {
+	const char *enumerator, *name;
+} orders[] = {
+	{ "BPF_CGROUP_ITER_SELF_ONLY", "self_only" },
+	{ "BPF_CGROUP_ITER_DESCENDANTS_PRE", "descendants_pre" },
+	{ "BPF_CGROUP_ITER_DESCENDANTS_POST", "descendants_post" },
+	{ "BPF_CGROUP_ITER_ANCESTORS_UP", "ancestors_up" },
+	{ "BPF_CGROUP_ITER_CHILDREN", "children" },	/* 7.x */
+};
+
+/*
+ * What a link on a says about itself, for each order the kernel has (its BTF),
+ * against what the test attached: bpf_link_info (type ITER, its program's id, the
+ * target "cgroup", the order given, a's id) and its fdinfo (link_type iter, link_id
+ * and prog_id the same, prog_tag the program's tag, target_name cgroup, cgroup_path
+ * a's path in the hierarchy, "order: NAME"), every fdinfo key (from link_type on)
+ * in the inventory's list for this kernel.
+ */
+static int check_link_reports_itself(void)
+{
+	struct bpf_prog_info pinfo = {};
+	__u32 plen = sizeof(pinfo), len;
+	char tag[2 * BPF_TAG_SIZE + 1], path[64], text[2048], key[64], val[256], want[256];
+	const char *found[32];
+	static char fkeys[32][64];
+	struct inv_list l;
+	bool ok = true;
+	size_t o;
+	int i, n;
+
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.cgroup_rstat_dump), &pinfo, &plen))
+		return check_fail("the program's info: %s", strerror(errno));
+	for (i = 0; i < BPF_TAG_SIZE; i++)
+		snprintf(tag + 2 * i, 3, "%02x", pinfo.tag[i]);
+	if (inv_load(INVENTORY, "cgroup_iter.fdinfo", &l))
+		return KSFT_FAIL;
+	for (o = 0; o < ARRAY_SIZE(orders); o++) {
+		long long order = bu_enum_value("bpf_cgroup_iter_order", orders[o].enumerator);
+		struct bpf_link_info info = {};
+		char tname[32] = "", *line, *save;
+		struct bpf_link *link;
+		int fd;
+
+		if (order < 0)
+			continue;	/* not in this kernel */
+		link = bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump, nodes[N_A].path, order);
+		if (!link)
+			return check_fail("attaching order %s on a: %s", orders[o].name, strerror(errno));
+		info.iter.target_name = (unsigned long)tname;
+		info.iter.target_name_len = sizeof(tname);
+		len = sizeof(info);
+		if (bpf_obj_get_info_by_fd(bpf_link__fd(link), &info, &len)) {
+			bpf_link__destroy(link);
+			return check_fail("the link's info: %s", strerror(errno));
+		}
+		expect(&ok, info.type == BPF_LINK_TYPE_ITER && info.prog_id == pinfo.id &&
+		       !strcmp(tname, "cgroup") && info.iter.cgroup.order == order &&
+		       info.iter.cgroup.cgroup_id == nodes[N_A].id,
+		       "%s: bpf_link_info type %u, prog_id %u, target '%s', order %u, cgroup_id %llu; expected %u, %u, 'cgroup', %lld, %llu (a)",
+		       orders[o].name, info.type, info.prog_id, tname, info.iter.cgroup.order,
+		       (unsigned long long)info.iter.cgroup.cgroup_id, BPF_LINK_TYPE_ITER, pinfo.id,
+		       order, nodes[N_A].id);
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", bpf_link__fd(link));
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = read_close(fd, text, sizeof(text) - 1);
+		bpf_link__destroy(link);
+		if (n <= 0)
+			return check_fail("%s: %s", path, strerror(-n));
+		text[n] = '\0';
+		n = 0;
+		for (line = strstr(text, "link_type:"), line = line ? strtok_r(line, "\n", &save) : NULL;
+		     line; line = strtok_r(NULL, "\n", &save)) {
+			if (sscanf(line, "%63[^:]:%*[ \t]%255[^\n]", key, val) != 2)
+				continue;
+			if (!strcmp(key, "order"))
+				snprintf(key + 5, sizeof(key) - 5, ":%.50s", val);
+			if (n < 32)
+				snprintf(fkeys[n++], sizeof(fkeys[0]), "%s", key);
+			want[0] = '\0';
+			if (!strcmp(key, "link_type") || !strcmp(key, "target_name"))
+				snprintf(want, sizeof(want), "%s", key[0] == 'l' ? "iter" : "cgroup");
+			else if (!strcmp(key, "link_id"))
+				snprintf(want, sizeof(want), "%u", info.id);
+			else if (!strcmp(key, "prog_id"))
+				snprintf(want, sizeof(want), "%u", pinfo.id);
+			else if (!strcmp(key, "prog_tag"))
+				snprintf(want, sizeof(want), "%s", tag);
+			else if (!strcmp(key, "cgroup_path"))
+				snprintf(want, sizeof(want), "%s", nodes[N_A].path + strlen(mnt));
+			else if (!strncmp(key, "order:", 6))
+				snprintf(want, sizeof(want), "%s", orders[o].name);
+			expect(&ok, !want[0] || !strcmp(val, want), "%s: fdinfo %s '%s', expected '%s'",
+			       orders[o].name, key, val, want);
+		}
+		for (i = 0; i < n; i++)
+			found[i] = fkeys[i];
+		expect(&ok, n >= 7, "%s: %d fdinfo lines from link_type on, expected 7", orders[o].name, n);
+		for (i = 0; i < n; i++)
+			expect(&ok, inv_has(&l, found[i]), "%s: fdinfo key %s is not in the inventory",
+			       orders[o].name, found[i]);
+	}
+	inv_free(&l);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/*
+ * A link pins its cgroup: a cgroup removed while a SELF_ONLY link on it exists stays
+ * dying (cgroup.stat nr_dying_descendants of the test root one above its baseline,
+ * still 2 s later: nothing else holds it); once the link is destroyed it is freed
+ * (the count back to the baseline within 10 s: the sleepable program's link goes
+ * after an RCU tasks-trace grace period).
+ */
+static int check_link_pins_cgroup(void)
+{
+	struct cg_node x[1] = { { .rel = "pinned", .parent = -1 } };
+	long long base = -1, held = -1, now = -1;
+	struct bpf_link *link;
+	int tries, err;
+
+	/* before dead_cgroup_skipped: nothing of the test root is dying yet */
+	base = cg_read_key(nodes[N_ROOT].path, "cgroup.stat", "nr_dying_descendants");
+	if (base)
+		return check_fail("the test root's nr_dying_descendants %lld before any removal, expected 0",
+				  base);
+	if (cg_tree_create(nodes[N_ROOT].path, "pinned", x, 1) != KSFT_PASS)
+		return KSFT_FAIL;
+	link = bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump, x[0].path,
+				     BPF_CGROUP_ITER_SELF_ONLY);
+	err = link ? cg_destroy(x[0].path) : -errno;
+	if (err) {
+		bpf_link__destroy(link);
+		return check_fail("a link on %s, then rmdir: %s", x[0].path, strerror(-err));
+	}
+	sleep(2);
+	held = cg_read_key(nodes[N_ROOT].path, "cgroup.stat", "nr_dying_descendants");
+	bpf_link__destroy(link);
+	for (tries = 0; tries < 100; tries++, usleep(100000))
+		if ((now = cg_read_key(nodes[N_ROOT].path, "cgroup.stat", "nr_dying_descendants")) == base)
+			break;
+	ksft_print_msg("nr_dying_descendants of the test root: %lld before, %lld with the removed cgroup's link, %lld after the link (%.1f s)\n",
+		       base, held, now, tries / 10.0);
+	if (base < 0 || held != base + 1 || now != base)
+		return check_fail("expected %lld, then %lld while the link pins the removed cgroup, then %lld within 10 s of the link's end",
+				  base, base + 1, base);
+	return KSFT_PASS;
+}
+
+/* 7.x's BPF_CGROUP_ITER_CHILDREN: the test root's children only (a, b), a's (a1, a2) */
+static int check_children_order(void)
+{
+	static const int root_children[] = { N_A, N_B, -1 }, a_children[] = { N_A1, N_A2, -1 };
+	long long order = bu_enum_value("bpf_cgroup_iter_order", "BPF_CGROUP_ITER_CHILDREN");
+	static struct walk w;
+	bool ok;
+
+	if (order < 0)
+		return check_skip("no BPF_CGROUP_ITER_CHILDREN in this kernel's BTF");
+	ok = run_walk(N_ROOT, order, &w) && walk_is(&w, root_children, "children of the test root");
+	ok = run_walk(N_A, order, &w) && walk_is(&w, a_children, "children of a") && ok;
+	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
 /* in the dead cgroup: DEAD_FILE_BYTES of page cache, kept after the exit */
@@ -631,7 +847,11 @@ int main(void)
 		CHECK(attach_cgroup_spec, cgroup_tree_setup),
 		CHECK(early_termination, cgroup_tree_setup),
 		CHECK(partial_read_not_resumed, cgroup_tree_setup),
+		CHECK(children_order, cgroup_tree_setup),
+		CHECK(link_pins_cgroup, cgroup_tree_setup),	/* before the first removal */
 		CHECK(dead_cgroup_skipped, cgroup_tree_setup),
+		CHECK(link_reports_itself, cgroup_tree_setup),
+		CHECK(btf_items_listed, load_sleepable_iter),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(cgroup_tree_cleanup),
 	};

@@ -137,8 +137,9 @@ int BPF_PROG(cgs_on_free, struct cgroup *cg)
 		__sync_fetch_and_add(&freeing, 1);
 	if (watch_id && cg->kn->id == watch_id) {
 		life.free_seq = ++life.seq;
-		/* something for the flush that follows the free (cgroup_rstat_exit()) */
-		RSTAT_UPDATED(cg, bpf_get_smp_processor_id());
+		/* something for the flush that follows the free (cgroup_rstat_exit()); not on
+		 * kernels whose rstat kfunc takes trusted cgroups only: this one has no id left */
+		life.marked = RSTAT_UPDATED(cg, bpf_get_smp_processor_id());
 	}
 	return 0;
 }

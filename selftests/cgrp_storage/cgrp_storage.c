@@ -32,6 +32,8 @@ static struct cg_node nodes[NR] = {
 static const int moves[NR] = { [A] = 3, [B] = 5 };	/* distinct: no mix-up adds up */
 #define CALLS		20000	/* getpgid() calls by each of two children in d */
 #define FREE_WAIT_S	20	/* a cgroup is freed after RCU and a workqueue */
+/* BPF_MAP_TYPE_CGRP_STORAGE, mainline's UAPI number (userspace's headers may predate it) */
+#define CGS_MAP_TYPE	((enum bpf_map_type)32)
 
 static struct cgrp_storage_bpf *skel;
 static struct cg_node park = { .rel = "park", .parent = -1 };
@@ -379,6 +381,84 @@ static int check_verifier_refusals(void)
 }
 
 /*
+ * The map's attributes: created with the attributes mainline documents (key an
+ * int, BTF for key and value, BPF_F_NO_PREALLOC, max_entries 0) it reports them
+ * back as given (bpf_map_info and fdinfo); each attribute out of them is refused at
+ * create time with the errno the documentation gives (EINVAL; E2BIG for a value
+ * too big for any storage).
+ */
+static int check_map_create_attrs(void)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, good, .map_flags = BPF_F_NO_PREALLOC,
+		    .btf_fd = bpf_object__btf_fd(skel->obj),
+		    .btf_key_type_id = bpf_map__btf_key_type_id(skel->maps.cgs),
+		    .btf_value_type_id = bpf_map__btf_value_type_id(skel->maps.cgs));
+	const __u32 vsz = sizeof(struct cgs_value);
+	const struct {
+		const char *what;
+		__u32 key, value, max, flags;
+		bool no_btf;
+		int err;
+	} bad[] = {
+		{ "without BPF_F_NO_PREALLOC", 4, vsz, 0, 0, false, EINVAL },
+		{ "max_entries 1", 4, vsz, 1, BPF_F_NO_PREALLOC, false, EINVAL },
+		{ "key_size 8", 8, vsz, 0, BPF_F_NO_PREALLOC, false, EINVAL },
+		{ "value_size 0", 4, 0, 0, BPF_F_NO_PREALLOC, false, EINVAL },
+		{ "no BTF", 4, vsz, 0, BPF_F_NO_PREALLOC, true, EINVAL },
+		{ "BPF_F_RDONLY (an unknown flag here)", 4, vsz, 0, BPF_F_NO_PREALLOC | BPF_F_RDONLY,
+		  false, EINVAL },
+		{ "value_size 65536", 4, 65536, 0, BPF_F_NO_PREALLOC, false, E2BIG },
+	};
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	char path[64], text[1024], want[64];
+	bool ok = true;
+	size_t i;
+	int fd, err;
+
+	fd = bpf_map_create(CGS_MAP_TYPE, "cgs_attrs", 4, vsz, 0, &good);
+	if (fd < 0)
+		return check_fail("creating a cgroup storage map with the documented attributes: %s",
+				  strerror(errno));
+	err = bpf_obj_get_info_by_fd(fd, &info, &len) ? errno : 0;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	len = read_close(open(path, O_RDONLY | O_CLOEXEC), text, sizeof(text) - 1);
+	text[(int)len > 0 ? len : 0] = '\0';
+	close(fd);
+	expect(&ok, !err && info.type == CGS_MAP_TYPE && info.key_size == 4 &&
+	       info.value_size == vsz && !info.max_entries && info.map_flags == BPF_F_NO_PREALLOC &&
+	       info.btf_key_type_id == good.btf_key_type_id &&
+	       info.btf_value_type_id == good.btf_value_type_id && !strcmp(info.name, "cgs_attrs"),
+	       "bpf_map_info (%s): type %u key %u value %u max_entries %u flags %#x btf key %u value %u name '%s'; expected %u 4 %u 0 %#x %u %u 'cgs_attrs'",
+	       strerror(err), info.type, info.key_size, info.value_size, info.max_entries,
+	       info.map_flags, info.btf_key_type_id, info.btf_value_type_id, info.name,
+	       CGS_MAP_TYPE, vsz, BPF_F_NO_PREALLOC, good.btf_key_type_id,
+	       good.btf_value_type_id);
+	snprintf(want, sizeof(want), "map_type:\t%u\n", CGS_MAP_TYPE);
+	expect(&ok, strstr(text, want) && strstr(text, "key_size:\t4\n") &&
+	       strstr(text, "max_entries:\t0\n") && strstr(text, "map_flags:\t0x1\n"),
+	       "the map's fdinfo does not say type %u, key_size 4, max_entries 0, map_flags 0x1:\n%s",
+	       CGS_MAP_TYPE, text);
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = bad[i].flags);
+
+		if (!bad[i].no_btf) {
+			o.btf_fd = good.btf_fd;
+			o.btf_key_type_id = good.btf_key_type_id;
+			o.btf_value_type_id = good.btf_value_type_id;
+		}
+		fd = bpf_map_create(CGS_MAP_TYPE, "cgs_bad", bad[i].key, bad[i].value,
+				    bad[i].max, &o);
+		err = fd < 0 ? errno : 0;
+		if (fd >= 0)
+			close(fd);
+		expect(&ok, err == bad[i].err, "%s: create %s, expected %s", bad[i].what,
+		       err ? strerror(err) : "succeeded", strerror(bad[i].err));
+	}
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/*
  * r's storage through its removal: still there at rmdir (a dead cgroup, no new
  * storage on it), still at the release, freed in the free path just before the
  * last rstat flush (cgroup_rstat_exit()), which finds none and can create none.
@@ -398,7 +478,8 @@ static int check_storage_life(void)
 	err = cg_destroy(nodes[R].path);
 	if (err)
 		return check_fail("rmdir r: %s", strerror(-err));
-	for (waited = 0; waited < FREE_WAIT_S * 10 && !skel->bss->life.flush_after_free; waited++)
+	for (waited = 0; waited < FREE_WAIT_S * 10 && !skel->bss->life.flush_after_free &&
+	     !(skel->bss->life.free_seq && !skel->bss->life.marked); waited++)
 		usleep(100000);
 	l = skel->bss->life;
 	expect(&ok, l.rmdir_seq && l.rmdir_has && l.rmdir_moves == 13,
@@ -411,7 +492,9 @@ static int check_storage_life(void)
 	expect(&ok, l.free_seq > l.release_seq && l.freed,
 	       "the free (event %llu, release %llu): %s", l.free_seq, l.release_seq,
 	       l.freed ? "storage gone" : "storage still there at its exit");
-	expect(&ok, l.flush_after_free && !l.storage_after_free,
+	if (!l.marked)	/* 7.x: the freed cgroup cannot be looked up to mark it */
+		ksft_print_msg("the free could not mark the cgroup for rstat (trusted arguments only): no flush after it to observe\n");
+	expect(&ok, (l.flush_after_free || !l.marked) && !l.storage_after_free,
 	       "the rstat flush after the free: %llu flushes (expected >= 1 within %d s), %llu found or made storage (expected 0)",
 	       l.flush_after_free, FREE_WAIT_S, l.storage_after_free);
 	return ok ? KSFT_PASS : KSFT_FAIL;
@@ -500,6 +583,7 @@ static const struct check checks[] = {
 	CHECK(refusals, tree_setup),
 	CHECK(v1_cgroup_fd, load_attach),
 	CHECK(verifier_refusals),
+	CHECK(map_create_attrs, load_attach),
 	CHECK(storage_life, tree_setup),
 	CHECK(freed_with_the_cgroup, each_cgroup_its_own),
 	CHECK(tree_cleanup),

@@ -26,6 +26,7 @@ struct cgs_life {
 	__u64 release_has;		/* its storage at the release */
 	__u64 freed;			/* its storage gone at bpf_cgrp_storage_free()'s exit */
 	__u64 flush_before_free, flush_after_free, storage_after_free;
+	__u64 marked;			/* the free could mark it for rstat (no: 7.x, see bpf_rstat.h) */
 };
 
 /* what the helpers gave inside another storage operation of this CPU (busy), and for a

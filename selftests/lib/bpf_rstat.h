@@ -12,13 +12,38 @@
 #ifdef RSTAT_API_CSS
 extern void css_rstat_updated(struct cgroup_subsys_state *css, int cpu) __ksym;
 extern void css_rstat_flush(struct cgroup_subsys_state *css) __ksym;
-#define RSTAT_UPDATED(cgrp, cpu)	css_rstat_updated(&(cgrp)->self, cpu)
+extern struct cgroup *bpf_cgroup_from_id(u64 cgid) __ksym;
+extern void bpf_cgroup_release(struct cgroup *cgrp) __ksym;
+
+/*
+ * The kernels with this API take trusted arguments only (7.x: every kfunc's default),
+ * and a cgroup walked to from a task or given to an fentry program is not one: the
+ * cgroup looked up by its id, referenced, is.  false when it cannot be (a cgroup being
+ * freed has no id to look up any more).
+ */
+static __always_inline bool rstat_updated(struct cgroup *cgrp, int cpu)
+{
+	struct cgroup *t = bpf_cgroup_from_id(cgrp->kn->id);
+
+	if (!t)
+		return false;
+	css_rstat_updated(&t->self, cpu);
+	bpf_cgroup_release(t);
+	return true;
+}
 #define RSTAT_FLUSH(cgrp)		css_rstat_flush(&(cgrp)->self)
 #else
 extern void cgroup_rstat_updated(struct cgroup *cgrp, int cpu) __ksym;
 extern void cgroup_rstat_flush(struct cgroup *cgrp) __ksym;
-#define RSTAT_UPDATED(cgrp, cpu)	cgroup_rstat_updated(cgrp, cpu)
+
+static __always_inline bool rstat_updated(struct cgroup *cgrp, int cpu)
+{
+	cgroup_rstat_updated(cgrp, cpu);
+	return true;
+}
 #define RSTAT_FLUSH(cgrp)		cgroup_rstat_flush(cgrp)
 #endif
+/* tell rstat @cgrp has something to flush on @cpu; true if it could */
+#define RSTAT_UPDATED(cgrp, cpu)	rstat_updated(cgrp, cpu)
 
 #endif /* SELFTESTS_LIB_BPF_RSTAT_H */

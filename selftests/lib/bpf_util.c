@@ -13,8 +13,11 @@ static int capture(enum libbpf_print_level level, const char *fmt, va_list args)
 
 	if (level == LIBBPF_DEBUG && !getenv("BPF_UTIL_DEBUG"))
 		return 0;
-	if (log_len >= sizeof(log_buf) - 1)
-		return 0;
+	/* full: the oldest half goes (a verifier's log says why at its end) */
+	if (log_len >= sizeof(log_buf) / 2) {
+		memmove(log_buf, log_buf + log_len - sizeof(log_buf) / 4, sizeof(log_buf) / 4);
+		log_len = sizeof(log_buf) / 4;
+	}
 	n = vsnprintf(log_buf + log_len, sizeof(log_buf) - log_len, fmt, args);
 	if (n > 0)
 		log_len += n;
@@ -68,6 +71,114 @@ long long bu_enum_value(const char *type, const char *name)
 		if (!strcmp(btf__name_by_offset(btf, e->name_off), name))
 			return e->val;
 	return -1;
+}
+
+int bu_enum_names(const char *type, const char **names, long long *vals, int max)
+{
+	struct btf *btf = vmlinux_btf();
+	int id = btf ? btf__find_by_name_kind(btf, type, BTF_KIND_ENUM) : -1;
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	const struct btf_enum *e = t ? btf_enum(t) : NULL;
+	int i;
+
+	if (!t)
+		return -1;
+	for (i = 0; i < btf_vlen(t) && i < max; i++, e++) {
+		names[i] = btf__name_by_offset(btf, e->name_off);
+		vals[i] = e->val;
+	}
+	return btf_vlen(t);
+}
+
+/* the type @id resolves to through typedefs and qualifiers */
+static const struct btf_type *resolved(const struct btf *btf, __u32 id)
+{
+	const struct btf_type *t = btf__type_by_id(btf, id);
+
+	while (t && (btf_is_typedef(t) || btf_is_mod(t)))
+		t = btf__type_by_id(btf, t->type);
+	return t;
+}
+
+/* the member @name of the struct or union @t, looked for inside its anonymous members too */
+static const struct btf_type *member(const struct btf *btf, const struct btf_type *t,
+				     const char *name)
+{
+	const struct btf_member *m = btf_members(t);
+	const struct btf_type *mt, *found;
+	int i;
+
+	for (i = 0; i < btf_vlen(t); i++, m++) {
+		const char *mn = btf__name_by_offset(btf, m->name_off);
+
+		mt = resolved(btf, m->type);
+		if (mn && *mn && !strcmp(mn, name))
+			return mt;
+		if ((!mn || !*mn) && mt && btf_is_composite(mt) && (found = member(btf, mt, name)))
+			return found;
+	}
+	return NULL;
+}
+
+/* the names of @t's members (anonymous ones flattened) after @n of @max, prefixed */
+static int list_members(const struct btf *btf, const struct btf_type *t, const char *prefix,
+			char (*names)[64], int n, int max)
+{
+	const struct btf_member *m = btf_members(t);
+	const struct btf_type *mt;
+	int i;
+
+	for (i = 0; i < btf_vlen(t); i++, m++) {
+		const char *mn = btf__name_by_offset(btf, m->name_off);
+
+		mt = resolved(btf, m->type);
+		if ((!mn || !*mn) && mt && btf_is_composite(mt)) {
+			n = list_members(btf, mt, prefix, names, n, max);
+		} else {
+			if (n < max)
+				snprintf(names[n], 64, "%s%s", prefix, mn ?: "?");
+			n++;
+		}
+	}
+	return n;
+}
+
+int bu_member_names(const char *type, const char *path, char (*names)[64], int max)
+{
+	struct btf *btf = vmlinux_btf();
+	int id = btf ? btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT) : -1;
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	char part[64], prefix[256] = "";
+	const char *p = path;
+	size_t len;
+
+	while (t && *p) {
+		len = strcspn(p, ".");
+		snprintf(part, sizeof(part), "%.*s", (int)len, p);
+		t = btf_is_composite(t) ? member(btf, t, part) : NULL;
+		snprintf(prefix + strlen(prefix), sizeof(prefix) - strlen(prefix), "%s.", part);
+		p += len + (p[len] == '.');
+	}
+	return t && btf_is_composite(t) ? list_members(btf, t, prefix, names, 0, max) : -1;
+}
+
+int bu_func_names(const char *prefix, const char *part, const char **names, int max)
+{
+	struct btf *btf = vmlinux_btf();
+	__u32 id, cnt = btf ? btf__type_cnt(btf) : 0;
+	int n = 0;
+
+	for (id = 1; id < cnt; id++) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const char *name = btf_is_func(t) ? btf__name_by_offset(btf, t->name_off) : NULL;
+
+		if (!name || strncmp(name, prefix, strlen(prefix)) || !strstr(name, part))
+			continue;
+		if (n < max)
+			names[n] = name;
+		n++;
+	}
+	return n;
 }
 
 bool bu_has_tracepoint(const char *name)

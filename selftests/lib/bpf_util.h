@@ -29,6 +29,22 @@ const char *bu_missing_funcs(const char *const *names);
 bool bu_has_func(const char *name);
 /* the value of enumerator @name of enum @type in the kernel's BTF; -1 if absent */
 long long bu_enum_value(const char *type, const char *name);
+/*
+ * The enumerators of enum @type in the kernel's BTF: up to @max names (valid
+ * while the program runs) and values; how many (all of them, even beyond @max),
+ * -1 if there is no such enum
+ */
+int bu_enum_names(const char *type, const char **names, long long *vals, int max);
+/*
+ * The member names of the struct @type's member at @path ("iter.cgroup": the
+ * member cgroup of its member iter; "" the struct itself), members of anonymous
+ * structs and unions included as their own: up to @max, "a.b" style names with
+ * @path's prefix; how many, -1 if the path does not exist
+ */
+int bu_member_names(const char *type, const char *path, char (*names)[64], int max);
+/* the functions of the kernel's BTF whose names begin with @prefix and contain
+ * @part: up to @max names; how many (all of them) */
+int bu_func_names(const char *prefix, const char *part, const char **names, int max);
 /* does the kernel's BTF have the tracepoint @name (for tp_btf programs) */
 bool bu_has_tracepoint(const char *name);
 /*

@@ -6,7 +6,12 @@
  * end - begin of the task, nr_reclaimed) is counted for the current task's
  * cgroup.  rc_dump (iter.s/cgroup): flushes, then one line per cgroup:
  *
- *   cgroup id=I count=C time_ns=T pages=P own_count=.. own_time_ns=.. own_pages=.. pending_pages=..
+ *   cgroup id=I count=C time_ns=T pages=P own_count=.. own_time_ns=.. own_pages=.. pending_pages=.. lru_pages=L own_lru_pages=..
+ *
+ * tp_btf/mm_vmscan_lru_shrink_inactive adds the pages each LRU shrink reclaimed
+ * (the number memcg counts as pgsteal) for the current task's cgroup: before 6.4
+ * a memcg reclaim's nr_reclaimed also counts the slab pages it freed, so P - L is
+ * that slab, measured (0 from 6.4).
  *
  * The whole BPF side of a test: its X.bpf.c includes this after vmlinux.h,
  * bpf_helpers.h and bpf_tracing.h.
@@ -64,8 +69,22 @@ int BPF_PROG(rc_reclaim_end, unsigned long nr_reclaimed)
 	return 0;
 }
 
-RS_DUMP(rc_dump, "cgroup id=%llu count=%llu time_ns=%llu pages=%llu own_count=%llu own_time_ns=%llu own_pages=%llu pending_pages=%llu\n",
+SEC("tp_btf/mm_vmscan_lru_shrink_inactive")
+int BPF_PROG(rc_lru_shrink, int nid, unsigned long nr_scanned, unsigned long nr_reclaimed,
+	     struct reclaim_stat *stat, int priority, int file)
+{
+	struct cgroup *cgrp = bpf_get_current_task_btf()->cgroups->dfl_cgrp;
+	__u64 add[RS_NR] = { [RC_LRU] = nr_reclaimed };
+
+	if (!cgrp || !nr_reclaimed)
+		return 0;
+	rs_count(cgrp, add);
+	return 0;
+}
+
+RS_DUMP(rc_dump, "cgroup id=%llu count=%llu time_ns=%llu pages=%llu own_count=%llu own_time_ns=%llu own_pages=%llu pending_pages=%llu lru_pages=%llu own_lru_pages=%llu\n",
 	cgrp->kn->id, t->total[RC_COUNT], t->total[RC_TIME_NS], t->total[RC_PAGES],
-	t->own[RC_COUNT], t->own[RC_TIME_NS], t->own[RC_PAGES], t->pending[RC_PAGES])
+	t->own[RC_COUNT], t->own[RC_TIME_NS], t->own[RC_PAGES], t->pending[RC_PAGES],
+	t->total[RC_LRU], t->own[RC_LRU])
 
 #endif /* SELFTESTS_LIB_RECLAIM_STATS_BPF_H */

@@ -11,6 +11,8 @@ enum {
 	RC_COUNT,	/* mm_vmscan_memcg_reclaim_end events */
 	RC_TIME_NS,	/* sum of (end - begin) of the same task */
 	RC_PAGES,	/* sum of the end events' nr_reclaimed */
+	RC_LRU,		/* pages reclaimed from the LRU lists (mm_vmscan_lru_shrink_inactive):
+			 * what memcg counts as pgsteal; RC_PAGES less freed slab before 6.4 */
 	RS_NR
 };
 

@@ -22,7 +22,9 @@ ifeq ($(wildcard $(KSFT_DIR)/kselftest.h),)
 $(error no kselftest.h in '$(KSFT_DIR)': give KDIR=/path/to/kernel/tree or KSFT_DIR=)
 endif
 BPF_SRCS    ?= $(notdir $(wildcard $(SRC_DIR)/*.bpf.c))
-USER_SRCS   ?= $(NAME).c ../lib/check.c ../lib/cg_util.c ../lib/bpf_util.c
+USER_SRCS   ?= $(NAME).c ../lib/check.c ../lib/cg_util.c ../lib/bpf_util.c ../lib/inventory.c
+# the inventory lists a test reads at run time (test.toml files), next to its program
+INV_FILES   := $(notdir $(wildcard $(SRC_DIR)/*.inventory.toml))
 INC_FLAGS   := -I$(LIB_DIR) -I$(KSFT_DIR)
 DEPS        := $(wildcard $(SRC_DIR)/*.h) $(wildcard $(LIB_DIR)/*.h)
 
@@ -43,7 +45,7 @@ SKELS       := $(patsubst %.bpf.c,$(OUT)/%.skel.h,$(BPF_SRCS))
 
 .PHONY: all clean
 .SECONDARY: $(BPF_OBJS)
-all: $(OUT)/$(NAME)
+all: $(OUT)/$(NAME) $(addprefix $(OUT)/,$(INV_FILES))
 
 $(OUT):
 	mkdir -p $@
@@ -62,5 +64,8 @@ $(OUT)/$(NAME): $(addprefix $(SRC_DIR)/,$(USER_SRCS)) $(DEPS) $(SKELS)
 	$(CC) $(CFLAGS) -I$(OUT) -I$(SRC_DIR) $(INC_FLAGS) \
 		$(addprefix $(SRC_DIR)/,$(USER_SRCS)) -o $@ $(LDLIBS)
 
+$(OUT)/%.inventory.toml: $(SRC_DIR)/%.inventory.toml | $(OUT)
+	cp -L $< $@
+
 clean:
-	rm -f $(BPF_OBJS) $(SKELS) $(OUT)/$(NAME)
+	rm -f $(BPF_OBJS) $(SKELS) $(OUT)/$(NAME) $(addprefix $(OUT)/,$(INV_FILES))

@@ -14,6 +14,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "memcg_kfuncs.h"
 #include "bpf_memcontrol.h"
 #include "bpf_rstat.h"
@@ -39,6 +40,51 @@ const volatile int fitem[MK_N] = { MK_FIELDS(F_ITEM) };
 const volatile __u8 pkind[MK_N] = { MK_PROBES(P_KIND) };
 const volatile int pitem[MK_N] = { MK_PROBES(P_ITEM) };
 
+/* local flavors of the enums: the item that counts vmalloc memory, by CO-RE */
+enum memcg_stat_item___mk { MEMCG_VMALLOC___mk };
+enum node_stat_item___mk { NR_VMALLOC___mk };
+
+static __always_inline int vmalloc_item(void)
+{
+	if (bpf_core_enum_value_exists(enum memcg_stat_item___mk, MEMCG_VMALLOC___mk))
+		return bpf_core_enum_value(enum memcg_stat_item___mk, MEMCG_VMALLOC___mk);
+	return bpf_core_enum_value(enum node_stat_item___mk, NR_VMALLOC___mk);
+}
+
+/*
+ * The reclaim events (MK_RECLAIM): vm events up to 7.1, node items from 7.2, some
+ * absent before 6.x (khugepaged, proactive): the kfunc the running kernel puts each
+ * behind, by CO-RE; 0 for one the kernel does not have.
+ */
+enum vm_event_item___ev {
+	PGSCAN_KSWAPD___ev, PGSCAN_DIRECT___ev, PGSCAN_KHUGEPAGED___ev, PGSCAN_PROACTIVE___ev,
+	PGSTEAL_KSWAPD___ev, PGSTEAL_DIRECT___ev, PGSTEAL_KHUGEPAGED___ev, PGSTEAL_PROACTIVE___ev,
+};
+enum node_stat_item___ns {
+	PGSCAN_KSWAPD___ns, PGSCAN_DIRECT___ns, PGSCAN_KHUGEPAGED___ns, PGSCAN_PROACTIVE___ns,
+	PGSTEAL_KSWAPD___ns, PGSTEAL_DIRECT___ns, PGSTEAL_KHUGEPAGED___ns, PGSTEAL_PROACTIVE___ns,
+};
+
+#define RECLAIM(memcg, name)							\
+	(bpf_core_enum_value_exists(enum vm_event_item___ev, name##___ev) ?	\
+	 bpf_mem_cgroup_vm_events(memcg, bpf_core_enum_value(enum vm_event_item___ev, name##___ev)) : \
+	 bpf_core_enum_value_exists(enum node_stat_item___ns, name##___ns) ?	\
+	 bpf_mem_cgroup_page_state(memcg, bpf_core_enum_value(enum node_stat_item___ns, name##___ns)) : 0)
+
+static __always_inline unsigned long reclaim_item(struct mem_cgroup *memcg, int it)
+{
+	switch (it) {
+	case 0: return RECLAIM(memcg, PGSCAN_KSWAPD);
+	case 1: return RECLAIM(memcg, PGSCAN_DIRECT);
+	case 2: return RECLAIM(memcg, PGSCAN_KHUGEPAGED);
+	case 3: return RECLAIM(memcg, PGSCAN_PROACTIVE);
+	case 4: return RECLAIM(memcg, PGSTEAL_KSWAPD);
+	case 5: return RECLAIM(memcg, PGSTEAL_DIRECT);
+	case 6: return RECLAIM(memcg, PGSTEAL_KHUGEPAGED);
+	default: return RECLAIM(memcg, PGSTEAL_PROACTIVE);
+	}
+}
+
 /* the kfunc of @kind on @memcg; "no such counter", (unsigned long)-1: -EINVAL */
 static __always_inline __s64 call(int kind, struct mem_cgroup *memcg, int it)
 {
@@ -53,6 +99,8 @@ static __always_inline __s64 call(int kind, struct mem_cgroup *memcg, int it)
 		v = bpf_mem_cgroup_memory_events(memcg, it);
 	} else if (kind == K_usage) {
 		v = bpf_mem_cgroup_usage(memcg);
+	} else if (kind == K_reclaim) {
+		v = reclaim_item(memcg, it);
 	} else if (kind == K_flush) {
 		bpf_mem_cgroup_flush_stats(memcg);	/* may sleep */
 	} else {
@@ -80,6 +128,8 @@ int memcg_read(struct bpf_iter__cgroup *ctx)
 	records++;
 	for (i = 0; i < MK_N && i < n; i++) {
 		rec.item[i] = probe ? pitem[i] : fitem[i];
+		if (rec.item[i] == MK_VMALLOC)
+			rec.item[i] = vmalloc_item();
 		rec.val[i] = -MK_ENOENT;	/* without a memcg nothing is read */
 	}
 	if (rstat_first && !probe)

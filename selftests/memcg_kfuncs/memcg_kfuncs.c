@@ -29,8 +29,11 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
+#include <sys/resource.h>
 #include <linux/magic.h>
 
+#include "inventory.h"
 #include "memcg_kfuncs.h"
 #include "memcg_kfuncs.skel.h"
 #include "memcg_kfuncs_css.skel.h"
@@ -58,6 +61,10 @@
 #define SLAB_MIN	192		/* a dentry at least, per file */
 #define SWAP_ANON	(32 * MiB)	/* S's anon, then reclaimed to swap */
 #define SWAP_RECLAIM	"24M"
+#define SWAP_RECLAIM_BYTES (24 * MiB)
+/* before 6.4 a reclaim counts the slab it frees as reclaimed pages too: S has no files,
+ * a few pages at most */
+#define RECLAIM_SLAB_PAGES 256
 #define ZOMBIE_BYTES	(8 * MiB)	/* Z's page cache, kept after its removal */
 /* what else moves the root's values while the test reads them: the rest of the guest */
 #define ROOT_NOISE	(4 * MiB)
@@ -75,15 +82,18 @@ static const enum mk_kind pkind[NR_PROBES] = { MK_PROBES(MK_PKIND) };
 #define MK_PCALL(kind, item) #kind "(" #item ")",
 static const char *const pcall[NR_PROBES] = { MK_PROBES(MK_PCALL) };
 
-enum { CG_P, CG_C, CG_N, CG_L, CG_E, CG_H, CG_S, CG_Z, NUM_CG, CG_R = NUM_CG };
-#define CG_NAMES "PCNLEHSZR"
+enum { CG_P, CG_C, CG_N, CG_L, CG_E, CG_H, CG_S, CG_Z, CG_O, CG_D, NUM_CG, CG_R = NUM_CG };
+#define CG_NAMES "PCNLEHSZODR"
 
-/* memory for P's children (C, N, E, H, S, Z), not for N's (L); R: the cgroup2 root */
+/* memory for P's children (C, N, E, H, S, Z, O, D), not for N's (L); R: the cgroup2 root */
 static struct cg_node cgs[NUM_CG + 1] = {
 	[CG_P] = { "P", -1, "+memory" }, [CG_C] = { "child", CG_P }, [CG_N] = { "nomem", CG_P },
 	[CG_L] = { "nomem/leaf", CG_N }, [CG_E] = { "flushed", CG_P }, [CG_H] = { "high", CG_P },
-	[CG_S] = { "swapped", CG_P }, [CG_Z] = { "zombie", CG_P }, [CG_R] = { "cgroup2 root", -1 },
+	[CG_S] = { "swapped", CG_P }, [CG_Z] = { "zombie", CG_P }, [CG_O] = { "oom", CG_P },
+	[CG_D] = { "dirty", CG_P }, [CG_R] = { "cgroup2 root", -1 },
 };
+/* the inventory's lists (selftests/inventory/memcg_kfuncs.toml, see test.toml) */
+#define INVENTORY "memcg_kfuncs.inventory.toml"
 static struct bpf_link *links[NUM_CG + 1];	/* SELF_ONLY; none for E and Z */
 
 static struct memcg_kfuncs_bpf *skel;
@@ -103,6 +113,9 @@ static int swap_sock = -1;		/* S's worker's: "ready" */
 static struct mk_rec c_rec;		/* C after its charges, exact */
 
 #define ZSWAP_ENABLED "/sys/module/zswap/parameters/enabled"
+
+/* the growth of field @f from record @a to record @b */
+#define GREW(b, a, f) ((long long)((b).val[F_##f] - (a).val[F_##f]))
 
 /* the file a field is compared with */
 static const char *file_of(int f)
@@ -237,6 +250,123 @@ static int check_probes(void)
 	return verdict[0];
 }
 
+static int run_extra(const char *prog, int cgi, char *out, size_t len);
+
+/*
+ * The keys C's memory.stat, memory.events and memory.swap.events print are the
+ * inventory's lists for this kernel (captured from real guests: every key a row
+ * or a gap): a kernel that prints a new key, or stops printing one, fails here
+ * naming it.
+ */
+static int check_memory_files_keys_listed(void)
+{
+	static const char *const files[] = { "memory.stat", "memory.events", "memory.swap.events" };
+	static char text[16384], keys[256][64];
+	const char *found[256];
+	char name[64];
+	struct inv_list l;
+	size_t i;
+	int k, n, bad = 0;
+
+	for (i = 0; i < ARRAY_SIZE(files); i++) {
+		snprintf(name, sizeof(name), "%s.leaf", files[i]);
+		if (cg_read(cgs[CG_C].path, files[i], text, sizeof(text)) <= 0)
+			return check_fail("%s/%s: %s", cgs[CG_C].path, files[i], strerror(errno));
+		if (inv_load(INVENTORY, name, &l))
+			return KSFT_FAIL;
+		n = inv_keys(text, keys, ARRAY_SIZE(keys));
+		for (k = 0; k < n; k++)
+			found[k] = keys[k];
+		bad += inv_compare(&l, found, n, files[i]);
+		ksft_print_msg("%s: %d keys, %d in the inventory's list of %s\n", files[i], n, l.n,
+			       l.this_kernel ? "this kernel" : "every kernel (none of this one)");
+		inv_free(&l);
+	}
+	return bad ? KSFT_FAIL : KSFT_PASS;
+}
+
+/* the name of @idx in the enum(s) a kfunc of @kind takes; "index N" if none */
+static const char *item_name(enum mk_kind kind, long long idx)
+{
+	static const char *names[512];
+	static long long vals[512];
+	static char unknown[32];
+	int i, n;
+
+	if (kind == K_state) {
+		long long node_end = bu_enum_value("node_stat_item", "NR_VM_NODE_STAT_ITEMS");
+
+		n = idx < node_end ? bu_enum_names("node_stat_item", names, vals, 512) :
+			bu_enum_names("memcg_stat_item", names, vals, 512);
+	} else if (kind == K_events) {
+		n = bu_enum_names("vm_event_item", names, vals, 512);
+	} else {
+		n = bu_enum_names("memcg_memory_event", names, vals, 512);
+	}
+	for (i = 0; i < n && i < 512; i++) {
+		size_t len = strlen(names[i]);
+
+		/* aliases of the first item of a group, and the enums' ends */
+		if (vals[i] == idx && !(len > 5 && !strcmp(names[i] + len - 5, "_BASE")) &&
+		    strncmp(names[i], "NR_VM_", 6) && strcmp(names[i], "MEMCG_NR_STAT") &&
+		    strcmp(names[i], "MEMCG_NR_MEMORY_EVENTS"))
+			return names[i];
+	}
+	snprintf(unknown, sizeof(unknown), "index %lld", idx);
+	return unknown;
+}
+
+/*
+ * The items each reading kfunc accepts, scanned index by index over its enum
+ * (and past its end) on P, named from the kernel's BTF, are the inventory's
+ * lists (captured from each kernel's source): a kernel whose kfunc exposes a new
+ * item, or refuses a listed one, fails here naming it.  So are the kfuncs of the
+ * family in the kernel's BTF (every bpf_*mem_cgroup* function).
+ */
+static int check_kfunc_items_listed(void)
+{
+	static const struct {
+		const char *prog, *list;
+		enum mk_kind kind;
+	} scans[] = {
+		{ "scan_page_state", "memcg_kfuncs.page_state_items", K_state },
+		{ "scan_vm_events", "memcg_kfuncs.vm_event_items", K_events },
+		{ "scan_memory_events", "memcg_kfuncs.memory_events", K_memev },
+	};
+	static char out[65536];
+	const char *found[512], *funcs[64];
+	struct inv_list l, kf;
+	char *line, *save;
+	int n, bad = 0, err, i, k;
+	size_t j;
+
+	for (j = 0; j < ARRAY_SIZE(scans); j++) {
+		err = run_extra(scans[j].prog, CG_P, out, sizeof(out));
+		if (err)
+			return check_fail("%s on P: %s", scans[j].prog, strerror(-err));
+		if (inv_load(INVENTORY, scans[j].list, &l))
+			return KSFT_FAIL;
+		n = 0;
+		for (line = strtok_r(out, "\n", &save); line && n < 512; line = strtok_r(NULL, "\n", &save))
+			found[n++] = item_name(scans[j].kind, strtoll(line, NULL, 10));
+		bad += inv_compare(&l, found, n, scans[j].prog);
+		ksft_print_msg("%s: %d items accepted, %d in the inventory's list of %s\n",
+			       scans[j].prog, n, l.n, l.this_kernel ? "this kernel" : "every kernel");
+		inv_free(&l);
+	}
+	if (inv_load(INVENTORY, "memcg_kfuncs.kfuncs", &kf))
+		return KSFT_FAIL;
+	n = bu_func_names("bpf_", "mem_cgroup", funcs, ARRAY_SIZE(funcs));
+	for (i = 0; i < n && i < (int)ARRAY_SIZE(funcs); i++) {
+		for (k = 0; k < kf.n && strcmp(kf.items[k], funcs[i]); k++)
+			;
+		if (k == kf.n && ++bad)
+			ksft_print_msg("the kernel's BTF has %s, not in the inventory's kfuncs\n", funcs[i]);
+	}
+	inv_free(&kf);
+	return bad ? KSFT_FAIL : KSFT_PASS;
+}
+
 static int check_nonsleepable_flush_rejected(void)
 {
 	return bu_refused(neg_elf, neg_sz, "memcg_flush_in_plain_iter", "sleep") ? KSFT_PASS : KSFT_FAIL;
@@ -246,6 +376,7 @@ static int check_untrusted_cgroup_rejected(void)
 {
 	static const char *const cases[][2] = {
 		{ "get_untrusted", "must be a rcu pointer" }, { "leak", "Unreleased reference" },
+		{ "leak_root", "Unreleased reference" },
 		{ "read_untrusted" }, { "vm_events_untrusted" }, { "memory_events_untrusted" },
 		{ "usage_untrusted" }, { "flush_untrusted" }, { "put_unreferenced" },
 		{ "get_unchecked", "Possibly NULL pointer" },
@@ -543,6 +674,9 @@ static int check_child_values_match_created(void)
 		 MAPPED_BYTES + SLACK_BYTES);
 	in_range(&ok, 1, "pgfault (>= pages touched)", r->val[F_pgfault],
 		 (ANON_BYTES + MAPPED_BYTES) / page_size, LLONG_MAX);
+	/* a page-table page maps 512 pages: at least one per 512 pages the worker mapped */
+	in_range(&ok, 1, "pagetables (>= a page per 512 pages mapped)", r->val[F_pagetables],
+		 (ANON_BYTES + MAPPED_BYTES) / (512 * page_size) * page_size, LLONG_MAX);
 	/* shmem pages are swap-backed: on the anon LRUs with the anon pages */
 	in_range(&ok, 1, "inactive_anon + active_anon",
 		 r->val[F_inactive_anon] + r->val[F_active_anon], ANON_BYTES + all, LLONG_MAX);
@@ -949,9 +1083,9 @@ static long long zswap_stored(void)
  */
 static int check_swapped_out_child(void)
 {
-	long long swap_cur, cur, z0 = -1, z1, lo, hi;
+	long long swap_cur, cur, z0 = -1, z1, lo, hi, steal, scan;
 	int err = 0, attempt, fds[2], st;
-	struct mk_rec s, p;
+	struct mk_rec s, s0, p;
 	bool ok = true, zswap;
 	char c;
 
@@ -972,6 +1106,8 @@ static int check_swapped_out_child(void)
 		return check_fail("the worker in S: %d", st);
 	}
 	close(fds[0]);
+	if (read_rec(CG_S, &s0))
+		return KSFT_FAIL;
 	for (attempt = 0; attempt < 3; attempt++) {
 		err = -cg_write(cgs[CG_S].path, "memory.reclaim", SWAP_RECLAIM);
 		if (err != EAGAIN)
@@ -989,6 +1125,17 @@ static int check_swapped_out_child(void)
 	in_range(&ok, 1, "S anon + swap", s.val[F_anon] + s.val[F_swap], lo, hi);
 	expect(&ok, s.val[F_usage] == cur, "S usage %lld, memory.current %lld: expected equal (swap is not usage)",
 	       (long long)s.val[F_usage], cur);
+	/* the reclaim the test asked for, in the reclaim events of every kind of reclaimer */
+	steal = GREW(s, s0, pgsteal_kswapd) + GREW(s, s0, pgsteal_direct) +
+		GREW(s, s0, pgsteal_khugepaged) + GREW(s, s0, pgsteal_proactive);
+	scan = GREW(s, s0, pgscan_kswapd) + GREW(s, s0, pgscan_direct) +
+	       GREW(s, s0, pgscan_khugepaged) + GREW(s, s0, pgscan_proactive);
+	ksft_print_msg("S: memory.reclaim %s: pgsteal +%lld, pgscan +%lld pages\n", SWAP_RECLAIM,
+		       steal, scan);
+	in_range(&ok, 1, "S pgsteal (all reclaimers) over the memory.reclaim", steal,
+		 SWAP_RECLAIM_BYTES / page_size - RECLAIM_SLAB_PAGES, SWAP_ANON / page_size);
+	expect(&ok, scan >= steal, "S pgscan +%lld < pgsteal +%lld: every page stolen was scanned",
+	       scan, steal);
 	if (read_rec(CG_P, &p))
 		return KSFT_FAIL;
 	expect(&ok, p.val[F_swap] >= s.val[F_swap], "P swap %lld < S swap %lld",
@@ -1224,6 +1371,472 @@ static int check_flush_keeps_no_reference(void)
 			  now, before);
 }
 
+/* @prog of the extra object, loaded alone and run once by BPF_PROG_RUN; its pt_out */
+static int run_pt(struct bpf_object *obj, const char *prog, struct pt_out *o)
+{
+	static char pkt[64];	/* a zeroed frame, for the packet program types */
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
+	struct bpf_program *p = bpf_object__find_program_by_name(obj, prog);
+	struct bpf_map *m, *bss = NULL;
+	__u32 key = 0;
+	int err;
+
+	bpf_object__for_each_map(m, obj)
+		if (bpf_map__is_internal(m) && strstr(bpf_map__name(m), ".bss"))
+			bss = m;
+	if (!p || !bss || bpf_map__value_size(bss) != sizeof(*o))
+		return -ENOENT;
+	if (bpf_program__type(p) != BPF_PROG_TYPE_SYSCALL) {
+		opts.data_in = pkt;
+		opts.data_size_in = sizeof(pkt);
+	}
+	err = bpf_prog_test_run_opts(bpf_program__fd(p), &opts);
+	if (err)
+		return -errno;
+	return bpf_map__lookup_elem(bss, &key, sizeof(key), o, sizeof(*o), 0) ? -errno : 0;
+}
+
+/*
+ * The kfuncs from programs of other types than the iterators, each run by
+ * BPF_PROG_RUN (the syscall program, sleepable, flushes too): the kernel must
+ * accept exactly the program types its registration names (the inventory's
+ * list for this kernel, captured from its source: BPF_PROG_TYPE_UNSPEC is
+ * every type), refusing the others, and each run reads the root memcg: got,
+ * its usage the top-level cgroups' memory.current summed (up to DYING_SLACK
+ * while cgroups are dying; 3 attempts), anon and faults > 0.
+ */
+static int check_prog_types_registered(void)
+{
+	static const struct {
+		const char *prog, *type;
+	} pt[] = {
+		{ "pt_syscall", "BPF_PROG_TYPE_SYSCALL" },
+		{ "pt_sched_cls", "BPF_PROG_TYPE_SCHED_CLS" },
+		{ "pt_xdp", "BPF_PROG_TYPE_XDP" },
+		{ "pt_socket_filter", "BPF_PROG_TYPE_SOCKET_FILTER" },
+	};
+	static char vlog[65536];
+	struct inv_list reg;
+	struct bpf_object *obj;
+	struct pt_out o = {};
+	long long s0 = -1, s1 = -1, dying;
+	bool ok = true, all, want;
+	int attempt, err;
+	size_t i;
+
+	if (inv_load(INVENTORY, "memcg_kfuncs.registration", &reg))
+		return KSFT_FAIL;
+	all = inv_has(&reg, "BPF_PROG_TYPE_UNSPEC");
+	for (i = 0; i < ARRAY_SIZE(pt); i++) {
+		want = all || inv_has(&reg, pt[i].type);
+		if (!want) {
+			expect(&ok, bu_refused(extra_elf, extra_sz, pt[i].prog, "is not allowed"),
+			       "%s: a %s program must be refused (not registered for it)",
+			       pt[i].prog, pt[i].type);
+			continue;
+		}
+		obj = bu_load_one(extra_elf, extra_sz, pt[i].prog, vlog, sizeof(vlog));
+		if (!obj) {
+			ksft_print_msg("%s (%s) refused: %s; the verifier's log ends:\n", pt[i].prog,
+				       pt[i].type, strerror(errno));
+			print_block("  ", vlog + (strlen(vlog) > 600 ? strlen(vlog) - 600 : 0));
+			ok = false;
+			continue;
+		}
+		for (attempt = 1, err = 0; attempt <= 3; attempt++) {
+			dying = cg_read_key(cgs[CG_R].path, "cgroup.stat", "nr_dying_descendants");
+			s0 = top_level_current();
+			err = run_pt(obj, pt[i].prog, &o);
+			s1 = top_level_current();
+			if (err || (s0 == s1 && s0 > 0 && (long long)o.usage >= s0 &&
+				    (long long)o.usage - s0 <= (dying ? DYING_SLACK : 0)))
+				break;
+			usleep(500000);
+		}
+		bpf_object__close(obj);
+		ksft_print_msg("%s (%s): ran %llu, root memcg %s, usage %llu B (top-level memory.current %lld, then %lld), anon %llu B, pgfault %llu\n",
+			       pt[i].prog, pt[i].type, (unsigned long long)o.ran,
+			       o.got ? "got" : "NULL", (unsigned long long)o.usage, s0, s1,
+			       (unsigned long long)o.anon, (unsigned long long)o.pgfault);
+		expect(&ok, !err && attempt <= 3 && o.ran == 1 && o.got && o.anon > 0 && o.pgfault > 0,
+		       "%s: run %s; expected one run, the root memcg, its usage the top-level cgroups' memory.current (3 attempts), anon and pgfault > 0",
+		       pt[i].prog, err ? strerror(-err) : "ok");
+	}
+	inv_free(&reg);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+#define OOM_MAX		"16M"	/* O's memory.max */
+#define OOM_SWAP_MAX	"2M"	/* O's memory.swap.max: some swap, then none */
+#define OOM_BYTES	(64 * MiB)	/* what a worker in O tries to touch */
+
+/* in O: touch OOM_BYTES of anonymous memory, more than O may hold: the OOM killer's */
+static int oom_alloc(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	return cg_alloc_anon(OOM_BYTES) ? 0 : 3;
+}
+
+/* "killed" when @st is a SIGKILL's, else what it is */
+static const char *death(int st)
+{
+	static char buf[32];
+
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+		return "killed";
+	snprintf(buf, sizeof(buf), WIFEXITED(st) ? "exit %d" : "signal %d",
+		 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	return buf;
+}
+
+
+/*
+ * Memory events the test causes itself, counted as it saw them happen: in O
+ * (memory.max 16M, memory.swap.max 2M) one process touching 64 MiB must swap
+ * until swap.max refuses (swap_max, swap_fail), hit memory.max (max) and be
+ * OOM-killed: waitpid() sees one SIGKILL, so oom_kill grows by exactly 1
+ * (oom >= 1, oom_group_kill 0); with memory.oom.group set, a sleeper and a
+ * toucher are killed together: oom_group_kill exactly +1, oom_kill +2 or more
+ * (the victim may be counted again in the group's kill).  P's events are
+ * hierarchical: they grow exactly as O's.  memory.events agrees.
+ */
+static int check_oom_events_counted(void)
+{
+	struct mk_rec o0, o1, o2, p0, p1;
+	pid_t pid, sleeper;
+	int st = 0, st2 = 0, err, k;
+	bool ok = true;
+
+	err = cg_write(cgs[CG_O].path, "memory.max", OOM_MAX) ?:
+	      cg_write(cgs[CG_O].path, "memory.swap.max", OOM_SWAP_MAX);
+	if (err)
+		return check_fail("O: memory.max %s, memory.swap.max %s: %s", OOM_MAX, OOM_SWAP_MAX,
+				  strerror(-err));
+	if (read_rec(CG_O, &o0) || read_rec(CG_P, &p0))
+		return KSFT_FAIL;
+	pid = cg_spawn(cgs[CG_O].path, oom_alloc, NULL);
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return check_fail("the worker in O: %s", strerror(pid < 0 ? -pid : errno));
+	if (read_rec(CG_O, &o1) || read_rec(CG_P, &p1))
+		return KSFT_FAIL;
+	ksft_print_msg("O: the worker %s; max +%lld, oom +%lld, oom_kill +%lld, oom_group_kill +%lld, swap_max +%lld, swap_fail +%lld\n",
+		       death(st), GREW(o1, o0, max), GREW(o1, o0, oom), GREW(o1, o0, oom_kill),
+		       GREW(o1, o0, oom_group_kill), GREW(o1, o0, swap_max), GREW(o1, o0, swap_fail));
+	expect(&ok, !strcmp(death(st), "killed"), "O's worker: %s, expected killed (SIGKILL) by the OOM killer",
+	       death(st));
+	expect(&ok, GREW(o1, o0, oom_kill) == 1 && GREW(o1, o0, oom) >= 1 && GREW(o1, o0, max) >= 1 &&
+	       GREW(o1, o0, oom_group_kill) == 0,
+	       "O: expected oom_kill +1 (one process killed), oom and max >= +1, oom_group_kill +0");
+	expect(&ok, GREW(o1, o0, swap_max) >= 1 && GREW(o1, o0, swap_fail) >= GREW(o1, o0, swap_max),
+	       "O: expected swap_max >= +1 (swap.max %s refused a swap-out), swap_fail >= swap_max",
+	       OOM_SWAP_MAX);
+	expect(&ok, GREW(p1, p0, oom_kill) == GREW(o1, o0, oom_kill) &&
+	       GREW(p1, p0, oom) == GREW(o1, o0, oom) && GREW(p1, p0, max) == GREW(o1, o0, max) &&
+	       GREW(p1, p0, swap_max) == GREW(o1, o0, swap_max),
+	       "P (hierarchical): oom_kill +%lld, oom +%lld, max +%lld, swap_max +%lld: expected O's growth",
+	       GREW(p1, p0, oom_kill), GREW(p1, p0, oom), GREW(p1, p0, max), GREW(p1, p0, swap_max));
+	ok &= agree(CG_O, "memory.events", NULL) && agree(CG_O, "memory.swap.events", NULL);
+	err = cg_write(cgs[CG_O].path, "memory.oom.group", "1");
+	sleeper = err ? -1 : cg_spawn(cgs[CG_O].path, NULL, NULL);
+	pid = sleeper < 0 ? -1 : cg_spawn(cgs[CG_O].path, oom_alloc, NULL);
+	if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+		if (sleeper > 0)
+			cg_reap(&sleeper);
+		return check_fail("memory.oom.group of O, its two workers: %s", strerror(errno));
+	}
+	/* the sleeper dies with the group, or is killed here after 5 s (and reported) */
+	for (k = 0; k < 50 && waitpid(sleeper, &st2, WNOHANG) == 0; k++)
+		usleep(100000);
+	if (k == 50) {
+		kill(sleeper, SIGKILL);
+		waitpid(sleeper, NULL, 0);
+		st2 = 0;	/* "exit 0": not killed by the group's OOM kill */
+	}
+	if (read_rec(CG_O, &o2))
+		return KSFT_FAIL;
+	ksft_print_msg("O with memory.oom.group: the toucher %s, the sleeper %s; oom_kill +%lld, oom_group_kill +%lld\n",
+		       death(st), death(st2), GREW(o2, o1, oom_kill), GREW(o2, o1, oom_group_kill));
+	expect(&ok, !strcmp(death(st), "killed") && !strcmp(death(st2), "killed") &&
+	       GREW(o2, o1, oom_group_kill) == 1 && GREW(o2, o1, oom_kill) >= 2,
+	       "O's group: expected both killed, oom_group_kill +1, oom_kill >= +2");
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+#define DIRTY_BYTES	(8 * MiB)	/* written into D's page cache, not synced */
+#define DIRTY_SLACK	(256 * 1024)	/* the file system's own metadata blocks */
+
+/* in D: DIRTY_BYTES to the file @arg, left dirty (no sync) */
+static int write_dirty(void *arg)
+{
+	static char chunk[256 * 1024];
+	int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	long long done;
+
+	memset(chunk, 0x44, sizeof(chunk));
+	for (done = 0; fd >= 0 && done < DIRTY_BYTES; done += sizeof(chunk))
+		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk))
+			return 1;
+	return fd < 0 ? 2 : close(fd) ? 3 : 0;
+}
+
+/*
+ * Dirty and writeback pages against the writes that made them: a process in D
+ * writes 8 MiB to a disk file and exits without syncing: D's file_dirty +
+ * file_writeback is those 8 MiB (nothing reaches the background threshold or the
+ * 30 s expiry meanwhile), at most the file system's metadata blocks more; after
+ * the test's fsync() of the file both are back to at most those blocks.
+ */
+static int check_dirty_pages_follow_writes(void)
+{
+	const char *dir = scratch_dir();
+	char path[PATH_MAX];
+	struct mk_rec d0, d1;
+	long long pend;
+	bool ok = true;
+	int st, fd;
+
+	if (!dir)
+		return check_skip("no disk file system for scratch: no page cache to write back");
+	snprintf(path, sizeof(path), "%s/memcg_kfuncs.%d.dirty", dir, (int)getpid());
+	st = cg_run(cgs[CG_D].path, write_dirty, path);
+	if (st || read_rec(CG_D, &d0)) {
+		unlink(path);
+		return check_fail("the writer in D: %d", st);
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	st = fd < 0 || fsync(fd) ? errno : 0;
+	if (fd >= 0)
+		close(fd);
+	if (st || read_rec(CG_D, &d1)) {
+		unlink(path);
+		return check_fail("fsync of %s: %s", path, strerror(st));
+	}
+	unlink(path);
+	pend = d0.val[F_file_dirty] + d0.val[F_file_writeback];
+	ksft_print_msg("D after %lld MiB written: file_dirty %lld, file_writeback %lld, file %lld B; after fsync: file_dirty %lld, file_writeback %lld B\n",
+		       DIRTY_BYTES / MiB, (long long)d0.val[F_file_dirty],
+		       (long long)d0.val[F_file_writeback], (long long)d0.val[F_file],
+		       (long long)d1.val[F_file_dirty], (long long)d1.val[F_file_writeback]);
+	in_range(&ok, 1, "D file_dirty + file_writeback after the writes", pend, DIRTY_BYTES,
+		 DIRTY_BYTES + DIRTY_SLACK);
+	in_range(&ok, 1, "D file_dirty after fsync", d1.val[F_file_dirty], 0, DIRTY_SLACK);
+	in_range(&ok, 1, "D file_writeback after fsync", d1.val[F_file_writeback], 0, DIRTY_SLACK);
+	in_range(&ok, 1, "D file after the writes", d0.val[F_file], DIRTY_BYTES, LLONG_MAX);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+#define MLOCK_BYTES	(4 * MiB)	/* mlock()ed by a worker in D */
+#define MLOCK_BATCH	(64 * 4096LL)	/* per-CPU mlock batches not yet on the LRU */
+
+/* in D: MLOCK_BYTES of anonymous memory mlock()ed, "k" to the pipe @arg, then sleep */
+static int mlock_worker(void *arg)
+{
+	int fd = *(int *)arg;
+	char *p = mmap(NULL, MLOCK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (p == MAP_FAILED || mlock(p, MLOCK_BYTES))
+		return 1;
+	memset(p, 1, MLOCK_BYTES);
+	if (write(fd, "k", 1) != 1)
+		return 2;
+	for (;;)
+		pause();
+}
+
+/*
+ * Unevictable pages against the pages the test locked: a process in D mlock()s 4 MiB
+ * (its /proc/PID/status VmLck says so): D's unevictable grows by them (less what the
+ * per-CPU mlock batches still hold: 64 pages), and falls back once it is killed.
+ */
+static int check_mlocked_pages_unevictable(void)
+{
+	struct mk_rec d0, d1, d2;
+	int fds[2], st = 0;
+	long long vmlck, grew, fell;
+	char c, status[32], text[4096], *at;
+	pid_t pid;
+	bool ok = true;
+
+	if (read_rec(CG_D, &d0) || pipe2(fds, O_CLOEXEC))
+		return KSFT_FAIL;
+	pid = cg_spawn(cgs[CG_D].path, mlock_worker, &fds[1]);
+	close(fds[1]);
+	if (pid < 0 || read(fds[0], &c, 1) != 1) {
+		close(fds[0]);
+		st = pid < 0 ? pid : cg_wait(pid);
+		return check_fail("the mlock worker in D: %d", st);
+	}
+	close(fds[0]);
+	snprintf(status, sizeof(status), "/proc/%d", (int)pid);
+	vmlck = cg_read(status, "status", text, sizeof(text)) > 0 && (at = strstr(text, "VmLck:")) ?
+		strtoll(at + 6, NULL, 10) : -1;
+	if (read_rec(CG_D, &d1)) {
+		cg_reap(&pid);
+		return KSFT_FAIL;
+	}
+	cg_reap(&pid);
+	if (read_rec(CG_D, &d2))
+		return KSFT_FAIL;
+	grew = d1.val[F_unevictable] - d0.val[F_unevictable];
+	fell = d1.val[F_unevictable] - d2.val[F_unevictable];
+	ksft_print_msg("D: unevictable %lld -> %lld with %lld MiB mlock()ed (VmLck %lld kB) -> %lld B after the worker's end\n",
+		       (long long)d0.val[F_unevictable], (long long)d1.val[F_unevictable],
+		       MLOCK_BYTES / MiB, vmlck, (long long)d2.val[F_unevictable]);
+	expect(&ok, vmlck * 1024 == MLOCK_BYTES, "VmLck %lld kB, expected %lld kB", vmlck,
+	       MLOCK_BYTES / 1024);
+	in_range(&ok, 1, "D unevictable growth", grew, MLOCK_BYTES - MLOCK_BATCH,
+		 MLOCK_BYTES + SLACK_BYTES);
+	in_range(&ok, 1, "D unevictable fall after the end", fell, MLOCK_BYTES - MLOCK_BATCH,
+		 MLOCK_BYTES + SLACK_BYTES);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/*
+ * The css walk (6.7+: bpf_iter_css_new/next/destroy) from P's memcg in each order
+ * against the tree the test made: pre-order P, then its children in the order they were
+ * made (C, N, E, H, S, Z, O, D: each has a memcg; N's child L has none); post-order the
+ * same children,
+ * then P; ancestors up P, then the cgroup2 root; an order 0 or 99 refused (-EINVAL) and
+ * walking nothing.
+ */
+static int check_css_walk_orders(void)
+{
+	/* P's children in the order they were made: all have a memcg (P enables +memory) */
+	static const int kids[] = { CG_C, CG_N, CG_E, CG_H, CG_S, CG_Z, CG_O, CG_D };
+	static char out[8192], copy[8192];
+	unsigned long long want[5][16], got[5][16];
+	int nwant[5] = {}, ngot[5] = {}, ret[5] = { 1, 1, 1, 1, 1 }, cur = -1, o, i, err;
+	char *line, *save;
+	bool ok = true;
+
+	if (!bu_has_func("bpf_iter_css_new"))
+		return check_skip("no css iterator in this kernel (6.7+)");
+	want[0][nwant[0]++] = cgs[CG_P].id;
+	for (i = 0; i < (int)ARRAY_SIZE(kids); i++) {
+		want[0][nwant[0]++] = cgs[kids[i]].id;
+		want[1][nwant[1]++] = cgs[kids[i]].id;
+	}
+	want[1][nwant[1]++] = cgs[CG_P].id;
+	want[2][nwant[2]++] = cgs[CG_P].id;
+	want[2][nwant[2]++] = cgs[CG_R].id;
+	err = run_extra("css_walks", CG_P, out, sizeof(out));
+	if (err)
+		return check_fail("css_walks on P: %s", strerror(-err));
+	memcpy(copy, out, sizeof(copy));
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long id;
+		int order, r;
+
+		if (sscanf(line, "order=%d ret=%d", &order, &r) == 2 && cur < 4)
+			ret[++cur] = r;
+		else if (sscanf(line, "id=%llu", &id) == 1 && cur >= 0 && ngot[cur] < 16)
+			got[cur][ngot[cur]++] = id;
+	}
+	for (o = 0; o < 5; o++) {
+		bool same = ngot[o] == nwant[o] && ret[o] == (o < 3 ? 0 : -EINVAL);
+
+		for (i = 0; same && i < ngot[o]; i++)
+			same = got[o][i] == want[o][i];
+		expect(&ok, same, "walk %d (%s): returned %d, %d csses; expected %d, %d (the tree)", o,
+		       (const char *[]){ "pre", "post", "ancestors up", "order 0", "order 99" }[o],
+		       ret[o], ngot[o], o < 3 ? 0 : -EINVAL, nwant[o]);
+	}
+	if (!ok)
+		print_block("  | ", copy);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+#define MAJ_BYTES	(4 * MiB)	/* a file read back through a mapping, not cached */
+
+/* in D: fault in every page of the file @arg (clean, dropped from the page cache) by a
+ * read through a mapping; its own major faults meanwhile (getrusage) to the pipe */
+struct maj_arg {
+	const char *path;
+	int fd;
+};
+
+static int fault_file(void *arg)
+{
+	struct maj_arg *a = arg;
+	struct rusage r0, r1;
+	volatile char sink;
+	long long off, d;
+	int fd = open(a->path, O_RDONLY | O_CLOEXEC);
+	char *p = fd < 0 ? MAP_FAILED : mmap(NULL, MAJ_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+
+	if (p == MAP_FAILED)
+		return 1;
+	getrusage(RUSAGE_SELF, &r0);
+	for (off = 0; off < MAJ_BYTES; off += page_size)
+		sink = p[off];
+	(void)sink;
+	getrusage(RUSAGE_SELF, &r1);
+	d = r1.ru_majflt - r0.ru_majflt;
+	return write(a->fd, &d, sizeof(d)) == sizeof(d) ? 0 : 2;
+}
+
+/*
+ * Major faults against the faulting task's own count: a file written, synced and
+ * dropped from the page cache (POSIX_FADV_DONTNEED) is read through a mapping by a
+ * process in D: D's pgmajfault grows by at least one, by no more than the major faults
+ * getrusage() gives that process (the task's counter: it also counts a fault retried
+ * while readahead's I/O was in flight, which memcg does not) and no more than the
+ * machine's (/proc/vmstat: the node counter the same events go to).
+ */
+static int check_major_faults_counted(void)
+{
+	const char *dir = scratch_dir();
+	char path[PATH_MAX], chunk[65536];
+	struct maj_arg a = { .path = path };
+	struct mk_rec d0, d1;
+	long long majflt = -1, off, grew, vm0, vm1;
+	int fds[2], fd, st;
+	bool ok = true;
+
+	if (!dir)
+		return check_skip("no disk file system for scratch: no page cache to drop");
+	snprintf(path, sizeof(path), "%s/memcg_kfuncs.%d.maj", dir, (int)getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	memset(chunk, 0x6d, sizeof(chunk));
+	for (off = 0; fd >= 0 && off < MAJ_BYTES; off += sizeof(chunk))
+		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk))
+			break;
+	st = fd < 0 || off < MAJ_BYTES || fsync(fd) ||
+	     posix_fadvise(fd, 0, MAJ_BYTES, POSIX_FADV_DONTNEED) ? errno : 0;
+	if (fd >= 0)
+		close(fd);
+	if (st || pipe2(fds, O_CLOEXEC)) {
+		unlink(path);
+		return check_fail("%s: written, synced, dropped: %s", path, strerror(st ?: errno));
+	}
+	a.fd = fds[1];
+	vm0 = cg_read_key("/proc", "vmstat", "pgmajfault");
+	if (read_rec(CG_D, &d0)) {
+		unlink(path);
+		return KSFT_FAIL;
+	}
+	st = cg_run(cgs[CG_D].path, fault_file, &a);
+	vm1 = cg_read_key("/proc", "vmstat", "pgmajfault");
+	close(fds[1]);
+	if (st || read(fds[0], &majflt, sizeof(majflt)) != sizeof(majflt) || read_rec(CG_D, &d1)) {
+		check_fail("the faulting process in D: %d", st);
+		ok = false;
+	}
+	close(fds[0]);
+	unlink(path);
+	if (!ok)
+		return KSFT_FAIL;
+	grew = GREW(d1, d0, pgmajfault);
+	ksft_print_msg("D: pgmajfault +%lld over reading %lld MiB not cached; the process's own major faults %lld, /proc/vmstat pgmajfault +%lld\n",
+		       grew, MAJ_BYTES / MiB, majflt, vm1 - vm0);
+	expect(&ok, grew >= 1 && grew <= majflt && grew <= vm1 - vm0,
+	       "D pgmajfault +%lld: expected at least 1, at most the process's major faults (%lld) and the machine's (/proc/vmstat +%lld)",
+	       grew, majflt, vm1 - vm0);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 /* C's files, one by one (a shell's rm -r is not async-signal-safe either) */
 static void remove_slab_dir(void)
 {
@@ -1267,6 +1880,10 @@ int main(void)
 		CHECK_BY(bad_items_einval, check_probes, cgroup_setup),
 		CHECK_BY(untracked_items_einval, check_probes, cgroup_setup),
 		CHECK_BY(no_memcg_enoent, check_probes, cgroup_setup),
+		CHECK(kfunc_items_listed, cgroup_setup),
+		CHECK(memory_files_keys_listed, cgroup_setup),
+		CHECK(prog_types_registered, cgroup_setup),
+		CHECK(css_walk_orders, cgroup_setup),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(untrusted_cgroup_rejected),
 		CHECK(null_css_is_null, cgroup_setup),
@@ -1283,6 +1900,10 @@ int main(void)
 		CHECK(usage_matches_memory_current, charge_memory_in_child),
 		CHECK(memory_events_match_memory_events, cgroup_setup),
 		CHECK(swapped_out_child, cgroup_setup),
+		CHECK(oom_events_counted, cgroup_setup),
+		CHECK(dirty_pages_follow_writes, cgroup_setup),
+		CHECK(mlocked_pages_unevictable, cgroup_setup),
+		CHECK(major_faults_counted, cgroup_setup),
 		CHECK(offline_memcg_handed_out, cgroup_setup),
 		CHECK(flush_keeps_no_reference, cgroup_setup),
 		CHECK(cgroup_cleanup),

@@ -17,7 +17,7 @@ enum mk_mode {
 };
 
 /* the kfunc called: bpf_mem_cgroup_{page_state,vm_events,memory_events,usage,...} */
-enum mk_kind { K_state, K_events, K_memev, K_usage, K_flush, K_root };
+enum mk_kind { K_state, K_events, K_memev, K_usage, K_flush, K_root, K_reclaim };
 
 /*
  * The units of MK_FIELDS' values, which decide how close two reads must be:
@@ -29,15 +29,21 @@ enum mk_unit { U_PAGES, U_BYTES, U_KB, U_COUNT };
 
 /*
  * MK_MODE_READ, X(key in its file, kind, item, optional: not in every kernel's
- * file, unit), grouped by file: memory.stat; memory.events, memory.swap.events
+ * file, unit); kind reclaim: item 0-7 pgscan_{kswapd,direct,khugepaged,proactive},
+ * pgsteal_{...}, behind the kfunc the kernel has them (vm events up to 7.1, node
+ * items from 7.2), 0 where the kernel has none; grouped by file: memory.stat; memory.events, memory.swap.events
  * ("swap_" dropped from the key); memory.current; memory.swap.current.
  */
+/* vmalloc: MEMCG_VMALLOC up to 7.1, the node item NR_VMALLOC from 7.2 (resolved by CO-RE) */
+#define MK_VMALLOC	(-1000)
+
 #define MK_FIELDS(X)								\
 	X(anon, state, NR_ANON_MAPPED, 0, U_PAGES)				\
 	X(file, state, NR_FILE_PAGES, 0, U_PAGES)				\
 	X(shmem, state, NR_SHMEM, 0, U_PAGES)					\
 	X(file_mapped, state, NR_FILE_MAPPED, 0, U_PAGES)			\
 	X(file_dirty, state, NR_FILE_DIRTY, 0, U_PAGES)				\
+	X(file_writeback, state, NR_WRITEBACK, 0, U_PAGES)			\
 	X(unevictable, state, NR_UNEVICTABLE, 0, U_PAGES)			\
 	X(inactive_anon, state, NR_INACTIVE_ANON, 0, U_PAGES)			\
 	X(active_anon, state, NR_ACTIVE_ANON, 0, U_PAGES)			\
@@ -47,7 +53,7 @@ enum mk_unit { U_PAGES, U_BYTES, U_KB, U_COUNT };
 	X(swapcached, state, NR_SWAPCACHE, 1, U_PAGES)				\
 	X(kernel, state, MEMCG_KMEM, 1, U_PAGES)				\
 	X(sock, state, MEMCG_SOCK, 0, U_PAGES)					\
-	X(vmalloc, state, MEMCG_VMALLOC, 1, U_PAGES)				\
+	X(vmalloc, state, MK_VMALLOC, 1, U_PAGES)				\
 	X(kernel_stack, state, NR_KERNEL_STACK_KB, 0, U_KB)			\
 	X(percpu, state, MEMCG_PERCPU_B, 0, U_BYTES)				\
 	X(slab_reclaimable, state, NR_SLAB_RECLAIMABLE_B, 0, U_BYTES)		\
@@ -57,6 +63,14 @@ enum mk_unit { U_PAGES, U_BYTES, U_KB, U_COUNT };
 	X(workingset_refault_anon, state, WORKINGSET_REFAULT_ANON, 0, U_COUNT)	\
 	X(workingset_refault_file, state, WORKINGSET_REFAULT_FILE, 0, U_COUNT)	\
 	X(pgfault, events, PGFAULT, 0, U_COUNT)					\
+	X(pgscan_kswapd, reclaim, 0, 1, U_COUNT)				\
+	X(pgscan_direct, reclaim, 1, 1, U_COUNT)				\
+	X(pgscan_khugepaged, reclaim, 2, 1, U_COUNT)				\
+	X(pgscan_proactive, reclaim, 3, 1, U_COUNT)				\
+	X(pgsteal_kswapd, reclaim, 4, 1, U_COUNT)				\
+	X(pgsteal_direct, reclaim, 5, 1, U_COUNT)				\
+	X(pgsteal_khugepaged, reclaim, 6, 1, U_COUNT)				\
+	X(pgsteal_proactive, reclaim, 7, 1, U_COUNT)				\
 	X(pgmajfault, events, PGMAJFAULT, 0, U_COUNT)				\
 	X(pgactivate, events, PGACTIVATE, 0, U_COUNT)				\
 	X(pgdeactivate, events, PGDEACTIVATE, 0, U_COUNT)			\
@@ -93,7 +107,7 @@ enum mk_field { MK_FIELDS(MK_SLOT) NR_FIELDS };
 	X(events, NR_VM_EVENT_ITEMS) X(events, NR_VM_EVENT_ITEMS + 5)		\
 	X(events, 0x7fffffff) X(events, -1)
 #define MK_UNTRACKED(X)								\
-	X(state, NR_ISOLATED_ANON) X(state, NR_DIRTIED) X(events, PGFREE) X(events, PSWPIN)
+	X(state, NR_ISOLATED_ANON) X(state, NR_DIRTIED) X(events, PGFREE) X(events, OOM_KILL)
 /*
  * vm events memcg tracks where cgroup v1's memory.stat prints them (cgroup v2's
  * does not): before 6.11 always (PGPGIN is the first event memcg tracks there),
@@ -118,6 +132,12 @@ struct mk_rec {
 	__u64 cgid;		/* cgrp->kn->id, == st_ino of the directory */
 	__s64 item[MK_N];	/* the item passed */
 	__s64 val[MK_N];	/* what the kfunc returned */
+};
+
+/* what the pt_* programs of memcg_kfuncs_extra.bpf.c write (their object's .bss):
+ * the root memcg read from a program of another type */
+struct pt_out {
+	__u64 ran, got, usage, anon, pgfault, high;
 };
 
 #endif /* MEMCG_KFUNCS_H */

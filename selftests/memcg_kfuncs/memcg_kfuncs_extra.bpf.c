@@ -26,6 +26,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "bpf_memcontrol.h"
+#include "memcg_kfuncs.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -141,6 +142,126 @@ int BPF_PROG(zombie_flush, struct cgroup_subsys_state *css, int cpu)
 		return 0;
 	__sync_fetch_and_add(&z->got, 1);
 	z->file = bpf_mem_cgroup_page_state(memcg, NR_FILE_PAGES);
+	bpf_put_mem_cgroup(memcg);
+	return 0;
+}
+
+/*
+ * scan_*: on the iterator's cgroup, every index of a kfunc's enum and a few past
+ * its end, one line "IDX VALUE" per index the kfunc accepts (not (unsigned
+ * long)-1): which items the kernel under test exposes through it.
+ */
+#define SCAN(name, last, call)						\
+SEC("iter/cgroup")							\
+int name(struct bpf_iter__cgroup *ctx)					\
+{									\
+	struct mem_cgroup *memcg = iter_memcg(ctx);			\
+	unsigned long v;						\
+	int i;								\
+									\
+	if (!memcg)							\
+		return 0;						\
+	for (i = 0; i < (last) + 8; i++) {				\
+		v = call;						\
+		if (v != (unsigned long)-1)				\
+			BPF_SEQ_PRINTF(ctx->meta->seq, "%d %lu\n", i, v); \
+	}								\
+	bpf_put_mem_cgroup(memcg);					\
+	return 0;							\
+}
+
+SCAN(scan_page_state, MEMCG_NR_STAT, bpf_mem_cgroup_page_state(memcg, i))
+SCAN(scan_vm_events, NR_VM_EVENT_ITEMS, bpf_mem_cgroup_vm_events(memcg, i))
+SCAN(scan_memory_events, MEMCG_NR_MEMORY_EVENTS, bpf_mem_cgroup_memory_events(memcg, i))
+
+/*
+ * pt_*: the same reads of the root memcg from programs of other types than the
+ * iterators (tracing), each run by BPF_PROG_RUN: a kernel that registers the
+ * kfuncs for fewer program types than its registration says refuses them.  The
+ * syscall program (sleepable) flushes too.
+ */
+struct pt_out pt_out;
+
+static __always_inline void pt_read(bool flush)
+{
+	struct mem_cgroup *memcg = bpf_get_root_mem_cgroup();
+
+	pt_out.ran++;
+	if (!memcg)
+		return;
+	if (flush)
+		bpf_mem_cgroup_flush_stats(memcg);
+	pt_out.got = 1;
+	pt_out.usage = bpf_mem_cgroup_usage(memcg);
+	pt_out.anon = bpf_mem_cgroup_page_state(memcg, NR_ANON_MAPPED);
+	pt_out.pgfault = bpf_mem_cgroup_vm_events(memcg, PGFAULT);
+	pt_out.high = bpf_mem_cgroup_memory_events(memcg, MEMCG_HIGH);
+	bpf_put_mem_cgroup(memcg);
+}
+
+SEC("syscall")
+int pt_syscall(void *ctx)
+{
+	pt_read(true);
+	return 0;
+}
+
+SEC("tc")
+int pt_sched_cls(struct __sk_buff *skb)
+{
+	pt_read(false);
+	return 0;
+}
+
+SEC("xdp")
+int pt_xdp(struct xdp_md *xdp)
+{
+	pt_read(false);
+	return XDP_PASS;
+}
+
+SEC("socket")
+int pt_socket_filter(struct __sk_buff *skb)
+{
+	pt_read(false);
+	return 0;
+}
+
+/*
+ * css_walks (6.7+): from the iterator's cgroup's memcg css, one open-coded css walk per
+ * order userspace may name (DESCENDANTS_PRE, DESCENDANTS_POST, ANCESTORS_UP, and an
+ * invalid 0 and 99): "order=N ret=R" from bpf_iter_css_new(), then "id=I" per css the
+ * walk gives, in order.
+ */
+#define CSS_WALK(seq, start, order)						\
+do {									\
+	struct cgroup_subsys_state *pos;				\
+	__u64 it[3] = {};						\
+	int ret = bpf_iter_css_new((struct bpf_iter_css *)it, start, order); \
+									\
+	BPF_SEQ_PRINTF(seq, "order=%d ret=%d\n", order, ret);		\
+	while ((pos = bpf_iter_css_next((struct bpf_iter_css *)it)))	\
+		BPF_SEQ_PRINTF(seq, "id=%llu\n", pos->cgroup->kn->id);	\
+	bpf_iter_css_destroy((struct bpf_iter_css *)it);		\
+} while (0)
+
+SEC("iter/cgroup")
+int css_walks(struct bpf_iter__cgroup *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct cgroup *cgrp = ctx->cgroup;
+	struct mem_cgroup *memcg;
+
+	if (!cgrp)
+		return 0;
+	memcg = bpf_get_mem_cgroup(&cgrp->self);
+	if (!memcg)
+		return 0;
+	CSS_WALK(seq, &memcg->css, BPF_CGROUP_ITER_DESCENDANTS_PRE);
+	CSS_WALK(seq, &memcg->css, BPF_CGROUP_ITER_DESCENDANTS_POST);
+	CSS_WALK(seq, &memcg->css, BPF_CGROUP_ITER_ANCESTORS_UP);
+	CSS_WALK(seq, &memcg->css, 0);
+	CSS_WALK(seq, &memcg->css, 99);
 	bpf_put_mem_cgroup(memcg);
 	return 0;
 }

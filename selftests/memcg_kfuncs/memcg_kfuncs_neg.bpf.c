@@ -10,20 +10,27 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "bpf_memcontrol.h"
 
 char _license[] SEC("license") = "GPL";
 
 unsigned long sink;
 
-/* memcg->orig_objcg (loaded on >= 6.2 only) through a CO-RE flavor: compiles
- * against a vmlinux.h without it */
+/* memcg->orig_objcg (loaded on >= 6.2 only; gone in 7.x) or memcg->objcg through CO-RE
+ * flavors: compiles against a vmlinux.h without either */
 struct mem_cgroup___orig {
 	struct obj_cgroup *orig_objcg;
 } __attribute__((preserve_access_index));
+struct mem_cgroup___objcg {
+	struct obj_cgroup *objcg;
+} __attribute__((preserve_access_index));
 
 /* a memcg the verifier cannot vouch for: walked from a referenced one */
-#define WALKED(memcg) (((struct mem_cgroup___orig *)(memcg))->orig_objcg->memcg)
+#define WALKED(memcg)								\
+	(bpf_core_field_exists(struct mem_cgroup___orig, orig_objcg) ?		\
+	 ((struct mem_cgroup___orig *)(memcg))->orig_objcg->memcg :		\
+	 ((struct mem_cgroup___objcg *)(memcg))->objcg->memcg)
 
 /* a program that gets the iterator's memcg, does @call with it, puts it */
 #define NEG(name, sec, call)						\
@@ -75,6 +82,17 @@ int leak(struct bpf_iter__cgroup *ctx)
 
 	if (memcg)
 		sink = bpf_mem_cgroup_page_state(memcg, NR_ANON_MAPPED);
+	return 0;
+}
+
+/* the root memcg's reference is one too (KF_ACQUIRE), though the root is never freed */
+SEC("iter/cgroup")
+int leak_root(struct bpf_iter__cgroup *ctx)
+{
+	struct mem_cgroup *memcg = bpf_get_root_mem_cgroup();
+
+	if (memcg)
+		sink = bpf_mem_cgroup_usage(memcg);
 	return 0;
 }
 

