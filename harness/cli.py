@@ -468,7 +468,14 @@ def _ci_pipeline_arguments(gen: argparse.ArgumentParser, system: str) -> None:
 
 
 def _export_arguments(ex: argparse.ArgumentParser) -> None:
-    ex_sub = ex.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    ex.add_argument("--bundle", default=None, metavar="RUN",
+                    help="the run's whole directory (results, logs, every input it carries; "
+                         "no kernel image) as one .tar.gz a reviewer reproduces: harness "
+                         "reproduce FILE")
+    ex.add_argument("-o", "--output", dest="bundle_output", type=Path, default=None,
+                    metavar="FILE", help="with --bundle: the archive (default RUN-NAME.tar.gz "
+                                         "here)")
+    ex_sub = ex.add_subparsers(dest="format", required=False, metavar="FORMAT")
     for fmt, what in (("junit", "JUnit XML"), ("kcidb", "KCIDB JSON (schema 4)")):
         e = _subcommand(ex_sub, fmt, help=f"the run as {what}")
         e.add_argument("run", metavar="RUN", help="a run directory (or its results.json)")
@@ -476,6 +483,29 @@ def _export_arguments(ex: argparse.ArgumentParser) -> None:
                        help="write it here (default: stdout)")
         if fmt == "kcidb":
             _kcidb_arguments(e)
+
+
+def _reproduce_arguments(r: argparse.ArgumentParser) -> None:
+    r.add_argument("source", type=Path, metavar="DIR|ARCHIVE",
+                   help="a run's results directory, wherever it is now, or its bundle "
+                        "(harness export --bundle RUN)")
+    _out_option(r, "the reproduction's results directory (default results/reproduce-<id>; "
+                   "never inside the run reproduced)")
+    _many(r, "--cell", "NAME", help="reproduce only these cells (repeatable)")
+    _many(r, "--test", "NAME", help="only these tests of the cells (repeatable; a -- "
+                                    "command of the run is then left out)")
+    r.add_argument("--accel", choices=[a.value for a in Accel], default=None,
+                   help="the accelerator (default: what the run asked; KVM against TCG is "
+                        "said when they differ)")
+    r.add_argument("--kernel", default=None, metavar="SPEC",
+                   help="build on this kernel source instead of the run's (e.g. debian:6.12: "
+                        "the package Debian serves now); said as an input that differs")
+    _many(r, "--patch", "FILE",
+          help="apply FILE in place of the run's patch of the same file name (said as an "
+               "input that differs; repeatable)")
+    r.add_argument("--at-revision", action="store_true",
+                   help="run the run's own harness revision (checked out into a temporary "
+                        "worktree of this clone, when it has the commit): an exact rerun")
 
 
 def _kcidb_arguments(e: argparse.ArgumentParser) -> None:
@@ -643,11 +673,25 @@ def cmd_ci(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from harness.drivers import finished
 
+    if args.bundle is not None or args.format is None:
+        if args.format is not None or args.bundle is None:
+            args.command_parser.error("give a FORMAT (junit, kcidb) and RUN, or --bundle RUN")
+        return finished.export_bundle(args.bundle, args.bundle_output)
     options = finished.KcidbOptions()
     if args.format == "kcidb":
         options = finished.KcidbOptions(run_id=args.run_id, origin=args.origin or options.origin,
                                     include_broken=args.include_broken)
     return finished.export(args.run, args.format, args.output, options)
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from harness.drivers import reproduce
+
+    return reproduce.command(reproduce.Request(
+        source=args.source, out=args.out, cells=tuple(args.cell), tests=tuple(args.test),
+        accel=Accel(args.accel) if args.accel else None, kernel=args.kernel,
+        patches=tuple(Path(p) for p in args.patch), at_revision=args.at_revision,
+        argv=_argv()))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -790,9 +834,18 @@ COMMANDS: tuple[Command, ...] = (
             arguments=_ci_arguments, handler=cmd_ci,
             examples=("harness ci github -o .github/workflows/harness.yml",
                       "harness ci annotate results/RUN --summary summary.md")),
-    Command(name="export", help="a run's results in a format CI systems read (junit, kcidb)",
+    Command(name="export", help="a run's results in a format CI systems read (junit, "
+            "kcidb), or its whole directory as one archive to send (--bundle)",
             arguments=_export_arguments, handler=cmd_export,
-            examples=("harness export junit results/RUN -o junit.xml",)),
+            examples=("harness export junit results/RUN -o junit.xml",
+                      "harness export --bundle results/RUN -o run.tar.gz")),
+    Command(name="reproduce", help="make a run again from what its directory (or bundle) "
+            "carries, from any clone, anywhere; compare test by test: exit 0 verdicts "
+            "match, 1 they differ (the tests and the inputs named), 2 it cannot be "
+            "reproduced here (the cause and the fix)", arguments=_reproduce_arguments,
+            handler=cmd_reproduce, uses_cache=True,
+            examples=("harness reproduce results/RUN", "harness reproduce run.tar.gz --test "
+                      "rstat_propagation", "harness reproduce results/RUN --at-revision")),
     Command(name="merge", help="join the run directories of shards into one: results.json, "
             "summary, exit code; with the plan (--tier, --cell or --plan), a cell no run "
             "holds is MISSING", arguments=_merge_arguments, handler=cmd_merge,

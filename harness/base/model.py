@@ -171,6 +171,9 @@ class PreparedSource:
     describe: str  # e.g. "Debian linux-source-6.12 6.12.57-1" or the user's HEAD + dirty note
     package_version: str | None = None
     includes_uncommitted: bool = False
+    package: str | None = None  # debian: the package (linux-source-6.12)
+    digest: str | None = None  # tarball: the file's SHA-256
+    commit: str | None = None  # git: the commit HEAD (or REV) was, under any snapshot
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -548,6 +551,75 @@ class Affected:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CarriedFile:
+    """An input a run carries in its results directory: a patch, a config fragment, a
+    thread as given, a test directory (`harness reproduce` makes the cell again from it)."""
+
+    name: str  # as the run used it: a patch's file name, a fragment's or a test's name
+    sha256: str  # of its content as the run read it (a directory: of its files)
+    path: str = ""  # its copy, relative to the results directory ("": not carried)
+    origin: str = ""  # where the run read it (a path on the producer's machine, patches/...)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CarriedPatches:
+    """One --series or --patch of a cell: the patch files it applied, in order, carried in
+    a directory with a `series` file that lists them."""
+
+    given: str  # as asked: memcg-kfuncs, mbox:FILE, lore:MSGID, a directory, a --patch FILE
+    series: bool  # a --series (its name is kept); False: a --patch file
+    directory: str  # the carried directory, relative to the results directory
+    variant: str = ""  # the series file read (series, series-6.1), b4 for a thread
+    patches: tuple[CarriedFile, ...] = ()
+    extra: tuple[CarriedFile, ...] = ()  # provides.toml, the mbox as given
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceIdentity:
+    """What a cell's kernel source was, beyond its spec: enough to get it again, or to say
+    that what the spec names now is another source."""
+
+    spec: str  # as asked: debian:6.12
+    describe: str = ""
+    # the commit the patches applied on: a Debian package or a tarball imported anywhere
+    # is the same commit (a fixed author and date), a git tree's is its own
+    base_commit: str = ""
+    package: str | None = None  # debian: linux-source-6.12
+    package_version: str | None = None  # debian: 6.12.117-1~deb12u1
+    sha256: str | None = None  # tarball: and image: the file's
+    commit: str | None = None  # git: the commit its HEAD (or REV) was
+    uncommitted: bool = False  # git: uncommitted changes were built too
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellInputs:
+    """What a cell was made from and asked, as its results directory carries it: the kernel
+    source's identity, every patch and config fragment (copies, with their hashes), the
+    tests and the options that judge them. Bounded: no kernel image is carried."""
+
+    kernel: str  # the spec as asked
+    source: SourceIdentity | None = None  # None: the cell stopped before its source
+    patches: tuple[CarriedPatches, ...] = ()  # every --series, then every --patch
+    configs: tuple[CarriedFile, ...] = ()  # each fragment by its name (tree:PATH: no copy)
+    tests: tuple[str, ...] = ()  # as asked
+    test_dirs: tuple[CarriedFile, ...] = ()  # tests asked by their directory: copies
+    boot_only: bool = False
+    command: tuple[str, ...] = ()  # -- CMD: run in the guest
+    command_cwd: str = "/"
+    command_timeout: int = 600
+    expect_status: str | None = None  # a matrix cell's expectations
+    expect: tuple[tuple[str, str], ...] = ()
+    coverage: bool = False
+    accel: str = "auto"  # what the run asked (CellResult.accel: what it got)
+    strict: bool = False
+    repeat: int | None = None
+    retry_failed: int = 0
+    # the content hash of the root the guest booted on ("": the host's own root)
+    guest_root: str = ""
+    not_carried: tuple[str, ...] = ()  # inputs over the size limit, named: not copied
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: str
     kernel: str
@@ -581,6 +653,7 @@ class CellResult:
     isolation: Isolation | None = None
     affected: Affected | None = None  # --affected: what ran of each test, and why
     map_error: str = ""  # --map: why no map was recorded ("": one was, or none asked)
+    inputs: CellInputs | None = None  # what it was made from (None: not recorded)
 
 
 class RunState(enum.Enum):
@@ -594,6 +667,7 @@ class RunState(enum.Enum):
 class Host:
     kernel: str
     cpus: int | None
+    os: str = ""  # /etc/os-release's PRETTY_NAME: the native guest boots on its userspace
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -672,6 +746,8 @@ class RunResult:
     what: str | None = None  # what it tests, as the terminal's first lines said
     isolation: RunIsolation | None = None  # what its options let the tree's code reach
     harness_rev: str | None = None
+    # the harness checkout had uncommitted changes (None: not said)
+    harness_dirty: bool | None = None
     tools: tuple[tuple[str, str], ...] | None = None  # (program, version line)
     duration_s: float | None = None
     interrupted: Interruption | None = None

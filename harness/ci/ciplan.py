@@ -48,6 +48,7 @@ BUILD_CONTAINER_OPTIONS = "--privileged"
 BUILD_DIR = "build"  # a build job's build-only run, and the kernel's archive in it
 RESULTS_DIR = "results"  # a test job's run: results/<cell>
 HARNESS = ".venv/bin/harness"  # bootstrap.sh installs it there
+BUNDLE = "harness-run.tar.gz"  # the merged run as one archive (harness export --bundle)
 TIMINGS = Path(__file__).resolve().parent / "timings.toml"
 DEFAULT_DISK_GB = 14  # free disk on a GitHub-hosted Linux runner (docs/ci.md)
 

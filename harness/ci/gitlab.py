@@ -22,7 +22,8 @@ default branch. Stages:
 - merge: the merge role (Python only), whatever the tests did: the runs merged against
   the tier (`harness merge --tier T`: a cell no job left is MISSING), the merge's exit
   code the job's, the merged run as JUnit XML (`artifacts:reports:junit`, which GitLab
-  shows in the merge request).
+  shows in the merge request) and as one archive a reviewer downloads and reproduces
+  (`harness export --bundle`: `harness reproduce harness-run.tar.gz`).
 """
 
 from __future__ import annotations
@@ -92,8 +93,10 @@ def merge_job(plan: Plan) -> dict[str, Any]:
                    f"{ciplan.HARNESS} merge {ciplan.RESULTS_DIR}/* --tier {plan.tier} "
                    "--out merged && code=0 || code=$?",
                    f"{ciplan.HARNESS} export junit merged -o merged/junit.xml",
+                   f"{ciplan.HARNESS} export --bundle merged -o {ciplan.BUNDLE}",
                    'exit "$code"'],
-        "artifacts": {"when": "always", "expire_in": "1 month", "paths": ["merged/"],
+        "artifacts": {"when": "always", "expire_in": "1 month",
+                      "paths": ["merged/", ciplan.BUNDLE],
                       "reports": {"junit": "merged/junit.xml"}},
     }
 

@@ -26,7 +26,9 @@ repository in every job, so a fork's pull request runs it whole):
 - a merge job (the merge role: Python only): each cell's latest attempt merged against
   the tier (`harness merge --tier T`, MISSING for a cell no job uploaded), the merge's
   exit code the step's, what only the merge knows annotated, a table of the cells in the
-  step summary, the JUnit XML uploaded. Reporting is annotations and summaries, which need
+  step summary, the JUnit XML uploaded, and the merged run as one archive a reviewer
+  downloads and reproduces (`harness export --bundle`, artifact bundle-<attempt>:
+  `harness reproduce harness-run.tar.gz`). Reporting is annotations and summaries, which need
   no write token: nothing in a pull request's context can write.
 Every action is pinned by commit, the tag in a comment (harness/ci/actions.toml).
 """
@@ -217,6 +219,12 @@ def merge_job(plan: Plan, known: Mapping[str, tuple[str, str]]) -> dict[str, Any
         {"name": "upload the merged run", "if": ok,
          "uses": uses("actions/upload-artifact", known),
          "with": {"name": "merged-${{ github.run_attempt }}", "path": "merged"}},
+        {"name": "the merged run as one archive a reviewer reproduces (harness reproduce "
+                 "FILE)", "if": ok,
+         "run": f"{ciplan.HARNESS} export --bundle merged -o {ciplan.BUNDLE}"},
+        {"name": "upload the bundle: the run's artifact", "if": ok,
+         "uses": uses("actions/upload-artifact", known),
+         "with": {"name": "bundle-${{ github.run_attempt }}", "path": ciplan.BUNDLE}},
     ]
     return {"name": f"merge the {plan.tier} tier",
             "needs": [f"test-{b.slug}" for b in plan.builds],

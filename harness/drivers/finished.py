@@ -27,8 +27,8 @@ from harness.base.model import CellResult, PatchState, RunResult, TestResult
 from harness.drivers import matrix, shard
 from harness.drivers.matrix import Tier
 from harness.judge import ktap
+from harness.output import bundle, junit, kcidb, report, results, terminal
 from harness.output import compare as comparison
-from harness.output import junit, kcidb, report, results, terminal
 
 log = logging.getLogger("harness")
 T = TypeVar("T")
@@ -330,6 +330,20 @@ def export(run: str, fmt: str, output: Path | None, kcidb_options: KcidbOptions)
     else:
         text = junit.render(found)
     results.write_or_print(text, output, fmt)
+    return 0
+
+
+def export_bundle(run: str, output: Path | None) -> int:
+    """`harness export --bundle RUN`: the run's directory as one archive a reviewer
+    receives (by mail, from CI) and reproduces: `harness reproduce ARCHIVE`."""
+    found, _cell, file = results.load_run(run)
+    if not any(c.inputs is not None for c in found.cells):
+        log.warning("%s records no inputs (an older harness wrote it): its bundle cannot "
+                    "be reproduced", file.parent)
+    written = bundle.write(file.parent, output or bundle.default_name(file.parent))
+    print(f"bundle: {written.path} ({written.files} files, {written.size} bytes)"
+          + (f"; left out: {', '.join(written.left_out)}" if written.left_out else ""))
+    print(f"reproduce it anywhere: harness reproduce {written.path}")
     return 0
 
 

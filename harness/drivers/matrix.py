@@ -61,6 +61,12 @@ class Cell:
     # what the kernel is built for and with (harness/target/arches/, harness/target/toolchains/)
     arch: str = target.DEFAULT_ARCH
     toolchain: str = target.DEFAULT_TOOLCHAIN
+    # a reproduction (harness reproduce) reads what a results directory carries: a series
+    # from its carried directory, a config fragment from its carried file, each by the name
+    # the run gave it (so worktrees, history and results name them as the run did)
+    series_dirs: tuple[tuple[str, str], ...] = ()
+    config_files: tuple[tuple[str, str], ...] = ()
+    test_dirs: tuple[tuple[str, str], ...] = ()  # a test asked by its directory: its copy
 
     @property
     def expect_map(self) -> Mapping[str, Status]:

@@ -29,6 +29,7 @@ from harness.base.errors import HarnessError
 from harness.base.model import (
     Accel,
     Affected,
+    CellInputs,
     CellResult,
     ConfigResult,
     FeatureReport,
@@ -40,12 +41,13 @@ from harness.base.model import (
     PatchResult,
     PatchState,
     Phase,
+    SourceIdentity,
     Splat,
     Status,
     TestResult,
     worst,
 )
-from harness.drivers import affected, prebuilt
+from harness.drivers import affected, carry, prebuilt
 from harness.drivers.matrix import Cell
 from harness.drivers.stages import StageLog
 from harness.guest import protocol, vm
@@ -88,6 +90,7 @@ class CellPlan:
     patches: tuple[series.Patch, ...]  # every series' files, then --patch files: checked
     fragments: Mapping[str, Path]  # our config fragments (not tree:PATH), checked
     target: Target  # what the kernel is built for and with
+    groups: tuple[series.PatchGroup, ...] = ()  # the patches by the --series/--patch given
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +154,7 @@ class Known:
     guest_root: vm.GuestRun | None = None  # a boot ended: what root it had
     # --prebuilt: how the build job's run built the kernel (its sandbox or not, and why)
     built_sandboxed: tuple[bool, str, str] | None = None
+    identity: SourceIdentity | None = None  # what the source is (the cell's inputs)
 
 
 T = TypeVar("T")
@@ -193,6 +197,7 @@ class CellFacts:
     isolation: Isolation = field(default_factory=lambda: _sandbox_isolation())
     affected: Affected | None = None
     map_error: str = ""
+    inputs: CellInputs | None = None  # what the cell is made from, carried
 
     def learn(self, k: Known) -> None:
         if k.source is not None:
@@ -227,6 +232,8 @@ class CellFacts:
                 guest_root_size=own.identity.size if own else 0,
                 guest_root_packages=own.identity.packages if own else 0,
                 host_root="" if own else "--host-root")
+        if k.identity is not None and self.inputs is not None:
+            self.inputs = replace(self.inputs, source=k.identity)
 
     def result(self, cell: Cell, stages: StageLog, verdict: verdicts.CellVerdict) -> CellResult:
         return CellResult(
@@ -241,7 +248,7 @@ class CellFacts:
             kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
             toolchain=self.toolchain or cell.toolchain,
             compiler=self.compiler, isolation=self.isolation, affected=self.affected,
-            map_error=self.map_error,
+            map_error=self.map_error, inputs=self.inputs,
         )
 
 
@@ -282,6 +289,9 @@ def run_cell(cell: Cell, out_dir: Path, *, accel: Accel,
     try:
         expectations = verdicts.load_expectations(expectations_path())
         plan = _plan(cell, stages, builds=options.prebuilt is None)
+        facts.inputs = carry.cell_inputs(
+            cell, plan.groups, plan.fragments, out_dir, accel=accel.value,
+            strict=options.strict, repeat=options.repeat, retry_failed=options.retry_failed)
         if options.prebuilt is not None:
             record = _drive(_prebuilt_kernel(cell, options.prebuilt, out_dir, stages), facts)
             kernel = record.kernel
@@ -366,9 +376,10 @@ def _plan(cell: Cell, stages: StageLog, *, builds: bool = True) -> CellPlan:
         with _collected(problems):
             tgt = target.select(cell.arch, cell.toolchain)
         found: list[TestRef] = []
+        copies = dict(cell.test_dirs)
         for text in cell.tests:
             with _collected(problems):
-                found.append(testkinds.resolve(text))
+                found.append(testkinds.resolve(test_text(text, copies)))
         if cell.command:
             with _collected(problems):
                 found.append(testkinds.command_ref(cell.command, cwd=cell.command_cwd,
@@ -399,11 +410,12 @@ def _plan(cell: Cell, stages: StageLog, *, builds: bool = True) -> CellPlan:
                 "coreutils and busybox)",
                 fix=f"run them in an {tgt.host_uname} cell", status=Status.SETUP_ERROR))
         fragments: dict[str, Path] = {}
+        carried = dict(cell.config_files)
         for c in cell.configs:
             if not kconfig.is_tree_fragment(c):
                 with _collected(problems):
-                    fragments[c] = kconfig.checked_fragment(c)
-        patches: tuple[series.Patch, ...] = ()
+                    fragments[c] = _fragment(c, carried.get(c))
+        groups: tuple[series.PatchGroup, ...] = ()
         if spec is not None and not sources.kind_of(spec).has_tree:
             if cell.series or cell.patches:
                 problems.append(sources.SourceError(
@@ -417,9 +429,9 @@ def _plan(cell: Cell, stages: StageLog, *, builds: bool = True) -> CellPlan:
         elif spec is not None:
             # Reads and checks every patch file of the series (not yet the tree).
             with _collected(problems):
-                patches = tuple(series.collect(cell.series,
-                                               [_patch_path(p) for p in cell.patches],
-                                               series.base_name(spec)))
+                groups = tuple(series.groups(
+                    cell.series, [_patch_path(p) for p in cell.patches],
+                    series.base_name(spec), {n: Path(d) for n, d in cell.series_dirs}))
         if len(problems) == 1:
             raise problems[0]
         if problems:
@@ -428,7 +440,24 @@ def _plan(cell: Cell, stages: StageLog, *, builds: bool = True) -> CellPlan:
                     "  " + str(p).replace("\n", "\n    ") for p in problems),
                 status=worst([p.status or Status.SETUP_ERROR for p in problems]))
     assert spec is not None and tgt is not None
-    return CellPlan(spec=spec, tests=refs, patches=patches, fragments=fragments, target=tgt)
+    return CellPlan(spec=spec, tests=refs, patches=tuple(p for g in groups for p in g.patches),
+                    fragments=fragments, target=tgt, groups=groups)
+
+
+def test_text(text: str, copies: Mapping[str, str]) -> str:
+    """A test as asked, or its carried copy (a reproduction: DIR[@VARIANT] -> COPY[@VARIANT])."""
+    base, at, variant = text.partition("@")
+    copy = copies.get(text) or copies.get(base)
+    return text if copy is None else f"{copy}{at}{variant}"
+
+
+def _fragment(name: str, carried: str | None) -> Path:
+    """One of our fragments, checked: by its name, or its carried copy (a reproduction)."""
+    if carried is None:
+        return kconfig.checked_fragment(name)
+    path = Path(carried)
+    kconfig.check_fragment(path, name)
+    return path
 
 
 def merged_checks(refs: list[TestRef]) -> tuple[TestRef, ...]:
@@ -470,7 +499,8 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
                     f"{plan.spec.value} is an {image.arch} kernel image; the cell asks for "
                     f"{cell.arch}", fix=f"drop --arch (the image's arch is read from it), "
                                         f"or give an {cell.arch} image")
-        yield Known(image=image, source=(f"prebuilt image {plan.spec.value}", None))
+        yield Known(image=image, source=(f"prebuilt image {plan.spec.value}", None),
+                    identity=carry.image_identity(plan.spec.text, Path(plan.spec.value)))
         with stages.stage("features", Status.SETUP_ERROR):
             found = features.of_image(image)
             yield Known(features=found)
@@ -481,7 +511,8 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
     with stages.stage("source", Status.SETUP_ERROR):
         tree = KernelTree.open(plan.spec, cell.configs, log_dir=logs, checked=plan.fragments,
                                target=plan.target)
-    yield Known(source=(tree.source.describe, tree.source.package_version))
+    yield Known(source=(tree.source.describe, tree.source.package_version),
+                identity=carry.identity(tree.source))
     # One lock from checkout to the end of the build: no other run moves this tree.
     with tree.locked():
         prepared = yield from _series(cell, plan, tree, logs, stages)
@@ -539,7 +570,9 @@ def _prebuilt_kernel(cell: Cell, run_dir: Path, logs: Path,
             raise failed
         rec = prebuilt.read(run_dir, cell)
         yield Known(source=(rec.source, rec.package_version), patches=rec.patches,
-                    built_sandboxed=(rec.sandbox, rec.sandbox_off, rec.sandbox_tool))
+                    built_sandboxed=(rec.sandbox, rec.sandbox_off, rec.sandbox_tool),
+                    identity=SourceIdentity(spec=cell.kernel, describe=rec.source,
+                                            package_version=rec.package_version))
         image = prebuilt.image(rec, run_dir)
         config = rec.config
         if image.config is not None:
@@ -578,8 +611,9 @@ def _series(cell: Cell, plan: CellPlan, tree: KernelTree, logs: Path,
     with stages.stage("series", Status.PATCH_CONFLICT):
         known = features.known_features()
         base_defs = features.source_definitions(tree.source.repo, tree.base_commit, known)
+        carried = {n: Path(d) for n, d in cell.series_dirs}
         provided = features.series_in_base(
-            {name: series.series_dir(name) for name in cell.series
+            {name: carried.get(name) or series.series_dir(name) for name in cell.series
              if not series.from_the_list(name)}, base_defs)
         try:
             patches = tree.apply(plan.patches, log_dir=logs, in_base=provided)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.base import atomic, paths
+from harness.base import atomic
 from harness.base import sandbox as sandboxes
 from harness.base.errors import signal_of
 from harness.base.model import (
@@ -257,7 +257,7 @@ def run(request: Request, *, cells: tuple[Cell, ...], what: str, out: Path) -> R
     record = RunResult(
         cells=(), state=RunState.RUNNING, run_id=out.name,
         started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=("harness", *request.argv),
-        host=Host(kernel=os.uname().release, cpus=os.cpu_count()),
+        host=Host(kernel=os.uname().release, cpus=os.cpu_count(), os=os_release()),
         strict=request.options.strict, repeat=request.options.repeat, what=what,
         isolation=RunIsolation(sandbox=sandboxes.policy().describe(),
                                guest="the host's root (--host-root)"
@@ -275,9 +275,10 @@ def run(request: Request, *, cells: tuple[Cell, ...], what: str, out: Path) -> R
         # First thing: a run stopped from here on leaves a results.json that says so.
         write(RunState.RUNNING)
         rev = results.harness_rev()
-        record = replace(record, harness_rev=rev, tools=tuple(doctor.tool_versions().items()))
+        record = replace(record, harness_rev=rev, harness_dirty=results.harness_dirty(),
+                         tools=tuple(doctor.tool_versions().items()))
         results.write_reproduce(out / "reproduce.sh", argv=list(request.argv),
-                                repo=paths.repo_root(), harness_rev=rev)
+                                harness_rev=rev)
         for cell in cells:
             current = cell.name
             cell_dir = out / cell.name
@@ -285,7 +286,8 @@ def run(request: Request, *, cells: tuple[Cell, ...], what: str, out: Path) -> R
             results.write_reproduce(cell_dir / "reproduce.sh",
                                     argv=_isolation_flags(pipeline.cell_argv(cell, accel),
                                                           request.options.host_root),
-                                    repo=paths.repo_root(), harness_rev=rev)
+                                    harness_rev=rev,
+                                    cell=cell.name)
             res = pipeline.run_cell(cell, cell_dir, accel=accel, options=request.options)
             done.append(res)
             # the run's wall time so far, its own work (start, records) included
@@ -329,6 +331,20 @@ def _isolation_flags(argv: list[str], host_root: bool) -> list[str]:
         ["--host-root"] if host_root else [])
     at = argv.index("--") if "--" in argv else len(argv)
     return [*argv[:at], *flags, *argv[at:]]
+
+
+def os_release(path: Path = Path("/etc/os-release")) -> str:
+    """The host's system, as its os-release names it (a native guest boots on its
+    userspace): "Debian GNU/Linux 12 (bookworm)"; "" when it says nothing."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key == "PRETTY_NAME":
+            return value.strip().strip('"')
+    return ""
 
 
 def command(request: Request) -> int:

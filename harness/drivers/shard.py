@@ -313,12 +313,14 @@ def merge(runs: Sequence[Path], *, expected: Sequence[Planned] | None = None,
     conflicts: list[str] = []
     unreadable: list[UnreadableRun] = []
     metas: list[MergedRun] = []
+    dirty: list[bool | None] = []
     for run in runs:
         try:
             found = _read_run(run)
         except ShardError as exc:
             unreadable.append(UnreadableRun(run=str(run), reason=exc.message))
             continue
+        dirty.append(found.harness_dirty)
         metas.append(MergedRun(dir=str(run), run_id=found.run_id, started=found.started,
                                state=found.state.value, harness_rev=found.harness_rev,
                                tools=found.tools or (), strict=bool(found.strict),
@@ -356,6 +358,8 @@ def merge(runs: Sequence[Path], *, expected: Sequence[Planned] | None = None,
         cells=tuple(cells), run_id=run_id, exit_code=code,
         started=_earliest([m.started for m in metas if m.started]),
         harness_rev=revs[0] if len(revs) == 1 else None, tools=tuple(shared_tools.items()),
+        # a checkout of any run dirty: the merged run is not exactly its revision
+        harness_dirty=any(dirty) if dirty and None not in dirty else None,
         strict=bool(metas) and all(m.strict for m in metas),
         state=RunState.COMPLETE if not (incomplete or unreadable or missing)
         else RunState.INCOMPLETE,

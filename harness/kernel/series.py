@@ -91,9 +91,13 @@ def series_dir(name: str) -> Path:
     return d
 
 
-def load(name: str, base: str | None) -> Series:
+def load(name: str, base: str | None, directory: Path | None = None) -> Series:
     """Read a series, picking `series-<base>` when present for that base (e.g. 6.1); a
-    thread from the list (mbox:FILE, lore:MSGID) through b4."""
+    thread from the list (mbox:FILE, lore:MSGID) through b4. `directory`: a copy of it
+    to read instead (a results directory's, for `harness reproduce`): its `series` file
+    lists the patches as they were applied."""
+    if directory is not None:
+        return _listed(name, directory, directory / "series")
     if from_the_list(name):
         found = (mbox.from_mbox(Path(name[5:]).expanduser().resolve())
                  if name.startswith("mbox:") else mbox.from_lore(name[5:]))
@@ -107,6 +111,11 @@ def load(name: str, base: str | None) -> Series:
         variant = d / f"series-{base}"
         if variant.exists():
             chosen = variant
+    return _listed(name, d, chosen)
+
+
+def _listed(name: str, d: Path, chosen: Path) -> Series:
+    """The patches a series file lists, in order, each checked."""
     if not chosen.exists():
         raise SeriesError(f"{d} has no series file; fix: list the patches, one per line, in "
                           f"{d / 'series'}")
@@ -129,24 +138,52 @@ def base_name(spec: KernelSpec) -> str | None:
     return sources.base_name(spec)
 
 
-def collect(names: tuple[str, ...] | list[str], extra: list[Path],
-            base: str | None) -> list[Patch]:
-    """The patches of the named series (per-base variants chosen; mbox:FILE and lore:MSGID
-    through b4), then loose --patch files (an mbox among them split into its patches)."""
-    patches: list[Patch] = []
+@dataclass(frozen=True, kw_only=True)
+class PatchGroup:
+    """One --series or --patch as given, and the patches it applies, in order."""
+
+    given: str  # the series' name (memcg-kfuncs, mbox:FILE, lore:MSGID), or the --patch path
+    series: bool  # a --series; False: a --patch file
+    patches: tuple[Patch, ...]
+    variant: str = ""  # the series file read (series, series-6.1), b4 for a thread
+    directory: Path | None = None  # a series under patches/ (or given as a directory)
+    source: Path | None = None  # the file as given: mbox:FILE's thread, a --patch file
+
+
+def groups(names: tuple[str, ...] | list[str], extra: list[Path], base: str | None,
+           directories: Mapping[str, Path] | None = None) -> list[PatchGroup]:
+    """The named series (per-base variants chosen; mbox:FILE and lore:MSGID through b4;
+    a series in `directories` read from there), then loose --patch files (an mbox among
+    them split into its patches): each as given, with its patches in order."""
+    found: list[PatchGroup] = []
     for name in names:
-        patches.extend(load(name, base).patches)
+        carried = (directories or {}).get(name)
+        s = load(name, base, carried)
+        thread = Path(name[5:]).expanduser().resolve() \
+            if name.startswith("mbox:") and carried is None else None
+        found.append(PatchGroup(given=name, series=True, patches=s.patches, variant=s.variant,
+                                directory=None if from_the_list(name) else s.directory,
+                                source=thread))
     for path in extra:
         if not path.is_file():
             raise SeriesError(f"--patch {path}: no such file",
                               fix="give the path of a patch made by git format-patch")
         if mbox.is_mbox(path):  # several mails: a thread, one row per patch
-            patches += [Patch(path=p, series=f"--patch {path.name}")
-                        for p in mbox.from_mbox(path)]
+            parts = tuple(Patch(path=p, series=f"--patch {path.name}")
+                          for p in mbox.from_mbox(path))
+            found.append(PatchGroup(given=str(path), series=False, patches=parts,
+                                    variant="b4", source=path))
             continue
         check_patch_file(path)
-        patches.append(Patch(path=path, series="--patch"))
-    return patches
+        found.append(PatchGroup(given=str(path), series=False, source=path,
+                                patches=(Patch(path=path, series="--patch"),)))
+    return found
+
+
+def collect(names: tuple[str, ...] | list[str], extra: list[Path],
+            base: str | None) -> list[Patch]:
+    """The patches of the named series, then loose --patch files, in order (`groups`)."""
+    return [p for g in groups(names, extra, base) for p in g.patches]
 
 
 _DIFF = re.compile(rb"^(?:diff --git |--- \S|\+\+\+ \S|@@ -\d)", re.MULTILINE)

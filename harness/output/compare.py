@@ -121,7 +121,7 @@ def status_change(before: str, after: str) -> Change | None:
     return Change.CHANGED
 
 
-def _flaky(t: TestResult | None) -> bool:
+def declared_flaky(t: TestResult | None) -> bool:
     """Declared flaky in the expectations file (a note, or the reason of its XFAIL)."""
     return t is not None and any("declared flaky" in n for n in (t.reason, *t.notes))
 
@@ -182,7 +182,7 @@ def _compare_test(cell: str, name: str, a: TestResult | None, b: TestResult | No
                          change=Change.NEW if a is None else Change.GONE,
                          detail=present.reason)
         return
-    flaky = _flaky(a) or _flaky(b)
+    flaky = declared_flaky(a) or declared_flaky(b)
     change = status_change(_judged(a), _judged(b))
     if change is None and a.status is not b.status:
         change = Change.CHANGED  # e.g. PASS -> FAIL (as declared): both as their cells say

@@ -29,6 +29,9 @@ from harness.base.model import (
     Affected,
     AffectedTest,
     BuildRun,
+    CarriedFile,
+    CarriedPatches,
+    CellInputs,
     CellResult,
     CheckSelection,
     ConfigResult,
@@ -56,6 +59,7 @@ from harness.base.model import (
     RunIsolation,
     RunResult,
     RunState,
+    SourceIdentity,
     Splat,
     StageTiming,
     Status,
@@ -227,6 +231,38 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
            if c.coverage is not None else {}),
         **({"affected": _affected_json(c.affected)} if c.affected is not None else {}),
         **({"map_error": c.map_error} if c.map_error else {}),
+        **({"inputs": inputs_json(c.inputs)} if c.inputs is not None else {}),
+    }
+
+
+def _carried_json(f: CarriedFile) -> dict[str, Any]:
+    return {"name": f.name, "sha256": f.sha256, "path": f.path, "origin": f.origin}
+
+
+def _source_json(s: SourceIdentity) -> dict[str, Any]:
+    return {"spec": s.spec, "describe": s.describe, "base_commit": s.base_commit,
+            "package": s.package, "package_version": s.package_version,
+            "sha256": s.sha256, "commit": s.commit, "uncommitted": s.uncommitted}
+
+
+def inputs_json(i: CellInputs) -> dict[str, Any]:
+    """What a cell was made from (its copies' paths relative to the results directory)."""
+    return {
+        "kernel": i.kernel,
+        "source": None if i.source is None else _source_json(i.source),
+        "patches": [{"given": g.given, "series": g.series, "directory": g.directory,
+                     "variant": g.variant, "patches": [_carried_json(f) for f in g.patches],
+                     "extra": [_carried_json(f) for f in g.extra]} for g in i.patches],
+        "configs": [_carried_json(f) for f in i.configs],
+        "tests": list(i.tests),
+        "test_dirs": [_carried_json(f) for f in i.test_dirs],
+        "boot_only": i.boot_only,
+        "command": list(i.command), "command_cwd": i.command_cwd,
+        "command_timeout": i.command_timeout,
+        "expect_status": i.expect_status, "expect": dict(i.expect),
+        "coverage": i.coverage, "accel": i.accel, "strict": i.strict, "repeat": i.repeat,
+        "retry_failed": i.retry_failed, "guest_root": i.guest_root,
+        "not_carried": list(i.not_carried),
     }
 
 
@@ -301,7 +337,8 @@ def run_json(run: RunResult, base: Path | None = None) -> dict[str, Any]:
         ("run_id", run.run_id), ("started", run.started),
         ("command", None if run.command is None else list(run.command)),
         ("host", None if run.host is None else
-         {"kernel": run.host.kernel, "cpus": run.host.cpus}),
+         {"kernel": run.host.kernel, "cpus": run.host.cpus,
+          **({"os": run.host.os} if run.host.os else {})}),
         ("strict", run.strict))
     out.update((k, v) for k, v in said if v is not None)
     if run.strict is not None:  # written with strict: the options that judge every cell
@@ -310,6 +347,7 @@ def run_json(run: RunResult, base: Path | None = None) -> dict[str, Any]:
             ("isolation", None if run.isolation is None else {
                 "sandbox": run.isolation.sandbox, "guest": run.isolation.guest}),
             ("harness_rev", run.harness_rev),
+            ("harness_dirty", run.harness_dirty),
             ("tools", None if run.tools is None else dict(run.tools)),
             ("duration_s", run.duration_s),
             ("interrupted", None if run.interrupted is None else {
@@ -338,6 +376,7 @@ def _merged_json(run: RunResult, m: Merge, base: Path | None) -> dict[str, Any]:
                   "harness_rev": r.harness_rev, "tools": dict(r.tools), "strict": r.strict,
                   "cells": list(r.cells)} for r in m.runs],
         "harness_rev": run.harness_rev, "tools": dict(run.tools or ()),
+        **({"harness_dirty": run.harness_dirty} if run.harness_dirty is not None else {}),
         "strict": bool(run.strict), "plan": None if m.plan is None else list(m.plan),
         "state": run.state.value, "incomplete_runs": list(m.incomplete_runs),
         "unreadable_runs": [{"run": u.run, "reason": u.reason} for u in m.unreadable_runs],
@@ -366,8 +405,11 @@ _env = jinja2.Environment(
 _env.filters["shquote"] = shlex.quote
 
 
-def write_reproduce(path: Path, *, argv: list[str], repo: Path, harness_rev: str) -> None:
-    text = _env.get_template("reproduce.sh.j2").render(argv=argv, repo=str(repo),
+def write_reproduce(path: Path, *, argv: list[str], harness_rev: str,
+                    cell: str | None = None) -> None:
+    """A run's (or one cell's) reproduce.sh: `harness reproduce` of the directory it is in,
+    wherever that is moved to; the run's command line in a comment."""
+    text = _env.get_template("reproduce.sh.j2").render(argv=argv, cell=cell,
                                                       harness_rev=harness_rev)
     atomic.write_text(path, text)
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
@@ -382,6 +424,14 @@ def harness_rev() -> str:
     """The harness commit a run was made with (results.json, reproduce.sh)."""
     res = git_run(paths.repo_root(), "rev-parse", "HEAD", timeout=30)
     return res.output.strip() if res.ok else "unknown"
+
+
+def harness_dirty() -> bool | None:
+    """Whether the harness checkout differs from its commit (a change to a tracked file,
+    or a file git does not ignore): our selftests, series and code then are not exactly
+    the revision's. None: not a git checkout."""
+    res = git_run(paths.repo_root(), "status", "--porcelain", timeout=60)
+    return bool(res.output.strip()) if res.ok else None
 
 
 def prepare_out(out: Path, *, marker: str = "results.json") -> None:
@@ -572,11 +622,13 @@ def _run(doc: _Object) -> RunResult:
         started=doc.maybe("started", doc.text),
         command=doc.texts("command") if doc.has("command") else None,
         host=None if host is None else Host(kernel=host.text("kernel"),
-                                            cpus=host.maybe("cpus", host.integer)),
+                                            cpus=host.maybe("cpus", host.integer),
+                                            os=host.text("os")),
         strict=doc.maybe("strict", doc.flag), repeat=doc.maybe("repeat", doc.integer),
         what=doc.maybe("what", doc.text), isolation=None if boxed is None else RunIsolation(
             sandbox=boxed.text("sandbox"), guest=boxed.text("guest")),
         harness_rev=doc.maybe("harness_rev", doc.text),
+        harness_dirty=doc.maybe("harness_dirty", doc.flag),
         tools=doc.strings("tools") if doc.data.get("tools") is not None else None,
         duration_s=doc.maybe("duration_s", doc.number),
         interrupted=None if stop is None else Interruption(
@@ -643,7 +695,7 @@ def _cell(c: _Object) -> CellResult:
         toolchain=c.text("toolchain", target.DEFAULT_TOOLCHAIN),
         compiler=c.text("compiler"), isolation=_isolation(c.object_or_none("isolation")),
         affected=_affected(c.object_or_none("affected")),
-        map_error=c.text("map_error"))
+        map_error=c.text("map_error"), inputs=_inputs(c))
 
 
 def _isolation(i: _Object | None) -> Isolation | None:
@@ -668,6 +720,50 @@ def _affected(a: _Object | None) -> Affected | None:
                     tests=tuple(AffectedTest(test=t.text("test"), ran=t.text("ran"),
                                              checks=t.texts("checks"), why=t.text("why"))
                                 for t in a.objects("tests")))
+
+
+def _carried(f: _Object) -> CarriedFile:
+    return CarriedFile(name=f.text("name"), sha256=f.text("sha256"), path=f.text("path"),
+                       origin=f.text("origin"))
+
+
+def _guest_root(c: _Object) -> str:
+    """The guest root's content hash where the cell's record says it: its inputs, or
+    `isolation.guest_root.hash` (a guest root of its own); "" the host's root."""
+    isolation = c.object_or_none("isolation")
+    root = isolation.object_or_none("guest_root") if isolation is not None else None
+    return root.text("hash") if root is not None else ""
+
+
+def _inputs(c: _Object) -> CellInputs | None:
+    i = c.object_or_none("inputs")
+    if i is None:
+        return None
+    src = i.object_or_none("source")
+    return CellInputs(
+        kernel=i.text("kernel"),
+        source=None if src is None else SourceIdentity(
+            spec=src.text("spec"), describe=src.text("describe"),
+            base_commit=src.text("base_commit"), package=src.maybe("package", src.text),
+            package_version=src.maybe("package_version", src.text),
+            sha256=src.maybe("sha256", src.text), commit=src.maybe("commit", src.text),
+            uncommitted=src.flag("uncommitted")),
+        patches=tuple(CarriedPatches(
+            given=g.text("given"), series=g.flag("series"), directory=g.text("directory"),
+            variant=g.text("variant"), patches=tuple(_carried(f) for f in g.objects("patches")),
+            extra=tuple(_carried(f) for f in g.objects("extra")))
+            for g in i.objects("patches")),
+        configs=tuple(_carried(f) for f in i.objects("configs")),
+        tests=i.texts("tests"), test_dirs=tuple(_carried(f) for f in i.objects("test_dirs")),
+        boot_only=i.flag("boot_only"), command=i.texts("command"),
+        command_cwd=i.text("command_cwd", "/"),
+        command_timeout=i.integer("command_timeout", 600),
+        expect_status=i.maybe("expect_status", i.text),
+        expect=i.strings("expect"),
+        coverage=i.flag("coverage"), accel=i.text("accel", "auto"), strict=i.flag("strict"),
+        repeat=i.maybe("repeat", i.integer), retry_failed=i.integer("retry_failed"),
+        guest_root=i.text("guest_root") or _guest_root(c),
+        not_carried=i.texts("not_carried"))
 
 
 def _guest(guest: _Object | None) -> GuestSpec | None:

@@ -300,7 +300,7 @@ def test_the_table_is_the_commands_the_parser_takes(capsys: pytest.CaptureFixtur
     assert [ln.split()[0] for ln in listed.splitlines()
             if ln.startswith("    ") and not ln.startswith("     ")] == names
     assert {c.name for c in cli.COMMANDS if c.uses_cache} == {
-        "run", "check", "mutate", "bisect", "shell"}
+        "run", "check", "mutate", "bisect", "shell", "reproduce"}
     assert [c.name for c in cli.COMMANDS if c.takes_command] == ["run"]
 
 

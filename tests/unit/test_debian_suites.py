@@ -4,11 +4,8 @@ test), read through the harness's own apt configuration as sid is."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,50 +13,7 @@ import pytest
 from harness.base.gitcmd import git
 from harness.kernel import sources
 from harness.kernel.sources import debian
-from tests.helpers.faketree import FAKES
-
-
-def _run(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
-    subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True)
-
-
-def _package(pool: Path, kernel: str, version: str, work: Path) -> None:
-    """linux-source-KERNEL_VERSION_all.deb holding /usr/src/linux-source-KERNEL.tar.xz of
-    the fake kernel tree, as Debian's package holds the real one."""
-    root = work / f"pkg-{version}"
-    src = root / "usr" / "src"
-    src.mkdir(parents=True)
-    top = work / f"linux-source-{kernel}"
-    shutil.copytree(FAKES / "kernel-tree", top)
-    (top / "VERSION-MARK").write_text(version + "\n")
-    _run("tar", "-cJf", str(src / f"linux-source-{kernel}.tar.xz"), "-C", str(work),
-         top.name)
-    shutil.rmtree(top)
-    (root / "DEBIAN").mkdir()
-    (root / "DEBIAN" / "control").write_text(
-        f"Package: linux-source-{kernel}\nVersion: {version}\nArchitecture: all\n"
-        "Maintainer: test <t@t>\nDescription: a fake kernel source\n")
-    _run("dpkg-deb", "--build", "--root-owner-group", str(root),
-         str(pool / f"linux-source-{kernel}_{version}_all.deb"))
-
-
-def _publish(repo: Path, suite: str, gnupg: dict[str, str]) -> None:
-    """Packages, Release (with its hashes) and InRelease, signed."""
-    binary = repo / "dists" / suite / "main" / "binary-amd64"
-    binary.mkdir(parents=True, exist_ok=True)
-    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "pool", "/dev/null"],
-                              cwd=repo, check=True, capture_output=True, text=True).stdout
-    (binary / "Packages").write_text(packages)
-    rel = "main/binary-amd64/Packages"
-    data = packages.encode()
-    release = (f"Suite: {suite}\nCodename: {suite}\nArchitectures: amd64\nComponents: main\n"
-               f"Date: Sat, 28 Nov 2026 00:00:00 UTC\nSHA256:\n"
-               f" {hashlib.sha256(data).hexdigest()} {len(data)} {rel}\n")
-    dist = repo / "dists" / suite
-    (dist / "Release").write_text(release)
-    (dist / "InRelease").unlink(missing_ok=True)
-    _run("gpg", "--batch", "--yes", "--clearsign", "-o", str(dist / "InRelease"),
-         str(dist / "Release"), env=gnupg)
+from tests.helpers import debarchive
 
 
 @pytest.fixture
@@ -68,22 +22,14 @@ def archive(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> dic
     table that names only it."""
     if shutil.which("dpkg-scanpackages") is None:
         pytest.fail("dpkg-scanpackages is missing: apt-get install -y dpkg-dev")
-    home = tmp_path / "gnupg"
-    home.mkdir(mode=0o700)
-    gnupg = {**os.environ, "GNUPGHOME": str(home)}
-    _run("gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "",
-         "--quick-gen-key", "test archive <archive@test>", "ed25519", "sign", "never",
-         env=gnupg)
-    keyring = tmp_path / "archive.gpg"
-    _run("gpg", "--batch", "--output", str(keyring), "--export", env=gnupg)
+    home, keyring = tmp_path / "gnupg", tmp_path / "archive.gpg"
+    debarchive.signing_key(home, keyring)
     repo, work = tmp_path / "repo", tmp_path / "work"
     (repo / "pool").mkdir(parents=True)
     work.mkdir()
-    _package(repo / "pool", "9.9", "9.9.1-1", work)
-    _publish(repo, "fakesid", gnupg)
-    table = tmp_path / "suites.toml"
-    table.write_text(f'[[suite]]\nname = "fakesid"\nuri = "file://{repo}"\n'
-                     f'components = ["main"]\nkeyring = "{keyring}"\nrefresh_hours = 24\n')
+    debarchive.package(repo / "pool", "9.9", "9.9.1-1", work)
+    debarchive.publish(repo, "fakesid", debarchive.gnupg_env(home))
+    table = debarchive.suite_table(tmp_path / "suites.toml", repo, keyring)
     monkeypatch.setenv(debian.SUITES_ENV, str(table))
     debian._offers.cache_clear()
     return {"repo": repo, "work": work, "home": home}
@@ -139,8 +85,8 @@ def test_a_package_that_moved_under_its_spec_is_said(
         caplog: pytest.LogCaptureFixture) -> None:
     spec = sources.parse_spec("debian:9.9")
     first = sources.prepare(spec, log_dir=tmp_path)
-    _package(archive["repo"] / "pool", "9.9", "9.9.2-1", archive["work"])
-    _publish(archive["repo"], "fakesid", {**os.environ, "GNUPGHOME": str(archive["home"])})
+    debarchive.package(archive["repo"] / "pool", "9.9", "9.9.2-1", archive["work"])
+    debarchive.publish(archive["repo"], "fakesid", debarchive.gnupg_env(archive["home"]))
     debian.refresh(debian.load_suites()[0], force=True)
     with caplog.at_level(logging.WARNING):
         moved = sources.prepare(spec, log_dir=tmp_path)
@@ -150,3 +96,23 @@ def test_a_package_that_moved_under_its_spec_is_said(
     # the old version, pinned, is still served and builds the old tree
     pinned = sources.prepare(sources.parse_spec("debian:9.9=9.9.1-1"), log_dir=tmp_path)
     assert pinned.repo == first.repo
+
+
+def test_a_pinned_version_imported_here_is_had_when_no_suite_serves_it_any_more(
+        archive: dict[str, Path], cache: Path, tmp_path: Path) -> None:
+    """A run reproduced where it was made: the import is in the cache, whatever Debian
+    serves now; another machine (an empty cache) is told it cannot have it."""
+    first = sources.prepare(sources.parse_spec("debian:9.9=9.9.1-1"), log_dir=tmp_path)
+    (archive["repo"] / "pool" / "linux-source-9.9_9.9.1-1_all.deb").unlink()
+    debarchive.package(archive["repo"] / "pool", "9.9", "9.9.2-1", archive["work"])
+    debarchive.publish(archive["repo"], "fakesid", debarchive.gnupg_env(archive["home"]))
+    debian.refresh(debian.load_suites()[0], force=True)
+    pinned = sources.parse_spec("debian:9.9=9.9.1-1")
+    sources.check(pinned)  # no error: imported here
+    again = sources.prepare(pinned, log_dir=tmp_path)
+    assert (again.repo, again.base_commit, again.package_version, again.package) == (
+        first.repo, first.base_commit, "9.9.1-1", "linux-source-9.9")
+    shutil.rmtree(cache / "src")
+    with pytest.raises(sources.SourceError) as err:
+        sources.check(pinned)
+    assert "no Debian suite serves linux-source-9.9 version 9.9.1-1" in str(err.value)

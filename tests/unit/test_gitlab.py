@@ -120,8 +120,11 @@ def test_merge_light_junit_report_roles() -> None:
     assert merge["script"][0] == "./bootstrap.sh --role merge"
     assert merge["script"][1:] == [
         ".venv/bin/harness merge results/* --tier ci --out merged && code=0 || code=$?",
-        ".venv/bin/harness export junit merged -o merged/junit.xml", 'exit "$code"']
+        ".venv/bin/harness export junit merged -o merged/junit.xml",
+        ".venv/bin/harness export --bundle merged -o harness-run.tar.gz", 'exit "$code"']
     assert merge["artifacts"]["reports"]["junit"] == "merged/junit.xml"
+    # the run's artifact a reviewer reproduces: harness reproduce harness-run.tar.gz
+    assert merge["artifacts"]["paths"] == ["merged/", "harness-run.tar.gz"]
     assert {n["job"] for n in merge["needs"]} == {n for n in jobs if n.startswith("test:")}
     assert jobs["build:6_12"]["script"][0] == "./bootstrap.sh --role build"
     assert jobs["test:6_12"]["script"][0] == "./bootstrap.sh --role test"

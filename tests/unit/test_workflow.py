@@ -213,6 +213,17 @@ def test_the_merge_job_is_light_and_uses_the_plan() -> None:
     assert merge["if"] == "${{ !cancelled() }}"
 
 
+def test_the_merged_run_is_uploaded_as_one_bundle_a_reviewer_reproduces() -> None:
+    merge = _load(COMMITTED.read_text())["jobs"]["merge"]
+    [bundle] = [s for s in merge["steps"] if "export --bundle" in s.get("run", "")]
+    assert bundle["run"] == ".venv/bin/harness export --bundle merged -o harness-run.tar.gz"
+    [upload] = [s for s in merge["steps"] if s.get("with", {}).get("path") ==
+                "harness-run.tar.gz"]
+    assert upload["uses"].startswith("actions/upload-artifact@")
+    assert upload["with"]["name"] == "bundle-${{ github.run_attempt }}"
+    assert bundle["if"] == upload["if"] == "always() && steps.merge.outcome != 'skipped'"
+
+
 def _latest(tmp_path: Path, dirs: list[str]) -> list[str]:
     for d in dirs:
         (tmp_path / "runs" / d).mkdir(parents=True)

@@ -336,15 +336,37 @@ def _note_version(spec: KernelSpec, package: str, version: str) -> None:
         atomic.write_text(seen_file, json.dumps(seen, indent=1, sort_keys=True) + "\n")
 
 
+def _import_dir(kernel: str, version: str) -> Path:
+    """Where linux-source-KERNEL at VERSION is imported ('~' and '+' in Debian versions
+    confuse some kbuild scripts: path-safe)."""
+    return paths.sub("src") / f"debian-{kernel}-{re.sub(r'[^A-Za-z0-9._-]', '_', version)}"
+
+
+def imported(value: str) -> PreparedSource | None:
+    """A pinned version this cache imported already: there whether or not a suite still
+    serves it (a run reproduced where it was made)."""
+    wanted = parse_wanted(value, tuple(s.name for s in load_suites()))
+    if not (wanted.kernel and wanted.version):
+        return None
+    dest = _import_dir(wanted.kernel, wanted.version)
+    if not (dest / ".git" / "harness-imported").exists():
+        return None
+    base = git(dest, "rev-parse", "HEAD", what="git rev-parse").strip()
+    package = f"linux-source-{wanted.kernel}"
+    return PreparedSource(spec=KernelSpec(kind=SourceKind.DEBIAN, value=value), repo=dest,
+                          base_commit=base, describe=f"Debian {package} {wanted.version}",
+                          package_version=wanted.version, package=package)
+
+
 def _prepare(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
+    if (done := imported(spec.value)) is not None:
+        return done
     offer = resolve(spec.value)
     version = offer.version
     if offer.suite.host and "=" not in spec.value:
         version = _install_on_host(offer.package, log_dir)
-    # Path-safe: '~' and '+' in Debian versions confuse some kbuild scripts.
-    safe_version = re.sub(r"[^A-Za-z0-9._-]", "_", version)
     kernel = offer.package.removeprefix("linux-source-")
-    dest = paths.sub("src") / f"debian-{kernel}-{safe_version}"
+    dest = _import_dir(kernel, version)
     describe = f"Debian {offer.package} {version}"
     with locked(f"src-{dest.name}", wait_message=f"importing {offer.package}"):
         if not (dest / ".git" / "harness-imported").exists():
@@ -369,7 +391,7 @@ def _prepare(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
     _note_version(spec, offer.package, version)
     base = git(dest, "rev-parse", "HEAD", what="git rev-parse").strip()
     return PreparedSource(spec=spec, repo=dest, base_commit=base, describe=describe,
-                          package_version=version)
+                          package_version=version, package=offer.package)
 
 
 class Debian:
@@ -384,10 +406,13 @@ class Debian:
 
     def check(self, spec: KernelSpec) -> None:
         """At plan time: a pinned version or a kernel no suite serves fails here, with what
-        they do serve. An unpinned kernel the host's apt installs is not looked up."""
+        they do serve. An unpinned kernel the host's apt installs is not looked up, nor a
+        pinned version this cache imported already."""
         wanted = parse_wanted(spec.value, tuple(s.name for s in load_suites()))
         if wanted.kernel and not wanted.version \
                 and debian_package_version(f"linux-source-{wanted.kernel}"):
+            return
+        if imported(spec.value) is not None:  # pinned, and imported here already
             return
         resolve(spec.value)
 

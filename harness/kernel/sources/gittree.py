@@ -47,14 +47,15 @@ def _prepare(spec: KernelSpec, *, log_dir: Path) -> PreparedSource:
                               fix=f"name a commit, branch or tag of {user} after @")
         commit = found.output.strip()
         describe = f"{user} at {spec.rev} ({commit[:12]})"
-        return PreparedSource(spec=spec, repo=clone, base_commit=commit, describe=describe)
+        return PreparedSource(spec=spec, repo=clone, base_commit=commit, describe=describe,
+                              commit=commit)
     head = git(user, "rev-parse", "HEAD", what="git rev-parse").strip()
     snapshot = _snapshot_uncommitted(user, clone)
     if snapshot is None:
-        return PreparedSource(spec=spec, repo=clone, base_commit=head,
+        return PreparedSource(spec=spec, repo=clone, base_commit=head, commit=head,
                               describe=f"{user} HEAD {head[:12]} (clean)")
     return PreparedSource(
-        spec=spec, repo=clone, base_commit=snapshot, includes_uncommitted=True,
+        spec=spec, repo=clone, base_commit=snapshot, includes_uncommitted=True, commit=head,
         describe=f"{user} HEAD {head[:12]} + uncommitted changes to tracked files "
                  f"(snapshot {snapshot[:12]})",
     )

@@ -69,7 +69,7 @@ class Tarball:
         base = git(dest, "rev-parse", "HEAD", what="git rev-parse").strip()
         return PreparedSource(spec=spec, repo=dest, base_commit=base,
                               describe=f"Linux {_release(dest)} from {path.name} "
-                                       f"(sha256 {digest[:12]})")
+                                       f"(sha256 {digest[:12]})", digest=digest)
 
     def check(self, spec: KernelSpec) -> None:
         """Nothing to look up before the work: prepare says what is missing."""
