@@ -17,7 +17,8 @@ char _license[] SEC("license") = "GPL";
 
 unsigned long sink;
 
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+/* weak: 6.1 has no bpf_rdonly_cast, and loads the programs that do not call it */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
 /*
  * A memcg the verifier cannot vouch for: the referenced one cast read-only, untrusted
