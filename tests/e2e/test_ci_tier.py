@@ -66,7 +66,9 @@ def test_our_selftest_ran_every_check(ci_run: Run) -> None:
     assert t["ktap"]["errors"] == []
     names = [s["name"] for s in t["ktap"]["subtests"]]
     assert len(names) >= 5, names
-    assert all(s["status"] == "PASS" for s in t["ktap"]["subtests"]), t["ktap"]["subtests"]
+    # children_order needs BPF_CGROUP_ITER_CHILDREN, which 6.12 does not have (7.x does)
+    assert {s["name"]: s["status"] for s in t["ktap"]["subtests"]
+            if s["status"] != "PASS"} == {"children_order": "SKIP"}, t["ktap"]["subtests"]
     assert any("neg" in n or "sleep" in n or "reject" in n for n in names), names
 
 
