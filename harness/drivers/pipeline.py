@@ -248,7 +248,10 @@ class CellFacts:
             kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
             toolchain=self.toolchain or cell.toolchain,
             compiler=self.compiler, isolation=self.isolation, affected=self.affected,
-            map_error=self.map_error, inputs=self.inputs,
+            map_error=self.map_error,
+            # the guest's root is known once it booted: the inputs carry its hash
+            inputs=None if self.inputs is None else replace(
+                self.inputs, guest_root=self.isolation.guest_root),
         )
 
 

@@ -216,11 +216,18 @@ def vng_argv(boot: Boot, *, command: list[str] | None, cwd: Path | None = None,
     rwdirs = list(boot.rwdirs)
     if own is not None:
         argv += [*(["--arch", own.arch] if own.arch else []), "--root", str(own.root)]
-        # GUEST=HOST: the same path in a root that is not the host's
-        for d in rwdirs:
-            argv += ["--rwdir", f"{d}={d}"]
-        for seen, host in own.rodirs:
-            argv += ["--rodir", f"{seen}={host}"]
+        # GUEST=HOST: the same path in a root that is not the host's. virtme mounts
+        # every --rwdir before every --rodir, so a shared directory that holds a results
+        # directory (a command's --cwd above its --out) would hide it read-only: such a
+        # directory is shared writable; each kind is mounted parents first.
+        ro = [(Path(seen), Path(host)) for seen, host in own.rodirs]
+        above = {seen for seen, _ in ro if any(d.is_relative_to(seen) for d in rwdirs)}
+        rw = sorted([(d, d) for d in rwdirs] + [m for m in ro if m[0] in above],
+                    key=lambda m: len(m[0].parts))
+        for flag, mounts in (("--rwdir", rw), ("--rodir", sorted(
+                (m for m in ro if m[0] not in above), key=lambda m: len(m[0].parts)))):
+            for seen_at, host_at in mounts:
+                argv += [flag, f"{seen_at}={host_at}"]
         rwdirs = []
     for d in rwdirs:
         argv += ["--rwdir", str(d)]
@@ -233,9 +240,15 @@ def vng_argv(boot: Boot, *, command: list[str] | None, cwd: Path | None = None,
 
 def shell(boot: Boot, *, cwd: Path, console_log: Path) -> int | None:
     """Boot into an interactive shell on this terminal until the user leaves it; the
-    console (the kernel's messages and the session) is saved to `console_log` too."""
+    console (the kernel's messages and the session) is saved to `console_log` too.
+    It boots on the host's root on the host's arch: vng's interactive shell logs in with
+    su, which the guest's own root (no PAM) cannot run ("su: Critical error")."""
+    host_root = boot.host_root or not is_foreign(boot.kernel.arch)
+    if host_root and not boot.host_root:
+        log.warning("the shell boots on the host's root (it sees the host's files, as "
+                    "vng does): vng logs in with su, which the guest's own root cannot run")
     with guest_root(boot.kernel, [*boot.shared, *([] if cwd in boot.rwdirs else [cwd])],
-                    host_root=boot.host_root, log_dir=console_log.parent) as own:
+                    host_root=host_root, log_dir=console_log.parent) as own:
         if own is not None:
             own.mount_points(list(boot.rwdirs))
         argv = vng_argv(boot, command=None, cwd=cwd, own=own)

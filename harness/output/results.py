@@ -727,14 +727,6 @@ def _carried(f: _Object) -> CarriedFile:
                        origin=f.text("origin"))
 
 
-def _guest_root(c: _Object) -> str:
-    """The guest root's content hash where the cell's record says it: its inputs, or
-    `isolation.guest_root.hash` (a guest root of its own); "" the host's root."""
-    isolation = c.object_or_none("isolation")
-    root = isolation.object_or_none("guest_root") if isolation is not None else None
-    return root.text("hash") if root is not None else ""
-
-
 def _inputs(c: _Object) -> CellInputs | None:
     i = c.object_or_none("inputs")
     if i is None:
@@ -762,7 +754,7 @@ def _inputs(c: _Object) -> CellInputs | None:
         expect=i.strings("expect"),
         coverage=i.flag("coverage"), accel=i.text("accel", "auto"), strict=i.flag("strict"),
         repeat=i.maybe("repeat", i.integer), retry_failed=i.integer("retry_failed"),
-        guest_root=i.text("guest_root") or _guest_root(c),
+        guest_root=i.text("guest_root"),
         not_carried=i.texts("not_carried"))
 
 
