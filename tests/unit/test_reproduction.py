@@ -197,11 +197,15 @@ def test_a_cell_that_could_not_be_set_up_cannot_be_reproduced() -> None:
     assert "cannot reproduce 6.12:\n  no Debian suite serves" in reproduction.render(j)
 
 
-def test_the_guest_root_is_read_from_a_guest_root_of_its_own() -> None:
-    """A cell that booted on a guest root of its own says its content hash under
-    `isolation.guest_root.hash`; the reader fills the inputs' field from it."""
+def test_the_guest_root_is_read_from_the_inputs_as_written() -> None:
+    """The pipeline writes the hash of the root the guest booted on into the cell's inputs
+    once it booted; the reader takes it from there and nowhere else, so a record reads
+    back as it was written (one from before the boot: none)."""
     d = copy.deepcopy(doc())
-    d["cells"][0]["inputs"] = {"kernel": "debian:6.12", "tests": []}
     d["cells"][0]["isolation"] = {"guest_root": {"hash": "sha256:abc"}}
+    d["cells"][0]["inputs"] = {"kernel": "debian:6.12", "tests": [], "guest_root": "sha256:abc"}
     inputs = results.from_json(d).cells[0].inputs
     assert inputs is not None and inputs.guest_root == "sha256:abc"
+    d["cells"][0]["inputs"] = {"kernel": "debian:6.12", "tests": []}
+    inputs = results.from_json(d).cells[0].inputs
+    assert inputs is not None and inputs.guest_root == ""
