@@ -90,16 +90,7 @@ def counts(gcda_dir: Path, build_dir: Path, tree: Path, *, gcno_dir: Path, gcov:
     of the sources."""
     with tempfile.TemporaryDirectory(prefix="harness-gcov-") as tmp:
         scratch = Path(tmp)
-        found = 0
-        for gcda in gcda_dir.rglob("*.gcda"):
-            rel = _object_path(gcda.relative_to(gcda_dir), build_dir)
-            gcno = gcno_dir / rel.with_suffix(".gcno")
-            if not gcno.exists():
-                continue
-            (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(gcda, scratch / rel)
-            shutil.copyfile(gcno, scratch / rel.with_suffix(".gcno"))
-            found += 1
+        found = _staged(gcda_dir, build_dir, gcno_dir, scratch)
         if not found:
             return {}
         out = scratch / "gcovr.json"
@@ -111,6 +102,22 @@ def counts(gcda_dir: Path, build_dir: Path, tree: Path, *, gcno_dir: Path, gcov:
         return coverage.gcovr_counts(json.loads(out.read_text()))
 
 
+def _staged(gcda_dir: Path, build_dir: Path, gcno_dir: Path, scratch: Path) -> list[str]:
+    """Each .gcda under `gcda_dir` that the kernel has a .gcno for, copied with it into
+    `scratch` at its object path; those paths, relative, in order."""
+    found = []
+    for gcda in sorted(gcda_dir.rglob("*.gcda")):
+        rel = _object_path(gcda.relative_to(gcda_dir), build_dir)
+        gcno = gcno_dir / rel.with_suffix(".gcno")
+        if not gcno.exists():
+            continue
+        (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(gcda, scratch / rel)
+        shutil.copyfile(gcno, scratch / rel.with_suffix(".gcno"))
+        found.append(str(rel))
+    return found
+
+
 def line_counts(gcda_dir: Path, build_dir: Path, *, gcno_dir: Path, sources: list[str],
                 gcov: str = "gcov", log_path: Path) -> dict[str, dict[int, int]]:
     """file -> line -> count of one test's counters for these source files: gcov's own
@@ -118,16 +125,7 @@ def line_counts(gcda_dir: Path, build_dir: Path, *, gcno_dir: Path, sources: lis
     from the kernel that ran."""
     with tempfile.TemporaryDirectory(prefix="harness-gcov-") as tmp:
         scratch = Path(tmp)
-        found = []
-        for gcda in sorted(gcda_dir.rglob("*.gcda")):
-            rel = _object_path(gcda.relative_to(gcda_dir), build_dir)
-            gcno = gcno_dir / rel.with_suffix(".gcno")
-            if not gcno.exists():
-                continue
-            (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(gcda, scratch / rel)
-            shutil.copyfile(gcno, scratch / rel.with_suffix(".gcno"))
-            found.append(str(rel))
+        found = _staged(gcda_dir, build_dir, gcno_dir, scratch)
         if not found:
             return {}
         res = proc.run([gcov, "--json-format", "--stdout", *found], cwd=scratch, timeout=600,
