@@ -35,6 +35,7 @@ from harness.base.model import (
 )
 from harness.drivers.matrix import Cell
 from harness.kernel import archive
+from harness.output import results
 
 log = logging.getLogger(__name__)
 
@@ -130,20 +131,20 @@ def failed_build(run_dir: Path, cell: Cell, logs: Path) -> BuildFailed | None:
     """The build-only run's stage error for this cell, its logs copied into `logs/build-job`;
     None when that run holds no such error for it."""
     try:
-        doc = json.loads((run_dir / "results.json").read_text())
-        found = next(c for c in doc["cells"] if c.get("cell") == cell.name)
-        status = Status(found["status"])
-    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        run = results.load_run(str(run_dir))[0]
+    except HarnessError:
         return None
-    if not status.is_stage_error:
+    found = next((c for c in run.cells if c.cell == cell.name), None)
+    if found is None or not found.status.is_stage_error:
         return None
+    status = found.status
     copied = logs / "build-job"
     for path in sorted((run_dir / cell.name).glob("*.log")):
         copied.mkdir(parents=True, exist_ok=True)
         (copied / path.name).write_bytes(path.read_bytes())
     return BuildFailed(f"{status.value} in the build-only run {run_dir} (its logs: "
                        f"{copied if copied.is_dir() else run_dir / cell.name}): "
-                       f"{found.get('error') or 'no error recorded'}",
+                       f"{found.error or 'no error recorded'}",
                        fix="see the build job's log; the cell was not booted", status=status)
 
 
