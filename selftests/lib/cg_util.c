@@ -148,6 +148,23 @@ int cg_destroy(const char *cg)
 	return 0;
 }
 
+/*
+ * Before a cgroup of ours is removed at the end, what it and its removed children
+ * still hold is reclaimed (best effort: memory.reclaim needs 5.19 and the memory
+ * controller): page cache left charged to a removed cgroup keeps it dying, and the
+ * root's usage then holds pages no live cgroup shows, for every later test of the
+ * boot.  Its tasks are killed and gone first, or their pages would be swapped.
+ */
+static void reclaim_all(const char *cg)
+{
+	int tries;
+
+	cg_write(cg, "cgroup.kill", "1");
+	for (tries = 0; tries < 500 && cg_read_key(cg, "cgroup.events", "populated") > 0; tries++)
+		usleep(20000);
+	cg_write(cg, "memory.reclaim", "4G");
+}
+
 int cg_destroy_all(void)
 {
 	int i, err, failed = 0;
@@ -155,6 +172,7 @@ int cg_destroy_all(void)
 	for (i = n_made - 1; i >= 0; i--) {
 		if (!made[i])
 			continue;
+		reclaim_all(made[i]);
 		err = cg_destroy(made[i]);
 		if (err && !failed++)
 			ksft_print_msg("rmdir %s: %s\n", made[i], strerror(-err));

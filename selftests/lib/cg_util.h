@@ -31,8 +31,9 @@ int cg_cleanup(void);
 /* kill what runs in @cg (cgroup.kill) and rmdir it, retrying while it is busy
  * (a task just killed leaves late); 0 or -errno */
 int cg_destroy(const char *cg);
-/* cg_destroy() of every cgroup cg_tree_create() made, leaves first; the number
- * that could not be removed (the first reported) */
+/* cg_destroy() of every cgroup cg_tree_create() made, leaves first, each once
+ * its tasks are gone and what it held is reclaimed; the number that could not be
+ * removed (the first reported) */
 int cg_destroy_all(void);
 /* also call @fn (async-signal-safe) on SIGINT/SIGTERM/SIGHUP, before the cgroups go */
 void cg_on_signal(void (*fn)(void));
