@@ -36,41 +36,31 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness import target  # noqa: E402
+from harness.base.model import CellResult  # noqa: E402
 from harness.guest import rootfs  # noqa: E402
+from harness.output import results  # noqa: E402
 
 HARNESS = [sys.executable, "-m", "harness", "run"]
 BOOT_TEST = ["--kernel", "debian:6.12", "--series", "memcg-kfuncs", "--test", "rstat_propagation"]
 
 
-def run(argv: list[str], out: Path) -> tuple[float, dict[str, object]]:
-    """A harness run: its wall time and its results.json (it must pass)."""
+def run(argv: list[str], out: Path) -> tuple[float, CellResult]:
+    """A harness run: its wall time and its one cell's result (it must pass)."""
     start = time.monotonic()
     res = subprocess.run([*HARNESS, *argv, "--out", str(out)], cwd=REPO, text=True,
                          capture_output=True, check=False)
     wall = time.monotonic() - start
-    data: dict[str, object] = json.loads((out / "results.json").read_text())
     if res.returncode != 0:
         raise SystemExit(f"{' '.join(argv)}: exit {res.returncode}\n{res.stdout[-3000:]}")
-    return wall, data
+    return wall, results.load_run(str(out))[0].cells[0]
 
 
-def cells(data: dict[str, object]) -> list[dict[str, object]]:
-    found = data["cells"]
-    assert isinstance(found, list)
-    return found
-
-
-def boot_parts(data: dict[str, object]) -> dict[str, float]:
+def boot_parts(cell: CellResult) -> dict[str, float]:
     """The boot stage's parts (boot, tests), its whole, and the test's own duration."""
-    cell = cells(data)[0]
-    stages = cell["stages"]
-    assert isinstance(stages, list)
-    stage = next(s for s in stages if s["stage"] == "boot+tests")
-    tests = cell["tests"]
-    assert isinstance(tests, list)
-    test = next(t for t in tests if t["name"] == "rstat_propagation")
-    return {"boot": float(stage["parts"]["boot"]), "boot+tests": float(stage["duration_s"]),
-            "test": float(test["duration_s"])}
+    stage = next(s for s in cell.stages if s.stage == "boot+tests")
+    test = next(t for t in cell.tests if t.name == "rstat_propagation")
+    return {"boot": dict(stage.parts)["boot"], "boot+tests": stage.duration_s,
+            "test": test.duration_s}
 
 
 def root_from_nothing(quick: bool) -> dict[str, object]:
@@ -140,8 +130,8 @@ def main() -> int:
     for r in range(rounds):
         order = list(sides) if r % 2 == 0 else list(reversed(sides))
         for side in order:
-            _, data = run([*BOOT_TEST, *sides[side]], tmp / f"boot-{side.split()[0]}-{r}")
-            boots[side].append(boot_parts(data))
+            _, cell = run([*BOOT_TEST, *sides[side]], tmp / f"boot-{side.split()[0]}-{r}")
+            boots[side].append(boot_parts(cell))
             print(f"round {r + 1} {side}: {boots[side][-1]}", flush=True)
     defaults: dict[str, list[float]] = {"sandbox + own root": [], "neither (before)": []}
     flags = {"sandbox + own root": [], "neither (before)": ["--no-sandbox", "--host-root"]}
@@ -157,13 +147,10 @@ def main() -> int:
         order = list(build_flags) if r % 2 == 0 else list(reversed(build_flags))
         for side in order:
             patch = one_line_patch(tmp, r * 2 + (side == "sandboxed"))
-            _, data = run(["--kernel", "debian:6.12", "--series", "memcg-kfuncs", "--patch",
+            _, cell = run(["--kernel", "debian:6.12", "--series", "memcg-kfuncs", "--patch",
                            str(patch), "--test", "memcg_kfuncs", "--build-only",
                            *build_flags[side]], tmp / f"build-{len(build_flags[side])}-{r}")
-            stages = cells(data)[0]["stages"]
-            assert isinstance(stages, list)
-            builds[side].append(float(next(s["duration_s"] for s in stages
-                                           if s["stage"] == "build")))
+            builds[side].append(next(s.duration_s for s in cell.stages if s.stage == "build"))
             print(f"build {r + 1} {side}: {builds[side][-1]:.1f} s", flush=True)
 
     def med(xs: list[float]) -> float:

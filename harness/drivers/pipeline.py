@@ -665,11 +665,10 @@ def _coverage(kernel: BuiltKernel, patch_results: tuple[PatchResult, ...],
         guest = logs / "guest" / "gcov"
         notes = build.gcno_dir(kernel.image) or tree.build_dir
         for test_dir in sorted(guest.iterdir()) if guest.is_dir() else []:
-            counts = gcov.counts(test_dir, tree.build_dir, tree.path, gcno_dir=notes,
-                                 gcov="gcov", log_path=logs / "gcovr.log")
+            counts = gcov.line_counts(test_dir, tree.build_dir, gcno_dir=notes,
+                                      sources=files, log_path=logs / "gcov.log")
             name = (tests_of or {}).get(test_dir.name, test_dir.name)
-            per_test[name] = coverage.merge_counts([
-                per_test.get(name, {}), {f: c for f, c in counts.items() if f in files}])
+            per_test[name] = coverage.merge_counts([per_test.get(name, {}), counts])
     if not per_test:
         raise gcov.CoverageError(f"no gcov counters in {guest}: the guest wrote none",
                                  fix="is CONFIG_GCOV_KERNEL in the kernel? see its config")

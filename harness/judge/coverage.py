@@ -1,8 +1,8 @@
-"""Which of a series' lines the tests ran: gcov's counters, read by gcovr, mapped onto the
+"""Which of a series' lines the tests ran: gcov's counters (its JSON), mapped onto the
 patches with `git blame`.
 
 Pure functions over text: `git blame --line-porcelain` of the series' head (which commit
-gave each line of a file) and gcovr's JSON (the lines gcov has a counter for, and their
+gave each line of a file) and gcov's JSON (the lines gcov has a counter for, and their
 counts, per test). An executable line is one gcov has a counter for; at -O2 the compiler
 merges or inlines some lines into others, and those have none.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.base.model import FileLine, PatchCoverage
 
-__all__ = ["blamed_lines", "gcov_json_counts", "gcovr_counts", "merge_counts",
+__all__ = ["blamed_lines", "gcov_json_counts", "merge_counts",
            "patch_coverage", "profile_lines"]
 
 
@@ -34,23 +34,6 @@ def blamed_lines(porcelain: str, file: str) -> list[tuple[str, FileLine]]:
         elif text.startswith("\t") and commit:
             out.append((commit, FileLine(file=file, line=number, source=text[1:])))
             commit = ""
-    return out
-
-
-def gcovr_counts(doc: Mapping[str, Any], strip: str = "") -> dict[str, dict[int, int]]:
-    """file -> line -> count of gcovr's JSON (`gcovr --json`): only the lines gcov has a
-    counter for. A line counted in several functions (inlined) gets their sum. `strip`:
-    a prefix to take off gcovr's file names (the tree, when gcovr's root was above it)."""
-    out: dict[str, dict[int, int]] = {}
-    for f in doc.get("files", []):
-        name = str(f["file"])
-        name = name[len(strip):] if strip and name.startswith(strip) else name
-        lines = out.setdefault(name, {})
-        for line in f.get("lines", []):
-            if line.get("gcovr/noncode"):
-                continue
-            n = int(line["line_number"])
-            lines[n] = lines.get(n, 0) + int(line.get("count", 0))
     return out
 
 

@@ -1,8 +1,9 @@
-"""The coverage mapping: git blame of the series' head onto its patches, gcovr's counts
+"""The coverage mapping: git blame of the series' head onto its patches, gcov's counts
 onto the lines (goldens: tests/golden/coverage/README.md)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from harness.judge import coverage
@@ -58,11 +59,15 @@ def test_profile_lines_go_into_each_objects_own_makefile() -> None:
                                    "GCOV_PROFILE_memcontrol.o := y"]}
 
 
-def test_gcovr_counts_add_up_inlined_copies_and_skip_noncode() -> None:
-    doc = {"files": [{"file": "mm/x.c", "lines": [
-        {"line_number": 3, "count": 2}, {"line_number": 3, "count": 1},
-        {"line_number": 4, "count": 0}, {"line_number": 5, "count": 7, "gcovr/noncode": True}]}]}
-    assert coverage.gcovr_counts(doc) == {"mm/x.c": {3: 3, 4: 0}}
+def test_gcov_json_counts_add_up_documents_and_inlined_copies_of_the_files_asked() -> None:
+    docs = [{"files": [{"file": "../mm/x.c", "lines": [
+                {"line_number": 3, "count": 2}, {"line_number": 3, "count": 1},
+                {"line_number": 4, "count": 0}]},
+             {"file": "../include/linux/x.h", "lines": [{"line_number": 9, "count": 5}]}]},
+            {"files": [{"file": "mm/x.c", "lines": [{"line_number": 4, "count": 6}]}]}]
+    text = "\n".join(json.dumps(d) for d in docs) + "\n"
+    assert coverage.gcov_json_counts(text, ["mm/x.c"]) == {"mm/x.c": {3: 3, 4: 6}}
+    assert coverage.gcov_json_counts(text, ["mm/y.c"]) == {}
     assert coverage.merge_counts([{"a": {1: 1}}, {"a": {1: 2, 2: 0}}]) == {"a": {1: 3, 2: 0}}
 
 
@@ -89,12 +94,12 @@ def test_compare_calls_fewer_lines_run_a_regression() -> None:
 
 
 def test_a_real_runs_counters_on_the_real_patches() -> None:
-    """memcg_kfuncs' counters of a real gcov kernel (gcovr's JSON), mapped onto the blame of
-    the tree that kernel was built from: every line of the readers ran, the initcall did
-    not (it ran at boot, before the counters were reset for the test)."""
-    import json
-
-    counts = coverage.gcovr_counts(json.loads((GOLDEN / "memcg_kfuncs.gcovr.json").read_text()))
+    """memcg_kfuncs' counters of a real gcov kernel (gcov's JSON, a document per check),
+    mapped onto the blame of the tree that kernel was built from: every line of the
+    readers ran, the initcall did not (it ran at boot, before the counters were reset for
+    the test)."""
+    counts = coverage.gcov_json_counts((GOLDEN / "memcg_kfuncs.gcov.jsonl").read_text(),
+                                       ["mm/bpf_memcontrol.c"])
     assert set(counts) == {"mm/bpf_memcontrol.c"} and len(counts["mm/bpf_memcontrol.c"]) == 36
     get_put, readers = coverage.patch_coverage(
         [(GET_PUT, "0002.patch", "get/put"), (READERS, "0003.patch", "readers")],
