@@ -22,47 +22,18 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.hostile import MAKEFILE_PROBE, Listener
+
 from .conftest import harness
 
 SECRET_DIR = Path.home()
-
-
-class Listener:
-    """A TCP listener on the host's loopback that counts who connects."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self.stop = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.stop = True
-        self.thread.join(timeout=5)
-        self.sock.close()
 
 
 @dataclass(frozen=True)
@@ -96,15 +67,6 @@ def _mail(rel: str, before: str, after: str, subject: str) -> str:
             f"Signed-off-by: Hostile Contributor <hostile@example.org>\n---\n"
             f"diff --git a/{rel} b/{rel}\n{diff}-- \n2.39.5\n\n")
 
-
-MAKEFILE_LINES = """
-# what a hostile series adds: read the user's home, write there, connect out
-HARNESS_E2E_PROBE := $(shell cat {secret} 2>&1 | head -c 200; echo planted > {written} 2>&1; \\
-  bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected-by-bash' 2>&1 | tail -1; \\
-  python3 -c 'import socket; socket.create_connection(("127.0.0.1", {port}), 2); \\
-print("connected-by-python")' 2>&1 | tail -1)
-$(info harness-e2e-probe: $(HARNESS_E2E_PROBE))
-"""
 
 CONSTRUCTOR = """
 /* tests/e2e/test_sandbox.py: a test that reaches for the host's files */
@@ -163,7 +125,7 @@ def hostile(built_612: dict[str, object],
     d = tmp_path_factory.mktemp("hostile")
     makefile = _base_file("Makefile")
     at = makefile.index("\n\n", makefile.index("NAME = ")) + 1  # after the version block
-    hostile_makefile = makefile[:at] + MAKEFILE_LINES.format(
+    hostile_makefile = makefile[:at] + MAKEFILE_PROBE.format(
         secret=secret, written=written, port=listener.port) + makefile[at:]
     mk = d / "0001-kbuild-reach-for-the-home.patch"
     mk.write_text(_mail("Makefile", makefile, hostile_makefile,
@@ -221,7 +183,7 @@ def test_a_hostile_series_given_with_patch_builds_tests_and_reaches_nothing(
     assert tests["kselftest-cgroup-test_core"]["status"] == "PASS"
     # each hostile line ran, and found nothing
     build_log = (out / "adhoc" / "build.log").read_text()
-    assert "harness-e2e-probe: cat: " in build_log and "No such file" in build_log
+    assert "harness-probe: cat: " in build_log and "No such file" in build_log
     assert "connected-by" not in build_log
     output = (out / "adhoc" / "guest" / "kselftest-cgroup-test_core.out").read_text()
     assert "harness-e2e-probe read: nothing" in output
@@ -252,7 +214,7 @@ def test_a_hostile_thread_given_with_series_mbox_reaches_nothing(
     cell = json.loads((out / "results.json").read_text())["cells"][0]
     assert cell["patches"][-1]["state"] == "applied" and cell["status"] == "PASS"
     build_log = (out / "adhoc" / "build.log").read_text()
-    assert "harness-e2e-probe: cat: " in build_log and "No such file" in build_log
+    assert "harness-probe: cat: " in build_log and "No such file" in build_log
     _nowhere(hostile, out, screen)
     assert cell["isolation"]["sandbox"]["enabled"]
 

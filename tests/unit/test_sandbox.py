@@ -7,10 +7,8 @@ sandbox reaches all three: the checks can fail."""
 from __future__ import annotations
 
 import os
-import socket
 import stat
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from harness.base import proc, sandbox
 from harness.base.model import RunResult, Status
 from harness.guest import isolation
 from tests.helpers.faketree import FAKES, committed_tree
+from tests.helpers.hostile import MAKEFILE_PROBE, Listener
 
 OFF = sandbox.Policy(enabled=False, why_off="--no-sandbox")
 
@@ -144,44 +143,6 @@ def test_a_bubblewrap_that_cannot_make_namespaces_is_told_with_how_to_allow_it(
     assert "sysctl" in check.fix and "--no-sandbox" in check.fix
 
 
-class Listener:
-    """A TCP listener on the host's loopback that counts who connects."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self.stop = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.stop = True
-        self.thread.join(timeout=5)
-        self.sock.close()
-
-
-HOSTILE = """
-# what a hostile series adds to the top-level Makefile
-PROBE := $(shell cat {secret} 2>&1; echo written > {written} 2>&1; \\
-  bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected-by-bash' 2>&1; \\
-  python3 -c 'import socket; socket.create_connection(("127.0.0.1", {port}), 2); \\
-print("connected-by-python")' 2>&1 | tail -1)
-$(info probe: $(PROBE))
-"""
-
 
 @pytest.fixture
 def hostile_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
@@ -197,7 +158,7 @@ def hostile_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     listener = Listener()
     tree = committed_tree(tmp_path / "cache" / "work" / "linux")
     with (tree / "Makefile").open("a") as f:
-        f.write(HOSTILE.format(secret=secret, written=written, port=listener.port))
+        f.write(MAKEFILE_PROBE.format(secret=secret, written=written, port=listener.port))
     try:
         yield tree, secret, written, listener, secret_text
     finally:
@@ -379,7 +340,7 @@ def test_a_hostile_git_tree_reaches_nothing_through_the_whole_pipeline(
     assert "uncommitted" in result.source  # the Makefile line is an uncommitted change
     assert result.isolation is not None and result.isolation.sandbox
     build_log = (out / "build.log").read_text()
-    assert "probe: cat: " in build_log and "No such file" in build_log
+    assert "harness-probe: cat: " in build_log and "No such file" in build_log
     for p in out.rglob("*"):
         assert not p.is_file() or secret_text.encode() not in p.read_bytes(), p
     assert secret_text not in terminal.summary([result])
