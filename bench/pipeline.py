@@ -130,6 +130,16 @@ def main() -> int:
     return 0
 
 
+def by_hand_commands(tree: KernelTree) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """What a developer types by hand in the harness's worktree: the make command line with
+    its environment (same O= directory, compiler and ccache), and vng's environment."""
+    tools = build.tools()
+    env = {**os.environ, **build.make_env(tools)}
+    make = build.make_argv(tree.path, tree.build_dir, tools, tree.target.arch.make_target)
+    bindir = Path(sys.executable).parent
+    return make, env, {**os.environ, "TERM": "dumb", "PATH": f"{bindir}:{os.environ['PATH']}"}
+
+
 def loop_case(tmp: Path, rounds: int) -> dict[str, object]:
     """The one-line change in mm/memcontrol.c -> memcg_kfuncs, harness against by hand."""
     kernel, test_dir = warm_up(tmp)
@@ -137,11 +147,7 @@ def loop_case(tmp: Path, rounds: int) -> dict[str, object]:
     with tree.locked():
         with_series = tree.rev()  # the series as the warm-up applied it
     build_dir = tree.build_dir
-    tools = build.tools()
-    env = {**os.environ, **build.make_env(tools)}
-    make = build.make_argv(tree.path, build_dir, tools, tree.target.arch.make_target)
-    bindir = Path(sys.executable).parent
-    vng_env = {**os.environ, "TERM": "dumb", "PATH": f"{bindir}:{os.environ['PATH']}"}
+    make, env, vng_env = by_hand_commands(tree)
     rows: dict[str, list[float]] = {"by hand (make + vng)": [], "harness run": []}
     parts: dict[str, list[float]] = {"make": [], "vng": []}
     stages: list[dict[str, float]] = []
@@ -278,11 +284,7 @@ def affected_case(tmp: Path, rounds: int, tests: list[str]) -> dict[str, object]
     body.append("echo \"bench-end $(cut -d' ' -f1 /proc/uptime)\"")
     script.write_text("\n".join(body) + "\n")
     build_dir = tree.build_dir
-    tools = build.tools()
-    env = {**os.environ, **build.make_env(tools)}
-    make = build.make_argv(tree.path, build_dir, tools, tree.target.arch.make_target)
-    bindir = Path(sys.executable).parent
-    vng_env = {**os.environ, "TERM": "dumb", "PATH": f"{bindir}:{os.environ['PATH']}"}
+    make, env, vng_env = by_hand_commands(tree)
     kernel = KernelImage(boot_image=Path(cell.image), vmlinux=None, config=None,
                          version=cell.kernel_version, arch=cell.arch, toolchain=cell.toolchain)
     rows: dict[str, list[float]] = {"by hand (make + vng)": [], "harness run --affected": []}
