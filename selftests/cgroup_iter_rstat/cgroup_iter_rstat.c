@@ -735,15 +735,7 @@ static int check_children_order(void)
 /* in the dead cgroup: DEAD_FILE_BYTES of page cache, kept after the exit */
 static int write_page_cache(void *path)
 {
-	static char chunk[64 * 1024];
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	long long done;
-
-	memset(chunk, 0x5a, sizeof(chunk));
-	for (done = 0; fd >= 0 && done < DEAD_FILE_BYTES; done += sizeof(chunk))
-		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk))
-			return 1;
-	return fd < 0 ? 2 : close(fd) ? 3 : 0;
+	return write_file(path, DEAD_FILE_BYTES, 0x5a, false);
 }
 
 /*

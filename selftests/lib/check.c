@@ -248,6 +248,24 @@ void print_block(const char *prefix, const char *text)
 	}
 }
 
+int write_file(const char *path, long long bytes, int fill, bool sync_each)
+{
+	static char chunk[256 * 1024];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	long long done;
+
+	if (fd < 0)
+		return 2;
+	memset(chunk, fill, sizeof(chunk));
+	for (done = 0; done < bytes; done += sizeof(chunk))
+		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk) ||
+		    (sync_each && fdatasync(fd))) {
+			close(fd);
+			return 1;
+		}
+	return close(fd) ? 3 : 0;
+}
+
 ssize_t read_close(int fd, void *buf, size_t len)
 {
 	size_t got = 0;

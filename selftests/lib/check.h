@@ -70,6 +70,10 @@ void print_block(const char *prefix, const char *text);
 /* read(2) @fd until EOF or @len bytes, then close it; bytes read, or -errno (also
  * for @fd < 0: the open that gave it failed) */
 ssize_t read_close(int fd, void *buf, size_t len);
+/* @bytes of the byte @fill written to a new (truncated) file @path, in 256 KiB writes,
+ * each followed by fdatasync() when @sync_each; 0, or 1 (a write or sync), 2 (the open)
+ * or 3 (the close) failed: an exit code for a child of cg_run() */
+int write_file(const char *path, long long bytes, int fill, bool sync_each);
 
 unsigned long long now_ns(void);	/* CLOCK_MONOTONIC */
 /* the running kernel's version as major * 100 + minor (611 for 6.11), 0 if unknown */

@@ -1018,15 +1018,7 @@ static int check_usage_matches_memory_current(void)
 /* in H: WRITE_BYTES of page cache to @arg, synced as it goes (reclaimable) */
 static int write_over_high(void *arg)
 {
-	static char chunk[256 * 1024];
-	int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	long long done;
-
-	memset(chunk, 0x5a, sizeof(chunk));
-	for (done = 0; fd >= 0 && done < WRITE_BYTES; done += sizeof(chunk))
-		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk) || fdatasync(fd))
-			return 1;
-	return fd < 0 ? 2 : 0;
+	return write_file(arg, WRITE_BYTES, 0x5a, true);
 }
 
 /* the scratch directory (a disk file system: reclaimable page cache), or NULL */
@@ -1190,15 +1182,7 @@ static int check_swapped_out_child(void)
 /* in Z: ZOMBIE_BYTES of page cache to @arg, kept after the exit */
 static int write_kept(void *arg)
 {
-	static char chunk[256 * 1024];
-	int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	long long done;
-
-	memset(chunk, 0x33, sizeof(chunk));
-	for (done = 0; fd >= 0 && done < ZOMBIE_BYTES; done += sizeof(chunk))
-		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk))
-			return 1;
-	return fd < 0 ? 2 : close(fd) ? 3 : 0;
+	return write_file(arg, ZOMBIE_BYTES, 0x33, false);
 }
 
 /* the two ends a child passes a socket it made back through (SCM_RIGHTS) */
@@ -1665,15 +1649,7 @@ static int check_oom_events_counted(void)
 /* in D: DIRTY_BYTES to the file @arg, left dirty (no sync) */
 static int write_dirty(void *arg)
 {
-	static char chunk[256 * 1024];
-	int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	long long done;
-
-	memset(chunk, 0x44, sizeof(chunk));
-	for (done = 0; fd >= 0 && done < DIRTY_BYTES; done += sizeof(chunk))
-		if (write(fd, chunk, sizeof(chunk)) != sizeof(chunk))
-			return 1;
-	return fd < 0 ? 2 : close(fd) ? 3 : 0;
+	return write_file(arg, DIRTY_BYTES, 0x44, false);
 }
 
 /*
