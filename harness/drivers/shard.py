@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -229,6 +229,15 @@ class Merged:
     conflicts: tuple[str, ...]  # cells that more than one run holds
 
 
+def _read_runs(runs: Sequence[Path]) -> Iterator[tuple[Path, RunResult | str]]:
+    """Each run with what it holds, or why it cannot be merged."""
+    for run in runs:
+        try:
+            yield run, _read_run(run)
+        except ShardError as exc:
+            yield run, exc.message
+
+
 def _read_run(run: Path) -> RunResult:
     """A run directory's results.json, or ShardError saying why it cannot be merged."""
     file = run / "results.json"
@@ -283,11 +292,9 @@ def _from_builds(builds: Sequence[Path], held: Mapping[str, object]
     failed: dict[str, tuple[CellResult, Path]] = {}
     passed: dict[str, Path] = {}
     metas: list[BuildRun] = []
-    for run in builds:
-        try:
-            found = _read_run(run)
-        except ShardError as exc:
-            metas.append(BuildRun(dir=str(run), unreadable=exc.message))
+    for run, found in _read_runs(builds):
+        if isinstance(found, str):
+            metas.append(BuildRun(dir=str(run), unreadable=found))
             continue
         metas.append(BuildRun(dir=str(run), run_id=found.run_id, state=found.state.value,
                               cells=tuple((c.cell, c.status.value) for c in found.cells)))
@@ -314,11 +321,9 @@ def merge(runs: Sequence[Path], *, expected: Sequence[Planned] | None = None,
     unreadable: list[UnreadableRun] = []
     metas: list[MergedRun] = []
     dirty: list[bool | None] = []
-    for run in runs:
-        try:
-            found = _read_run(run)
-        except ShardError as exc:
-            unreadable.append(UnreadableRun(run=str(run), reason=exc.message))
+    for run, found in _read_runs(runs):
+        if isinstance(found, str):
+            unreadable.append(UnreadableRun(run=str(run), reason=found))
             continue
         dirty.append(found.harness_dirty)
         metas.append(MergedRun(dir=str(run), run_id=found.run_id, started=found.started,
