@@ -7,6 +7,7 @@
  * test.toml.
  */
 #include "selftest.h"
+#include <sys/mount.h>
 #include <time.h>
 
 #include "inventory.h"
@@ -511,6 +512,58 @@ static int check_attach_cgroup_spec(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+/*
+ * A cgroup v1 directory's fd (a named v1 hierarchy of our own, no controller): a
+ * kernel whose attach looks the fd up in v1 and v2 (cgroup_v1v2_get_from_fd() in its
+ * BTF: mainline since 6.7) walks that cgroup, SELF_ONLY, one line with its id; an
+ * older one (6.1) refuses the fd.  A kernel that has the lookup and refuses the fd
+ * breaks every tool that walks v1 hierarchies by fd.
+ */
+static int check_attach_v1_cgroup_fd(void)
+{
+	char v1[] = "/tmp/cgroup_iter_v1.XXXXXX", dir[sizeof(v1) + 8];
+	bool takes = bu_has_func("cgroup_v1v2_get_from_fd"), ok = true;
+	struct bpf_link *link;
+	static struct walk w;
+	int fd = -1;
+
+	if (!mkdtemp(v1))
+		return check_fail("mkdtemp: %s", strerror(errno));
+	if (mount("none", v1, "cgroup", 0, "none,name=cgroup_iter_v1")) {
+		int err = errno;
+
+		rmdir(v1);
+		return check_skip("no cgroup v1 hierarchy to mount here: %s", strerror(err));
+	}
+	snprintf(dir, sizeof(dir), "%s/t", v1);
+	if (mkdir(dir, 0755) || (fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		check_fail("%s: %s", dir, strerror(errno));
+		ok = false;
+	} else {
+		link = bu_attach_cgroup_iter_raw(skel->progs.cgroup_rstat_dump, fd, 0,
+						 BPF_CGROUP_ITER_SELF_ONLY);
+		ksft_print_msg("a v1 cgroup's fd: %s (the kernel %s cgroup_v1v2_get_from_fd)\n",
+			       link ? "attached" : strerror(errno), takes ? "has" : "lacks");
+		if (!takes) {
+			expect(&ok, !link, "a v1 cgroup's fd attached, expected a refusal (v2 only)");
+			bpf_link__destroy(link);
+		} else if (read_walk(link, "a v1 cgroup by fd", &w)) {
+			expect_wellformed(&ok, &w, 1);
+			expect(&ok, w.n < 1 || w.recs[0].id == cg_id(dir),
+			       "a v1 cgroup by fd: id %llu, expected %llu (%s)", w.recs[0].id,
+			       cg_id(dir), dir);
+		} else {
+			ok = false;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	rmdir(dir);
+	umount2(v1, MNT_DETACH);
+	rmdir(v1);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 /* the program returning 1 after a ends the walk there: root, a, then the epilogue */
 static int check_early_termination(void)
 {
@@ -680,14 +733,17 @@ static int check_link_reports_itself(void)
  * dying (cgroup.stat nr_dying_descendants of the test root one above its baseline,
  * still 2 s later: nothing else holds it); once the link is destroyed it is freed
  * (the count back to the baseline within 10 s: the sleepable program's link goes
- * after an RCU tasks-trace grace period).
+ * after an RCU tasks-trace grace period).  The link is read 3 times first: each
+ * iterator opened from it holds the start cgroup until it is closed, no longer.
  */
 static int check_link_pins_cgroup(void)
 {
 	struct cg_node x[1] = { { .rel = "pinned", .parent = -1 } };
 	long long base = -1, held = -1, now = -1;
+	static char buf[4096];
 	struct bpf_link *link;
-	int tries, err;
+	int tries, err, i;
+	ssize_t n;
 
 	/* before dead_cgroup_skipped: nothing of the test root is dying yet */
 	base = cg_read_key(nodes[N_ROOT].path, "cgroup.stat", "nr_dying_descendants");
@@ -698,10 +754,14 @@ static int check_link_pins_cgroup(void)
 		return KSFT_FAIL;
 	link = bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump, x[0].path,
 				     BPF_CGROUP_ITER_SELF_ONLY);
-	err = link ? cg_destroy(x[0].path) : -errno;
+	/* each read opens an iterator that holds the start cgroup until it is closed */
+	for (i = 0, n = 0; link && i < 3 && n >= 0; i++)
+		n = bu_read_iter(link, buf, sizeof(buf));
+	err = !link ? -errno : n < 0 ? (int)n : cg_destroy(x[0].path);
 	if (err) {
 		bpf_link__destroy(link);
-		return check_fail("a link on %s, then rmdir: %s", x[0].path, strerror(-err));
+		return check_fail("a link on %s, 3 reads, then rmdir: %s", x[0].path,
+				  strerror(-err));
 	}
 	sleep(2);
 	held = cg_read_key(nodes[N_ROOT].path, "cgroup.stat", "nr_dying_descendants");
@@ -709,7 +769,7 @@ static int check_link_pins_cgroup(void)
 	for (tries = 0; tries < 100; tries++, usleep(100000))
 		if ((now = cg_read_key(nodes[N_ROOT].path, "cgroup.stat", "nr_dying_descendants")) == base)
 			break;
-	ksft_print_msg("nr_dying_descendants of the test root: %lld before, %lld with the removed cgroup's link, %lld after the link (%.1f s)\n",
+	ksft_print_msg("nr_dying_descendants of the test root: %lld before, %lld with the removed cgroup's link (read 3 times), %lld after the link (%.1f s)\n",
 		       base, held, now, tries / 10.0);
 	if (base < 0 || held != base + 1 || now != base)
 		return check_fail("expected %lld, then %lld while the link pins the removed cgroup, then %lld within 10 s of the link's end",
@@ -837,6 +897,7 @@ int main(void)
 		CHECK(self_only_leaf, cgroup_tree_setup),
 		CHECK(attach_orders, cgroup_tree_setup),
 		CHECK(attach_cgroup_spec, cgroup_tree_setup),
+		CHECK(attach_v1_cgroup_fd, cgroup_tree_setup),
 		CHECK(early_termination, cgroup_tree_setup),
 		CHECK(partial_read_not_resumed, cgroup_tree_setup),
 		CHECK(children_order, cgroup_tree_setup),
