@@ -514,10 +514,10 @@ static int check_attach_cgroup_spec(void)
 
 /*
  * A cgroup v1 directory's fd (a named v1 hierarchy of our own, no controller): a
- * kernel whose attach looks the fd up in v1 and v2 (cgroup_v1v2_get_from_fd() in its
- * BTF: mainline since 6.7) walks that cgroup, SELF_ONLY, one line with its id; an
- * older one (6.1) refuses the fd.  A kernel that has the lookup and refuses the fd
- * breaks every tool that walks v1 hierarchies by fd.
+ * kernel that can look a fd up in v1 and v2 (cgroup_v1v2_get_from_fd() in its BTF:
+ * Debian's 6.1, 6.12 and 7.2 all have it) walks that cgroup, SELF_ONLY, one line with
+ * its id; a kernel without it refuses the fd.  A kernel that has the lookup and
+ * refuses the fd breaks every tool that walks v1 hierarchies by fd.
  */
 static int check_attach_v1_cgroup_fd(void)
 {

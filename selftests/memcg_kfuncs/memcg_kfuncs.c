@@ -1164,6 +1164,10 @@ static int check_swapped_out_child(void)
 		expect(&ok, s.val[F_zswapped] > 0 && s.val[F_zswap] > 0,
 		       "zswap on: S zswapped %lld B, zswap %lld B: expected > 0",
 		       (long long)s.val[F_zswapped], (long long)s.val[F_zswap]);
+		/* zswap is what the stored pages take compressed: never more than the pages */
+		expect(&ok, s.val[F_zswap] <= s.val[F_zswapped],
+		       "S zswap %lld B, its zswapped pages %lld B: expected the compressed size at most the pages' size",
+		       (long long)s.val[F_zswap], (long long)s.val[F_zswapped]);
 		expect(&ok, z0 < 0 || z1 < 0 || s.val[F_zswapped] == (z1 - z0) * page_size,
 		       "S zswapped %lld B, zswap stored_pages %lld -> %lld: expected the growth",
 		       (long long)s.val[F_zswapped], z0, z1);

@@ -517,9 +517,24 @@ static int spin_kind(void *arg)
 	return write(spin_pipe[1], r, sizeof(r)) == sizeof(r) ? 0 : 1;
 }
 
+/* on CPU 0 until killed: cpu.stat of every split cgroup read (each read a flush) every
+ * 10 ms, so that the spinner's time is flushed many times while it is made */
+static void read_split_until_killed(void)
+{
+	int i;
+
+	pin_cpu(0);
+	for (;;) {
+		for (i = 0; i < NR_SPLIT; i++)
+			cg_read_key(split[i].path, "cpu.stat", "nice_usec");
+		usleep(10000);
+	}
+}
+
 /*
  * cpu.stat's split of the time (user_usec, system_usec, nice_usec), flushed on CPU
- * 0 after a child spun on CPU 1 in each split leaf: a user spinner, a kernel
+ * 0 every 10 ms while a child spins on CPU 1 (a flush must add only what is new since
+ * the last one) and after it, in each split leaf: a user spinner, a kernel
  * spinner (reads of /dev/zero), a user spinner at nice 10.  Oracle: each child's
  * own rusage (its utime and stime: the scheduler's per-task accounting, not a
  * cgroup's) and its nice value; each field may differ from it by SPIN_SLACK_MS
@@ -541,6 +556,7 @@ static int check_cpu_stat_user_system_nice(void)
 	long long before[NR_SPLIT][4], after[NR_SPLIT][4], ru[NR_SPLIT][2] = {}, d, sum = 0;
 	long long slack = SPIN_SLACK_MS * 1000, ps0[5], ps1[5], tick = 1000000 / sysconf(_SC_CLK_TCK);
 	bool ok = true, nice = true, ps = true;
+	volatile pid_t reader;
 	int i, f, rc, kind;
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
@@ -557,9 +573,13 @@ static int check_cpu_stat_user_system_nice(void)
 	for (kind = S_USER; kind <= S_NICE; kind++) {
 		if (kind == S_NICE)
 			ps &= proc_stat_us(ps0);
+		reader = fork();
+		if (!reader)
+			read_split_until_killed();
 		pin_cpu(SPIN_CPU);
 		rc = cg_run(split[kind].path, spin_kind, &kind);
 		pin_cpu(0);
+		cg_reap(&reader);
 		if (kind == S_NICE)
 			ps &= proc_stat_us(ps1);
 		if (rc || read(spin_pipe[0], ru[kind], sizeof(ru[kind])) != sizeof(ru[kind]))
