@@ -1095,6 +1095,36 @@ static long long zswap_stored(void)
  * equals memory.current (swap is not usage), anon + swap cover what was made; with
  * zswap, S's zswapped pages are what zswap stored meanwhile, and P has S's.
  */
+/*
+ * memory.stat's aggregate @key line (pgsteal, pgscan) against the sum of its parts
+ * printed below it (every "@key_" line: kswapd, direct, khugepaged, and proactive
+ * where the kernel has it): equal, read from one read of the file.
+ */
+static void expect_sum_of_parts(bool *ok, int cgi, const char *key)
+{
+	static char text[16384];
+	long long whole = -1, parts = 0, v;
+	size_t kl = strlen(key);
+	char *line, *save, name[64];
+	int n = 0;
+
+	if (cg_read(cgs[cgi].path, "memory.stat", text, sizeof(text)) <= 0) {
+		expect(ok, false, "%s: memory.stat not read", cgs[cgi].rel);
+		return;
+	}
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (sscanf(line, "%63s %lld", name, &v) != 2 || strncmp(name, key, kl))
+			continue;
+		if (!name[kl])
+			whole = v;
+		else if (name[kl] == '_' && ++n)
+			parts += v;
+	}
+	expect(ok, whole >= 0 && n >= 2 && whole == parts,
+	       "%s: memory.stat %s %lld, its %d %s_* lines sum to %lld: expected equal",
+	       cgs[cgi].rel, key, whole, n, key, parts);
+}
+
 static int check_swapped_out_child(void)
 {
 	long long swap_cur, cur, z0 = -1, z1, lo, hi, steal, scan;
@@ -1179,6 +1209,9 @@ static int check_swapped_out_child(void)
 	} else {
 		ksft_print_msg("no zswap in this kernel (%s): swap only\n", ZSWAP_ENABLED);
 	}
+	expect_sum_of_parts(&ok, CG_S, "pgsteal");
+	expect_sum_of_parts(&ok, CG_S, "pgscan");
+	expect_sum_of_parts(&ok, CG_P, "pgsteal");
 	cg_reap(&swap_pid);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
