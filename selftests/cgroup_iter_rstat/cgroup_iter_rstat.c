@@ -7,6 +7,7 @@
  * test.toml.
  */
 #include "selftest.h"
+#include <sched.h>
 #include <sys/mount.h>
 #include <time.h>
 
@@ -728,6 +729,68 @@ static int check_link_reports_itself(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+/* in a, in a cgroup namespace of its own: the fdinfo's cgroup_path of the link fd @arg
+ * (inherited), to ns_pipe */
+static int ns_pipe[2] = { -1, -1 };
+
+static int read_path_in_ns(void *arg)
+{
+	char path[64], text[2048], *p, *end;
+	ssize_t n;
+
+	if (unshare(CLONE_NEWCGROUP))
+		return 10;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", *(int *)arg);
+	n = read_close(open(path, O_RDONLY | O_CLOEXEC), text, sizeof(text) - 1);
+	if (n <= 0)
+		return 11;
+	text[n] = '\0';
+	p = strstr(text, "cgroup_path:");
+	if (!p)
+		return 12;
+	p += strlen("cgroup_path:");
+	p += strspn(p, " \t");
+	end = strchr(p, '\n');
+	n = end ? end - p : (ssize_t)strlen(p);
+	return write(ns_pipe[1], p, n) == n ? 0 : 13;
+}
+
+/*
+ * The path a link's fdinfo gives is in the reader's cgroup namespace: read by a process
+ * in a that made a cgroup namespace of its own, a link on a1 says "/a1" (the path from
+ * the namespace's root), not a1's path in the hierarchy (which would also tell a
+ * container the host's layout).
+ */
+static int check_link_path_in_cgroup_ns(void)
+{
+	struct bpf_link *link = bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump,
+						      nodes[N_A1].path, BPF_CGROUP_ITER_SELF_ONLY);
+	const char *want = nodes[N_A1].path + strlen(nodes[N_A].path);
+	char got[CG_PATH_MAX] = "";
+	int fd = link ? bpf_link__fd(link) : -1, st;
+	ssize_t n;
+
+	if (!link)
+		return check_fail("attaching on a1: %s", strerror(errno));
+	if (pipe2(ns_pipe, O_CLOEXEC)) {
+		bpf_link__destroy(link);
+		return check_fail("pipe: %s", strerror(errno));
+	}
+	st = cg_run(nodes[N_A].path, read_path_in_ns, &fd);
+	close(ns_pipe[1]);
+	n = read_close(ns_pipe[0], got, sizeof(got) - 1);
+	got[n > 0 ? n : 0] = '\0';
+	bpf_link__destroy(link);
+	ksft_print_msg("a link on a1, its fdinfo read in a cgroup namespace rooted at a: cgroup_path '%s' (exit %d)\n",
+		       got, st);
+	if (st == 10)
+		return check_skip("no cgroup namespace here (unshare: the reader's exit 10)");
+	if (st || strcmp(got, want))
+		return check_fail("cgroup_path '%s' (reader's exit %d), expected '%s': the path in the reader's cgroup namespace",
+				  got, st, want);
+	return KSFT_PASS;
+}
+
 /*
  * A link pins its cgroup: a cgroup removed while a SELF_ONLY link on it exists stays
  * dying (cgroup.stat nr_dying_descendants of the test root one above its baseline,
@@ -904,6 +967,7 @@ int main(void)
 		CHECK(link_pins_cgroup, cgroup_tree_setup),	/* before the first removal */
 		CHECK(dead_cgroup_skipped, cgroup_tree_setup),
 		CHECK(link_reports_itself, cgroup_tree_setup),
+		CHECK(link_path_in_cgroup_ns, cgroup_tree_setup),
 		CHECK(btf_items_listed, load_sleepable_iter),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(cgroup_tree_cleanup),
