@@ -1620,6 +1620,8 @@ static const char *death(int st)
  */
 static int check_oom_events_counted(void)
 {
+	static const char *const local_keys[] = { "oom_kill", "max" };
+	long long local0[2][2];
 	struct mk_rec o0, o1, o2, p0, p1;
 	pid_t pid, sleeper;
 	int st = 0, st2 = 0, err, k;
@@ -1632,11 +1634,27 @@ static int check_oom_events_counted(void)
 				  strerror(-err));
 	if (read_rec(CG_O, &o0) || read_rec(CG_P, &p0))
 		return KSFT_FAIL;
+	for (k = 0; k < 2; k++) {
+		local0[k][0] = cg_read_key(cgs[CG_O].path, "memory.events.local", local_keys[k]);
+		local0[k][1] = cg_read_key(cgs[CG_P].path, "memory.events.local", local_keys[k]);
+	}
 	pid = cg_spawn(cgs[CG_O].path, oom_alloc, NULL);
 	if (pid < 0 || waitpid(pid, &st, 0) != pid)
 		return check_fail("the worker in O: %s", strerror(pid < 0 ? -pid : errno));
 	if (read_rec(CG_O, &o1) || read_rec(CG_P, &p1))
 		return KSFT_FAIL;
+	/* memory.events.local: the events of the cgroup itself: O's are its memory.events'
+	 * (a leaf), P's do not grow (its own limit was not hit, nothing of its own killed) */
+	for (k = 0; k < 2; k++) {
+		long long o = cg_read_key(cgs[CG_O].path, "memory.events.local", local_keys[k]);
+		long long p = cg_read_key(cgs[CG_P].path, "memory.events.local", local_keys[k]);
+		long long hier = k ? GREW(o1, o0, max) : GREW(o1, o0, oom_kill);
+
+		expect(&ok, local0[k][0] >= 0 && local0[k][1] >= 0 && o - local0[k][0] == hier &&
+		       p == local0[k][1],
+		       "memory.events.local %s: O +%lld (its memory.events +%lld), P +%lld (expected +0: the events were O's)",
+		       local_keys[k], o - local0[k][0], hier, p - local0[k][1]);
+	}
 	ksft_print_msg("O: the worker %s; max +%lld, oom +%lld, oom_kill +%lld, oom_group_kill +%lld, swap_max +%lld, swap_fail +%lld\n",
 		       death(st), GREW(o1, o0, max), GREW(o1, o0, oom), GREW(o1, o0, oom_kill),
 		       GREW(o1, o0, oom_group_kill), GREW(o1, o0, swap_max), GREW(o1, o0, swap_fail));
