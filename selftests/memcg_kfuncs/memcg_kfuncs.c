@@ -1663,8 +1663,14 @@ static int check_oom_events_counted(void)
 	expect(&ok, GREW(o1, o0, oom_kill) == 1 && GREW(o1, o0, oom) >= 1 && GREW(o1, o0, max) >= 1 &&
 	       GREW(o1, o0, oom_group_kill) == 0,
 	       "O: expected oom_kill +1 (one process killed), oom and max >= +1, oom_group_kill +0");
-	expect(&ok, GREW(o1, o0, swap_max) >= 1 && GREW(o1, o0, swap_fail) >= GREW(o1, o0, swap_max),
-	       "O: expected swap_max >= +1 (swap.max %s refused a swap-out), swap_fail >= swap_max",
+	/*
+	 * Not "swap_max >= +1": reclaim scans anon only while the memcg has swap room
+	 * under swap.max, so a 4 KiB page's swap charge fails only in a race with another
+	 * reclaimer (+0 seen on 6.1 and 7.2, +1 and +16 elsewhere).  Every failed charge
+	 * is a failed swap-out.
+	 */
+	expect(&ok, GREW(o1, o0, swap_fail) >= GREW(o1, o0, swap_max),
+	       "O: expected swap_fail >= swap_max (swap.max %s: each refused charge fails a swap-out)",
 	       OOM_SWAP_MAX);
 	expect(&ok, GREW(p1, p0, oom_kill) == GREW(o1, o0, oom_kill) &&
 	       GREW(p1, p0, oom) == GREW(o1, o0, oom) && GREW(p1, p0, max) == GREW(o1, o0, max) &&
