@@ -8,7 +8,6 @@
  */
 #include "selftest.h"
 #include <sched.h>
-#include <sys/mount.h>
 #include <time.h>
 
 #include "inventory.h"
@@ -522,26 +521,15 @@ static int check_attach_cgroup_spec(void)
  */
 static int check_attach_v1_cgroup_fd(void)
 {
-	char v1[] = "/tmp/cgroup_iter_v1.XXXXXX", dir[sizeof(v1) + 8];
-	bool takes = bu_has_func("cgroup_v1v2_get_from_fd"), ok = true;
+	bool takes = bu_has_func("cgroup_v1v2_get_from_fd"), ok;
 	struct bpf_link *link;
 	static struct walk w;
-	int fd = -1;
+	struct cg_v1 v1;
+	int st = cg_v1_make(&v1, "cgroup_iter_v1");
 
-	if (!mkdtemp(v1))
-		return check_fail("mkdtemp: %s", strerror(errno));
-	if (mount("none", v1, "cgroup", 0, "none,name=cgroup_iter_v1")) {
-		int err = errno;
-
-		rmdir(v1);
-		return check_skip("no cgroup v1 hierarchy to mount here: %s", strerror(err));
-	}
-	snprintf(dir, sizeof(dir), "%s/t", v1);
-	if (mkdir(dir, 0755) || (fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		check_fail("%s: %s", dir, strerror(errno));
-		ok = false;
-	} else {
-		link = bu_attach_cgroup_iter_raw(skel->progs.cgroup_rstat_dump, fd, 0,
+	ok = st == KSFT_PASS;
+	if (ok) {
+		link = bu_attach_cgroup_iter_raw(skel->progs.cgroup_rstat_dump, v1.fd, 0,
 						 BPF_CGROUP_ITER_SELF_ONLY);
 		ksft_print_msg("a v1 cgroup's fd: %s (the kernel %s cgroup_v1v2_get_from_fd)\n",
 			       link ? "attached" : strerror(errno), takes ? "has" : "lacks");
@@ -550,19 +538,15 @@ static int check_attach_v1_cgroup_fd(void)
 			bpf_link__destroy(link);
 		} else if (read_walk(link, "a v1 cgroup by fd", &w)) {
 			expect_wellformed(&ok, &w, 1);
-			expect(&ok, w.n < 1 || w.recs[0].id == cg_id(dir),
+			expect(&ok, w.n < 1 || w.recs[0].id == cg_id(v1.dir),
 			       "a v1 cgroup by fd: id %llu, expected %llu (%s)", w.recs[0].id,
-			       cg_id(dir), dir);
+			       cg_id(v1.dir), v1.dir);
 		} else {
 			ok = false;
 		}
 	}
-	if (fd >= 0)
-		close(fd);
-	rmdir(dir);
-	umount2(v1, MNT_DETACH);
-	rmdir(v1);
-	return ok ? KSFT_PASS : KSFT_FAIL;
+	cg_v1_remove(&v1);
+	return st != KSFT_PASS ? st : ok ? KSFT_PASS : KSFT_FAIL;
 }
 
 /* the program returning 1 after a ends the walk there: root, a, then the epilogue */

@@ -14,7 +14,6 @@
  * the last rstat flush (r), and freed with its cgroup (a, b, d).
  */
 #include "selftest.h"
-#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <linux/types.h>
 #include "cgrp_storage.h"
@@ -178,24 +177,13 @@ static int check_syscall_update_lookup_delete(void)
  */
 static int check_v1_cgroup_fd(void)
 {
-	char mnt[] = "/tmp/cgrp_storage_v1.XXXXXX", dir[sizeof(mnt) + 8];
 	struct cgs_value set = { .moves = 99 }, got = {};
-	int fd = -1, up, look, del, again;
-	bool ok = true;
+	int up, look, del, again;
+	struct cg_v1 v1;
+	int st = cg_v1_make(&v1, "cgrp_storage_v1"), fd = v1.fd;
+	bool ok = st == KSFT_PASS;
 
-	if (!mkdtemp(mnt))
-		return check_fail("mkdtemp: %s", strerror(errno));
-	if (mount("none", mnt, "cgroup", 0, "none,name=cgrp_storage_v1")) {
-		int err = errno;
-
-		rmdir(mnt);
-		return check_skip("no cgroup v1 hierarchy to mount here: %s", strerror(err));
-	}
-	snprintf(dir, sizeof(dir), "%s/t", mnt);
-	if (mkdir(dir, 0755) || (fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		check_fail("%s: %s", dir, strerror(errno));
-		ok = false;
-	} else {
+	if (ok) {
 		up = bpf_map_update_elem(map_fd, &fd, &set, BPF_NOEXIST) ? errno : 0;
 		look = bpf_map_lookup_elem(map_fd, &fd, &got) ? errno : 0;
 		del = bpf_map_delete_elem(map_fd, &fd) ? errno : 0;
@@ -210,12 +198,8 @@ static int check_v1_cgroup_fd(void)
 			       strerror(up), strerror(look), strerror(del));
 		ksft_print_msg("a v1 cgroup fd: %s\n", up ? "refused (EBADF)" : "taken");
 	}
-	if (fd >= 0)
-		close(fd);
-	rmdir(dir);
-	umount2(mnt, MNT_DETACH);
-	rmdir(mnt);
-	return ok ? KSFT_PASS : KSFT_FAIL;
+	cg_v1_remove(&v1);
+	return st != KSFT_PASS ? st : ok ? KSFT_PASS : KSFT_FAIL;
 }
 
 /* every flag of the syscall update, on c (its storage deleted just before) */

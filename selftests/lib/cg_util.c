@@ -351,3 +351,42 @@ char *cg_alloc_anon(long long bytes)
 		p[off] = (char)(off / page + 1);
 	return p;
 }
+
+int cg_v1_make(struct cg_v1 *v, const char *name)
+{
+	char opts[96];
+
+	v->fd = -1;
+	v->dir[0] = '\0';
+	snprintf(v->mnt, sizeof(v->mnt), "/tmp/%s.XXXXXX", name);
+	if (!mkdtemp(v->mnt)) {
+		v->mnt[0] = '\0';
+		return check_fail("mkdtemp: %s", strerror(errno));
+	}
+	snprintf(opts, sizeof(opts), "none,name=%s", name);
+	if (mount("none", v->mnt, "cgroup", 0, opts)) {
+		int err = errno;
+
+		rmdir(v->mnt);
+		v->mnt[0] = '\0';
+		return check_skip("no cgroup v1 hierarchy to mount here: %s", strerror(err));
+	}
+	snprintf(v->dir, sizeof(v->dir), "%s/t", v->mnt);
+	if (mkdir(v->dir, 0755) || (v->fd = open(v->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return check_fail("%s: %s", v->dir, strerror(errno));
+	return KSFT_PASS;
+}
+
+void cg_v1_remove(struct cg_v1 *v)
+{
+	if (v->fd >= 0)
+		close(v->fd);
+	v->fd = -1;
+	if (v->dir[0])
+		rmdir(v->dir);
+	if (v->mnt[0]) {
+		umount2(v->mnt, MNT_DETACH);
+		rmdir(v->mnt);
+	}
+	v->mnt[0] = v->dir[0] = '\0';
+}

@@ -54,6 +54,19 @@ long long cg_read_long(const char *cg, const char *file);
  * cgroup.subtree_control) */
 bool cg_has_word(const char *cg, const char *file, const char *word);
 
+/*
+ * A named cgroup v1 hierarchy of @name (no controller) mounted at a fresh directory
+ * under /tmp, with one cgroup "t" in it, open: a check's verdict (KSFT_SKIP where no
+ * v1 hierarchy can be mounted); cg_v1_remove() undoes it, whatever was made.
+ */
+struct cg_v1 {
+	char mnt[64];
+	char dir[80];	/* mnt/t */
+	int fd;		/* dir's, or -1 */
+};
+int cg_v1_make(struct cg_v1 *v, const char *name);
+void cg_v1_remove(struct cg_v1 *v);
+
 /* the cgroup's id as BPF sees it (its inode number), 0 on error */
 unsigned long long cg_id(const char *cg);
 
