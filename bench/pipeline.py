@@ -32,7 +32,9 @@ harness first in odd ones):
 Each change is new (a counter and the time in a comment), so both sides rebuild
 memcontrol.o and relink (BTF) every round. Prints a table with the ratio and writes JSON.
 --quick: one round, written to a scratch file unless --out is given: the smoke run CI
-makes so that the script keeps working (a timing of one round is no figure).
+makes so that the script keeps working (a timing of one round is no figure); its loop
+runs memcg_kfuncs:usage_matches_memory_current on both sides ($HARNESS_CHECKS by hand),
+not the whole test.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ sys.path.insert(0, str(REPO))
 from harness.base import paths  # noqa: E402
 from harness.base.model import Accel, CellResult, GuestSpec, KernelImage, Status  # noqa: E402
 from harness.guest import vm  # noqa: E402
+from harness.judge import checks as checks_mod  # noqa: E402
 from harness.kernel import build, sources  # noqa: E402
 from harness.kernel.tree import KernelTree  # noqa: E402
 from harness.output import results  # noqa: E402
@@ -68,8 +71,10 @@ SWAP_ON = ("echo 1G > /sys/block/zram0/disksize && mkswap /dev/zram0 > /dev/null
            "swapon /dev/zram0 && mkdir -p /run/s && truncate -s 1G /run/s.img && "
            "mkfs.ext2 -q -F /run/s.img && mount -o loop /run/s.img /run/s && "
            "export HARNESS_SCRATCH=/run/s")
-HARNESS = [sys.executable, "-m", "harness", "run", "--series", "memcg-kfuncs",
-           "--test", "memcg_kfuncs"]
+HARNESS = [sys.executable, "-m", "harness", "run", "--series", "memcg-kfuncs"]
+# --quick's loop runs one check of memcg_kfuncs (and what it needs) on both sides: the
+# smoke run goes through every step of a round in a third of the whole test's time
+QUICK_CHECKS = "usage_matches_memory_current"
 AFFECTED_FILE = "mm/bpf_memcontrol.c"
 AFFECTED_FUNCTION = "bpf_mem_cgroup_usage"
 
@@ -80,11 +85,16 @@ def timed(argv: list[str], **kw: object) -> tuple[float, subprocess.CompletedPro
     return time.monotonic() - start, res
 
 
-def warm_up(tmp: Path) -> tuple[KernelImage, Path]:
+def harness_argv(checks: str) -> list[str]:
+    """The harness's side: memcg_kfuncs whole, or only CHECKS (comma-separated)."""
+    return [*HARNESS, "--test", "memcg_kfuncs" + (f":{checks}" if checks else "")]
+
+
+def warm_up(tmp: Path, checks: str) -> tuple[KernelImage, Path]:
     """One harness run of the test: the kernel (image, version) and the selftest's
     directory the rounds use, as that run recorded them."""
     out = tmp / "warm-up"
-    res = subprocess.run([*HARNESS, "--out", str(out)], cwd=REPO, text=True,
+    res = subprocess.run([*harness_argv(checks), "--out", str(out)], cwd=REPO, text=True,
                          capture_output=True, check=False)
     cell = results.load_run(str(out))[0].cells[0]
     if res.returncode != 0 or cell.status is not Status.PASS:
@@ -121,7 +131,7 @@ def main() -> int:
                    + "".join(f" --test {t}" for t in args.test),
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     if args.case in ("loop", "all"):
-        doc.update(loop_case(tmp, rounds))
+        doc.update(loop_case(tmp, rounds, QUICK_CHECKS if args.quick else ""))
     if args.case in ("affected", "all"):
         tests = args.test or (["memcg_kfuncs"] if args.quick else [])
         doc["affected"] = affected_case(tmp, rounds, tests)
@@ -140,9 +150,11 @@ def by_hand_commands(tree: KernelTree) -> tuple[list[str], dict[str, str], dict[
     return make, env, {**os.environ, "TERM": "dumb", "PATH": f"{bindir}:{os.environ['PATH']}"}
 
 
-def loop_case(tmp: Path, rounds: int) -> dict[str, object]:
-    """The one-line change in mm/memcontrol.c -> memcg_kfuncs, harness against by hand."""
-    kernel, test_dir = warm_up(tmp)
+def loop_case(tmp: Path, rounds: int, checks: str) -> dict[str, object]:
+    """The one-line change in mm/memcontrol.c -> memcg_kfuncs (whole, or only CHECKS),
+    harness against by hand."""
+    kernel, test_dir = warm_up(tmp, checks)
+    select = f"{checks_mod.ENV}={shlex.quote(checks)} " if checks else ""
     tree = KernelTree.open(sources.parse_spec("debian:6.12"), ["base"], log_dir=tmp)
     with tree.locked():
         with_series = tree.rev()  # the series as the warm-up applied it
@@ -167,7 +179,7 @@ def loop_case(tmp: Path, rounds: int) -> dict[str, object]:
             boot = vm.Boot(kernel=replace(kernel, boot_image=image), accel=Accel.TCG,
                            guest=GuestSpec())
             argv = vm.vng_argv(boot, command=["sh", "-c", f"{SWAP_ON}; cd {test_dir} && "
-                                              "./memcg_kfuncs"], cwd=Path("/"))
+                                              f"{select}./memcg_kfuncs"], cwd=Path("/"))
             t_vng, out = timed(argv, env=vng_env, timeout=600)
             tree.reset_to(with_series)
         # (vng 1.42 exits 255 with this kernel whatever the command did: its own
@@ -191,7 +203,8 @@ def loop_case(tmp: Path, rounds: int) -> dict[str, object]:
         patch.write_text("From: Bench <bench@example.org>\nSubject: [PATCH] mm: memcontrol: "
                          f"one-line change {r}\n\n---\n{diff}")
         out = tmp / f"run-{r}"
-        t, res = timed([*HARNESS, "--patch", str(patch), "--out", str(out)], cwd=REPO)
+        t, res = timed([*harness_argv(checks), "--patch", str(patch), "--out", str(out)],
+                       cwd=REPO)
         cell = results.load_run(str(out))[0].cells[0]
         if res.returncode != 0 or cell.status is not Status.PASS:
             raise SystemExit(f"harness round {r}: {cell.status.value} {cell.error}")
@@ -210,8 +223,9 @@ def loop_case(tmp: Path, rounds: int) -> dict[str, object]:
     stage_med = {k: statistics.median(s[k] for s in stages) for k in stages[0]}
     print("harness stages (median s): " + ", ".join(f"{k} {v:.1f}"
                                                    for k, v in stage_med.items()))
-    return {"rows": rows, "parts": parts, "median": med, "ratio": ratio,
-            "harness_stages": stages, "harness_stage_median": stage_med}
+    return {"test": "memcg_kfuncs" + (f":{checks}" if checks else ""), "rows": rows,
+            "parts": parts, "median": med, "ratio": ratio, "harness_stages": stages,
+            "harness_stage_median": stage_med}
 
 
 def affected_case(tmp: Path, rounds: int, tests: list[str]) -> dict[str, object]:

@@ -175,11 +175,14 @@ def flaky_tests(expectations: verdict.Expectations, kernel_version: str) -> froz
 
 def tests_digest(tests: tuple[str, ...]) -> str:
     """What the selected tests are: our own by their sources, the tree's by name (their
-    sources are in the tree id)."""
+    sources are in the tree id), each with the checks asked of it (a verdict of two checks
+    is not the whole test's)."""
     h = hashlib.sha256()
     for text in tests:
         ref = testkinds.resolve(text)
         h.update(ref.name.encode() + b"\0")
+        if ref.checks:
+            h.update(b"checks:" + ",".join(ref.checks).encode() + b"\0")
         if ref.manifest is not None:
             for d in (ref.manifest.directory, *ref.manifest.include):
                 h.update(own_tests.tree_hash(d).encode())

@@ -2,7 +2,9 @@
 fixed (the default kernel and its broken variant under one cell name, in a database of the
 test's own) gives `harness history` the right rates and flips for the test and for its
 failing check; its first failure is told "new", its second "known since" the first. The
-ci run was recorded in the session's history (tests/conftest.py) as it ran."""
+cell runs the one check of memcg_kfuncs the broken kfunc fails (and what it needs): a
+run of some checks is recorded under the test's name as a whole run is. The ci run was
+recorded in the session's history (tests/conftest.py) as it ran."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ tier = "default"
 kernel = "debian:6.12"
 series = ["{series}"]
 configs = ["base"]
-tests = ["memcg_kfuncs"]
+tests = ["memcg_kfuncs:parent_includes_child"]
 """
 
 

@@ -31,6 +31,7 @@ def test_the_loop_benchmark_runs_both_sides() -> None:
     rows = doc["rows"]
     assert isinstance(rows, dict) and all(len(v) == 1 and v[0] > 0 for v in rows.values())
     assert doc["command"] == "bench/pipeline.py --quick"
+    assert doc["test"] == "memcg_kfuncs:usage_matches_memory_current", doc["test"]
     stages = doc["harness_stage_median"]
     assert isinstance(stages, dict) and {"build", "boot+tests"} <= set(stages), stages
     # the developer's case: a line of bpf_mem_cgroup_usage(), --affected, memcg_kfuncs

@@ -11,6 +11,7 @@ import pytest
 
 from harness.base.model import CellResult
 from harness.drivers.mutate import compare, excluded_tests, run_facts, verdict_key
+from harness.drivers.mutate import tests_digest as digest_of_tests
 from harness.judge import mutants
 from harness.output import results
 
@@ -140,6 +141,17 @@ def test_cache_keys_change_with_each_input() -> None:
     assert verdict_key(mutant=m2, **base) != key
     for field in base:
         assert verdict_key(mutant=m1, **{**base, field: "other"}) != key
+
+
+def test_a_verdict_of_some_checks_is_not_the_whole_tests() -> None:
+    """The tests' digest (a verdict's key) holds the checks asked of each: a kill by two
+    checks is not cached as the whole test's, nor the other way round."""
+    whole = digest_of_tests(("memcg_kfuncs", "hierarchical_stats"))
+    two = digest_of_tests(("memcg_kfuncs:child_values_match_created,untrusted_cgroup_rejected",
+                        "hierarchical_stats"))
+    one = digest_of_tests(("memcg_kfuncs:untrusted_cgroup_rejected", "hierarchical_stats"))
+    assert len({whole, two, one}) == 3
+    assert digest_of_tests(("memcg_kfuncs", "hierarchical_stats")) == whole
 
 
 def _statuses(results: Path, cell: str | None = None) -> dict[str, str]:
