@@ -529,6 +529,56 @@ static int check_refusals(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+/*
+ * A cgroup that never had storage, given to each syscall operation that must fail
+ * on it (lookup, delete, an update with BPF_EXIST: ENOENT each), then removed: no
+ * failed operation may keep the reference it took on the cgroup by its fd.  The
+ * oracle is cgroup core's own count: its parent's nr_dying_descendants (cgroup.stat)
+ * back to 0 once the removed cgroup is released.
+ */
+static struct cg_node held[2] = { { "held", -1 }, { "e", 0 } };
+
+static int check_failed_ops_keep_no_reference(void)
+{
+	struct cgs_value v = { .moves = 1 };
+	long long dying = -1;
+	int fd, i, err, waited;
+	bool ok = true;
+
+	if (cg_tree_create(nodes[ROOT].path, "held", held, 2))
+		return check_fail("creating held/e failed: %s", strerror(errno));
+	fd = cg_open(held[1].path, ".", O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return check_fail("open %s: %s", held[1].path, strerror(errno));
+	for (i = 0; i < 3; i++) {
+		err = bpf_map_lookup_elem(map_fd, &fd, &v) ? errno : 0;
+		expect(&ok, err == ENOENT, "lookup %d of a cgroup with no storage: %s, want ENOENT",
+		       i, err ? strerror(err) : "found");
+		err = bpf_map_delete_elem(map_fd, &fd) ? errno : 0;
+		expect(&ok, err == ENOENT, "delete %d of a cgroup with no storage: %s, want ENOENT",
+		       i, err ? strerror(err) : "deleted");
+		err = bpf_map_update_elem(map_fd, &fd, &v, BPF_EXIST) ? errno : 0;
+		expect(&ok, err == ENOENT, "BPF_EXIST update %d of a cgroup with no storage: %s, want ENOENT",
+		       i, err ? strerror(err) : "updated");
+	}
+	close(fd);	/* an open directory pins its cgroup */
+	err = cg_destroy(held[1].path);
+	if (err)
+		return check_fail("rmdir %s: %s", held[1].path, strerror(-err));
+	for (waited = 0; waited < FREE_WAIT_S * 10; waited++) {
+		dying = cg_read_key(held[0].path, "cgroup.stat", "nr_dying_descendants");
+		if (dying == 0)
+			break;
+		usleep(100000);
+	}
+	expect(&ok, dying == 0,
+	       "held: nr_dying_descendants %lld %d s after e's removal (want 0: a failed operation kept e)",
+	       dying, waited / 10);
+	if (dying == 0)
+		ksft_print_msg("e released within %.1f s\n", waited / 10.0);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 /* a, b and d hold storage (c's was deleted): removing them must free all three */
 static int check_freed_with_the_cgroup(void)
 {
@@ -579,6 +629,7 @@ static const struct check checks[] = {
 	CHECK(null_cgroup, initial_value_on_create),
 	CHECK(nested_while_busy, tree_setup),
 	CHECK(refusals, tree_setup),
+	CHECK(failed_ops_keep_no_reference, tree_setup),
 	CHECK(v1_cgroup_fd, load_attach),
 	CHECK(verifier_refusals),
 	CHECK(map_create_attrs, load_attach),
