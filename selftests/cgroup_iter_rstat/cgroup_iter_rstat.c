@@ -14,6 +14,7 @@
 
 #include "cgroup_iter_rstat.skel.h"
 #include "cgroup_iter_rstat_css.skel.h"
+#include "cgroup_iter_ctx_neg.skel.h"
 
 #define SPIN_NS (20ULL * 1000 * 1000)	/* CPU time burnt in a1 */
 #define MAX_RECS 64
@@ -917,6 +918,20 @@ static int check_nonsleepable_flush_rejected(void)
 	       bu_refused(elf, sz, "rstat_flush_in_plain_iter", "sleep") ? KSFT_PASS : KSFT_FAIL;
 }
 
+/*
+ * ctx->cgroup read without a NULL test: the iterator's last call of every walk
+ * passes NULL, so its context argument must be registered as possibly NULL and
+ * the program refused ("...or_null..." in the verifier's line).
+ */
+static int check_ctx_cgroup_null_refused(void)
+{
+	size_t sz;
+	const void *elf = cgroup_iter_ctx_neg_bpf__elf_bytes(&sz);
+
+	return missing_feature() ?:
+	       bu_refused(elf, sz, "ctx_cgroup_unchecked", "or_null") ? KSFT_PASS : KSFT_FAIL;
+}
+
 static int check_cgroup_tree_cleanup(void)
 {
 	cgroup_iter_rstat_bpf__destroy(skel);
@@ -954,6 +969,7 @@ int main(void)
 		CHECK(link_path_in_cgroup_ns, cgroup_tree_setup),
 		CHECK(btf_items_listed, load_sleepable_iter),
 		CHECK(nonsleepable_flush_rejected),
+		CHECK(ctx_cgroup_null_refused),
 		CHECK(cgroup_tree_cleanup),
 	};
 
