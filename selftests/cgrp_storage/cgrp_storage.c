@@ -530,15 +530,16 @@ static int check_refusals(void)
 }
 
 /*
- * A cgroup that never had storage, given to each syscall operation that must fail
- * on it (lookup, delete, an update with BPF_EXIST: ENOENT each), then removed: no
- * failed operation may keep the reference it took on the cgroup by its fd.  The
- * oracle is cgroup core's own count: its parent's nr_dying_descendants (cgroup.stat)
- * back to 0 once the removed cgroup is released.
+ * A fresh cgroup given to every syscall operation, each path once: an update that
+ * creates its storage, one refused (BPF_NOEXIST: EEXIST), a lookup, a delete, then
+ * those that fail on it without storage (lookup, delete, a BPF_EXIST update: ENOENT
+ * each); then removed: no operation may keep the reference it took on the cgroup by
+ * its fd.  The oracle is cgroup core's own count: its parent's nr_dying_descendants
+ * (cgroup.stat) back to 0 once the removed cgroup is released.
  */
 static struct cg_node held[2] = { { "held", -1 }, { "e", 0 } };
 
-static int check_failed_ops_keep_no_reference(void)
+static int check_syscall_ops_keep_no_reference(void)
 {
 	struct cgs_value v = { .moves = 1 };
 	long long dying = -1;
@@ -550,6 +551,15 @@ static int check_failed_ops_keep_no_reference(void)
 	fd = cg_open(held[1].path, ".", O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
 		return check_fail("open %s: %s", held[1].path, strerror(errno));
+	err = bpf_map_update_elem(map_fd, &fd, &v, BPF_NOEXIST) ? errno : 0;
+	expect(&ok, !err, "update of e: %s", strerror(err));
+	err = bpf_map_update_elem(map_fd, &fd, &v, BPF_NOEXIST) ? errno : 0;
+	expect(&ok, err == EEXIST, "a second BPF_NOEXIST update of e: %s, want EEXIST",
+	       err ? strerror(err) : "updated");
+	err = bpf_map_lookup_elem(map_fd, &fd, &v) ? errno : 0;
+	expect(&ok, !err, "lookup of e: %s", strerror(err));
+	err = bpf_map_delete_elem(map_fd, &fd) ? errno : 0;
+	expect(&ok, !err, "delete of e: %s", strerror(err));
 	for (i = 0; i < 3; i++) {
 		err = bpf_map_lookup_elem(map_fd, &fd, &v) ? errno : 0;
 		expect(&ok, err == ENOENT, "lookup %d of a cgroup with no storage: %s, want ENOENT",
@@ -572,7 +582,7 @@ static int check_failed_ops_keep_no_reference(void)
 		usleep(100000);
 	}
 	expect(&ok, dying == 0,
-	       "held: nr_dying_descendants %lld %d s after e's removal (want 0: a failed operation kept e)",
+	       "held: nr_dying_descendants %lld %d s after e's removal (want 0: an operation kept e)",
 	       dying, waited / 10);
 	if (dying == 0)
 		ksft_print_msg("e released within %.1f s\n", waited / 10.0);
@@ -629,7 +639,7 @@ static const struct check checks[] = {
 	CHECK(null_cgroup, initial_value_on_create),
 	CHECK(nested_while_busy, tree_setup),
 	CHECK(refusals, tree_setup),
-	CHECK(failed_ops_keep_no_reference, tree_setup),
+	CHECK(syscall_ops_keep_no_reference, tree_setup),
 	CHECK(v1_cgroup_fd, load_attach),
 	CHECK(verifier_refusals),
 	CHECK(map_create_attrs, load_attach),
