@@ -85,16 +85,11 @@ def timed(argv: list[str], **kw: object) -> tuple[float, subprocess.CompletedPro
     return time.monotonic() - start, res
 
 
-def harness_argv(checks: str) -> list[str]:
-    """The harness's side: memcg_kfuncs whole, or only CHECKS (comma-separated)."""
-    return [*HARNESS, "--test", "memcg_kfuncs" + (f":{checks}" if checks else "")]
-
-
-def warm_up(tmp: Path, checks: str) -> tuple[KernelImage, Path]:
+def warm_up(tmp: Path, test: str) -> tuple[KernelImage, Path]:
     """One harness run of the test: the kernel (image, version) and the selftest's
     directory the rounds use, as that run recorded them."""
     out = tmp / "warm-up"
-    res = subprocess.run([*harness_argv(checks), "--out", str(out)], cwd=REPO, text=True,
+    res = subprocess.run([*HARNESS, "--test", test, "--out", str(out)], cwd=REPO, text=True,
                          capture_output=True, check=False)
     cell = results.load_run(str(out))[0].cells[0]
     if res.returncode != 0 or cell.status is not Status.PASS:
@@ -153,7 +148,8 @@ def by_hand_commands(tree: KernelTree) -> tuple[list[str], dict[str, str], dict[
 def loop_case(tmp: Path, rounds: int, checks: str) -> dict[str, object]:
     """The one-line change in mm/memcontrol.c -> memcg_kfuncs (whole, or only CHECKS),
     harness against by hand."""
-    kernel, test_dir = warm_up(tmp, checks)
+    test = "memcg_kfuncs" + (f":{checks}" if checks else "")
+    kernel, test_dir = warm_up(tmp, test)
     select = f"{checks_mod.ENV}={shlex.quote(checks)} " if checks else ""
     tree = KernelTree.open(sources.parse_spec("debian:6.12"), ["base"], log_dir=tmp)
     with tree.locked():
@@ -203,7 +199,7 @@ def loop_case(tmp: Path, rounds: int, checks: str) -> dict[str, object]:
         patch.write_text("From: Bench <bench@example.org>\nSubject: [PATCH] mm: memcontrol: "
                          f"one-line change {r}\n\n---\n{diff}")
         out = tmp / f"run-{r}"
-        t, res = timed([*harness_argv(checks), "--patch", str(patch), "--out", str(out)],
+        t, res = timed([*HARNESS, "--test", test, "--patch", str(patch), "--out", str(out)],
                        cwd=REPO)
         cell = results.load_run(str(out))[0].cells[0]
         if res.returncode != 0 or cell.status is not Status.PASS:
@@ -223,7 +219,7 @@ def loop_case(tmp: Path, rounds: int, checks: str) -> dict[str, object]:
     stage_med = {k: statistics.median(s[k] for s in stages) for k in stages[0]}
     print("harness stages (median s): " + ", ".join(f"{k} {v:.1f}"
                                                    for k, v in stage_med.items()))
-    return {"test": "memcg_kfuncs" + (f":{checks}" if checks else ""), "rows": rows,
+    return {"test": test, "rows": rows,
             "parts": parts, "median": med, "ratio": ratio, "harness_stages": stages,
             "harness_stage_median": stage_med}
 
