@@ -34,7 +34,8 @@ memcontrol.o and relink (BTF) every round. Prints a table with the ratio and wri
 --quick: one round, written to a scratch file unless --out is given: the smoke run CI
 makes so that the script keeps working (a timing of one round is no figure); its loop
 runs memcg_kfuncs:usage_matches_memory_current on both sides ($HARNESS_CHECKS by hand),
-not the whole test.
+not the whole test, and its affected case asks --affected among that check's selection
+(--affected narrows a selection: the map must still pick the check, or the run fails).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def main() -> int:
     ap.add_argument("--case", choices=("loop", "affected", "all"), default="all")
     ap.add_argument("--test", action="append", default=[],
                     help="the affected case's tests (default: the cell's; --quick: "
-                         "memcg_kfuncs)")
+                         f"memcg_kfuncs:{QUICK_CHECKS})")
     ap.add_argument("--out", type=Path, default=None,
                     help="the JSON written (default bench/pipeline-results.json; with "
                          "--quick, a scratch file)")
@@ -128,7 +129,7 @@ def main() -> int:
     if args.case in ("loop", "all"):
         doc.update(loop_case(tmp, rounds, QUICK_CHECKS if args.quick else ""))
     if args.case in ("affected", "all"):
-        tests = args.test or (["memcg_kfuncs"] if args.quick else [])
+        tests = args.test or ([f"memcg_kfuncs:{QUICK_CHECKS}"] if args.quick else [])
         doc["affected"] = affected_case(tmp, rounds, tests)
     out_file.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"results: {out_file}")

@@ -15,6 +15,7 @@ affected.py decides what of each test runs, and the tests are narrowed to it.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import logging
@@ -183,6 +184,9 @@ def narrow(refs: Sequence[TestRef], decision: judge.Decision, m: judge.Map | Non
     told: list[AffectedTest] = []
     for ref in refs:
         c = by.get(ref.name)
+        asked = ref.only if ref.kind == "kselftest" else ref.checks
+        if c is not None and c.units and asked:
+            c = within(c, asked)
         if c is None or c.units is None:
             out.append(ref)
             told.append(AffectedTest(test=ref.name, ran="all", why=c.why if c else ""))
@@ -197,3 +201,15 @@ def narrow(refs: Sequence[TestRef], decision: judge.Decision, m: judge.Map | Non
     where = f"recorded {m.recorded} by {m.run}" if m is not None else ""
     return tuple(out), Affected(changed=decision.changed, tests=tuple(told),
                                 fallback=decision.fallback, map=where)
+
+
+def within(choice: judge.Choice, asked: tuple[str, ...]) -> judge.Choice:
+    """The affected checks (or kselftest programs) among those the user asked for
+    (`--test T:GLOB`): --affected narrows a selection, it never widens one."""
+    kept = tuple(u for u in choice.units or () if any(fnmatch.fnmatchcase(u, a) for a in asked))
+    among = f"among the checks asked ({','.join(asked)})"
+    if not kept:
+        return replace(choice, units=(), why=f"none of the checks {among} reaches what "
+                                              f"changed ({choice.why})")
+    return replace(choice, units=kept, why=f"{among}: {choice.why}")
+

@@ -233,7 +233,8 @@ def test_a_release_tarball_is_the_same_kernel_as_its_debian_twin(tmp_path: Path,
                                                                  ci_run: Run) -> None:
     """tarball:PATH, with a kernel.org-style tarball repacked from the Debian source the
     default cell imported (kernel.org is out of reach here): imported once, the same tree,
-    so the same stored kernel (no build), and the series' tests pass on it."""
+    so the same stored kernel (no build), and the series' test passes on it (one check of
+    it, with what it needs: the kernel is the question here, not the test)."""
     source = ci_run.cell("6.12")["source"]  # "Debian linux-source-6.12 VERSION"
     version = source.split()[-1]
     imported = next(p for p in (paths.cache_root() / "src").glob("debian-6.12-*")
@@ -249,7 +250,8 @@ def test_a_release_tarball_is_the_same_kernel_as_its_debian_twin(tmp_path: Path,
         assert archive.wait() == 0
     out = tmp_path / "run"
     proc = harness("run", "--kernel", f"tarball:{tarball}", "--series", "memcg-kfuncs",
-                   "--test", "memcg_kfuncs", "--out", str(out), timeout=1800)
+                   "--test", "memcg_kfuncs:usage_matches_memory_current", "--out", str(out),
+                   timeout=1800)
     cell = json.loads((out / "results.json").read_text())["cells"][0]
     assert proc.returncode == 0, (cell["status"], cell["error"], proc.stderr[-2000:])
     assert cell["source"].startswith(f"Linux {release.group(0)} from {tarball.name} (sha256 ")

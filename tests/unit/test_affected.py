@@ -211,6 +211,26 @@ def test_narrowing_the_tests_says_what_ran_and_why() -> None:
     assert told.tests[1] == AffectedTest(test="rstat_propagation", ran="none", why="not run")
 
 
+def test_affected_narrows_a_selection_and_never_widens_it() -> None:
+    refs = [resolve("memcg_kfuncs:usage_*,root_*"), resolve("rstat_propagation:flush_*"),
+            resolve("kselftest:cgroup:test_core")]
+    decision = affected.Decision(changed=(USAGE,), choices=(
+        affected.Choice(test="memcg_kfuncs", units=("root_matches_css_read",
+                                                     "usage_matches_memory_current",
+                                                     "parent_includes_child"), why="w"),
+        affected.Choice(test="rstat_propagation", units=("update_on_offlined_cpu_flushed",),
+                        why="v"),
+        affected.Choice(test=refs[2].name, units=("test_memcontrol",), why="k")))
+    out, told = driver.narrow(refs, decision, None)
+    assert refs[2].only == ("test_core",)
+    assert [(r.name, r.checks) for r in out] == [
+        ("memcg_kfuncs", ("root_matches_css_read", "usage_matches_memory_current"))]
+    assert out[0].checks_why.startswith("among the checks asked (usage_*,root_*)")
+    assert [(t.test, t.ran) for t in told.tests] == [
+        ("memcg_kfuncs", "some"), ("rstat_propagation", "none"), (refs[2].name, "none")]
+    assert "none of the checks among the checks asked (flush_*)" in told.tests[1].why
+
+
 def test_spans_through_sparse_annotations_and_not_of_macros() -> None:
     text = ("static void flush_locked(struct cgroup *cgrp)\n"
             "\t__releases(&lock) __acquires(&lock)\n{\n\tx();\n}\n"
