@@ -13,13 +13,18 @@
  * controller (a, b, b1, b2) and without (a1, a2): the hook is rstat's, not a
  * controller's.  cpu.stat, flushed on CPU 0 after a child spun on CPU 1, must
  * show the child's own CPU time in its cgroup and the parent; a flush traces
- * each possible CPU in the rstat lock's tracepoints (6.10+).  "--broken": the
- * flush does not propagate (must FAIL).
+ * each possible CPU in the rstat lock's tracepoints (6.10+).  Updates for one CPU
+ * made from two CPUs while it flushes must all be flushed, and where the per-CPU
+ * lock is traced (6.10 to 6.15) a lock held on purpose must make the update for
+ * its CPU, and a flush, wait for it.  "--broken": the flush does not propagate
+ * (must FAIL).
  */
 #include "selftest.h"
 #include <sched.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #define RS_NR 1
 #include "rstat_counters.h"
 #include "inventory.h"
@@ -66,6 +71,7 @@ static struct rstat_propagation_bpf *skel;
 static struct bpf_link *iter;
 static bool broken;
 static bool traced;	/* the rstat lock's tracepoints (6.10+) */
+static bool cpu_traced;	/* and the per-CPU lock's (6.10 to 6.15) */
 /* <cgroup2>/rstat_prop_park.<pid> */
 static struct cg_node park = { .rel = "park", .parent = -1 };
 /* <cgroup2>/rstat_prop_spin.<pid>/leaf: cpu.stat's own tree */
@@ -86,7 +92,13 @@ static int check_load_attach(void)
 		ksft_print_msg("BROKEN flush (--broken): nothing is pushed to the parent\n");
 	traced = bu_has_tracepoint("cgroup_rstat_locked") &&
 		 bu_has_tracepoint("cgroup_rstat_unlock");
-	err = BU_LOAD_RSTAT(skel, rstat_propagation, traced ? NULL : "rp_trace_*");
+	cpu_traced = traced && bu_has_tracepoint("cgroup_rstat_cpu_lock_contended") &&
+		     bu_has_tracepoint("cgroup_rstat_cpu_locked") &&
+		     bu_has_tracepoint("cgroup_rstat_cpu_unlock") &&
+		     bu_has_tracepoint("cgroup_rstat_cpu_lock_contended_fastpath") &&
+		     bu_has_tracepoint("cgroup_rstat_cpu_locked_fastpath");
+	err = BU_LOAD_RSTAT(skel, rstat_propagation,
+			    !traced ? "rp_trace_*" : !cpu_traced ? "rp_trace_cpu_*" : NULL);
 	if (err)
 		return check_fail("open/load/attach failed: %s", strerror(-err));
 	skel->bss->rs_broken = broken;
@@ -718,13 +730,17 @@ static int possible_cpus(int *cpus, int max)
  * possible CPU c in order: with cgroup_rstat_flush (6.1, 6.12) locked(-1), then
  * unlock(c) and locked(c) (the loop lets go of one lock held across CPUs), then
  * unlock(-1); with css_rstat_flush (7.2, where the lock is taken per CPU) locked(c)
- * and unlock(c).  The kernel's BTF says which flush it has; a loop that names the
- * current CPU, or skips a CPU, traces something else.
+ * and unlock(c).  Where rstat has a per-CPU lock with tracepoints (6.10 to 6.15),
+ * each CPU's list is taken under that CPU's lock first: cpu_locked(c) uncontended,
+ * cpu_unlock(c) (a wait on it, contended(c) then locked(c) contended, reads as one
+ * uncontended lock of c).  The kernel's BTF says which flush it has; a loop that
+ * names the current CPU, or skips a CPU, or a lock traced with its arguments mixed
+ * up, traces something else.
  */
 static int check_flush_loop_traces_each_cpu(void)
 {
 	int cpus[31], n = possible_cpus(cpus, 31), got, i, k;
-	char line[256], seq[512] = "", *w = seq, want[2][512] = { "", "" };
+	char line[256], seq[1024] = "", *w = seq, want[2][1024] = { "", "" };
 	bool per_cpu = bu_has_func("css_rstat_flush");
 	struct bpf_link *self;
 
@@ -743,12 +759,22 @@ static int check_flush_loop_traces_each_cpu(void)
 	if (i <= 0)
 		return check_fail("reading the test root: %s", i ? strerror(-i) : "nothing");
 	got = skel->bss->trace_n;
-	for (i = 0; i < got && i < (int)ARRAY_SIZE(skel->bss->trace_cpu); i++)
-		w += snprintf(w, seq + sizeof(seq) - w, " %c%d", skel->bss->trace_what[i],
-			      skel->bss->trace_cpu[i]);
+	for (i = 0; i < got && i < (int)ARRAY_SIZE(skel->bss->trace_cpu); i++) {
+		char what = skel->bss->trace_what[i];
+
+		/* a wait for a CPU's lock, then that lock: as if it were free */
+		if (what == 'w' && i + 1 < got && i + 1 < (int)ARRAY_SIZE(skel->bss->trace_cpu) &&
+		    skel->bss->trace_what[i + 1] == 'k' &&
+		    skel->bss->trace_cpu[i + 1] == skel->bss->trace_cpu[i])
+			what = 'l', i++;
+		w += snprintf(w, seq + sizeof(seq) - w, " %c%d", what, skel->bss->trace_cpu[i]);
+	}
 	/* the two loops' traces of the possible CPUs */
 	strcat(want[0], " L-1");
 	for (k = 0; k < n; k++) {
+		if (cpu_traced)
+			snprintf(want[0] + strlen(want[0]), sizeof(want[0]) - strlen(want[0]),
+				 " l%d u%d", cpus[k], cpus[k]);
 		snprintf(want[0] + strlen(want[0]), sizeof(want[0]) - strlen(want[0]), " U%d L%d",
 			 cpus[k], cpus[k]);
 		snprintf(want[1] + strlen(want[1]), sizeof(want[1]) - strlen(want[1]), " L%d U%d",
@@ -761,6 +787,337 @@ static int check_flush_loop_traces_each_cpu(void)
 	return check_fail("expected (%d possible CPUs, in order, %s)%s", n,
 			  per_cpu ? "css_rstat_flush: a lock per CPU" : "cgroup_rstat_flush: one lock",
 			  want[per_cpu]);
+}
+
+/*
+ * Updates for one CPU made from two CPUs at once.  Two children, each in a leaf of
+ * <cgroup2>/rstat_prop_race.<pid> (x, y) and pinned to a CPU of its own (0 and 1),
+ * count for RACE_CPU (rs_update_cpu) through rp_race_update for RACE_MS, one
+ * BPF_PROG_TEST_RUN at a time; y's child flushes the race root after each of its own
+ * (cpu.stat).  Both link their leaf into the race root's list of RACE_CPU while the
+ * flush takes that list apart: the list is RACE_CPU's, and so must be the lock (or
+ * the lock-free list) each update and flush takes it with.  Each leaf must then read
+ * exactly what its child counted: an update made under another CPU's lock can lose a
+ * leaf from the list with the leaf still marked as on it, and nothing it counts
+ * afterwards is flushed again.
+ */
+#define RACE_CPU	1
+#define RACE_MS		1500
+enum { RACE_ROOT, RACE_X, RACE_Y, RACE_NR };
+static struct cg_node race[RACE_NR] = {
+	[RACE_ROOT] = { "race", -1 }, [RACE_X] = { "x", RACE_ROOT }, [RACE_Y] = { "y", RACE_ROOT },
+};
+
+struct racer {
+	int cpu;		/* the CPU it runs on */
+	bool flushes;		/* the race root's cpu.stat read after each update */
+	long long start_ns;	/* CLOCK_MONOTONIC: when both start */
+	long long *counted;	/* shared: the updates it made */
+};
+
+static long long mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int race_updates(void *arg)
+{
+	struct racer *r = arg;
+	LIBBPF_OPTS(bpf_test_run_opts, run);
+	int fd = bpf_program__fd(skel->progs.rp_race_update);
+	long long end = r->start_ns + RACE_MS * 1000000LL;
+	char buf[512];
+
+	pin_cpu(r->cpu);
+	if (sched_getcpu() != r->cpu)
+		return 2;
+	while (mono_ns() < r->start_ns)
+		;
+	while (mono_ns() < end) {
+		if (bpf_prog_test_run_opts(fd, &run))
+			return 3;
+		__atomic_add_fetch(r->counted, 1, __ATOMIC_RELAXED);
+		if (r->flushes && cg_read(race[RACE_ROOT].path, "cpu.stat", buf, sizeof(buf)) < 0)
+			return 4;
+	}
+	return 0;
+}
+
+/* @node's total as the iterator flushes and reads it (self only), or -1 */
+static long long race_total(int node)
+{
+	struct bpf_link *self = bu_attach_cgroup_iter(skel->progs.rp_dump, race[node].path,
+						      BPF_CGROUP_ITER_SELF_ONLY);
+	unsigned long long id, total, own, pending;
+	char line[256];
+	ssize_t n = self ? bu_read_iter(self, line, sizeof(line) - 1) : -1;
+
+	bpf_link__destroy(self);
+	if (n <= 0)
+		return -1;
+	line[n] = '\0';
+	if (sscanf(line, "%llu %llu %llu %llu", &id, &total, &own, &pending) != 4 ||
+	    id != race[node].id)
+		return -1;
+	return (long long)total;
+}
+
+/* why a kernel traces no per-CPU rstat lock */
+static const char *no_cpu_lock_traced(void)
+{
+	return traced ? "this kernel's rstat has no per-CPU lock (6.16+: lock-free updated lists)"
+		      : "no rstat lock tracepoints in this kernel (6.10+)";
+}
+
+/* the race tree, made once; a check's verdict */
+static int race_tree(void)
+{
+	return race[RACE_ROOT].id ? KSFT_PASS :
+	       cg_tree_create(cgroot, "rstat_prop_race", race, RACE_NR);
+}
+
+static int check_concurrent_updates_for_one_cpu(void)
+{
+	long long *counted, got[2];
+	struct racer r[2] = { { .cpu = 0 }, { .cpu = RACE_CPU, .flushes = true } };
+	pid_t pid[2] = { -1, -1 };
+	int k, st[2] = { -1, -1 };
+	bool ok = true;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) <= RACE_CPU)
+		return check_skip("CPU %d is not online: no two CPUs to race on", RACE_CPU);
+	counted = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (counted == MAP_FAILED)
+		return check_fail("mmap: %s", strerror(errno));
+	if (race_tree() != KSFT_PASS)
+		return KSFT_FAIL;
+	skel->bss->race_id[0] = race[RACE_X].id;
+	skel->bss->race_id[1] = race[RACE_Y].id;
+	skel->data->rs_update_cpu = RACE_CPU;
+	for (k = 0; k < 2; k++) {
+		r[k].counted = &counted[k];
+		r[k].start_ns = mono_ns() + 300000000LL;	/* both forked by then */
+	}
+	for (k = 0; k < 2; k++)
+		pid[k] = cg_spawn(race[RACE_X + k].path, race_updates, &r[k]);
+	for (k = 0; k < 2; k++)
+		st[k] = pid[k] > 0 ? cg_wait(pid[k]) : -1;
+	skel->data->rs_update_cpu = -1;
+	skel->bss->race_id[0] = skel->bss->race_id[1] = 0;
+	for (k = 0; k < 2; k++)
+		got[k] = race_total(RACE_X + k);
+	ksft_print_msg("updates for CPU %d from CPU 0 (x) and CPU %d (y, flushing after each): %lld and %lld; x and y read %lld and %lld\n",
+		       RACE_CPU, RACE_CPU, counted[0], counted[1], got[0], got[1]);
+	for (k = 0; k < 2; k++) {
+		expect(&ok, st[k] == 0,
+		       "%s's child: exit %d (2: not on its CPU, 3: a test run failed, 4: cpu.stat unread)",
+		       race[RACE_X + k].rel, st[k]);
+		expect(&ok, counted[k] > 0 && got[k] == counted[k],
+		       "%s: total %lld, its child counted %lld", race[RACE_X + k].rel, got[k],
+		       counted[k]);
+	}
+	munmap(counted, 4096);
+	return VERDICT(ok);
+}
+
+/*
+ * Where rstat has a per-CPU lock with tracepoints (6.10 to 6.15), an update for
+ * RACE_CPU made on CPU 0 takes RACE_CPU's lock: a flush of the race root on RACE_CPU
+ * holds that lock HOLD_MS (rp_trace_cpu_locked spins in its locked tracepoint) while
+ * x's child, pinned to CPU 0, makes x's update for RACE_CPU (x off every list first);
+ * the update must wait for that lock (its contended tracepoint, for x and RACE_CPU)
+ * and take a good part of HOLD_MS.  An update that takes the caller's CPU lock does
+ * not wait.  6.16's lists are lock-free and 6.1 traces no lock:
+ * concurrent_updates_for_one_cpu covers them.
+ */
+#define HOLD_MS		50
+#define WAIT_MIN_MS	10	/* the hold less the waiter's start: measured 40-50 ms */
+
+struct waiter {
+	volatile int ready;	/* pinned to CPU 0, waiting for the hold */
+	long long took_ns;	/* its update's BPF_PROG_TEST_RUN */
+};
+
+static int update_when_held(void *arg)
+{
+	struct waiter *w = arg;
+	LIBBPF_OPTS(bpf_test_run_opts, run);
+	int fd = bpf_program__fd(skel->progs.rp_race_update);
+	long long t0, until;
+
+	pin_cpu(0);
+	if (sched_getcpu() != 0)
+		return 2;
+	w->ready = 1;
+	until = mono_ns() + 5000000000LL;
+	while (__atomic_load_n(&skel->bss->hold_state, __ATOMIC_ACQUIRE) != 1)
+		if (mono_ns() > until)
+			return 5;
+	t0 = mono_ns();
+	if (bpf_prog_test_run_opts(fd, &run))
+		return 3;
+	w->took_ns = mono_ns() - t0;
+	return 0;
+}
+
+static int check_update_waits_for_its_cpus_lock(void)
+{
+	struct waiter *w;
+	char buf[512];
+	long long until;
+	pid_t waiter = -1, holder;
+	int st = -1, hst = -1;
+	bool ok = true;
+
+	if (!cpu_traced)
+		return check_skip("%s", no_cpu_lock_traced());
+	if (sysconf(_SC_NPROCESSORS_ONLN) <= RACE_CPU)
+		return check_skip("CPU %d is not online: no two CPUs", RACE_CPU);
+	if (race_tree() != KSFT_PASS)
+		return KSFT_FAIL;
+	w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (w == MAP_FAILED)
+		return check_fail("mmap: %s", strerror(errno));
+	skel->bss->race_id[0] = race[RACE_X].id;
+	skel->data->rs_update_cpu = RACE_CPU;
+	waiter = cg_spawn(race[RACE_X].path, update_when_held, w);
+	for (until = mono_ns() + 5000000000LL; waiter > 0 && !w->ready && mono_ns() < until;)
+		usleep(1000);
+	/* x off every CPU's list, then a flush on RACE_CPU that holds its lock */
+	cg_read(race[RACE_ROOT].path, "cpu.stat", buf, sizeof(buf));
+	skel->bss->cont_n = 0;
+	skel->data->cont_cpu = -1;
+	skel->bss->cont_id = race[RACE_X].id;
+	skel->bss->hold_ns = HOLD_MS * 1000000ULL;
+	skel->data->hold_cpu = RACE_CPU;
+	skel->bss->hold_state = 0;
+	skel->bss->hold_id = race[RACE_ROOT].id;
+	holder = fork();
+	if (!holder) {
+		pin_cpu(RACE_CPU);
+		_exit(sched_getcpu() != RACE_CPU ? 2 :
+		      cg_read(race[RACE_ROOT].path, "cpu.stat", buf, sizeof(buf)) < 0 ? 4 : 0);
+	}
+	if (holder > 0 && waitpid(holder, &hst, 0) == holder)
+		hst = WIFEXITED(hst) ? WEXITSTATUS(hst) : -1;
+	st = waiter > 0 ? cg_wait(waiter) : -1;
+	skel->bss->hold_id = 0;
+	skel->bss->cont_id = 0;
+	skel->bss->race_id[0] = 0;
+	skel->data->rs_update_cpu = -1;
+	ksft_print_msg("a flush on CPU %d held its lock %d ms (hold state %u); x's update for CPU %d made on CPU 0 took %.1f ms and waited %u time(s), for CPU %d's lock\n",
+		       RACE_CPU, HOLD_MS, skel->bss->hold_state, RACE_CPU, w->took_ns / 1e6,
+		       skel->bss->cont_n, skel->data->cont_cpu);
+	expect(&ok, hst == 0 && skel->bss->hold_state == 2,
+	       "the flush on CPU %d: exit %d (2: not on its CPU, 4: cpu.stat unread), hold state %u (2: held, then let go)",
+	       RACE_CPU, hst, skel->bss->hold_state);
+	expect(&ok, st == 0, "x's child: exit %d (2: not on CPU 0, 3: its test run failed, 5: no hold within 5 s)",
+	       st);
+	expect(&ok, skel->bss->cont_n == 1 && skel->data->cont_cpu == RACE_CPU &&
+	       w->took_ns >= WAIT_MIN_MS * 1000000LL,
+	       "x's update for CPU %d did not wait for CPU %d's lock (waits traced: %u, for CPU %d; took %.1f ms, expected one wait of >= %d ms)",
+	       RACE_CPU, RACE_CPU, skel->bss->cont_n, skel->data->cont_cpu, w->took_ns / 1e6,
+	       WAIT_MIN_MS);
+	munmap(w, 4096);
+	return VERDICT(ok);
+}
+
+/*
+ * The other way round, and what a flush traces when it waits: an update of x made on
+ * RACE_CPU, for RACE_CPU, holds that CPU's lock HOLD_MS (in its locked tracepoint)
+ * while a flush of the race root runs on CPU 0; the flush must wait for RACE_CPU's
+ * lock and trace it: contended(RACE_CPU), then locked(RACE_CPU) contended.  A wait
+ * traced with the flushing CPU names CPU 0.
+ */
+struct holder {
+	volatile int ready;	/* pinned to RACE_CPU */
+	volatile int go;	/* x is off every list: update */
+};
+
+static int update_and_hold(void *arg)
+{
+	struct holder *h = arg;
+	LIBBPF_OPTS(bpf_test_run_opts, run);
+	int fd = bpf_program__fd(skel->progs.rp_race_update);
+	long long until;
+
+	pin_cpu(RACE_CPU);
+	if (sched_getcpu() != RACE_CPU)
+		return 2;
+	h->ready = 1;
+	for (until = mono_ns() + 5000000000LL; !h->go; )
+		if (mono_ns() > until)
+			return 5;
+	return bpf_prog_test_run_opts(fd, &run) ? 3 : 0;
+}
+
+static int check_flush_waits_for_an_updates_lock(void)
+{
+	char buf[512], seq[256] = "", *p = seq;
+	struct holder *h;
+	long long until, t0 = 0, took = 0;
+	pid_t pid;
+	int i, n, st, waits = 0, right = 0;
+	bool ok = true;
+
+	if (!cpu_traced)
+		return check_skip("%s", no_cpu_lock_traced());
+	if (sysconf(_SC_NPROCESSORS_ONLN) <= RACE_CPU)
+		return check_skip("CPU %d is not online: no two CPUs", RACE_CPU);
+	if (race_tree() != KSFT_PASS)
+		return KSFT_FAIL;
+	h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (h == MAP_FAILED)
+		return check_fail("mmap: %s", strerror(errno));
+	skel->bss->race_id[0] = race[RACE_X].id;
+	pid = cg_spawn(race[RACE_X].path, update_and_hold, h);
+	for (until = mono_ns() + 5000000000LL; pid > 0 && !h->ready && mono_ns() < until;)
+		usleep(1000);
+	pin_cpu(0);
+	cg_read(race[RACE_ROOT].path, "cpu.stat", buf, sizeof(buf));	/* x off the lists */
+	skel->bss->hold_ns = HOLD_MS * 1000000ULL;
+	skel->data->hold_cpu = RACE_CPU;
+	skel->bss->hold_state = 0;
+	skel->bss->hold_id = race[RACE_X].id;
+	h->go = 1;
+	for (until = mono_ns() + 5000000000LL; pid > 0 && mono_ns() < until &&
+	     __atomic_load_n(&skel->bss->hold_state, __ATOMIC_ACQUIRE) != 1;)
+		;
+	if (skel->bss->hold_state == 1) {
+		skel->bss->trace_n = 0;
+		skel->bss->trace_id = race[RACE_ROOT].id;
+		t0 = mono_ns();
+		cg_read(race[RACE_ROOT].path, "cpu.stat", buf, sizeof(buf));
+		took = mono_ns() - t0;
+		skel->bss->trace_id = 0;
+	}
+	st = pid > 0 ? cg_wait(pid) : -1;
+	skel->bss->hold_id = 0;
+	skel->bss->race_id[0] = 0;
+	n = skel->bss->trace_n;
+	for (i = 0; i < n && i < (int)ARRAY_SIZE(skel->bss->trace_cpu); i++) {
+		p += snprintf(p, seq + sizeof(seq) - p, " %c%d", skel->bss->trace_what[i],
+			      skel->bss->trace_cpu[i]);
+		if (skel->bss->trace_what[i] == 'w') {
+			waits++;
+			right += skel->bss->trace_cpu[i] == RACE_CPU && i + 1 < n &&
+				 skel->bss->trace_what[i + 1] == 'k' &&
+				 skel->bss->trace_cpu[i + 1] == RACE_CPU;
+		}
+	}
+	ksft_print_msg("an update on CPU %d held its lock %d ms (hold state %u); the race root's flush on CPU 0 took %.1f ms and traced:%s\n",
+		       RACE_CPU, HOLD_MS, skel->bss->hold_state, took / 1e6, seq);
+	expect(&ok, st == 0 && skel->bss->hold_state == 2,
+	       "x's child: exit %d (2: not on CPU %d, 3: its test run failed, 5: no go within 5 s), hold state %u (2: held, then let go)",
+	       st, RACE_CPU, skel->bss->hold_state);
+	expect(&ok, waits == 1 && right == 1 && took >= WAIT_MIN_MS * 1000000LL,
+	       "the flush's wait: expected one, for CPU %d's lock (w%d k%d) of >= %d ms; traced %d, %d of them right, %.1f ms",
+	       RACE_CPU, RACE_CPU, RACE_CPU, WAIT_MIN_MS, waits, right, took / 1e6);
+	munmap(h, 4096);
+	return VERDICT(ok);
 }
 
 static int check_tree_cleanup(void)
@@ -792,6 +1149,9 @@ static const struct check checks[] = {
 	CHECK(cpu_stat_root_matches_proc_stat, tree_setup),
 	CHECK(cpu_stat_keys_listed, tree_setup),
 	CHECK(flush_loop_traces_each_cpu, tree_setup),
+	CHECK(concurrent_updates_for_one_cpu, tree_setup),
+	CHECK(update_waits_for_its_cpus_lock, tree_setup),
+	CHECK(flush_waits_for_an_updates_lock, tree_setup),
 	CHECK(tree_cleanup),
 };
 
