@@ -1197,6 +1197,8 @@ static int check_swapped_out_child(void)
 		pool1 = zswap_debugfs("pool_total_size");
 		ksft_print_msg("zswap stored_pages %lld -> %lld, pool_total_size %lld -> %lld B\n",
 			       z0, z1, pool0, pool1);
+		if (z0 < 0 || z1 < 0 || pool0 < 0 || pool1 < 0)
+			ksft_print_msg("NOT CHECKED: S's zswap against zswap's own counts (/sys/kernel/debug/zswap unreadable: mount debugfs): zswapped and zswap judged by each other and by P only\n");
 		expect(&ok, s.val[F_zswapped] > 0 && s.val[F_zswap] > 0,
 		       "zswap on: S zswapped %lld B, zswap %lld B: expected > 0",
 		       (long long)s.val[F_zswapped], (long long)s.val[F_zswap]);
