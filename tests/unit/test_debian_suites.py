@@ -5,6 +5,7 @@ test), read through the harness's own apt configuration as sid is."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -116,3 +117,26 @@ def test_a_pinned_version_imported_here_is_had_when_no_suite_serves_it_any_more(
     with pytest.raises(sources.SourceError) as err:
         sources.check(pinned)
     assert "no Debian suite serves linux-source-9.9 version 9.9.1-1" in str(err.value)
+
+
+def test_apt_is_asked_again_only_when_its_lists_change(
+        archive: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = debian.resolve("9.9")
+    real = debian.proc.run
+    asked: list[list[str]] = []
+
+    def counting(argv: list[str], **kw: object) -> object:
+        if argv[0] == "apt-cache":
+            asked.append(argv)
+        return real(argv, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(debian.proc, "run", counting)
+    debian._offers.cache_clear()  # a new run: only the memo on disk is left
+    assert debian.resolve("9.9") == first and asked == []
+    lists = sorted((cache / "debian" / "fakesid" / "lists").glob("*Packages*"))
+    assert lists
+    st = lists[0].stat()
+    os.utime(lists[0], ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    debian._offers.cache_clear()
+    assert debian.resolve("9.9") == first
+    assert [a[0] for a in asked] == ["apt-cache", "apt-cache"]  # pkgnames, madison

@@ -178,11 +178,47 @@ def refresh(suite: Suite, *, force: bool = False) -> None:
         _offers.cache_clear()
 
 
+# What apt answers the host's suite from (apt's and dpkg's defaults): its lists and what
+# is installed. Our own suites' lists are under _apt_dir().
+HOST_LISTS = Path("/var/lib/apt/lists")
+DPKG_STATUS = Path("/var/lib/dpkg/status")
+
+
+def _lists_stamp(suite: Suite) -> str:
+    """Every file apt's answer about the suite's kernel sources comes from, by name, size
+    and mtime: the same stamp, the same answer ("" when there is nothing to stamp)."""
+    lists = HOST_LISTS if suite.host else _apt_dir(suite) / "lists"
+    files = sorted(f for f in lists.glob("*") if f.is_file()) if lists.is_dir() else []
+    if suite.host:
+        files += [DPKG_STATUS] if DPKG_STATUS.is_file() else []
+    if not files:
+        return ""
+    return json.dumps([[str(f), st.st_size, st.st_mtime_ns]
+                       for f in files for st in (f.stat(),)] + [apt_options(suite)])
+
+
 @cache
 def _offers(suite: Suite) -> dict[str, tuple[str, ...]]:
-    """kernel X.Y -> the versions of linux-source-X.Y the suite serves, newest first."""
+    """kernel X.Y -> the versions of linux-source-X.Y the suite serves, newest first:
+    apt-cache's answer, kept with the stamp of the lists it read (two apt-cache calls
+    take seconds; a run asks once per cell)."""
     if not suite.host and _lists_age_h(suite) == float("inf"):
         return {}
+    stamp = _lists_stamp(suite)
+    memo = paths.sub("debian") / f"offers-{suite.name}.json"
+    try:
+        kept = json.loads(memo.read_text()) if stamp else None
+    except (OSError, ValueError):
+        kept = None
+    if isinstance(kept, dict) and kept.get("stamp") == stamp:
+        return {k: tuple(v) for k, v in kept["offers"].items()}
+    out = _ask_apt(suite)
+    if stamp:
+        atomic.write_json(memo, {"stamp": stamp, "offers": out})
+    return out
+
+
+def _ask_apt(suite: Suite) -> dict[str, tuple[str, ...]]:
     opts = apt_options(suite)
     names = sorted(n for n in set(proc.run(["apt-cache", *opts, "pkgnames", "linux-source-"],
                                            timeout=120).output.split()) if _PACKAGE.match(n))
