@@ -133,12 +133,41 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
         shown = "\n".join((errors or lines)[-15:])
         how = "timed out" if res.timed_out else f"failed (exit {res.returncode})"
         raise SelftestError(f"building test_progs {how} after {res.duration_s:.0f}s; "
-                            f"log: {blog}\n{shown}")
+                            f"log: {blog}\n{shown}", log=blog,
+                            fix=undeclared_kfuncs_fix(errors, _pahole_version(kernel)))
     if progress.count > 100:
         atomic.write_text(stats, str(progress.count))
     log.info("test_progs built in %.0fs", res.duration_s)
     (out / ".built").write_text(f"{res.duration_s:.0f}\n")
     return out
+
+
+# pahole writes the kernel's kfuncs into its BTF as declarations (decl_tag_kfuncs)
+# from 1.27: bpftool's vmlinux.h declares them only then, and the BPF selftests of
+# newer trees call kfuncs they do not declare themselves.
+KFUNC_DECL_PAHOLE = 127
+_UNDECLARED_KFUNC = re.compile(r"call to undeclared function '(bpf_\w+)'")
+
+
+def _pahole_version(kernel: KernelImage) -> int | None:
+    """CONFIG_PAHOLE_VERSION of the kernel's .config (the pahole its BTF was made with)."""
+    if kernel.config is None or not kernel.config.exists():
+        return None
+    m = re.search(r"^CONFIG_PAHOLE_VERSION=(\d+)$", kernel.config.read_text(errors="replace"),
+                  re.MULTILINE)
+    return int(m.group(1)) if m else None
+
+
+def undeclared_kfuncs_fix(errors: list[str], pahole: int | None) -> str:
+    """The fix when BPF programs call kfuncs vmlinux.h does not declare because the
+    kernel's BTF was made by a pahole older than 1.27; "" for any other failure."""
+    called = sorted({m.group(1) for ln in errors for m in _UNDECLARED_KFUNC.finditer(ln)})
+    if not called or pahole is None or pahole >= KFUNC_DECL_PAHOLE:
+        return ""
+    return (f"the BPF programs call kfuncs ({', '.join(called[:4])}) that vmlinux.h declares "
+            f"only when the kernel's BTF holds their declarations, which pahole writes from "
+            f"1.27; this kernel's BTF was made by pahole 1.{pahole % 100}: install pahole "
+            ">= 1.27 (Debian's dwarves from trixie or later) and build the kernel again")
 
 
 _SUBTEST_NAME = re.compile(r'\btest__start_subtest\(\s*"([^"\\]+)"\s*\)')
