@@ -924,6 +924,26 @@ static int check_concurrent_updates_for_one_cpu(void)
 }
 
 /*
+ * What both held-lock checks start with: the per-CPU lock traced, two CPUs, the race
+ * tree, x counted by rp_race_update, and a page shared with x's child in *@shared; a
+ * check's verdict.
+ */
+static int held_lock_setup(void **shared)
+{
+	if (!cpu_traced)
+		return check_skip("%s", no_cpu_lock_traced());
+	if (sysconf(_SC_NPROCESSORS_ONLN) <= RACE_CPU)
+		return check_skip("CPU %d is not online: no two CPUs", RACE_CPU);
+	if (race_tree() != KSFT_PASS)
+		return KSFT_FAIL;
+	*shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (*shared == MAP_FAILED)
+		return check_fail("mmap: %s", strerror(errno));
+	skel->bss->race_id[0] = race[RACE_X].id;
+	return KSFT_PASS;
+}
+
+/*
  * Where rstat has a per-CPU lock with tracepoints (6.10 to 6.15), an update for
  * RACE_CPU made on CPU 0 takes RACE_CPU's lock: a flush of the race root on RACE_CPU
  * holds that lock HOLD_MS (rp_trace_cpu_locked spins in its locked tracepoint) while
@@ -972,16 +992,9 @@ static int check_update_waits_for_its_cpus_lock(void)
 	int st = -1, hst = -1;
 	bool ok = true;
 
-	if (!cpu_traced)
-		return check_skip("%s", no_cpu_lock_traced());
-	if (sysconf(_SC_NPROCESSORS_ONLN) <= RACE_CPU)
-		return check_skip("CPU %d is not online: no two CPUs", RACE_CPU);
-	if (race_tree() != KSFT_PASS)
-		return KSFT_FAIL;
-	w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (w == MAP_FAILED)
-		return check_fail("mmap: %s", strerror(errno));
-	skel->bss->race_id[0] = race[RACE_X].id;
+	st = held_lock_setup((void **)&w);
+	if (st != KSFT_PASS)
+		return st;
 	skel->data->rs_update_cpu = RACE_CPU;
 	waiter = cg_spawn(race[RACE_X].path, update_when_held, w);
 	for (until = mono_ns() + 5000000000LL; waiter > 0 && !w->ready && mono_ns() < until;)
@@ -1063,16 +1076,9 @@ static int check_flush_waits_for_an_updates_lock(void)
 	int i, n, st, waits = 0, right = 0;
 	bool ok = true;
 
-	if (!cpu_traced)
-		return check_skip("%s", no_cpu_lock_traced());
-	if (sysconf(_SC_NPROCESSORS_ONLN) <= RACE_CPU)
-		return check_skip("CPU %d is not online: no two CPUs", RACE_CPU);
-	if (race_tree() != KSFT_PASS)
-		return KSFT_FAIL;
-	h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (h == MAP_FAILED)
-		return check_fail("mmap: %s", strerror(errno));
-	skel->bss->race_id[0] = race[RACE_X].id;
+	st = held_lock_setup((void **)&h);
+	if (st != KSFT_PASS)
+		return st;
 	pid = cg_spawn(race[RACE_X].path, update_and_hold, h);
 	for (until = mono_ns() + 5000000000LL; pid > 0 && !h->ready && mono_ns() < until;)
 		usleep(1000);
