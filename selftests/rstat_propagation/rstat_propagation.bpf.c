@@ -83,12 +83,15 @@ int BPF_PROG(rp_trace_cpu_contended, struct cgroup *cgrp, int cpu, bool contende
  * A per-CPU lock held on purpose (update_waits_for_its_cpus_lock,
  * flush_waits_for_an_updates_lock): the first time the lock of CPU hold_cpu is taken
  * for the cgroup hold_id (by a flush of it, or an update of it), it is held hold_ns
- * (hold_state 1 while it is, 2 after); an update of cont_id that waits for a lock is
- * traced (cont_cpu, cont_n).
+ * (hold_state 1 while it is, 2 after) until hold_until (CLOCK_MONOTONIC, ns).  With
+ * hold_at_unlock, it is held instead where a flush of hold_id lets it go: the CPU's
+ * list popped, so that every cgroup under hold_id is off it.  An update of cont_id that
+ * waits for a lock is counted: cont_n for the lock of CPU hold_cpu, cont_other for
+ * another CPU's.
  */
-__u64 hold_id, hold_ns, cont_id;
-__s32 hold_cpu = -1, cont_cpu = -1;
-__u32 hold_state, cont_n;
+__u64 hold_id, hold_ns, hold_until, cont_id;
+__s32 hold_cpu = -1;
+__u32 hold_state, hold_at_unlock, cont_n, cont_other;
 
 static long hold_spin(__u64 index, void *until)
 {
@@ -102,6 +105,7 @@ static void hold_lock(struct cgroup *cgrp, int cpu)
 	if (!hold_id || cgrp->kn->id != hold_id || cpu != hold_cpu || hold_state)
 		return;
 	until = bpf_ktime_get_ns() + hold_ns;
+	hold_until = until;
 	hold_state = 1;
 	bpf_loop(1 << 23, hold_spin, &until, 0);
 	hold_state = 2;
@@ -111,14 +115,16 @@ SEC("tp_btf/cgroup_rstat_cpu_locked")
 int BPF_PROG(rp_trace_cpu_locked, struct cgroup *cgrp, int cpu, bool contended)
 {
 	trace_event(cgrp, cpu, contended ? 'k' : 'l');
-	hold_lock(cgrp, cpu);
+	if (!hold_at_unlock)
+		hold_lock(cgrp, cpu);
 	return 0;
 }
 
 SEC("tp_btf/cgroup_rstat_cpu_locked_fastpath")
 int BPF_PROG(rp_trace_cpu_locked_fastpath, struct cgroup *cgrp, int cpu, bool contended)
 {
-	hold_lock(cgrp, cpu);
+	if (!hold_at_unlock)
+		hold_lock(cgrp, cpu);
 	return 0;
 }
 
@@ -126,8 +132,10 @@ SEC("tp_btf/cgroup_rstat_cpu_lock_contended_fastpath")
 int BPF_PROG(rp_trace_cpu_contended_fastpath, struct cgroup *cgrp, int cpu, bool contended)
 {
 	if (cont_id && cgrp->kn->id == cont_id) {
-		cont_cpu = cpu;
-		cont_n++;
+		if (cpu == hold_cpu)
+			cont_n++;
+		else
+			cont_other++;
 	}
 	return 0;
 }
@@ -136,6 +144,8 @@ SEC("tp_btf/cgroup_rstat_cpu_unlock")
 int BPF_PROG(rp_trace_cpu_unlock, struct cgroup *cgrp, int cpu, bool contended)
 {
 	trace_event(cgrp, cpu, 'u');
+	if (hold_at_unlock)
+		hold_lock(cgrp, cpu);
 	return 0;
 }
 
