@@ -35,7 +35,9 @@ memcontrol.o and relink (BTF) every round. Prints a table with the ratio and wri
 makes so that the script keeps working (a timing of one round is no figure); its loop
 runs memcg_kfuncs:usage_matches_memory_current on both sides ($HARNESS_CHECKS by hand),
 not the whole test, and its affected case asks --affected among that check's selection
-(--affected narrows a selection: the map must still pick the check, or the run fails).
+(--affected narrows a selection: the map must still pick the check, or the run fails);
+no warm-up runs: each case's first harness run (a fresh change, so it builds) is its
+harness side and its warm-up.
 """
 
 from __future__ import annotations
@@ -96,6 +98,12 @@ def warm_up(tmp: Path, test: str) -> tuple[KernelImage, Path]:
     if res.returncode != 0 or cell.status is not Status.PASS:
         raise SystemExit(f"the warm-up run: {cell.status.value} {cell.error}\n"
                          f"{res.stderr[-2000:]}")
+    return run_facts(out)
+
+
+def run_facts(out: Path) -> tuple[KernelImage, Path]:
+    """The kernel (image, version) and memcg_kfuncs' directory a harness run recorded."""
+    cell = results.load_run(str(out))[0].cells[0]
     plan = (out / cell.cell / "guest" / "plan.tsv").read_text().splitlines()
     test_dir = Path(next(ln.split("\t")[2] for ln in plan
                          if ln.split("\t")[0] == "memcg_kfuncs"))
@@ -127,10 +135,11 @@ def main() -> int:
                    + "".join(f" --test {t}" for t in args.test),
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     if args.case in ("loop", "all"):
-        doc.update(loop_case(tmp, rounds, QUICK_CHECKS if args.quick else ""))
+        doc.update(loop_case(tmp, rounds, QUICK_CHECKS if args.quick else "",
+                             warm_up_is_a_round=args.quick))
     if args.case in ("affected", "all"):
         tests = args.test or ([f"memcg_kfuncs:{QUICK_CHECKS}"] if args.quick else [])
-        doc["affected"] = affected_case(tmp, rounds, tests)
+        doc["affected"] = affected_case(tmp, rounds, tests, warm_up_is_a_round=args.quick)
     out_file.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"results: {out_file}")
     return 0
@@ -146,15 +155,22 @@ def by_hand_commands(tree: KernelTree) -> tuple[list[str], dict[str, str], dict[
     return make, env, {**os.environ, "TERM": "dumb", "PATH": f"{bindir}:{os.environ['PATH']}"}
 
 
-def loop_case(tmp: Path, rounds: int, checks: str) -> dict[str, object]:
+def loop_case(tmp: Path, rounds: int, checks: str,
+              warm_up_is_a_round: bool = False) -> dict[str, object]:
     """The one-line change in mm/memcontrol.c -> memcg_kfuncs (whole, or only CHECKS),
-    harness against by hand."""
+    harness against by hand. With WARM_UP_IS_A_ROUND (--quick), no warm-up run: the first
+    round's harness side goes first and is the warm-up too."""
     test = "memcg_kfuncs" + (f":{checks}" if checks else "")
-    kernel, test_dir = warm_up(tmp, test)
+    facts: list[tuple[KernelImage, Path]] = [] if warm_up_is_a_round else [warm_up(tmp, test)]
     select = f"{checks_mod.ENV}={shlex.quote(checks)} " if checks else ""
-    tree = KernelTree.open(sources.parse_spec("debian:6.12"), ["base"], log_dir=tmp)
-    with tree.locked():
-        with_series = tree.rev()  # the series as the warm-up applied it
+    from harness.kernel import series as series_mod
+
+    spec = sources.parse_spec("debian:6.12")
+    tree = KernelTree.open(spec, ["base"], log_dir=tmp)
+    with tree.locked():  # the series as the harness applies it
+        tree.apply(series_mod.collect(("memcg-kfuncs",), [], series_mod.base_name(spec)),
+                   log_dir=tmp)
+        with_series = tree.rev()
     build_dir = tree.build_dir
     make, env, vng_env = by_hand_commands(tree)
     rows: dict[str, list[float]] = {"by hand (make + vng)": [], "harness run": []}
@@ -173,6 +189,7 @@ def loop_case(tmp: Path, rounds: int, checks: str) -> dict[str, object]:
             if res.returncode != 0:
                 raise SystemExit(f"make failed: {res.stdout[-2000:]}")
             image = build_dir / tree.target.arch.image
+            kernel, test_dir = facts[0]
             boot = vm.Boot(kernel=replace(kernel, boot_image=image), accel=Accel.TCG,
                            guest=GuestSpec())
             argv = vm.vng_argv(boot, command=["sh", "-c", f"{SWAP_ON}; cd {test_dir} && "
@@ -207,9 +224,12 @@ def loop_case(tmp: Path, rounds: int, checks: str) -> dict[str, object]:
             raise SystemExit(f"harness round {r}: {cell.status.value} {cell.error}")
         stages.append({s.stage: s.duration_s for s in cell.stages})
         rows["harness run"].append(t)
+        if not facts:
+            facts.append(run_facts(out))
 
     for r in range(rounds):
-        for side in ((by_hand, by_harness) if r % 2 == 0 else (by_harness, by_hand)):
+        first_by_hand = r % 2 == 0 and bool(facts)
+        for side in ((by_hand, by_harness) if first_by_hand else (by_harness, by_hand)):
             side(r)
     med = {k: statistics.median(v) for k, v in {**rows, **parts}.items()}
     print(f"{'what':<22} {'median s':>9}  rounds")
@@ -225,10 +245,12 @@ def loop_case(tmp: Path, rounds: int, checks: str) -> dict[str, object]:
             "harness_stage_median": stage_med}
 
 
-def affected_case(tmp: Path, rounds: int, tests: list[str]) -> dict[str, object]:
+def affected_case(tmp: Path, rounds: int, tests: list[str],
+                  warm_up_is_a_round: bool = False) -> dict[str, object]:
     """The developer's case: a one-line change in bpf_mem_cgroup_usage(), then the checks
     the map picks, through the harness (--affected) and by hand (the same build, the same
-    guest commands)."""
+    guest commands). With WARM_UP_IS_A_ROUND (--quick), the warm-up run, a fresh change
+    too, is the harness side of the first round."""
     from harness.judge import affected
     from harness.kernel import series as series_mod
 
@@ -276,7 +298,7 @@ def affected_case(tmp: Path, rounds: int, tests: list[str]) -> dict[str, object]
         return t, cell, out / cell.cell
 
     # the warm-up: the kernel built, the tests built, and what the map picks
-    _, cell, cell_dir = harness_side("warm-up")
+    t_warm, cell, cell_dir = harness_side("warm-up")
     picked = cell.affected
     plan = [ln.split("\t", 4) for ln in (cell_dir / "guest" / "plan.tsv").read_text()
             .splitlines() if ln]
@@ -331,7 +353,9 @@ def affected_case(tmp: Path, rounds: int, tests: list[str]) -> dict[str, object]
         rows["by hand (make + vng)"].append(t_make + t_vng)
 
     def through_harness() -> None:
-        t, c, _ = harness_side(f"round-{len(stages)}")
+        record(*harness_side(f"round-{len(stages)}")[:2])
+
+    def record(t: float, c: CellResult) -> None:
         stages.append({x.stage: x.duration_s for x in c.stages})
         for x in c.stages:
             for part, secs in x.parts:
@@ -340,9 +364,12 @@ def affected_case(tmp: Path, rounds: int, tests: list[str]) -> dict[str, object]
         outside.append(t - sum(x.duration_s for x in c.stages))
         rows["harness run --affected"].append(t)
 
+    if warm_up_is_a_round:
+        record(t_warm, cell)
     for r in range(rounds):
         for side in ((by_hand, through_harness) if r % 2 == 0 else (through_harness, by_hand)):
-            side()
+            if not (warm_up_is_a_round and r == 0 and side is through_harness):
+                side()
     med = {k: statistics.median(v) for k, v in {**rows, **parts}.items()}
     print(f"\nthe developer's case: one line of {AFFECTED_FUNCTION}(), --affected")
     print(f"{'what':<26} {'median s':>9}  rounds")
