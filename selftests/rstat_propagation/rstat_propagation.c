@@ -940,7 +940,30 @@ static int held_lock_setup(void **shared)
 	if (*shared == MAP_FAILED)
 		return check_fail("mmap: %s", strerror(errno));
 	skel->bss->race_id[0] = race[RACE_X].id;
+	skel->bss->hold_id = 0;
+	skel->bss->hold_state = 0;
 	return KSFT_PASS;
+}
+
+/* spins while the hold's state is @from, at most @ms; the state then */
+static __u32 hold_state_after(__u32 from, int ms)
+{
+	long long until = mono_ns() + ms * 1000000LL;
+	__u32 st;
+
+	while ((st = __atomic_load_n(&skel->bss->hold_state, __ATOMIC_ACQUIRE)) == from &&
+	       mono_ns() < until)
+		;
+	return st;
+}
+
+/* waits at most 5 s for a child to say it is @ready (pinned, about to act) */
+static void child_ready(pid_t pid, volatile int *ready)
+{
+	long long until = mono_ns() + 5000000000LL;
+
+	while (pid > 0 && !*ready && mono_ns() < until)
+		usleep(1000);
 }
 
 /*
@@ -968,16 +991,14 @@ static int update_when_held(void *arg)
 	struct waiter *w = arg;
 	LIBBPF_OPTS(bpf_test_run_opts, run);
 	int fd = bpf_program__fd(skel->progs.rp_race_update);
-	long long t0, until;
+	long long t0;
 
 	pin_cpu(0);
 	if (sched_getcpu() != 0)
 		return 2;
 	w->ready = 1;
-	until = mono_ns() + 5000000000LL;
-	while (__atomic_load_n(&skel->bss->hold_state, __ATOMIC_ACQUIRE) != 1)
-		if (mono_ns() > until)
-			return 5;
+	if (hold_state_after(0, 5000) != 1)
+		return 5;
 	t0 = mono_ns();
 	if (bpf_prog_test_run_opts(fd, &run))
 		return 3;
@@ -989,7 +1010,6 @@ static int check_update_waits_for_its_cpus_lock(void)
 {
 	struct waiter *w;
 	char buf[512];
-	long long until;
 	pid_t waiter = -1, holder;
 	int st = -1, hst = -1;
 	bool ok = true;
@@ -999,8 +1019,7 @@ static int check_update_waits_for_its_cpus_lock(void)
 		return st;
 	skel->data->rs_update_cpu = RACE_CPU;
 	waiter = cg_spawn(race[RACE_X].path, update_when_held, w);
-	for (until = mono_ns() + 5000000000LL; waiter > 0 && !w->ready && mono_ns() < until;)
-		usleep(1000);
+	child_ready(waiter, &w->ready);
 	/* x off every CPU's list, then a flush on RACE_CPU that holds its lock */
 	cg_read(race[RACE_ROOT].path, "cpu.stat", buf, sizeof(buf));
 	skel->bss->cont_n = skel->bss->cont_other = 0;
@@ -1091,15 +1110,12 @@ static int update_until_stopped(void *arg)
 static long long flush_during_a_hold(void)
 {
 	char buf[512];
-	long long until, t0, took = -1;
+	long long t0, took = -1;
 
 	skel->bss->hold_state = 0;
 	skel->bss->hold_id = race[RACE_X].id;
 	cg_read(race[RACE_ROOT].path, "cpu.stat", buf, sizeof(buf));	/* x off the lists */
-	for (until = mono_ns() + 1000000000LL; mono_ns() < until &&
-	     __atomic_load_n(&skel->bss->hold_state, __ATOMIC_ACQUIRE) == 0;)
-		;
-	if (__atomic_load_n(&skel->bss->hold_state, __ATOMIC_ACQUIRE) == 1) {
+	if (hold_state_after(0, 1000) == 1) {
 		skel->bss->trace_id = race[RACE_ROOT].id;
 		t0 = mono_ns();
 		if ((long long)skel->bss->hold_until - t0 >= HOLD_LEFT_MS * 1000000LL) {
@@ -1109,10 +1125,7 @@ static long long flush_during_a_hold(void)
 		skel->bss->trace_id = 0;
 	}
 	skel->bss->hold_id = 0;
-	/* the hold over before the next try or the verdict */
-	for (until = mono_ns() + 1000000000LL; mono_ns() < until &&
-	     __atomic_load_n(&skel->bss->hold_state, __ATOMIC_ACQUIRE) == 1;)
-		;
+	hold_state_after(1, 1000);	/* the hold over before the next try or the verdict */
 	return took;
 }
 
@@ -1120,7 +1133,7 @@ static int check_flush_waits_for_an_updates_lock(void)
 {
 	char seq[256] = "", *p = seq;
 	struct holder *h;
-	long long until, took = -1;
+	long long took = -1;
 	pid_t pid;
 	int i, n, st, tries = 0, waits = 0, right = 0;
 	bool ok = true;
@@ -1129,8 +1142,7 @@ static int check_flush_waits_for_an_updates_lock(void)
 	if (st != KSFT_PASS)
 		return st;
 	pid = cg_spawn(race[RACE_X].path, update_until_stopped, h);
-	for (until = mono_ns() + 5000000000LL; pid > 0 && !h->ready && mono_ns() < until;)
-		usleep(1000);
+	child_ready(pid, &h->ready);
 	pin_cpu(0);
 	skel->bss->hold_ns = HOLD_MS * 1000000ULL;
 	skel->data->hold_cpu = RACE_CPU;
