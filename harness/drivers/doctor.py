@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import urllib.parse
@@ -15,7 +16,7 @@ from harness import target
 from harness.base import atomic, host, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.guest import vm
-from harness.kernel import build
+from harness.kernel import build, pahole
 
 MIN_FREE_GB = 15  # a 6.12 source import + worktree + O= build with BTF, plus the store
 
@@ -54,6 +55,9 @@ def tool_versions() -> dict[str, str]:
     if changed:
         with contextlib.suppress(OSError):
             atomic.write_text(memo_file, json.dumps(memo, indent=1) + "\n")
+    chosen = pahole.chosen()  # HARNESS_PAHOLE: the kernels are built with that one
+    if "pahole" in out and chosen.origin:
+        out["pahole"] = f"{proc.version_line(chosen.command) or 'missing'} ({chosen.origin})"
     return out
 
 
@@ -73,6 +77,7 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
                          detail=path or "not found", fix="" if path else fix))
     out += [Check(name=n.name, ok=Path(n.path).exists(), detail=n.path, fix=n.fix)
             for n in required if n.path]
+    out.append(pahole_check())
     out.append(sandbox_check())
     out += target_checks()
     out += remote_cache_checks()
@@ -99,6 +104,28 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
                          detail=("usable: " if verdict.kvm_works else "NOT usable, TCG will be "
                                  "used: ") + verdict.reason + note))
     return out
+
+
+# pahole writes the kernel's kfuncs into its BTF as declarations from 1.27 (test_progs.py)
+KFUNC_DECL_PAHOLE = (1, 27)
+
+
+def pahole_check() -> Check:
+    """The pahole kernels are built with (HARNESS_PAHOLE's, else the host's): one older than
+    1.27 makes BTF without kfunc declarations, which mainline's test_progs need; optional."""
+    try:
+        chosen = pahole.chosen()
+    except HarnessError as exc:
+        return Check(name="pahole (BTF)", ok=False, detail=exc.message, fix=exc.fix)
+    line = proc.version_line(chosen.command)
+    found = re.match(r"v(\d+)\.(\d+)", line)
+    new = found is not None and (int(found[1]), int(found[2])) >= KFUNC_DECL_PAHOLE
+    return Check(name="pahole (BTF)", ok=new, optional=True,
+                 detail=(line or "not found") + (f" ({chosen.origin})" if chosen.origin else "")
+                 + ("" if new else ": kernels' BTF gets no kfunc declarations (1.27 on), "
+                    "which mainline's test_progs need"),
+                 fix="" if new else f"{pahole.ENV}=debian:sid (Debian sid's pahole, unpacked "
+                                    "into the cache, nothing installed)")
 
 
 def sandbox_check() -> Check:

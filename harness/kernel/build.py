@@ -26,10 +26,13 @@ from harness.base import atomic, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.base.gitcmd import git
 from harness.base.model import KernelImage, Status
+from harness.kernel import pahole as pahole_mod
 from harness.kernel.sources import locked
 from harness.target import Target
 
 log = logging.getLogger(__name__)
+
+HOST_PAHOLE = pahole_mod.Pahole()
 
 BUILD_TIMEOUT_S = 3 * 3600
 # Fixed build identity: otherwise init/version.c and everything that embeds the
@@ -59,8 +62,9 @@ class Tools:
 
     target: Target
     compiler: str  # the first line of the C compiler's --version
-    pahole: str
+    pahole: str  # its --version, and where it came from when not the host's
     ccache: bool
+    pahole_tool: pahole_mod.Pahole = HOST_PAHOLE
 
     @property
     def ident(self) -> str:
@@ -74,13 +78,16 @@ def tools(tgt: Target | None = None) -> Tools:
     """The tools of a target on this host; the default target when none is given."""
     tgt = tgt or target.default()
     cc = proc.run([tgt.cc, "--version"], timeout=30) if proc.which(tgt.cc) else None
-    pahole = proc.run(["pahole", "--version"], timeout=30)
+    chosen = pahole_mod.chosen()
+    pahole = proc.run([chosen.command, "--version"], timeout=30)
     lines = cc.output.splitlines() if cc is not None else []
+    version = pahole.output.strip() if pahole.ok else "missing"
     return Tools(
         target=tgt,
         compiler=lines[0] if lines else "missing",
-        pahole=pahole.output.strip() if pahole.ok else "missing",
+        pahole=f"{version} ({chosen.origin})" if chosen.origin else version,
         ccache=proc.which("ccache") is not None,
+        pahole_tool=chosen,
     )
 
 
@@ -156,7 +163,7 @@ def reach(tree: Path, tools: Tools) -> sandbox.Reach:
         caches.append(paths.sub("ccache"))
         if (remote := remote_directory()) is not None:
             caches.append(remote)
-    return sandbox.for_tree(tree, write=tuple(caches))
+    return sandbox.for_tree(tree, write=tuple(caches), read=tools.pahole_tool.reads)
 
 
 def make_env(tools: Tools) -> dict[str, str]:
@@ -198,7 +205,7 @@ def make_argv(tree: Path, build_dir: Path, tools: Tools, *targets: str,
         argv += [f"CC=ccache {tgt.cc}", f"HOSTCC=ccache {tgt.toolchain.hostcc}"]
     elif not tgt.native_default:
         argv += [f"CC={tgt.cc}", f"HOSTCC={tgt.toolchain.hostcc}"]
-    return [*argv, *extra, *targets]
+    return [*argv, *tools.pahole_tool.make_vars, *extra, *targets]
 
 
 def read_count(path: Path, default: int) -> int:

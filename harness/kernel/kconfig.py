@@ -21,6 +21,7 @@ from harness.base import atomic, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.base.gitcmd import git
 from harness.base.model import ConfigResult, DroppedSymbol, Status
+from harness.kernel import pahole
 from harness.target import Target
 from harness.target import default as default_target
 
@@ -450,8 +451,9 @@ def kconfig_inputs(tree: Path) -> str:
 
 def make_vars(target: Target) -> list[str]:
     """What Kconfig must be told of the target: the arch, and the compiler it tests
-    (CC_IS_CLANG, CC_VERSION_TEXT, the toolchain's features)."""
-    return list(target.kbuild_vars())
+    (CC_IS_CLANG, CC_VERSION_TEXT, the toolchain's features), and the pahole the build
+    uses (PAHOLE_VERSION: HARNESS_PAHOLE's, else the host's)."""
+    return [*target.kbuild_vars(), *pahole.chosen().make_vars]
 
 
 def arch_fragment(target: Target) -> Path:
@@ -492,7 +494,8 @@ def generate(tree: Path, fragments: list[Path], *, log_dir: Path,
     scratch.mkdir(parents=True, exist_ok=True)
     klog = log_dir / "kconfig.log"
     # the tree's Kconfig scripts and merge_config.sh: its code, sandboxed
-    reach = sandbox.for_tree(tree, write=(scratch,), read=tuple(fragments))
+    reach = sandbox.for_tree(tree, write=(scratch,),
+                             read=(*fragments, *pahole.chosen().reads))
     proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", *variables, BASE],
                what=f"make {BASE}", timeout=600, log_path=klog, sandbox=reach)
     proc.check([str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),

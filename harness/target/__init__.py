@@ -191,6 +191,7 @@ class BpfToolchain:
     clang: str
     strip: str
     ld: str
+    cpu: str  # the BPF ISA a tree's BPF objects get when its rule names none
 
 
 def bpf() -> BpfToolchain:
@@ -199,9 +200,10 @@ def bpf() -> BpfToolchain:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise TargetError(f"cannot read {path}: {exc}") from None
-    _checked(data, "bpf.toml", ("clang", "strip", "ld"))
+    _checked(data, "bpf.toml", ("clang", "strip", "ld", "cpu"))
     return BpfToolchain(clang=_str(data, "clang", "bpf.toml"),
-                        strip=_str(data, "strip", "bpf.toml"), ld=_str(data, "ld", "bpf.toml"))
+                        strip=_str(data, "strip", "bpf.toml"), ld=_str(data, "ld", "bpf.toml"),
+                        cpu=_str(data, "cpu", "bpf.toml"))
 
 
 def _names(directory: Path) -> list[str]:

@@ -115,8 +115,19 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
     argv = ["make", "-C", str(selection),
             f"-j{os.cpu_count() or 1}", f"O={build_dir}", f"OUTPUT={out}",
             f"VMLINUX_BTF={kernel.vmlinux}", f"CLANG={BPF.clang}", f"LLVM_STRIP={BPF.strip}",
+            # The BPF objects whose rule names no ISA (7.2's libarena) get bpf.toml's cpu:
+            # clang 19's default lacks what 7.2's uses. The variable is only ever given to
+            # clang --target=bpf* (CLANG itself is run for the host too, where -mcpu is an
+            # error); every arch of ours is little-endian; 6.12's Makefile has no such name.
+            f"BPF_TARGET_ENDIAN=--target=bpfel -mcpu={BPF.cpu}",
+            # mainline's permissive build (6.12's Makefile has no such name): a BPF object
+            # that does not compile is left out (SKIP-BPF ...) instead of stopping the
+            # build; a test asked for that is left out is an error below
+            "BPF_STRICT_BUILD=0",
             # bpf_testmod.ko is built in the kernel's O= directory: with its compiler
             *tools.target.kbuild_vars(),
+            # and its BTF with the kernel's pahole (HARNESS_PAHOLE: kernel/pahole.py)
+            *tools.pahole_tool.make_vars,
             # No LLVM disassembler (JIT dumps in a few tests): the same build on every
             # machine, and no static link of LLVM. Its feature probe only checks a header,
             # so it says "on" wherever some llvm-*-dev is installed; the variable is final.
@@ -125,7 +136,8 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
              "a cold build takes long on 2 CPUs; log: %s)", blog)
     res = proc.run(argv, timeout=TEST_PROGS_BUILD_TIMEOUT_S, log_path=blog,
                    on_line=on_line, keep_output=False,
-                   sandbox=sandbox.for_tree(tree, write=(out,), read=(kernel.vmlinux,)))
+                   sandbox=sandbox.for_tree(tree, write=(out,), read=(
+                       kernel.vmlinux, *tools.pahole_tool.reads)))
     progress.done()
     if not res.ok:
         lines = blog.read_text(errors="replace").splitlines()
@@ -135,6 +147,20 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
         raise SelftestError(f"building test_progs {how} after {res.duration_s:.0f}s; "
                             f"log: {blog}\n{shown}", log=blog,
                             fix=undeclared_kfuncs_fix(errors, _pahole_version(kernel)))
+    left_out = skipped(blog.read_text(errors="replace").splitlines())
+    lost = sorted(f.name for f in wanted if f"{f.stem}.test.o" in left_out.get("SKIP-TEST", []))
+    if lost:
+        raise SelftestError(
+            f"building test_progs: the tests asked for did not compile: {', '.join(lost)} "
+            f"(the tree's permissive build left them out); log: {blog}", log=blog,
+            fix="see their errors in the log: the tree's tests and its kernel (or the "
+                "compiler) disagree")
+    if left_out:
+        log.warning("test_progs: the tree's permissive build left out what did not compile "
+                    "(none of the tests asked for): %s; log: %s", "; ".join(
+                        f"{kind.removeprefix('SKIP-').lower()} {', '.join(names[:6])}"
+                        + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+                        for kind, names in left_out.items()), blog)
     if progress.count > 100:
         atomic.write_text(stats, str(progress.count))
     log.info("test_progs built in %.0fs", res.duration_s)
@@ -166,8 +192,23 @@ def undeclared_kfuncs_fix(errors: list[str], pahole: int | None) -> str:
         return ""
     return (f"the BPF programs call kfuncs ({', '.join(called[:4])}) that vmlinux.h declares "
             f"only when the kernel's BTF holds their declarations, which pahole writes from "
-            f"1.27; this kernel's BTF was made by pahole 1.{pahole % 100}: install pahole "
-            ">= 1.27 (Debian's dwarves from trixie or later) and build the kernel again")
+            f"1.27; this kernel's BTF was made by pahole 1.{pahole % 100}: build the kernel "
+            "again with a newer one: HARNESS_PAHOLE=debian:sid (Debian sid's pahole, "
+            "unpacked into the cache, nothing installed), or install pahole >= 1.27 "
+            "(Debian's dwarves from trixie on)")
+
+
+_SKIPPED = re.compile(r"^\s+(SKIP-[A-Z]+)\s+(\S+)")
+
+
+def skipped(lines: list[str]) -> dict[str, list[str]]:
+    """What a permissive build (BPF_STRICT_BUILD=0) left out, by kind (SKIP-BPF,
+    SKIP-SKEL, SKIP-TEST, ...), each name once, in order."""
+    out: dict[str, list[str]] = {}
+    for line in lines:
+        if (m := _SKIPPED.match(line)) and m[2] not in out.setdefault(m[1], []):
+            out[m[1]].append(m[2])
+    return out
 
 
 _SUBTEST_NAME = re.compile(r'\btest__start_subtest\(\s*"([^"\\]+)"\s*\)')
