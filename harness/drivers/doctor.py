@@ -17,6 +17,7 @@ from harness.base import atomic, host, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.guest import vm
 from harness.kernel import build, pahole
+from harness.testkinds import test_progs
 
 MIN_FREE_GB = 15  # a 6.12 source import + worktree + O= build with BTF, plus the store
 
@@ -106,10 +107,6 @@ def checks(*, probe_kvm: bool = True) -> list[Check]:
     return out
 
 
-# pahole writes the kernel's kfuncs into its BTF as declarations from 1.27 (test_progs.py)
-KFUNC_DECL_PAHOLE = (1, 27)
-
-
 def pahole_check() -> Check:
     """The pahole kernels are built with (HARNESS_PAHOLE's, else the host's): one older than
     1.27 makes BTF without kfunc declarations, which mainline's test_progs need; optional."""
@@ -119,7 +116,9 @@ def pahole_check() -> Check:
         return Check(name="pahole (BTF)", ok=False, detail=exc.message, fix=exc.fix)
     line = proc.version_line(chosen.command)
     found = re.match(r"v(\d+)\.(\d+)", line)
-    new = found is not None and (int(found[1]), int(found[2])) >= KFUNC_DECL_PAHOLE
+    # as CONFIG_PAHOLE_VERSION counts: 1.27 is 127
+    new = found is not None and \
+        int(found[1]) * 100 + int(found[2]) >= test_progs.KFUNC_DECL_PAHOLE
     return Check(name="pahole (BTF)", ok=new, optional=True,
                  detail=(line or "not found") + (f" ({chosen.origin})" if chosen.origin else "")
                  + ("" if new else ": kernels' BTF gets no kfunc declarations (1.27 on), "
