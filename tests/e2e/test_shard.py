@@ -1,6 +1,6 @@
 """Sharding on real kernels (issue 14): a small matrix (two cells sharing the 6.12 kernel,
-one on 6.1), run whole and as two shards merged; the same cells, statuses and exit code.
-The kernels are the ci run's, from the store."""
+one on the memcg-broken variant's kernel), run whole and as two shards merged; the same
+cells, statuses and exit code. The kernels are the ci run's, from the store."""
 
 from __future__ import annotations
 
@@ -25,11 +25,10 @@ series = ["memcg-kfuncs"]
 tests = ["cgroup_iter_rstat"]
 
 [[cell]]
-name = "s-61-rstat"
+name = "s-broken-rstat"
 tier = "ci"
-kernel = "debian:6.1"
-series = ["memcg-kfuncs"]
-configs = ["base", "6.1"]
+kernel = "debian:6.12"
+series = ["memcg-kfuncs-broken"]
 tests = ["rstat_propagation"]
 """
 
@@ -49,12 +48,12 @@ def test_two_shards_merged_equal_one_run(ci_run: Run, tmp_path: Path) -> None:
     merged = harness("merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"), "--out",
                      str(tmp_path / "merged"), timeout=300)
     assert _statuses(tmp_path / "whole") == _statuses(tmp_path / "merged") == {
-        "s-612-rstat": "PASS", "s-612-iter": "PASS", "s-61-rstat": "PASS"}, whole.stdout
+        "s-612-rstat": "PASS", "s-612-iter": "PASS", "s-broken-rstat": "PASS"}, whole.stdout
     assert merged.returncode == whole.returncode == 0
     assert [s.returncode for s in shards] == [0, 0]
     # the 6.12 cells (one kernel) ran together, and each shard said which cells it ran
     split = sorted(sorted(_statuses(tmp_path / f"shard{k}")) for k in (1, 2))
-    assert split == [["s-61-rstat"], ["s-612-iter", "s-612-rstat"]]
+    assert split == [["s-broken-rstat"], ["s-612-iter", "s-612-rstat"]]
     assert "shard 1/2: " in shards[0].stdout.splitlines()[1]
     # the merged run keeps each cell's logs
-    assert (tmp_path / "merged" / "s-61-rstat" / "guest" / "rstat_propagation.out").exists()
+    assert (tmp_path / "merged" / "s-broken-rstat" / "guest" / "rstat_propagation.out").exists()

@@ -210,13 +210,13 @@ def test_runs_of_different_harness_revisions_are_said_to_differ(tmp_path: Path) 
 
 
 def test_the_plan_from_the_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--tier ci: every ci cell is expected; those no shard holds are MISSING, the ad-hoc
-    cell is unexpected."""
+    """--tier full: every full cell is expected; those no shard holds are MISSING, the
+    ad-hoc cell is unexpected."""
     runs = shards.ci_shards(tmp_path / "runs")
     out = tmp_path / "m"
-    code = cli.main(["merge", *map(str, runs), "--out", str(out), "--tier", "ci"])
+    code = cli.main(["merge", *map(str, runs), "--out", str(out), "--tier", "full"])
     doc = json.loads((out / "results.json").read_text())
-    ci = [c.name for c in matrix.select(matrix.load(), Tier.CI)]
+    ci = [c.name for c in matrix.select(matrix.load(), Tier.FULL)]
     held = [*PLAIN, *BROKEN_VARIANTS, FAILING]
     assert doc["plan"] == ci
     assert doc["missing"] == [n for n in ci if n not in held]
