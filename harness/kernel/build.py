@@ -78,7 +78,7 @@ def tools(tgt: Target | None = None) -> Tools:
     """The tools of a target on this host; the default target when none is given."""
     tgt = tgt or target.default()
     cc = proc.run([tgt.cc, "--version"], timeout=30) if proc.which(tgt.cc) else None
-    chosen = pahole_mod.chosen()
+    chosen = pahole_mod.chosen(tgt.pahole)
     pahole = proc.run([chosen.command, "--version"], timeout=30)
     lines = cc.output.splitlines() if cc is not None else []
     version = pahole.output.strip() if pahole.ok else "missing"

@@ -11,12 +11,14 @@ from __future__ import annotations
 import difflib
 import hashlib
 import logging
+import os
 import re
 import shutil
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness import target as target_data
 from harness.base import atomic, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.base.gitcmd import git
@@ -452,8 +454,34 @@ def kconfig_inputs(tree: Path) -> str:
 def make_vars(target: Target) -> list[str]:
     """What Kconfig must be told of the target: the arch, and the compiler it tests
     (CC_IS_CLANG, CC_VERSION_TEXT, the toolchain's features), and the pahole the build
-    uses (PAHOLE_VERSION: HARNESS_PAHOLE's, else the host's)."""
-    return [*target.kbuild_vars(), *pahole.chosen().make_vars]
+    uses (PAHOLE_VERSION: HARNESS_PAHOLE's, else the target's, else the host's)."""
+    return [*target.kbuild_vars(), *pahole.chosen(target.pahole).make_vars]
+
+
+def within(bounds: str, version: tuple[int, int]) -> bool:
+    """Whether the kernel is within bounds written as a fragment directive writes them
+    (">= 6.13, < 8.0"); bounds that do not parse are an error of the data that has them."""
+    parsed, problem = version_bounds(bounds)
+    if problem:
+        raise ConfigError(f"{bounds!r}: {problem}",
+                          fix='write bounds as ">= 6.13" or ">= 6.13, < 8.0"')
+    return _holds(parsed, version)
+
+
+def with_needed_pahole(tgt: Target, tree: Path, configs: Sequence[str]) -> Target:
+    """The target with the pahole harness/target/pahole.toml's first holding rule names for
+    this tree (its version) and these fragments, said on the terminal; else as it was."""
+    release = kernel_release(tree)
+    if release is None:
+        return tgt
+    for need in target_data.pahole_needs():
+        if set(need.configs) <= set(configs) and within(need.kernels, release):
+            override = os.environ.get(pahole.ENV, "").strip()
+            log.info("pahole: %s for this kernel's BTF (harness/target/pahole.toml: %s)%s",
+                     need.pahole, " ".join(need.why.split()),
+                     f"; {pahole.ENV}={override} given, which wins" if override else "")
+            return replace(tgt, pahole=need.pahole)
+    return tgt
 
 
 def arch_fragment(target: Target) -> Path:
@@ -495,7 +523,7 @@ def generate(tree: Path, fragments: list[Path], *, log_dir: Path,
     klog = log_dir / "kconfig.log"
     # the tree's Kconfig scripts and merge_config.sh: its code, sandboxed
     reach = sandbox.for_tree(tree, write=(scratch,),
-                             read=(*fragments, *pahole.chosen().reads))
+                             read=(*fragments, *pahole.chosen(target.pahole).reads))
     proc.check(["make", "-s", "-C", str(tree), f"O={scratch}", *variables, BASE],
                what=f"make {BASE}", timeout=600, log_path=klog, sandbox=reach)
     proc.check([str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),

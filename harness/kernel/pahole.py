@@ -50,9 +50,10 @@ class Pahole:
         return () if self.command == HOST else (f"PAHOLE={self.command}",)
 
 
-def chosen() -> Pahole:
-    """The pahole `HARNESS_PAHOLE` names (made ready when it is a suite's), else the host's."""
-    return _chosen(os.environ.get(ENV, "").strip())
+def chosen(wanted: str = "") -> Pahole:
+    """The pahole `HARNESS_PAHOLE` names, else `wanted` (the kernel's rule in
+    harness/target/pahole.toml: Target.pahole), else the host's; a suite's made ready."""
+    return _chosen(os.environ.get(ENV, "").strip() or wanted)
 
 
 @functools.cache  # a suite's is looked up (apt) once a run, not at every build step

@@ -46,6 +46,7 @@ class KernelTree:
         source = sources.prepare(spec, log_dir=log_dir)
         path = sources.worktree(source, kconfig.config_slug(list(configs)) + tgt.slug,
                                 log_dir=log_dir)
+        tgt = kconfig.with_needed_pahole(tgt, path, configs)
         return cls(source=source, path=path, build_dir=paths.build_dir(path),
                    configs=tuple(configs), checked=dict(checked or {}), target=tgt)
 

@@ -38,6 +38,10 @@ A toolchain file's keys:
   cross     whether a cross build needs the arch's GNU cross prefix
   versions  the commands whose `--version` first line identifies the toolchain in keys
   packages  Debian packages that install it
+
+pahole.toml says which kernels need another pahole than the host's for their BTF (a rule
+per need: the fragments and kernels it holds for, the pahole, why); the kernel package
+applies it to a Target when it opens a worktree (Target.pahole).
 """
 
 from __future__ import annotations
@@ -111,6 +115,10 @@ class Target:
     arch: Arch
     toolchain: Toolchain
     host_uname: str
+    # the pahole its BTF is made with: "" the host's, else what HARNESS_PAHOLE takes
+    # (pahole.toml's rule for the kernel; HARNESS_PAHOLE, when set, wins); not part of the
+    # name, the slug or is_default: the tools' versions in the store key carry it
+    pahole: str = ""
 
     @property
     def is_default(self) -> bool:
@@ -204,6 +212,37 @@ def bpf() -> BpfToolchain:
     return BpfToolchain(clang=_str(data, "clang", "bpf.toml"),
                         strip=_str(data, "strip", "bpf.toml"), ld=_str(data, "ld", "bpf.toml"),
                         cpu=_str(data, "cpu", "bpf.toml"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PaholeNeed:
+    """A rule of pahole.toml: kernels built with `configs`, within `kernels`, need `pahole`."""
+
+    configs: tuple[str, ...]
+    kernels: str  # version bounds, as a fragment directive writes them
+    pahole: str
+    why: str
+
+
+def pahole_needs() -> tuple[PaholeNeed, ...]:
+    path = _HERE / "pahole.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TargetError(f"cannot read {path}: {exc}") from None
+    _checked(data, "pahole.toml", ("need",))
+    rules = data["need"]
+    if not isinstance(rules, list):
+        raise TargetError(f"pahole.toml: need must be an array of tables ([[need]]), "
+                          f"not {rules!r}")
+    out = []
+    for i, raw in enumerate(rules, 1):
+        where = f"pahole.toml need #{i}"
+        _checked(raw, where, ("configs", "kernels", "pahole", "why"))
+        out.append(PaholeNeed(configs=_strs(raw, "configs", where),
+                              kernels=_str(raw, "kernels", where),
+                              pahole=_str(raw, "pahole", where), why=_str(raw, "why", where)))
+    return tuple(out)
 
 
 def _names(directory: Path) -> list[str]:

@@ -19,6 +19,7 @@ from harness.base import atomic, gitcmd, paths, proc, sandbox
 from harness.base.model import KernelImage
 from harness.guest.protocol import GuestTest
 from harness.kernel import build as kbuild
+from harness.kernel import kconfig
 from harness.testkinds.base import BuildContext, SelftestError, TestRef, setup_error
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,11 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
         return out
     out.mkdir(parents=True, exist_ok=True)
     blog = log_dir / "build-test_progs.log"
-    tools = kbuild.tools(target.select(kernel.arch, kernel.toolchain or
-                                       target.DEFAULT_TOOLCHAIN))
+    # bpf_testmod's BTF with the pahole the kernel's was made with (the kernel was built
+    # with the test_progs fragment: the same rule of harness/target/pahole.toml holds)
+    tools = kbuild.tools(kconfig.with_needed_pahole(
+        target.select(kernel.arch, kernel.toolchain or target.DEFAULT_TOOLCHAIN), tree,
+        ("test_progs",)))
     for tool in (BPF.clang, BPF.strip, "rsync", BPF.ld):
         proc.require(tool)
     # bpf_testmod.ko (built with test_progs) needs the kernel's Module.symvers and a build

@@ -11,7 +11,7 @@ import pytest
 
 from harness import target
 from harness.base.errors import HarnessError
-from harness.kernel import build, pahole
+from harness.kernel import build, kconfig, pahole
 
 
 def _script(path: Path, body: str) -> Path:
@@ -112,3 +112,53 @@ def test_kconfig_is_told_the_same_pahole(tmp_path: Path, monkeypatch: pytest.Mon
     fake = _script(tmp_path / "pahole", "echo v1.32")
     monkeypatch.setenv(pahole.ENV, str(fake))
     assert f"PAHOLE={fake}" in kconfig.make_vars(t)
+
+
+def _tree(path: Path, version: int, patchlevel: int) -> Path:
+    path.mkdir(parents=True)
+    (path / "Makefile").write_text(f"# SPDX\nVERSION = {version}\nPATCHLEVEL = {patchlevel}\n"
+                                   "SUBLEVEL = 13\nEXTRAVERSION =\n")
+    return path
+
+
+def test_the_committed_rule_gives_test_progs_of_new_kernels_sids_pahole() -> None:
+    [need] = [n for n in target.pahole_needs() if "test_progs" in n.configs]
+    assert need.pahole == "debian:sid" and "1.27" in need.why
+    assert kconfig.within(need.kernels, (7, 2)) and not kconfig.within(need.kernels, (6, 12))
+
+
+def test_a_rule_holds_for_its_kernels_and_fragments_and_the_variable_wins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv(pahole.ENV, raising=False)
+    monkeypatch.setattr(target, "pahole_needs", lambda: (target.PaholeNeed(
+        configs=("test_progs",), kernels=">= 6.13", pahole=str(tmp_path / "new"),
+        why="kfunc declarations"),))
+    fake = _script(tmp_path / "new", "echo v1.32")
+    host = target.select(host_uname="x86_64")
+    new, old = _tree(tmp_path / "t72", 7, 2), _tree(tmp_path / "t612", 6, 12)
+    with caplog.at_level("INFO"):
+        got = kconfig.with_needed_pahole(host, new, ("base", "test_progs"))
+    assert got.pahole == str(fake) and got.name == host.name and got.slug == host.slug
+    assert "kfunc declarations" in caplog.text and "pahole.toml" in caplog.text
+    # not its fragments, not its kernels: the host's
+    assert kconfig.with_needed_pahole(host, new, ("base",)).pahole == ""
+    assert kconfig.with_needed_pahole(host, old, ("base", "test_progs")).pahole == ""
+    # the build and Kconfig are told it, and the store key carries it
+    assert f"PAHOLE={fake}" in kconfig.make_vars(got)
+    tools = build.tools(got)
+    assert tools.pahole == f"v1.32 ({fake})" and tools.pahole_tool.reads == (tmp_path,)
+    # HARNESS_PAHOLE, when set, wins over the rule (and the terminal says so)
+    other = _script(tmp_path / "other" / "pahole", "echo v1.30")
+    monkeypatch.setenv(pahole.ENV, str(other))
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        again = kconfig.with_needed_pahole(host, new, ("base", "test_progs"))
+    assert build.tools(again).pahole == f"v1.30 ({other})"
+    assert f"{pahole.ENV}={other} given, which wins" in caplog.text
+
+
+def test_bounds_that_do_not_parse_are_an_error_with_the_fix() -> None:
+    with pytest.raises(kconfig.ConfigError) as err:
+        kconfig.within("since 6.13", (7, 2))
+    assert ">= 6.13" in err.value.fix
