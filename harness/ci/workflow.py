@@ -308,7 +308,7 @@ def cache_key(cells: Sequence[Cell]) -> CacheKeys:
     code = [Path(str(m.__file__)) for m in (kconfig, build, target)]
     logic = b"".join(p.read_bytes() for p in (
         *code, *sorted(target.ARCH_DIR.glob("*.toml")),
-        *sorted(target.TOOLCHAIN_DIR.glob("*.toml"))))
+        *sorted(target.TOOLCHAIN_DIR.glob("*.toml")), target.PAHOLE_NEEDS))
     kernels = {shard.kernel_of(c): c for c in cells}
     store = hashlib.sha256(tools.encode() + b"\0" + logic)
     for k in sorted(kernels):

@@ -214,6 +214,9 @@ def bpf() -> BpfToolchain:
                         cpu=_str(data, "cpu", "bpf.toml"))
 
 
+PAHOLE_NEEDS = _HERE / "pahole.toml"
+
+
 @dataclass(frozen=True, kw_only=True)
 class PaholeNeed:
     """A rule of pahole.toml: kernels built with `configs`, within `kernels`, need `pahole`."""
@@ -225,7 +228,7 @@ class PaholeNeed:
 
 
 def pahole_needs() -> tuple[PaholeNeed, ...]:
-    path = _HERE / "pahole.toml"
+    path = PAHOLE_NEEDS
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
