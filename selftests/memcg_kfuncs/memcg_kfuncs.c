@@ -963,39 +963,56 @@ static int check_root_anon_matches_vmstat(void)
  * +32 MiB in C made visible by bpf_mem_cgroup_flush_stats() alone (no rstat flush:
  * its threshold, TP, is the tolerance); C's, P's and the root's anon and faults grow
  * by the step (the root's within ROOT_NOISE).
+ *
+ * A step that falls short is followed by one more, from exact values: mainline's
+ * flush zeroes a CPU's count of pending updates after it has read that CPU's values,
+ * so updates made on that CPU in between (a periodic flush racing the worker) are
+ * pending but counted nowhere, and the next flush below the threshold leaves them
+ * (seen once in about 25 runs on 7.2: 645 pages of anon and faults, TP 256).  A flush
+ * that flushes nothing, or a wrong threshold, falls short at both steps.
  */
 static int check_flush_makes_new_memory_visible(void)
 {
 	static const int who[3] = { CG_C, CG_P, CG_R };
-	int k, err, attempt, last = kver < 608 ? 3 : 1;
+	int k, err, step, attempt, last = kver < 608 ? 3 : 1;
 	long long want = MORE_ANON_BYTES, grew;
 	struct mk_rec r0[3], r1[3];
 	bool ok = false;
 
-	for (k = 0; k < 3; k++)
-		if (read_mode(who[k], &r0[k], k == 2 ? MK_MODE_ROOT : MK_MODE_READ, false))
-			return KSFT_FAIL;
-	err = worker_ack("+");
-	if (err)
-		return check_fail("worker: +%lld MiB anon: %s", want / MiB, strerror(err));
-	/* < 6.8 (6.1): the flush is a trylock that may give up while another runs */
-	for (attempt = 1; !ok && attempt <= last; attempt++) {
-		if (attempt > 1)
-			usleep(200000);
+	for (step = 1; !ok && step <= 2; step++) {
+		if (step == 2)
+			ksft_print_msg("step 1 fell short (above): step 2, from exact values\n");
+		/* exact at step 2: step 1's unflushed pages would count as its growth */
 		for (k = 0; k < 3; k++)
-			if (read_mode(who[k], &r1[k], k == 2 ? MK_MODE_ROOT : MK_MODE_READ, false))
+			if (read_mode(who[k], &r0[k], k == 2 ? MK_MODE_ROOT : MK_MODE_READ,
+				      step == 2))
 				return KSFT_FAIL;
-		for (k = 0, ok = true; k < 3; k++) {
-			char what[32];
-			long long noise = k == 2 ? ROOT_NOISE : SLACK_BYTES;
+		err = worker_ack("+");
+		if (err)
+			return check_fail("worker: +%lld MiB anon: %s", want / MiB, strerror(err));
+		/* < 6.8 (6.1): the flush is a trylock that may give up while another runs */
+		for (attempt = 1, ok = false; !ok && attempt <= last; attempt++) {
+			if (attempt > 1)
+				usleep(200000);
+			for (k = 0; k < 3; k++)
+				if (read_mode(who[k], &r1[k], k == 2 ? MK_MODE_ROOT : MK_MODE_READ,
+					      false))
+					return KSFT_FAIL;
+			for (k = 0, ok = true; k < 3; k++) {
+				char what[40];
+				long long noise = k == 2 ? ROOT_NOISE : SLACK_BYTES;
 
-			grew = r1[k].val[F_anon] - r0[k].val[F_anon];
-			snprintf(what, sizeof(what), "%c anon growth", CG_NAMES[who[k]]);
-			in_range(&ok, attempt == last, what, grew, want - tp, want + noise + tp);
-			grew = r1[k].val[F_pgfault] - r0[k].val[F_pgfault];
-			snprintf(what, sizeof(what), "%c pgfault growth", CG_NAMES[who[k]]);
-			in_range(&ok, attempt == last, what, grew, want / page_size - tol_units,
-				 LLONG_MAX);
+				grew = r1[k].val[F_anon] - r0[k].val[F_anon];
+				snprintf(what, sizeof(what), "step %d: %c anon growth", step,
+					 CG_NAMES[who[k]]);
+				in_range(&ok, attempt == last, what, grew, want - tp,
+					 want + noise + tp);
+				grew = r1[k].val[F_pgfault] - r0[k].val[F_pgfault];
+				snprintf(what, sizeof(what), "step %d: %c pgfault growth", step,
+					 CG_NAMES[who[k]]);
+				in_range(&ok, attempt == last, what, grew,
+					 want / page_size - tol_units, LLONG_MAX);
+			}
 		}
 	}
 	if (read_rec(CG_C, &c_rec))
