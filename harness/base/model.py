@@ -217,6 +217,7 @@ class KernelImage:
     arch: str  # the arch it was built for (harness/target/arches/ARCH.toml)
     toolchain: str  # and with (harness/target/toolchains/NAME.toml); "" if unknown
     compiler: str = ""  # its compiler's --version first line, as the build recorded it
+    pahole: str = ""  # the pahole its BTF was made with (version, origin), as recorded
     # what its build spent where (build.BUILD_PHASES), seconds; empty: taken from the store
     build_parts: tuple[tuple[str, float], ...] = ()
 
@@ -649,6 +650,7 @@ class CellResult:
     arch: str  # what the kernel was built for and with (target.DEFAULT_*: the default)
     toolchain: str
     compiler: str = ""  # the compiler's version line, as the kernel's build recorded it
+    pahole: str = ""  # the pahole its BTF was made with, as the kernel's build recorded it
     # the build's sandbox and the guest's root (None: a record from before they existed)
     isolation: Isolation | None = None
     affected: Affected | None = None  # --affected: what ran of each test, and why

@@ -299,10 +299,13 @@ def kernel_inputs(cell: Cell) -> list[tuple[str, bytes]]:
 
 def cache_key(cells: Sequence[Cell]) -> CacheKeys:
     """The keys of the kernels these cells build (each distinct kernel once, in any order)
-    and of the ccache of their trees. Both carry the toolchain exactly as the kernel store's
-    key does (build.tools(): the compiler and pahole of each cell's target) and the harness
-    code that turns the inputs into a kernel (kconfig.py, build.py): a change to either is
-    another kernel."""
+    and of the ccache of their trees. Both carry the toolchain as the kernel store's key
+    does (build.tools(): the compiler and pahole of each cell's target) and the harness
+    code and data that turn the inputs into a kernel (kconfig.py, build.py, the target
+    files, pahole.toml): a change to either is another kernel. Not carried: the version of
+    a Debian suite's pahole a pahole.toml rule names (resolving it downloads the suite's
+    lists): when that suite's pahole moves, a restored store lacks the kernel and it is
+    built again."""
     tools = "\n".join(sorted({build.tools(target.select(c.arch, c.toolchain)).ident
                                for c in cells}))
     code = [Path(str(m.__file__)) for m in (kconfig, build, target)]

@@ -56,7 +56,9 @@ def tool_versions() -> dict[str, str]:
     if changed:
         with contextlib.suppress(OSError):
             atomic.write_text(memo_file, json.dumps(memo, indent=1) + "\n")
-    chosen = pahole.chosen()  # HARNESS_PAHOLE: the kernels are built with that one
+    # HARNESS_PAHOLE: the kernels are built with that one (a kernel that a rule of
+    # harness/target/pahole.toml gives another records it in its cell: results' "pahole")
+    chosen = pahole.chosen()
     if "pahole" in out and chosen.origin:
         out["pahole"] = f"{proc.version_line(chosen.command) or 'missing'} ({chosen.origin})"
     return out
@@ -122,7 +124,8 @@ def pahole_check() -> Check:
     return Check(name="pahole (BTF)", ok=new, optional=True,
                  detail=(line or "not found") + (f" ({chosen.origin})" if chosen.origin else "")
                  + ("" if new else ": kernels' BTF gets no kfunc declarations (1.27 on), "
-                    "which mainline's test_progs need"),
+                    "which mainline's test_progs need (harness/target/pahole.toml gives "
+                    "the kernels it names another pahole)"),
                  fix="" if new else f"{pahole.ENV}=debian:sid (Debian sid's pahole, unpacked "
                                     "into the cache, nothing installed)")
 

@@ -191,6 +191,7 @@ class CellFacts:
     coverage: tuple[PatchCoverage, ...] | None = None
     kernel_from_store: bool | None = None
     compiler: str = ""
+    pahole: str = ""
     arch: str = ""  # of the kernel booted ("": not known yet: the cell's)
     toolchain: str = ""
     # the build's sandbox (the run's policy) and the guest's root (known at the first boot)
@@ -213,6 +214,7 @@ class CellFacts:
             self.arch, self.toolchain = k.image.arch, k.image.toolchain
             if k.built:
                 self.kernel_from_store, self.compiler = k.image.cached, k.image.compiler
+                self.pahole = k.image.pahole
         if k.kselftest_h is not None:
             self.kselftest_h = k.kselftest_h
         if k.accel is not None:
@@ -247,7 +249,8 @@ class CellFacts:
             guest_seen=next((t.guest_seen for t in self.tests if t.name == "boot"), None),
             kernel_from_store=self.kernel_from_store, arch=self.arch or cell.arch,
             toolchain=self.toolchain or cell.toolchain,
-            compiler=self.compiler, isolation=self.isolation, affected=self.affected,
+            compiler=self.compiler, pahole=self.pahole, isolation=self.isolation,
+            affected=self.affected,
             map_error=self.map_error,
             # the guest's root is known once it booted: the inputs carry its hash
             inputs=None if self.inputs is None else replace(
@@ -539,8 +542,8 @@ def _kernel(cell: Cell, plan: CellPlan, logs: Path,
         # kselftests build from the same tree state: still under the lock.
         with stages.stage("kselftests-build", Status.BUILD_ERROR):
             tree_tests = _build_tests_of(plan.tests, found, BuildContext(
-                kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir),
-                from_tree=True)
+                kernel=image, log_dir=logs, tree=tree.path, build_dir=tree.build_dir,
+                target=tree.target), from_tree=True)
         bpftool = None
         if any(r.manifest is not None and r.manifest.bpf for r in plan.tests
                if not features.missing_for(r.requires, found)):

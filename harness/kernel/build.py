@@ -429,6 +429,7 @@ def _image_from_store(stored: Path, tree: Path, build_dir: Path, *, cached: bool
         arch=str(meta.get("arch", target.DEFAULT_ARCH)),
         toolchain=str(meta.get("toolchain", target.DEFAULT_TOOLCHAIN)),
         compiler=str(meta.get("compiler") or meta.get("gcc") or ""),
+        pahole=str(meta.get("pahole") or ""),
         vmlinux=stored / "vmlinux",
         config=stored / "config",
         version=str(meta["release"]),

@@ -136,9 +136,12 @@ def for_kernel(text: str, version: tuple[int, int]) -> str:
     return "\n".join(out) + "\n"
 
 
-def kernel_release(tree: Path) -> tuple[int, int] | None:
-    """(VERSION, PATCHLEVEL) from the tree's top Makefile; None when it says neither."""
-    head = "\n".join((tree / "Makefile").read_text(errors="replace").splitlines()[:10])
+def kernel_release(tree: Path, commit: str = "") -> tuple[int, int] | None:
+    """(VERSION, PATCHLEVEL) from the tree's top Makefile (as `commit` has it, when given:
+    a worktree shared by revisions may be at another); None when it says neither."""
+    text = git(tree, "show", f"{commit}:Makefile", what="git show Makefile", timeout=60) \
+        if commit else (tree / "Makefile").read_text(errors="replace")
+    head = "\n".join(text.splitlines()[:10])
     fields = dict(re.findall(r"^(VERSION|PATCHLEVEL) = (\d+)", head, re.M))
     if len(fields) != 2:
         return None
@@ -468,10 +471,12 @@ def within(bounds: str, version: tuple[int, int]) -> bool:
     return _holds(parsed, version)
 
 
-def with_needed_pahole(tgt: Target, tree: Path, configs: Sequence[str]) -> Target:
+def with_needed_pahole(tgt: Target, tree: Path, configs: Sequence[str],
+                       commit: str = "") -> Target:
     """The target with the pahole harness/target/pahole.toml's first holding rule names for
-    this tree (its version) and these fragments, said on the terminal; else as it was."""
-    release = kernel_release(tree)
+    this tree (its version at `commit`, else as checked out) and these fragments, said on
+    the terminal; else as it was."""
+    release = kernel_release(tree, commit)
     if release is None:
         return tgt
     for need in target_data.pahole_needs():

@@ -46,7 +46,9 @@ class KernelTree:
         source = sources.prepare(spec, log_dir=log_dir)
         path = sources.worktree(source, kconfig.config_slug(list(configs)) + tgt.slug,
                                 log_dir=log_dir)
-        tgt = kconfig.with_needed_pahole(tgt, path, configs)
+        # the version of the commit this run builds on, not of whatever revision the
+        # shared worktree was left at
+        tgt = kconfig.with_needed_pahole(tgt, path, configs, source.base_commit)
         return cls(source=source, path=path, build_dir=paths.build_dir(path),
                    configs=tuple(configs), checked=dict(checked or {}), target=tgt)
 

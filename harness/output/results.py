@@ -226,6 +226,9 @@ def cell_json(c: CellResult, base: Path | None = None) -> dict[str, Any]:
         "arch": c.arch,
         "toolchain": c.toolchain,
         "compiler": c.compiler,
+        # the pahole the kernel's BTF was made with, as its build recorded it (kept only
+        # when known: a kernel stored before builds recorded it has none)
+        **({"pahole": c.pahole} if c.pahole else {}),
         **({"isolation": isolation_json(c.isolation)} if c.isolation is not None else {}),
         **({"coverage": [_coverage_json(x) for x in c.coverage]}
            if c.coverage is not None else {}),
@@ -693,7 +696,8 @@ def _cell(c: _Object) -> CellResult:
         kernel_from_store=c.maybe("kernel_from_store", c.flag),
         arch=c.text("arch", target.DEFAULT_ARCH),
         toolchain=c.text("toolchain", target.DEFAULT_TOOLCHAIN),
-        compiler=c.text("compiler"), isolation=_isolation(c.object_or_none("isolation")),
+        compiler=c.text("compiler"), pahole=c.text("pahole"),
+        isolation=_isolation(c.object_or_none("isolation")),
         affected=_affected(c.object_or_none("affected")),
         map_error=c.text("map_error"), inputs=_inputs(c))
 

@@ -17,6 +17,7 @@ from typing import Protocol
 from harness.base.errors import HarnessError
 from harness.base.model import KernelImage, Status
 from harness.guest.protocol import GuestTest
+from harness.target import Target
 
 
 class SelftestError(HarnessError):
@@ -97,6 +98,9 @@ class BuildContext:
     kselftest: KselftestHeader | None = None
     # bpftool built from the tree (vmlinux.h is its BTF dump); None: the host's
     bpftool: Path | None = None
+    # what the kernel was built for and with, its pahole among them (a tree's tests that
+    # build in its O= directory must be made with the same); None: not built here
+    target: Target | None = None
 
 
 class TestKind(Protocol):

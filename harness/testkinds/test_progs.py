@@ -19,7 +19,6 @@ from harness.base import atomic, gitcmd, paths, proc, sandbox
 from harness.base.model import KernelImage
 from harness.guest.protocol import GuestTest
 from harness.kernel import build as kbuild
-from harness.kernel import kconfig
 from harness.testkinds.base import BuildContext, SelftestError, TestRef, setup_error
 
 log = logging.getLogger(__name__)
@@ -55,7 +54,8 @@ def test_progs_sources(bpf_dir: Path, names: tuple[str, ...]) -> tuple[Path, ...
 
 
 def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
-                     names: tuple[str, ...], *, log_dir: Path) -> Path:
+                     names: tuple[str, ...], *, log_dir: Path,
+                     kernel_target: target.Target | None = None) -> Path:
     """Build test_progs of the tree against this kernel, with the named tests; cached.
 
     test_progs compiles every BPF program of tools/testing/selftests/bpf against the
@@ -80,11 +80,11 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
         return out
     out.mkdir(parents=True, exist_ok=True)
     blog = log_dir / "build-test_progs.log"
-    # bpf_testmod's BTF with the pahole the kernel's was made with (the kernel was built
-    # with the test_progs fragment: the same rule of harness/target/pahole.toml holds)
-    tools = kbuild.tools(kconfig.with_needed_pahole(
-        target.select(kernel.arch, kernel.toolchain or target.DEFAULT_TOOLCHAIN), tree,
-        ("test_progs",)))
+    # `make vmlinux modules` in the kernel's O= directory, and bpf_testmod's BTF, with the
+    # target the kernel was built with (its pahole: harness/target/pahole.toml's rule for
+    # the tree and its fragments): another would relink vmlinux with other BTF
+    tools = kbuild.tools(kernel_target or target.select(
+        kernel.arch, kernel.toolchain or target.DEFAULT_TOOLCHAIN))
     for tool in (BPF.clang, BPF.strip, "rsync", BPF.ld):
         proc.require(tool)
     # bpf_testmod.ko (built with test_progs) needs the kernel's Module.symvers and a build
@@ -198,8 +198,9 @@ def undeclared_kfuncs_fix(errors: list[str], pahole: int | None) -> str:
             f"only when the kernel's BTF holds their declarations, which pahole writes from "
             f"1.27; this kernel's BTF was made by pahole 1.{pahole % 100}: build the kernel "
             "again with a newer one: HARNESS_PAHOLE=debian:sid (Debian sid's pahole, "
-            "unpacked into the cache, nothing installed), or install pahole >= 1.27 "
-            "(Debian's dwarves from trixie on)")
+            "unpacked into the cache, nothing installed; a rule in "
+            "harness/target/pahole.toml makes it this kernel's for good), or install "
+            "pahole >= 1.27 (Debian's dwarves from trixie on)")
 
 
 _SKIPPED = re.compile(r"^\s+(SKIP-[A-Z]+)\s+(\S+)")
@@ -284,7 +285,8 @@ class TestProgs:
         """One test_progs binary for every test_progs: test of the cell."""
         assert ctx.tree is not None and ctx.build_dir is not None
         built = build_test_progs(ctx.tree, ctx.build_dir, ctx.kernel,
-                                 tuple(r.target for r in refs), log_dir=ctx.log_dir)
+                                 tuple(r.target for r in refs), log_dir=ctx.log_dir,
+                                 kernel_target=ctx.target)
         return {ref.name: built for ref in refs}
 
     def plan(self, ref: TestRef, built: Path) -> list[GuestTest]:

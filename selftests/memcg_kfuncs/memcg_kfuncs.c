@@ -968,8 +968,10 @@ static int check_root_anon_matches_vmstat(void)
  * flush zeroes a CPU's count of pending updates after it has read that CPU's values,
  * so updates made on that CPU in between (a periodic flush racing the worker) are
  * pending but counted nowhere, and the next flush below the threshold leaves them
- * (seen once in about 25 runs on 7.2: 645 pages of anon and faults, TP 256).  A flush
- * that flushes nothing, or a wrong threshold, falls short at both steps.
+ * (seen once in about 25 runs on 7.2: 645 pages of anon and faults, TP 256).  Only
+ * a step that showed at least half of itself gets another: a flush that flushes
+ * nothing shows none of it (a periodic flush in between could make a second chance
+ * pass), and a wrong threshold falls short at both steps.
  */
 static int check_flush_makes_new_memory_visible(void)
 {
@@ -977,9 +979,9 @@ static int check_flush_makes_new_memory_visible(void)
 	int k, err, step, attempt, last = kver < 608 ? 3 : 1;
 	long long want = MORE_ANON_BYTES, grew;
 	struct mk_rec r0[3], r1[3];
-	bool ok = false;
+	bool ok = false, most = true;
 
-	for (step = 1; !ok && step <= 2; step++) {
+	for (step = 1; !ok && most && step <= 2; step++) {
 		if (step == 2)
 			ksft_print_msg("step 1 fell short (above): step 2, from exact values\n");
 		/* exact at step 2: step 1's unflushed pages would count as its growth */
@@ -998,7 +1000,8 @@ static int check_flush_makes_new_memory_visible(void)
 				if (read_mode(who[k], &r1[k], k == 2 ? MK_MODE_ROOT : MK_MODE_READ,
 					      false))
 					return KSFT_FAIL;
-			for (k = 0, ok = true; k < 3; k++) {
+			/* most: this attempt saw at least half of the step everywhere */
+			for (k = 0, ok = most = true; k < 3; k++) {
 				char what[40];
 				long long noise = k == 2 ? ROOT_NOISE : SLACK_BYTES;
 
@@ -1007,11 +1010,13 @@ static int check_flush_makes_new_memory_visible(void)
 					 CG_NAMES[who[k]]);
 				in_range(&ok, attempt == last, what, grew, want - tp,
 					 want + noise + tp);
+				most &= grew >= want / 2;
 				grew = r1[k].val[F_pgfault] - r0[k].val[F_pgfault];
 				snprintf(what, sizeof(what), "step %d: %c pgfault growth", step,
 					 CG_NAMES[who[k]]);
 				in_range(&ok, attempt == last, what, grew,
 					 want / page_size - tol_units, LLONG_MAX);
+				most &= grew >= want / page_size / 2;
 			}
 		}
 	}

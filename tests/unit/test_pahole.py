@@ -162,3 +162,23 @@ def test_bounds_that_do_not_parse_are_an_error_with_the_fix() -> None:
     with pytest.raises(kconfig.ConfigError) as err:
         kconfig.within("since 6.13", (7, 2))
     assert ">= 6.13" in err.value.fix
+
+
+def test_the_rule_reads_the_version_of_the_commit_built_not_of_the_worktree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worktree shared by revisions may be left at another: 7.2 committed, 6.12 on disk."""
+    monkeypatch.delenv(pahole.ENV, raising=False)
+    fake = _script(tmp_path / "new", "echo v1.32")
+    monkeypatch.setattr(target, "pahole_needs", lambda: (target.PaholeNeed(
+        configs=("test_progs",), kernels=">= 6.13", pahole=str(fake), why="w"),))
+    tree = _tree(tmp_path / "t", 7, 2)
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "Makefile"], check=True)
+    subprocess.run([*git, "commit", "-qm", "7.2"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, text=True,
+                            capture_output=True).stdout.strip()
+    (tree / "Makefile").write_text("VERSION = 6\nPATCHLEVEL = 12\n")
+    host = target.select(host_uname="x86_64")
+    assert kconfig.with_needed_pahole(host, tree, ("test_progs",)).pahole == ""
+    assert kconfig.with_needed_pahole(host, tree, ("test_progs",), commit).pahole == str(fake)

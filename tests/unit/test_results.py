@@ -11,6 +11,7 @@ older harness derived it otherwise."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -203,3 +204,14 @@ def test_a_file_written_atomically_is_read_back(tmp_path: Path) -> None:
     atomic.write_json(tmp_path / "results.json", _doc())
     run, cell, _ = results.load_run(f"{tmp_path}:6.12-faults")
     assert cell == "6.12-faults" and run.cells[0].cell == "6.12-faults"
+
+
+def test_the_pahole_a_kernel_was_built_with_is_kept_when_known(tmp_path: Path) -> None:
+    file = GOLDEN / "recorded-runs" / "recorded-lkdtm-6.12.json"
+    run, _, _ = results.load_run(str(file))
+    assert "pahole" not in results.run_json(run)["cells"][0]  # not known: not written
+    cell = dataclasses.replace(run.cells[0], pahole="v1.32 (debian:sid 1.32-1)")
+    known = dataclasses.replace(run, cells=(cell, *run.cells[1:]))
+    doc = results.run_json(known)
+    assert doc["cells"][0]["pahole"] == "v1.32 (debian:sid 1.32-1)"
+    assert results.from_json(doc) == known
