@@ -395,7 +395,7 @@ def test_broken_bpf_propagation_fails_the_parent_checks(ci_run: Run, test: str) 
     assert not any(n.startswith("leaf_") for n in failed), failed
 
 
-@pytest.mark.parametrize("cell", ["6.12-rstat-hook-not-called", "6.12-rstat-hook-wrong-parent"])
+@pytest.mark.parametrize("cell", ["6.12-rstat-hook-not-called"])
 def test_broken_kernels_fail_both_rstat_tests(ci_run: Run, cell: str) -> None:
     c = ci_run.cell(cell)
     assert c["status"] == "PASS", c["error"]  # PASS = every test gave its expected FAIL

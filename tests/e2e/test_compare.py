@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from .conftest import harness
 
 
@@ -34,6 +36,7 @@ def test_baseline_shows_what_the_memcg_series_changed(tmp_path: Path) -> None:
     assert "NOW RUNS" in proc.stdout and "memcg_kfuncs: SKIP -> PASS" in proc.stdout
 
 
+@pytest.mark.full  # the full tier's: tox -e e2e runs it, .ci/run does not
 def test_bisect_names_the_deliberately_broken_patch(tmp_path: Path) -> None:
     out = tmp_path / "bisect"
     proc = harness("bisect", "--series", "memcg-kfuncs-broken", "--test",

@@ -15,6 +15,9 @@ import pytest
 
 from .conftest import harness
 
+# the full tier's: tox -e e2e runs it, .ci/run does not (pyproject.toml's markers)
+pytestmark = pytest.mark.full
+
 
 def test_the_series_lines_are_mapped_and_each_unrun_line_is_named(
         tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from harness.base import paths
 from harness.drivers import matrix
@@ -227,6 +228,7 @@ def test_a_thread_from_the_list_is_applied_at_its_newest_revision_with_trailers(
     assert REVIEWER in log[2] and REVIEWER not in log[0] + log[1]
 
 
+@pytest.mark.full  # the full tier's: tox -e e2e runs it, .ci/run does not
 def test_git_bisect_run_skips_the_unbuildable_commit_and_names_the_bad_one(
         ci_run: Run, tmp_path: Path) -> None:
     """`git bisect run` with the README's command over a real history on Debian 6.12:

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import REPO, Run, harness
 
 CELL = """[[cell]]
@@ -27,6 +29,7 @@ tests = ["memcg_kfuncs:parent_includes_child"]
 """
 
 
+@pytest.mark.full  # the full tier's: tox -e e2e runs it, .ci/run does not
 def test_a_regression_and_its_fix_in_the_history(tmp_path: Path) -> None:
     db = tmp_path / "history.sqlite"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HARNESS_HISTORY": str(db)}

@@ -17,6 +17,9 @@ from harness.base import paths
 
 from .conftest import harness
 
+# the full tier's: tox -e e2e runs it, .ci/run does not (pyproject.toml's markers)
+pytestmark = pytest.mark.full
+
 TARGET = "kernel/cgroup/rstat.c:cgroup_rstat_flush_locked"
 # Three mutants of today's series and target, and the one test each must fail: its value
 # read as 0 (child_values_match_created), the BPF hook never called, a reader that takes

@@ -7,7 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from .conftest import Run, harness
+
+# the full tier's: tox -e e2e runs it, .ci/run does not (pyproject.toml's markers)
+pytestmark = pytest.mark.full
 
 MATRIX = """\
 [[cell]]

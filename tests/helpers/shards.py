@@ -8,8 +8,9 @@ cells as recorded, the status and exit code of those cells. Each cell gets its d
 with a file naming the shard, as a run leaves one. Nothing in a cell is changed.
 
 `ci_shards()` is a run in three shards, of cells that are all in the full tier: the plain
-cells of the 2026-11-24 verify run (6.12, 6.1), its broken-variant cells (6.12-rstat-hook-not-called and -wrong-parent,
-6.12-hierarchical: every result declares `expected_status`), and the ad-hoc run of the
+cells of the 2026-11-24 verify run (6.12, 6.1), its broken-variant cells
+(6.12-rstat-hook-not-called and -wrong-parent, 6.12-hierarchical: every result declares
+`expected_status`), and the ad-hoc run of the
 broken memcg series (cell `adhoc`, FAIL). `CI_PLAN` expects those and 6.12-faults, whose
 shard is not there (its job failed before uploading): MISSING.
 """

@@ -179,7 +179,7 @@ def test_caches_honour_harness_cache_are_sized_and_saved_on_default_pushes_only(
             and s["with"]["path"].endswith("ccache")]
     # each build job (one per distinct kernel of the tier) saves a key of its own
     builds = [job_id for job_id in doc["jobs"] if job_id.startswith("build-")]
-    assert len(keys) == len(set(keys)) == len(builds) >= 8
+    assert len(keys) == len(set(keys)) == len(builds) >= 6
     small = ciplan.Settings(disk_gb=30)
     assert (small.ccache_max, small.cache_max) == ("5G", "23G")
     with pytest.raises(ciplan.CiError, match="--runner-disk 4"):
