@@ -82,8 +82,48 @@ class Quiet:
     grace_s: float = 5.0
 
 
+# What a program prints when a write failed for want of space: strerror(ENOSPC) and
+# strerror(EDQUOT), and git's own words ("write error. Out of diskspace").
+_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|Out of diskspace")
+
+
+def disk_full(output: str) -> str:
+    """The line of this output that says a write failed for want of space, or ""."""
+    for line in output.splitlines():
+        if _DISK_FULL.search(line):
+            return line.strip()
+    return ""
+
+
+DISK_FULL_FIX = ("free space there (`harness cache` lists what the harness keeps, "
+                 "`harness cache prune --max-size SIZE` evicts down to SIZE), or point "
+                 "HARNESS_CACHE / TMPDIR / --out at a bigger disk, then run again")
+
+
+def disk_full_cause(said: str, log_path: Path | None) -> str:
+    """The first line of a disk-full error: what the program said, and the free space now
+    on the file systems a run writes (the cache, the temporary directory, the log's)."""
+    import shutil
+    import tempfile
+
+    from harness.base import paths
+
+    seen: dict[int, str] = {}
+    for path in (paths.cache_root(), Path(tempfile.gettempdir()),
+                 *([log_path.parent] if log_path else [])):
+        with contextlib.suppress(OSError):
+            dev = path.stat().st_dev
+            if dev not in seen:
+                seen[dev] = f"{shutil.disk_usage(path).free / 2**30:.1f}G free under {path}"
+    return f"a disk is full ({said}); now {', '.join(seen.values()) or 'free space unknown'}"
+
+
 class CommandError(HarnessError):
-    """A command failed; carries the command, its exit and the end of its output."""
+    """A command failed; carries the command, its exit and the end of its output.
+
+    A command that failed because a disk was full says so first, and is a set-up error
+    whatever the stage (a full disk is no verdict on the series: git's checkout failing
+    with "Out of diskspace" was once reported as the series' PATCH_CONFLICT)."""
 
     def __init__(self, what: str, result: Completed, log_path: Path | None = None) -> None:
         status = (
@@ -91,9 +131,12 @@ class CommandError(HarnessError):
             if result.timed_out
             else f"exit {result.returncode}"
         )
-        super().__init__(
-            f"{what} failed: {status}\n$ {shlex.join(result.argv)}\n{result.tail(15)}",
-            log=log_path)
+        text = f"{what} failed: {status}\n$ {shlex.join(result.argv)}\n{result.tail(15)}"
+        said = disk_full(result.output)
+        if said:
+            text = f"{disk_full_cause(said, log_path)}\n{text}"
+        super().__init__(text, fix=DISK_FULL_FIX if said else "", log=log_path,
+                         status=Status.SETUP_ERROR if said else None)
         self.result = result
         self.log_path = log_path
 

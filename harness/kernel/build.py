@@ -328,7 +328,7 @@ def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Tools,
                           sandbox=reach(tree, tools))
         progress.done()
         if not result.ok:
-            raise BuildError(_build_failure(build_log, result), build_log)
+            raise _build_error(build_log, result)
         if progress.count > 100:
             atomic.write_text(stats, str(progress.count))
         parts = phases.parts()
@@ -340,13 +340,22 @@ def build(tree: Path, build_dir: Path, *, log_dir: Path, tools: Tools,
                    build_parts=parts)
 
 
-def _build_failure(build_log: Path, result: proc.Completed) -> str:
+def _build_error(build_log: Path, result: proc.Completed) -> BuildError:
     if result.timed_out:
-        return f"kernel build timed out after {result.duration_s:.0f}s (log: {build_log})"
-    text = build_log.read_text(errors="replace").splitlines()
+        return BuildError(f"kernel build timed out after {result.duration_s:.0f}s "
+                          f"(log: {build_log})", build_log)
+    log_text = build_log.read_text(errors="replace")
+    text = log_text.splitlines()
     errors = [ln for ln in text if re.search(r"\berror\b|Error \d|undefined reference", ln)]
     shown = "\n".join((errors or text)[-20:])
-    return f"kernel build failed (exit {result.returncode}); log: {build_log}\n{shown}"
+    failed = f"kernel build failed (exit {result.returncode}); log: {build_log}\n{shown}"
+    if said := proc.disk_full(log_text):
+        # no verdict on the tree: the same build passes with room
+        error = BuildError(f"{proc.disk_full_cause(said, build_log)}\n{failed}", build_log,
+                           fix=proc.DISK_FULL_FIX)
+        error.status = Status.SETUP_ERROR
+        return error
+    return BuildError(failed, build_log)
 
 
 def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Tools,

@@ -267,6 +267,27 @@ def test_a_patch_that_breaks_the_build_is_a_build_error_with_the_compiler_line(
     assert "BUILD_ERROR" in page and "fake.c" in page and "broken.patch" in page
 
 
+def test_a_build_that_found_the_disk_full_is_a_set_up_error_not_a_verdict(
+        world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the build's last write meets ENOSPC for real (/dev/full), as on a full disk
+    linux = world / "linux"
+    original = (linux / "Makefile").read_text()
+    (linux / "Makefile").write_text(original.replace(
+        "\t@cp $(O)/vmlinux $(O)/arch/x86/boot/bzImage\n",
+        "\t@cp $(O)/vmlinux $(O)/arch/x86/boot/bzImage\n\t@cp $(O)/vmlinux /dev/full\n"))
+    diff = _git(linux, "diff")
+    _git(linux, "checkout", "Makefile")
+    patch = world / "full.patch"
+    patch.write_text("From 1 Mon Sep 17 00:00:00 2001\nFrom: T <t@t>\nSubject: [PATCH] "
+                     f"full\n\n---\n{diff}-- \n2.39\n")
+    r = run(world, "full", patches=(str(patch),), monkeypatch=monkeypatch)
+    assert r.status is Status.SETUP_ERROR
+    assert stage_statuses(r)[-1] == ("build", "SETUP_ERROR")
+    assert r.error.startswith("a disk is full (cp: error writing '/dev/full': No space left "
+                              "on device); now ")
+    assert "kernel build failed" in r.error and "fix: free space there" in r.error
+
+
 def test_an_option_kconfig_drops_is_a_config_error_naming_it(
         world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     frag = world / "unknown.config"

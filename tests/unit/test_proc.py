@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.base import proc
+from harness.base.model import Status
 
 
 def _alive(pid: int) -> bool:
@@ -72,6 +73,31 @@ def test_check_raises_with_tail(tmp_path: Path) -> None:
 
 QUIET = proc.Quiet(seconds=1.5, until=re.compile(r"ready"), stop=(re.compile(r"stall"),),
                    grace_s=0.5)
+
+
+def test_a_write_that_found_the_disk_full_is_a_set_up_error_saying_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # /dev/full answers every write with ENOSPC: a real full disk, as a program sees it
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    with pytest.raises(proc.CommandError) as caught:
+        proc.check(["cp", "/etc/hostname", "/dev/full"], what="copy", timeout=10)
+    first, *rest = str(caught.value).splitlines()
+    assert first.startswith("a disk is full (cp: error writing '/dev/full': No space left "
+                            "on device); now ")
+    assert re.search(rf"\d+\.\dG free under {re.escape(str(tmp_path))}", first)
+    assert rest[0] == "copy failed: exit 1"
+    assert caught.value.status is Status.SETUP_ERROR
+    assert "harness cache prune" in caught.value.fix
+
+
+def test_a_failure_that_says_nothing_of_space_keeps_the_stage_s_status() -> None:
+    with pytest.raises(proc.CommandError) as caught:
+        proc.check(["sh", "-c", "echo 'error: patch failed'; exit 1"], what="apply",
+                   timeout=10)
+    assert caught.value.status is None and caught.value.fix == ""
+    assert proc.disk_full("fatal: sha1 file 'x/index.lock' write error. Out of diskspace") \
+        == "fatal: sha1 file 'x/index.lock' write error. Out of diskspace"
+    assert proc.disk_full("tests: 12 passed\nquota: 3 of 10 used") == ""
 
 
 def test_a_child_silent_before_it_is_ready_is_stopped_after_the_silence(
