@@ -56,6 +56,10 @@ def test_the_new_tree_benchmark_builds_a_user_tree_from_ccache() -> None:
     # of the stored Debian build it equals but for one line
     assert first["build_s"] > 0 and first["ccache_hits"] > first["ccache_misses"], first
     assert "new tree build s" in out
+    # the one-off tree's import, worktree and kernel left the cache with it
+    cache = Path(variants["this"]["cache"])
+    assert not [p for top in ("src", "work") for p in (cache / top).glob(
+        f"git-{variants['this']['tree']}-*")]
 
 
 def test_the_isolation_benchmark_boots_on_both_roots() -> None:
