@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from harness import target
-from harness.base import proc, sandbox
+from harness.base import paths, proc, sandbox
 from harness.base.errors import HarnessError, Stopped, from_os_error, signal_of
 from harness.base.model import Accel, GuestOptions, GuestSpec, Status
 from harness.drivers import doctor, matrix, pipeline, run
@@ -922,11 +922,34 @@ def _prune_after(command: str) -> None:
                     done.skipped_reason)
 
 
+def _room_before(command: str) -> None:
+    """Room under the cache before the command writes to it: the least recently used
+    entries go while the disk has less than cache.ROOM free; what could not be made is
+    said before the run starts, not found by a build that fails for space."""
+    made = cache.make_room()
+    if made.done is None:
+        return
+    freed = sum(e.size for e in made.done.evicted)
+    where = f"{cache.human(made.free)} free under {paths.cache_root()}"
+    if made.done.evicted:
+        log.info("%s, less than the %s a cold build writes: evicted %s before %s "
+                 "(least recently used, %s)", where, cache.human(made.room),
+                 ", ".join(f"{e.kind.value} {e.name}" for e in made.done.evicted), command,
+                 cache.human(freed))
+    if made.free + freed < made.room:
+        log.warning("%s%s: a build may fail for space (%s); free space on that disk, or "
+                    "point HARNESS_CACHE at a bigger one", where,
+                    f", {cache.human(made.free + freed)} after evicting" if freed else "",
+                    made.done.skipped_reason or "nothing more of the cache to evict")
+
+
 def _run_command(args: argparse.Namespace) -> int:
-    """The command's handler; one that uses the cache holds it, and prunes it after."""
+    """The command's handler; one that uses the cache makes room first, holds the cache
+    while it runs, and prunes it after."""
     chosen = BY_NAME[args.command]
     if not chosen.uses_cache:
         return chosen.handler(args)
+    _room_before(args.command)
     with cache.in_use(), sandbox.using(_sandbox_policy(args)):
         code = chosen.handler(args)
     _prune_after(args.command)

@@ -27,6 +27,12 @@ Eviction goes least recently used first until the cache fits its limit
 cache runs: every such command holds `in_use()` (a shared lock) from start to end, and
 eviction needs it exclusively, so nothing a running harness holds is ever removed.
 
+A disk is shared: what is free under the cache can fall far below what its limit leaves
+(a CI machine's disk once filled mid-run). Before a command takes the cache, `make_room()`
+evicts least recently used entries too while less than ROOM is free there: about what
+a cold kernel build writes, so a run that must build has room to, and a warm one loses
+nothing while the disk has room.
+
 Export and import (`harness cache export`, `harness cache import`): kernel/archive.py.
 """
 
@@ -56,6 +62,9 @@ USE_FILE = ".harness-use.json"
 SIZES_FILE = "sizes.json"  # path -> [last write seen, when measured, bytes]
 SIZE_TTL_S = 3600.0  # a remembered size older than this is measured again
 DEFAULT_MAX = "40G"
+# Free space a command wants under the cache before it starts: a cold 6.12 build writes
+# about this much (a source import, a worktree, its build directory with BTF, ccache).
+ROOM = 10 * 2**30
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)i?B?", re.IGNORECASE)
 
 
@@ -314,6 +323,52 @@ def prune(limit: int, *, dry_run: bool = False) -> Pruned:
                      human(e.size), time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)))
             _remove(e)
     return Pruned(evicted=tuple(chosen), total_before=total, limit=limit)
+
+
+def plan_room(found: list[Entry], free: int, room: int) -> list[Entry]:
+    """What to evict, least recently used first, for `room` bytes to be free where `free`
+    are. Pure."""
+    if free >= room:
+        return []
+    total = sum(e.size for e in found)
+    return plan_eviction(found, max(0, total - (room - free)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Room:
+    free: int  # bytes free under the cache before
+    room: int  # what was wanted
+    done: Pruned | None  # None: there was room
+
+
+def free_under(root: Path) -> int:
+    """Bytes free to us on the file system that holds root."""
+    return shutil.disk_usage(root).free
+
+
+def make_room(room: int | None = None) -> Room:
+    """Evict least recently used entries while less than `room` (default ROOM) is free
+    under the cache (the caller must not hold in_use() itself)."""
+    room = ROOM if room is None else room
+    free = free_under(paths.cache_root())
+    if free >= room:
+        return Room(free=free, room=room, done=None)
+    found = entries()
+    total = sum(e.size for e in found)
+    chosen = plan_room(found, free, room)
+    if not chosen:
+        return Room(free=free, room=room, done=Pruned(evicted=(), total_before=total))
+    with _alone() as alone:
+        if not alone:
+            return Room(free=free, room=room, done=Pruned(
+                evicted=(), total_before=total,
+                skipped_reason="another harness command is using the cache"))
+        for e in chosen:
+            log.info("cache: evicting %s %s (%s, last used %s) to make room", e.kind.value,
+                     e.name, human(e.size),
+                     time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)))
+            _remove(e)
+    return Room(free=free, room=room, done=Pruned(evicted=tuple(chosen), total_before=total))
 
 
 def drop(patterns: tuple[str, ...], *, dry_run: bool = False) -> Pruned:

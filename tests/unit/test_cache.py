@@ -106,6 +106,43 @@ def test_test_builds_count_toward_the_limit_and_go_least_recently_used_first(
     assert (root / "test_progs/.steps").exists()
 
 
+def test_a_command_on_a_full_disk_first_evicts_what_was_used_least_recently(
+        root: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A shared disk can hold far less than the cache's limit leaves: before a command takes
+    the cache, entries go (least recently used first) until cache.ROOM is free, and what
+    could not be made is said."""
+    cachetree.world(root)
+    found = cache.entries()
+    by = {e.name: e for e in found}
+    # pure: enough free, nothing; short by one byte, the oldest evictable; short by more
+    # than the cache holds, everything
+    assert cache.plan_room(found, free=100, room=100) == []
+    assert [e.name for e in cache.plan_room(found, free=99, room=100)] == ["old"]
+    assert [e.name for e in cache.plan_room(found, free=0, room=10**12)] == [
+        "old", "git-linux-1-base", "git-linux-1", "new"]
+    # a disk with less free than ROOM, short by the oldest kernel's size: it goes, as the
+    # harness's commands start
+    monkeypatch.setattr(cache, "ROOM", 2**30)
+    monkeypatch.setattr(cache, "free_under", lambda _root: 2**30 - by["old"].size)
+    assert cli.main(["cache", "list"]) == 0  # not a command that writes the cache
+    assert len(cache.entries()) == 4
+    capfd.readouterr()
+    assert cli.main(["run", "--cell", "no-such-cell"]) == 2  # refused after making room
+    assert sorted(e.name for e in cache.entries()) == ["git-linux-1", "git-linux-1-base",
+                                                       "new"]
+    said = capfd.readouterr().err
+    assert f"1023.9M free under {root}, less than the 1.0G a cold build writes: evicted " \
+           "kernel old before run (least recently used, 124K)" in said
+    assert "a build may fail for space" not in said
+    # nothing left to evict would make room: said, and the command still runs
+    monkeypatch.setattr(cache, "free_under", lambda _root: 2**29)
+    assert cli.main(["run", "--cell", "no-such-cell"]) == 2
+    said = capfd.readouterr().err
+    assert "512.0M free under" in said and ", 512.6M after evicting: a build may fail for " \
+        "space (nothing more of the cache to evict); free space on that disk" in said
+    assert [e.name for e in cache.entries()] == []
+
+
 def test_nothing_is_evicted_while_another_harness_uses_the_cache(root: Path) -> None:
     cachetree.world(root)
     holder = subprocess.Popen(
