@@ -82,16 +82,23 @@ class Quiet:
     grace_s: float = 5.0
 
 
-# What a program prints when a write failed for want of space: strerror(ENOSPC) and
-# strerror(EDQUOT), and git's own words ("write error. Out of diskspace").
-_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|Out of diskspace")
+# What a program prints when a write failed for want of space: strerror(ENOSPC) or
+# strerror(EDQUOT) after a colon, as perror(), gcc, ld, cp and Python ("[Errno 28] ...")
+# print it, and git's own words ("write error. Out of diskspace"). Not the words alone: a
+# compiler quoting errno-base.h's "/* No space left on device */" is no full disk.
+_DISK_FULL = re.compile(r"(?::|\]) (?:No space left on device|Disk quota exceeded)\b|"
+                        r"write error\. Out of diskspace")
+# What a program prints is the tree's to choose: the disk must agree. After a write found
+# no space, what frees again is what the failed program removes (an object, an image): a
+# file system with less than this free now was full a moment ago.
+DISK_LOW = 10 * 2**30
 
 
 def disk_full(output: str) -> str:
     """The line of this output that says a write failed for want of space, or ""."""
     for line in output.splitlines():
         if _DISK_FULL.search(line):
-            return line.strip()
+            return line.strip()[:300]
     return ""
 
 
@@ -100,22 +107,66 @@ DISK_FULL_FIX = ("free space there (`harness cache` lists what the harness keeps
                  "HARNESS_CACHE / TMPDIR / --out at a bigger disk, then run again")
 
 
-def disk_full_cause(said: str, log_path: Path | None) -> str:
-    """The first line of a disk-full error: what the program said, and the free space now
-    on the file systems a run writes (the cache, the temporary directory, the log's)."""
+def free_space(log_path: Path | None) -> dict[str, int]:
+    """Bytes free on each file system a run writes (the cache, the temporary directory,
+    the log's), by the first of those paths on it."""
     import shutil
     import tempfile
 
     from harness.base import paths
 
-    seen: dict[int, str] = {}
-    for path in (paths.cache_root(), Path(tempfile.gettempdir()),
-                 *([log_path.parent] if log_path else [])):
+    found: dict[str, int] = {}
+    seen: set[int] = set()
+    places: tuple[Callable[[], Path | None], ...] = (
+        paths.cache_root, lambda: Path(tempfile.gettempdir()),
+        lambda: log_path.parent if log_path else None)
+    for where in places:  # each found inside the suppress: a full disk can fail any
         with contextlib.suppress(OSError):
-            dev = path.stat().st_dev
-            if dev not in seen:
-                seen[dev] = f"{shutil.disk_usage(path).free / 2**30:.1f}G free under {path}"
-    return f"a disk is full ({said}); now {', '.join(seen.values()) or 'free space unknown'}"
+            path = where()
+            if path is None or (dev := path.stat().st_dev) in seen:
+                continue
+            seen.add(dev)
+            found[str(path)] = shutil.disk_usage(path).free
+    return found
+
+
+def disk_full_cause(output: str, log_path: Path | None) -> str:
+    """"" unless this output says a write found no space and a file system the run writes
+    has less than DISK_LOW free now; else the first line of a disk-full error: what the
+    program said and the free space on each."""
+    said = disk_full(output)
+    if not said:
+        return ""
+    free = free_space(log_path)
+    if not any(n < DISK_LOW for n in free.values()):
+        return ""
+    return "a disk is full ({}); now {}".format(
+        said, ", ".join(f"{n / 2**30:.1f}G free under {p}" for p, n in free.items()))
+
+
+def _said(result: Completed, log_path: Path | None) -> str:
+    """What a command printed: kept, or (kept out of memory) its log's end."""
+    if result.output or log_path is None:
+        return result.output
+    with contextlib.suppress(OSError), log_path.open("rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, fh.tell() - 2**20))
+        return fh.read().decode(errors="replace")
+    return ""
+
+
+class DiskFullError(HarnessError):
+    """A step failed because a write found no space: no verdict on what it built."""
+
+    status = Status.SETUP_ERROR
+
+
+def check_space(result: Completed, what: str, log_path: Path | None) -> None:
+    """Raise DiskFullError when this failed command failed for want of space, so that the
+    caller's own reading of the failure (a conflict, a build error) is not made of it."""
+    if not result.ok and (full := disk_full_cause(_said(result, log_path), log_path)):
+        raise DiskFullError(f"{full}\n{what} failed (exit {result.returncode})",
+                            fix=DISK_FULL_FIX, log=log_path)
 
 
 class CommandError(HarnessError):
@@ -132,11 +183,11 @@ class CommandError(HarnessError):
             else f"exit {result.returncode}"
         )
         text = f"{what} failed: {status}\n$ {shlex.join(result.argv)}\n{result.tail(15)}"
-        said = disk_full(result.output)
-        if said:
-            text = f"{disk_full_cause(said, log_path)}\n{text}"
-        super().__init__(text, fix=DISK_FULL_FIX if said else "", log=log_path,
-                         status=Status.SETUP_ERROR if said else None)
+        full = disk_full_cause(_said(result, log_path), log_path)
+        if full:
+            text = f"{full}\n{text}"
+        super().__init__(text, fix=DISK_FULL_FIX if full else "", log=log_path,
+                         status=Status.SETUP_ERROR if full else None)
         self.result = result
         self.log_path = log_path
 

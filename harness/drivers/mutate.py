@@ -143,8 +143,11 @@ def compare(baseline: Mapping[str, str], mutant: Mapping[str, str], *, stage: st
     complained (`kernel_fault`: a splat, a panic). Any other stage error is the
     environment's or the harness's: "error". Otherwise each result that is not excluded
     (see `excluded_tests`) is compared with the green baseline's, boot and shutdown
-    included.
+    included. A stage stopped by the host (SETUP_ERROR: a full disk) is "error" in any
+    stage, the build's too: a mutant whose build found no space is not stillborn.
     """
+    if stage and stage_status == Status.SETUP_ERROR.value:
+        return "error", (f"stage {stage}: {stage_status}",)
     if stage == "build" or (stage_status == Status.BUILD_ERROR.value and stage != "features"):
         return "stillborn", ()
     if stage == "features":

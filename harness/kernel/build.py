@@ -349,10 +349,9 @@ def _build_error(build_log: Path, result: proc.Completed) -> BuildError:
     errors = [ln for ln in text if re.search(r"\berror\b|Error \d|undefined reference", ln)]
     shown = "\n".join((errors or text)[-20:])
     failed = f"kernel build failed (exit {result.returncode}); log: {build_log}\n{shown}"
-    if said := proc.disk_full(log_text):
+    if full := proc.disk_full_cause(log_text, build_log):
         # no verdict on the tree: the same build passes with room
-        error = BuildError(f"{proc.disk_full_cause(said, build_log)}\n{failed}", build_log,
-                           fix=proc.DISK_FULL_FIX)
+        error = BuildError(f"{full}\n{failed}", build_log, fix=proc.DISK_FULL_FIX)
         error.status = Status.SETUP_ERROR
         return error
     return BuildError(failed, build_log)

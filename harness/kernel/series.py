@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.base import atomic, paths
+from harness.base import atomic, paths, proc
 from harness.base.errors import HarnessError
 from harness.base.gitcmd import git, git_run
 from harness.base.model import KernelSpec, PatchResult, PatchState, Status
@@ -334,6 +334,7 @@ def apply(tree: Path, base_commit: str, patches: list[Patch], *,
             learnt[key] = {"commit": current, "state": PatchState.APPLIED.value,
                            "files": list(files)}
             continue
+        proc.check_space(res, f"git am {patch.name}", am_log)
         unmerged = git_run(tree, "diff", "--name-only",
                              "--diff-filter=U", timeout=60).output.split()
         detail = conflict_detail(fwd.output, unmerged, res.output)

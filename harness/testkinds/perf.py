@@ -94,6 +94,7 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
     res = proc.run(argv, timeout=PERF_BUILD_TIMEOUT_S, log_path=blog, keep_output=False,
                    sandbox=sandbox.for_tree(tree, write=(out,), read=btf))
     if not res.ok:
+        proc.check_space(res, "building perf", blog)
         lines = blog.read_text(errors="replace").splitlines()
         errors = [ln for ln in lines if re.search(r"error:|Error \d|undefined reference", ln)]
         how = "timed out" if res.timed_out else f"failed (exit {res.returncode})"

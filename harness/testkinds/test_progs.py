@@ -94,6 +94,7 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
                    env=kbuild.make_env(tools), timeout=kbuild.BUILD_TIMEOUT_S, log_path=blog,
                    keep_output=False, sandbox=kbuild.reach(tree, tools))
     if not res.ok:
+        proc.check_space(res, "make vmlinux modules for test_progs", blog)
         how = f"timed out after {res.duration_s:.0f}s" if res.timed_out else \
             f"failed (exit {res.returncode})"
         raise SelftestError(f"make vmlinux modules for test_progs {how}; log: {blog}")
@@ -144,6 +145,7 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
                        kernel.vmlinux, *tools.pahole_tool.reads)))
     progress.done()
     if not res.ok:
+        proc.check_space(res, "building test_progs", blog)
         lines = blog.read_text(errors="replace").splitlines()
         errors = [ln for ln in lines if re.search(r"error:|Error \d|undefined reference", ln)]
         shown = "\n".join((errors or lines)[-15:])

@@ -170,6 +170,9 @@ def test_verdicts_against_a_real_baseline() -> None:
     outcome, differ = compare(base, warn, stage="")
     assert outcome == "killed" and {"boot", "shutdown"} <= set(differ)
     assert compare(base, {}, stage="build", stage_status="BUILD_ERROR")[0] == "stillborn"
+    # a build that found the disk full is no verdict on the mutant
+    assert compare(base, {}, stage="build", stage_status="SETUP_ERROR") == (
+        "error", ("stage build: SETUP_ERROR",))
     # the harness's own feature check (a declared kfunc gone) stops it: that is a kill
     assert compare(base, {}, stage="features", stage_status="BUILD_ERROR") == (
         "killed", ("stage features: BUILD_ERROR",))

@@ -280,6 +280,10 @@ def test_a_build_that_found_the_disk_full_is_a_set_up_error_not_a_verdict(
     patch = world / "full.patch"
     patch.write_text("From 1 Mon Sep 17 00:00:00 2001\nFrom: T <t@t>\nSubject: [PATCH] "
                      f"full\n\n---\n{diff}-- \n2.39\n")
+    from harness.base import proc
+
+    # the disk agrees: less than DISK_LOW free where the run writes
+    monkeypatch.setattr(proc, "DISK_LOW", 2**60)
     r = run(world, "full", patches=(str(patch),), monkeypatch=monkeypatch)
     assert r.status is Status.SETUP_ERROR
     assert stage_statuses(r)[-1] == ("build", "SETUP_ERROR")

@@ -75,29 +75,55 @@ QUIET = proc.Quiet(seconds=1.5, until=re.compile(r"ready"), stop=(re.compile(r"s
                    grace_s=0.5)
 
 
-def test_a_write_that_found_the_disk_full_is_a_set_up_error_saying_so(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # /dev/full answers every write with ENOSPC: a real full disk, as a program sees it
+@pytest.fixture
+def low_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache whose file system has less than DISK_LOW free, as after a write found none."""
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    monkeypatch.setattr(proc, "DISK_LOW", proc.free_space(None)[str(tmp_path)] + 2**30)
+    return tmp_path
+
+
+def test_a_write_that_found_the_disk_full_is_a_set_up_error_saying_so(low_disk: Path) -> None:
+    # /dev/full answers every write with ENOSPC: a real full disk, as a program sees it
+    (low_disk / "data").write_text("some bytes\n")
     with pytest.raises(proc.CommandError) as caught:
-        proc.check(["cp", "/etc/hostname", "/dev/full"], what="copy", timeout=10)
+        proc.check(["cp", str(low_disk / "data"), "/dev/full"], what="copy", timeout=10)
     first, *rest = str(caught.value).splitlines()
     assert first.startswith("a disk is full (cp: error writing '/dev/full': No space left "
                             "on device); now ")
-    assert re.search(rf"\d+\.\dG free under {re.escape(str(tmp_path))}", first)
+    assert re.search(rf"\d+\.\dG free under {re.escape(str(low_disk))}", first)
     assert rest[0] == "copy failed: exit 1"
     assert caught.value.status is Status.SETUP_ERROR
     assert "harness cache prune" in caught.value.fix
 
 
-def test_a_failure_that_says_nothing_of_space_keeps_the_stage_s_status() -> None:
+def test_words_of_a_full_disk_on_a_disk_with_room_are_no_full_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # what the tree's code prints is its own to choose: the disk must agree
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    monkeypatch.setattr(proc, "DISK_LOW", 0)
+    (tmp_path / "data").write_text("some bytes\n")
+    with pytest.raises(proc.CommandError) as caught:
+        proc.check(["cp", str(tmp_path / "data"), "/dev/full"], what="copy", timeout=10)
+    assert caught.value.status is None and caught.value.fix == ""
+
+
+def test_a_failure_that_says_nothing_of_space_keeps_the_stage_s_status(low_disk: Path) -> None:
     with pytest.raises(proc.CommandError) as caught:
         proc.check(["sh", "-c", "echo 'error: patch failed'; exit 1"], what="apply",
                    timeout=10)
     assert caught.value.status is None and caught.value.fix == ""
-    assert proc.disk_full("fatal: sha1 file 'x/index.lock' write error. Out of diskspace") \
-        == "fatal: sha1 file 'x/index.lock' write error. Out of diskspace"
-    assert proc.disk_full("tests: 12 passed\nquota: 3 of 10 used") == ""
+    said = {  # what programs print when a write found no space
+        "fatal: sha1 file 'x/index.lock' write error. Out of diskspace": True,
+        "/usr/bin/ld: final link failed: No space left on device": True,
+        "cc1: fatal error: error writing to /tmp/ccX.s: No space left on device": True,
+        "OSError: [Errno 28] No space left on device: 'out'": True,
+        "cp: error writing 'x': Disk quota exceeded": True,
+        # a compiler quoting errno-base.h, a test's own words: not a failed write
+        "   32 | #define ENOSPC  28 /* No space left on device */": False,
+        "tests: 12 passed, quota: 3 of 10 used": False,
+    }
+    assert {line: bool(proc.disk_full(line)) for line in said} == said
 
 
 def test_a_child_silent_before_it_is_ready_is_stopped_after_the_silence(
