@@ -922,10 +922,16 @@ def _prune_after(command: str) -> None:
                     done.skipped_reason)
 
 
-def _room_before(command: str) -> None:
-    """Room under the cache before the command writes to it: the least recently used
-    entries go while the disk has less than cache.ROOM free; what could not be made is
-    said before the run starts, not found by a build that fails for space."""
+def _room_before(args: argparse.Namespace) -> None:
+    """Room under the cache before a command that may build writes to it: the least
+    recently used entries go while the disk has less than cache.ROOM free; what could not
+    be made is said before the run starts, not found by a build that fails for space. A
+    run of prebuilt kernels builds nothing (and its kernels, just imported, keep their
+    old times: they would go first)."""
+    command = args.command
+    if getattr(args, "prebuilt", None) or str(getattr(args, "kernel", "")).startswith(
+            "image:"):
+        return
     made = cache.make_room()
     if made.done is None:
         return
@@ -936,11 +942,13 @@ def _room_before(command: str) -> None:
                  "(least recently used, %s)", where, cache.human(made.room),
                  ", ".join(f"{e.kind.value} {e.name}" for e in made.done.evicted), command,
                  cache.human(freed))
-    if made.free + freed < made.room:
-        log.warning("%s%s: a build may fail for space (%s); free space on that disk, or "
-                    "point HARNESS_CACHE at a bigger one", where,
-                    f", {cache.human(made.free + freed)} after evicting" if freed else "",
-                    made.done.skipped_reason or "nothing more of the cache to evict")
+        return
+    why = made.done.skipped_reason or (
+        f"evicting all the cache did not use in the last {cache.RECENT_S / 60:.0f} minutes "
+        "would not make it, so nothing was")
+    log.warning("%s, less than the %s a cold build writes (%s): a build may fail for space; "
+                "free space on that disk, or point HARNESS_CACHE at a bigger one", where,
+                cache.human(made.room), why)
 
 
 def _run_command(args: argparse.Namespace) -> int:
@@ -949,7 +957,7 @@ def _run_command(args: argparse.Namespace) -> int:
     chosen = BY_NAME[args.command]
     if not chosen.uses_cache:
         return chosen.handler(args)
-    _room_before(args.command)
+    _room_before(args)
     with cache.in_use(), sandbox.using(_sandbox_policy(args)):
         code = chosen.handler(args)
     _prune_after(args.command)

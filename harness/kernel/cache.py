@@ -28,10 +28,11 @@ cache runs: every such command holds `in_use()` (a shared lock) from start to en
 eviction needs it exclusively, so nothing a running harness holds is ever removed.
 
 A disk is shared: what is free under the cache can fall far below what its limit leaves
-(a CI machine's disk once filled mid-run). Before a command takes the cache, `make_room()`
-evicts least recently used entries too while less than ROOM is free there: about what
-a cold kernel build writes, so a run that must build has room to, and a warm one loses
-nothing while the disk has room.
+(a CI machine's disk once filled mid-run). Before a command that may build takes the cache,
+`make_room()` evicts least recently used entries too while less than ROOM is free there:
+about what a cold kernel build writes, so a run that must build has room to, and a warm
+one loses nothing while the disk has room. It keeps what was used in the last minutes (a
+parent command's), and evicts nothing when even that would not make the room.
 
 Export and import (`harness cache export`, `harness cache import`): kernel/archive.py.
 """
@@ -325,13 +326,21 @@ def prune(limit: int, *, dry_run: bool = False) -> Pruned:
     return Pruned(evicted=tuple(chosen), total_before=total, limit=limit)
 
 
-def plan_room(found: list[Entry], free: int, room: int) -> list[Entry]:
+RECENT_S = 600.0  # an entry used this recently is kept when making room
+
+
+def plan_room(found: list[Entry], free: int, room: int, now: float) -> list[Entry]:
     """What to evict, least recently used first, for `room` bytes to be free where `free`
-    are. Pure."""
+    are: nothing when there is room, and nothing when evicting every entry not used in the
+    last RECENT_S seconds would not make it (a warm cache emptied for a build that has no
+    room anyway helps nobody). Pure."""
     if free >= room:
         return []
-    total = sum(e.size for e in found)
-    return plan_eviction(found, max(0, total - (room - free)))
+    old = [e for e in found if now - e.last_used >= RECENT_S]
+    if free + sum(e.size for e in old) < room:
+        return []
+    total = sum(e.size for e in old)
+    return plan_eviction(old, total - (room - free))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -355,7 +364,7 @@ def make_room(room: int | None = None) -> Room:
         return Room(free=free, room=room, done=None)
     found = entries()
     total = sum(e.size for e in found)
-    chosen = plan_room(found, free, room)
+    chosen = plan_room(found, free, room, time.time())
     if not chosen:
         return Room(free=free, room=room, done=Pruned(evicted=(), total_before=total))
     with _alone() as alone:

@@ -108,23 +108,28 @@ def test_test_builds_count_toward_the_limit_and_go_least_recently_used_first(
 
 def test_a_command_on_a_full_disk_first_evicts_what_was_used_least_recently(
         root: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    """A shared disk can hold far less than the cache's limit leaves: before a command takes
-    the cache, entries go (least recently used first) until cache.ROOM is free, and what
-    could not be made is said."""
-    cachetree.world(root)
+    """A shared disk can hold far less than the cache's limit leaves: before a command that
+    may build takes the cache, entries go (least recently used first) until cache.ROOM is
+    free; what was used in the last minutes stays; nothing goes when that would not make
+    the room, and that is said."""
+    cachetree.world(root)  # kernel "new" used 10 s ago, the others hours ago
     found = cache.entries()
     by = {e.name: e for e in found}
-    # pure: enough free, nothing; short by one byte, the oldest evictable; short by more
-    # than the cache holds, everything
-    assert cache.plan_room(found, free=100, room=100) == []
-    assert [e.name for e in cache.plan_room(found, free=99, room=100)] == ["old"]
-    assert [e.name for e in cache.plan_room(found, free=0, room=10**12)] == [
-        "old", "git-linux-1-base", "git-linux-1", "new"]
+    now = time.time()
+    # pure: enough free, nothing; short by one byte, the oldest evictable; short by all
+    # that is old, all of it but the kernel used 10 s ago; short by more, nothing
+    assert cache.plan_room(found, free=100, room=100, now=now) == []
+    assert [e.name for e in cache.plan_room(found, free=99, room=100, now=now)] == ["old"]
+    old = sum(e.size for e in found) - by["new"].size
+    assert [e.name for e in cache.plan_room(found, free=0, room=old, now=now)] == [
+        "old", "git-linux-1-base", "git-linux-1"]
+    assert cache.plan_room(found, free=0, room=old + 1, now=now) == []
     # a disk with less free than ROOM, short by the oldest kernel's size: it goes, as the
     # harness's commands start
     monkeypatch.setattr(cache, "ROOM", 2**30)
     monkeypatch.setattr(cache, "free_under", lambda _root: 2**30 - by["old"].size)
     assert cli.main(["cache", "list"]) == 0  # not a command that writes the cache
+    assert cli.main(["run", "--prebuilt", str(root / "no-run")]) == 2  # builds nothing
     assert len(cache.entries()) == 4
     capfd.readouterr()
     assert cli.main(["run", "--cell", "no-such-cell"]) == 2  # refused after making room
@@ -134,13 +139,14 @@ def test_a_command_on_a_full_disk_first_evicts_what_was_used_least_recently(
     assert f"1023.9M free under {root}, less than the 1.0G a cold build writes: evicted " \
            "kernel old before run (least recently used, 124K)" in said
     assert "a build may fail for space" not in said
-    # nothing left to evict would make room: said, and the command still runs
+    # evicting would not make the room: nothing goes, and that is said
     monkeypatch.setattr(cache, "free_under", lambda _root: 2**29)
     assert cli.main(["run", "--cell", "no-such-cell"]) == 2
     said = capfd.readouterr().err
-    assert "512.0M free under" in said and ", 512.6M after evicting: a build may fail for " \
-        "space (nothing more of the cache to evict); free space on that disk" in said
-    assert [e.name for e in cache.entries()] == []
+    assert f"512.0M free under {root}, less than the 1.0G a cold build writes (evicting " \
+           "all the cache did not use in the last 10 minutes would not make it, so nothing " \
+           "was): a build may fail for space" in said
+    assert len(cache.entries()) == 3
 
 
 def test_nothing_is_evicted_while_another_harness_uses_the_cache(root: Path) -> None:
