@@ -56,10 +56,13 @@ def test_the_new_tree_benchmark_builds_a_user_tree_from_ccache() -> None:
     # of the stored Debian build it equals but for one line
     assert first["build_s"] > 0 and first["ccache_hits"] > first["ccache_misses"], first
     assert "new tree build s" in out
-    # the one-off tree's import, worktree and kernel left the cache with it
+    # the one-off tree's import, worktree (and its build directory) and kernel left the
+    # cache with it
     cache = Path(variants["this"]["cache"])
-    assert not [p for top in ("src", "work") for p in (cache / top).glob(
+    assert not [p for top in ("src", "work", "build") for p in (cache / top).glob(
         f"git-{variants['this']['tree']}-*")]
+    kernels = {p.name for p in (cache / "kernels").iterdir()}
+    assert variants["this"]["new_tree"]["kernel"] not in kernels
 
 
 def test_the_isolation_benchmark_boots_on_both_roots() -> None:
