@@ -17,6 +17,7 @@ against the versions the suites serve.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -193,7 +194,12 @@ def _lists_stamp(suite: Suite) -> str:
         files += [DPKG_STATUS] if DPKG_STATUS.is_file() else []
     if not files:
         return ""
-    return json.dumps([[str(f), st.st_size, st.st_mtime_ns]
+    # A list's mtime is what its repository says (its Release's date, to the second) and a
+    # new version of a package can keep the Packages file's size: the InRelease files'
+    # bytes, which hash every list, tell two publications within a second apart.
+    return json.dumps([[str(f), st.st_size, st.st_mtime_ns,
+                        hashlib.sha256(f.read_bytes()).hexdigest()
+                        if f.name.endswith("Release") else ""]
                        for f in files for st in (f.stat(),)] + [apt_options(suite)])
 
 
