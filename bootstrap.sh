@@ -23,8 +23,9 @@ while [ $# -gt 0 ]; do
 	--arch) arch=$2; shift ;;
 	--toolchain) toolchain=$2; shift ;;
 	--print) print=1 ;;
+	-h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--) shift; break ;;
-	*) echo "bootstrap: unknown option $1 (see the top of bootstrap.sh)" >&2; exit 2 ;;
+	*) echo "bootstrap: unknown option $1 (./bootstrap.sh --help lists them)" >&2; exit 2 ;;
 	esac
 	shift
 done

@@ -52,6 +52,18 @@ def test_an_unknown_role_or_arch_says_what_is_known() -> None:
         assert res.returncode == 2 and said in res.stderr, res.stderr
 
 
+def test_help_says_the_options_and_an_unknown_one_points_to_it() -> None:
+    done = subprocess.run(["sh", str(REPO / "bootstrap.sh"), "--help"], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0 and done.stdout.startswith("Installs what the harness needs")
+    assert "--role ROLE" in done.stdout and "--print lists" in done.stdout
+    wrong = subprocess.run(["sh", str(REPO / "bootstrap.sh"), "--bogus"], capture_output=True,
+                           text=True, check=False)
+    assert wrong.returncode == 2
+    assert wrong.stderr == "bootstrap: unknown option --bogus (./bootstrap.sh --help lists " \
+                           "them)\n"
+
+
 @pytest.mark.parametrize("script", ["bootstrap.sh", ".ci/run"])
 def test_the_shell_scripts_pass_shellcheck(script: str) -> None:
     res = subprocess.run(["shellcheck", str(REPO / script)], capture_output=True, text=True)
