@@ -77,11 +77,14 @@ if [ -n "$arch" ] && [ "$arch" != x86_64 ]; then
 	[ -f "$file" ] || { echo "bootstrap: --arch $arch: no $file" >&2; exit 2; }
 	need_python
 	deb_arch=$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["deb_arch"])' "$file")
+	# all: a developer's machine builds and boots, so both parts
 	case "$role" in
-	build) PKGS="$PKGS $(data_packages "$file" cross_packages)"
+	build|all) PKGS="$PKGS $(data_packages "$file" cross_packages)"
 		# our tests link statically against the arch's libraries (multiarch)
 		FOREIGN=$deb_arch
 		for p in libbpf-dev libelf-dev zlib1g-dev libzstd-dev; do PKGS="$PKGS $p:$deb_arch"; done ;;
+	esac
+	case "$role" in
 	test|all) PKGS="$PKGS $(data_packages "$file" packages)"
 		# its guest root is made of the arch's packages (apt-get download)
 		FOREIGN=$deb_arch ;;

@@ -512,6 +512,9 @@ def generate(tree: Path, fragments: list[Path], *, log_dir: Path,
     target = target or default_target()
     variables = make_vars(target)
     # Kconfig records the tools' versions (CC, LD, AS, PAHOLE_VERSION) and tests them.
+    for t in target.version_commands():
+        if proc.which(t) is None:  # a cross compiler: its arch's packages, said as such
+            raise proc.ToolMissingError(t, target.install_fix())
     tools = [proc.run([t, "--version"], timeout=30).output.splitlines()[:1]
              for t in (*target.version_commands(), "pahole")]
     h = hashlib.sha256(f"{BASE}\n{kconfig_inputs(tree)}\n{tools}\n".encode())

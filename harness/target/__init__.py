@@ -185,6 +185,18 @@ class Target:
         return dict(v.split("=", 1) for v in self.make_vars()
                     if v.startswith(("CROSS_COMPILE=", "LLVM=")))
 
+    def install_fix(self) -> str:
+        """How to install what builds for this pair: the bootstrap with its arch and
+        toolchain, and the Debian packages that brings (from their data files)."""
+        flags = (f" --arch {self.arch.name}" if self.cross else "") + (
+            f" --toolchain {self.toolchain.name}" if self.toolchain.name != DEFAULT_TOOLCHAIN
+            else "")
+        packages = (*(self.arch.cross_packages if self.prefix else ()),
+                    *(self.toolchain.packages if self.toolchain.name != DEFAULT_TOOLCHAIN
+                      else ()))
+        return (f"./bootstrap.sh --role build{flags}"
+                + (f" (Debian's {', '.join(packages)})" if packages else ""))
+
     def version_commands(self) -> tuple[str, ...]:
         """The commands whose versions identify this pair's build (a cross gcc's own)."""
         return tuple(self.prefix + c if c in ("gcc", "ld", "as") else c

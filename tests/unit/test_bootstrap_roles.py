@@ -42,6 +42,12 @@ def test_an_arch_and_a_toolchain_bring_their_own_packages_from_their_files() -> 
     test = _print("--role", "test", "--arch", "arm64")
     assert "qemu-system-arm" in test["debian"] and "qemu-system-x86" not in test["debian"]
     assert test["foreign"] == ["arm64"]  # its guest root comes from arm64 packages
+    # a developer's machine (role all) builds and boots it: both parts (once, only the
+    # QEMU part came: harness run --cell 6.12-arm64 then stopped at its cross compiler)
+    both = _print("--arch", "arm64")
+    assert {"gcc-aarch64-linux-gnu", "libbpf-dev:arm64", "qemu-system-arm"} <= set(
+        both["debian"])
+    assert both["foreign"] == ["arm64"]
 
 
 def test_an_unknown_role_or_arch_says_what_is_known() -> None:

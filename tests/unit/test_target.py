@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli, target
+from harness.base import proc
 from harness.base.model import Accel, GuestSpec
 from harness.ci import ciplan
 from harness.drivers import matrix, pipeline, shard
@@ -108,6 +109,22 @@ def test_a_cross_gcc_build_takes_the_arch_prefix_and_its_versions() -> None:
     llvm = target.select("x86_64", "llvm", host_uname="aarch64")
     assert llvm.cc == "clang-19" and not any(v.startswith("CROSS_COMPILE=")
                                              for v in llvm.make_vars())
+
+
+def test_a_missing_cross_compiler_says_the_bootstrap_that_installs_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arm = target.select("arm64", "gcc", host_uname="x86_64")
+    assert arm.install_fix() == "./bootstrap.sh --role build --arch arm64 (Debian's " \
+                                "gcc-aarch64-linux-gnu)"
+    assert target.select("arm64", "llvm", host_uname="x86_64").install_fix() == \
+        "./bootstrap.sh --role build --arch arm64 --toolchain llvm (Debian's clang-19, " \
+        "lld-19, llvm-19)"
+    # before Kconfig runs: the compiler its version probe would not find
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(proc.ToolMissingError) as caught:
+        kconfig.generate(tmp_path, [], log_dir=tmp_path, target=arm)
+    assert str(caught.value) == "'aarch64-linux-gnu-gcc' is not installed\nfix: " + \
+        arm.install_fix()
 
 
 def test_the_arch_lines_are_a_fragment_applied_before_the_others(
