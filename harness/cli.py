@@ -938,7 +938,7 @@ def _room_before(args: argparse.Namespace) -> None:
     freed = sum(e.size for e in made.done.evicted)
     where = f"{cache.human(made.free)} free under {paths.cache_root()}"
     if made.done.evicted:
-        log.info("%s, less than the %s a cold build writes: evicted %s before %s "
+        log.info("%s, less than the %s a build is given: evicted %s before %s "
                  "(least recently used, %s)", where, cache.human(made.room),
                  ", ".join(f"{e.kind.value} {e.name}" for e in made.done.evicted), command,
                  cache.human(freed))
@@ -946,7 +946,7 @@ def _room_before(args: argparse.Namespace) -> None:
     why = made.done.skipped_reason or (
         f"evicting all the cache did not use in the last {cache.RECENT_S / 60:.0f} minutes "
         "would not make it, so nothing was")
-    log.warning("%s, less than the %s a cold build writes (%s): a build may fail for space; "
+    log.warning("%s, less than the %s a build is given (%s): a build may fail for space; "
                 "free space on that disk, or point HARNESS_CACHE at a bigger one", where,
                 cache.human(made.room), why)
 

@@ -29,10 +29,10 @@ eviction needs it exclusively, so nothing a running harness holds is ever remove
 
 A disk is shared: what is free under the cache can fall far below what its limit leaves
 (a CI machine's disk once filled mid-run). Before a command that may build takes the cache,
-`make_room()` evicts least recently used entries too while less than ROOM is free there:
-about what a cold kernel build writes, so a run that must build has room to, and a warm
-one loses nothing while the disk has room. It keeps what was used in the last minutes (a
-parent command's), and evicts nothing when even that would not make the room.
+`make_room()` evicts least recently used entries too while less than ROOM is free there,
+so a run that must build has room to, and a warm one loses nothing while the disk has
+room. It keeps what was used in the last minutes (a parent command's), and evicts nothing
+when even that would not make the room.
 
 Export and import (`harness cache export`, `harness cache import`): kernel/archive.py.
 """
@@ -63,8 +63,10 @@ USE_FILE = ".harness-use.json"
 SIZES_FILE = "sizes.json"  # path -> [last write seen, when measured, bytes]
 SIZE_TTL_S = 3600.0  # a remembered size older than this is measured again
 DEFAULT_MAX = "40G"
-# Free space a command wants under the cache before it starts: a cold 6.12 build writes
-# about this much (a source import, a worktree, its build directory with BTF, ccache).
+# Free space a command that may build wants under the cache before it starts. A first
+# 6.12 run wrote 5.2 GB (2026-11-29: the source import 2.2 GB, the worktree with its build
+# directory 2.7 GB, ccache 0.3 GB); a second worktree (another config) or a test_progs
+# build beside it doubles that.
 ROOM = 10 * 2**30
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)i?B?", re.IGNORECASE)
 

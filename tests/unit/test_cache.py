@@ -136,14 +136,14 @@ def test_a_command_on_a_full_disk_first_evicts_what_was_used_least_recently(
     assert sorted(e.name for e in cache.entries()) == ["git-linux-1", "git-linux-1-base",
                                                        "new"]
     said = capfd.readouterr().err
-    assert f"1023.9M free under {root}, less than the 1.0G a cold build writes: evicted " \
+    assert f"1023.9M free under {root}, less than the 1.0G a build is given: evicted " \
            "kernel old before run (least recently used, 124K)" in said
     assert "a build may fail for space" not in said
     # evicting would not make the room: nothing goes, and that is said
     monkeypatch.setattr(cache, "free_under", lambda _root: 2**29)
     assert cli.main(["run", "--cell", "no-such-cell"]) == 2
     said = capfd.readouterr().err
-    assert f"512.0M free under {root}, less than the 1.0G a cold build writes (evicting " \
+    assert f"512.0M free under {root}, less than the 1.0G a build is given (evicting " \
            "all the cache did not use in the last 10 minutes would not make it, so nothing " \
            "was): a build may fail for space" in said
     assert len(cache.entries()) == 3
