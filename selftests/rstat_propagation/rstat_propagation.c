@@ -1052,8 +1052,13 @@ static int check_update_waits_for_its_cpus_lock(void)
 	       RACE_CPU, hst, skel->bss->hold_state);
 	expect(&ok, st == 0, "x's child: exit %d (2: not on CPU 0, 3: its test run failed, 5: no hold within 5 s)",
 	       st);
-	expect(&ok, skel->bss->cont_n == 1 && w->took_ns >= WAIT_MIN_MS * 1000000LL,
-	       "x's update for CPU %d did not wait for CPU %d's lock (waits for it traced: %u; took %.1f ms, expected one wait of >= %d ms)",
+	/*
+	 * At least one wait: the good 6.12 kernel once traced two for x and CPU 1 in the
+	 * window (79 ms in all, a CI run of 2026-11-29), while an update that takes the
+	 * caller's lock traces none for CPU 1 and takes well under WAIT_MIN_MS.
+	 */
+	expect(&ok, skel->bss->cont_n >= 1 && w->took_ns >= WAIT_MIN_MS * 1000000LL,
+	       "x's update for CPU %d did not wait for CPU %d's lock (waits for it traced: %u; took %.1f ms, expected a wait, >= %d ms)",
 	       RACE_CPU, RACE_CPU, skel->bss->cont_n, w->took_ns / 1e6, WAIT_MIN_MS);
 	munmap(w, 4096);
 	return VERDICT(ok);
