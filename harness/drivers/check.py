@@ -361,8 +361,6 @@ def _build_prefix(k: int, tree: KernelTree, tree_id: str, pdir: Path,
     try:
         image = tree.build(log_dir=pdir, tools=tools)
     except build.BuildError as exc:
-        if exc.status is Status.SETUP_ERROR:  # a full disk: no verdict on the patch
-            raise
         text = exc.log_path.read_text(errors="replace") if exc.log_path.is_file() else str(exc)
         return PrefixBuild(prefix=k, tree_id=tree_id, built=False,
                            duration_s=time.monotonic() - start, error_lines=first_errors(text),

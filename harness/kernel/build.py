@@ -344,17 +344,13 @@ def _build_error(build_log: Path, result: proc.Completed) -> BuildError:
     if result.timed_out:
         return BuildError(f"kernel build timed out after {result.duration_s:.0f}s "
                           f"(log: {build_log})", build_log)
-    log_text = build_log.read_text(errors="replace")
-    text = log_text.splitlines()
+    # no verdict on the tree when a write found no space: the same build passes with room
+    proc.check_space(result, "kernel build", build_log)
+    text = build_log.read_text(errors="replace").splitlines()
     errors = [ln for ln in text if re.search(r"\berror\b|Error \d|undefined reference", ln)]
     shown = "\n".join((errors or text)[-20:])
-    failed = f"kernel build failed (exit {result.returncode}); log: {build_log}\n{shown}"
-    if full := proc.disk_full_cause(log_text, build_log):
-        # no verdict on the tree: the same build passes with room
-        error = BuildError(f"{full}\n{failed}", build_log, fix=proc.DISK_FULL_FIX)
-        error.status = Status.SETUP_ERROR
-        return error
-    return BuildError(failed, build_log)
+    return BuildError(f"kernel build failed (exit {result.returncode}); log: {build_log}\n"
+                      f"{shown}", build_log)
 
 
 def _store(build_dir: Path, stored: Path, *, key: str, tree_id: str, tools: Tools,

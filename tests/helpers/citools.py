@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,18 +65,8 @@ def ensure() -> Tools:
                         "./bootstrap.sh (the lint and all roles install Debian's npm when "
                         "the machine has none)")
     root.mkdir(parents=True, exist_ok=True)
-    # Three tries, a pause between: the registry's answers through this machine's proxy
-    # fail now and then ("self-signed certificate in certificate chain" once, in a run
-    # whose next try a minute later installed everything); a registry that stays away
-    # still fails, with npm's words.
-    for attempt in range(3):
-        if attempt:
-            time.sleep(15 * attempt)
-        res = subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund",
-                              "--prefix", str(root), *PACKAGES], capture_output=True, text=True,
-                             timeout=600)
-        if res.returncode == 0:
-            break
+    res = subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix",
+                          str(root), *PACKAGES], capture_output=True, text=True, timeout=600)
     if res.returncode != 0:
         tail = "\n".join((res.stdout + res.stderr).splitlines()[-15:])
         raise ToolError(f"npm install {' '.join(PACKAGES)} failed (exit {res.returncode}):\n"
