@@ -23,11 +23,20 @@ status=$out/status.tsv
 : > "$status"
 
 kmsg() { echo "harness: $*" > /dev/kmsg 2>/dev/null || true; }
+# Under TCG every program started costs 50-100 ms of the guest's time (its loading and
+# linking, over 9p): what the shell can read itself, it reads with builtins.
+# mounted DIR [FSTYPE]: whether DIR is a mount point (of FSTYPE)
+mounted() {
+	while read -r _ at fs _; do
+		[ "$at" = "$1" ] && [ "$fs" = "${2:-$fs}" ] && return 0
+	done < /proc/mounts
+	return 1
+}
 # The kernel log before this line is the boot's; the host judges it as the "boot" result.
 kmsg "runner-start"
 
-mountpoint -q /sys/kernel/debug 2>/dev/null || mount -t debugfs none /sys/kernel/debug 2>/dev/null
-grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || {
+mounted /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+mounted /sys/fs/cgroup cgroup2 || {
 	mkdir -p /sys/fs/cgroup
 	mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
 }
@@ -38,11 +47,21 @@ grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || {
 # - a scratch ext2 file system on a loop device (its image in guest RAM): real page cache
 #   for tests that need a disk-backed file system, found in $HARNESS_SCRATCH.
 export HARNESS_SCRATCH=/tmp
+# swaps [DEVICE]: the swap areas as "DEVICE SIZE_KB ..."; with DEVICE, whether it is one
+swaps() {
+	list=""
+	{ read -r _; while read -r dev _ kb _; do
+		[ -z "${1:-}" ] || [ "$dev" != "$1" ] || return 0
+		list="$list$dev $kb "
+	done; } < /proc/swaps
+	[ -z "${1:-}" ] || return 1
+}
 setup_swap() {
-	[ -e /sys/block/zram0/disksize ] && ! grep -q zram0 /proc/swaps || return 0
+	[ -e /sys/block/zram0/disksize ] && ! swaps /dev/zram0 || return 0
 	echo 1G > /sys/block/zram0/disksize 2>/dev/null &&
 		mkswap /dev/zram0 > /dev/null 2>&1 && swapon /dev/zram0 2>/dev/null
-	echo "swap	$(awk 'NR > 1 { print $1, $3 }' /proc/swaps | tr '\n' ' ')" >> "$out/guest-info.tsv"
+	swaps
+	echo "swap	$list" >> "$out/guest-info.tsv"
 }
 setup_scratch() {
 	[ "$HARNESS_SCRATCH" = /tmp ] || return 0
@@ -69,11 +88,11 @@ count_rest() {
 # subshell whose stdout is that pipe (a builtin's /proc/self is the shell itself).
 kill_pipe_holders() {
 	read -r me _ < /proc/self/stat
-	exec 3>&1
-	pipe=$(readlink /proc/self/fd/3)
-	exec 3>&-
-	for p in $(ls -l /proc/[0-9]*/fd/1 /proc/[0-9]*/fd/2 2>/dev/null |
-			grep -F -- "-> $pipe" | sed 's|.* /proc/\([0-9]*\)/fd/.*|\1|' | sort -u); do
+	for fd in /proc/[0-9]*/fd/1 /proc/[0-9]*/fd/2; do
+		# -ef: the same file as this shell's stdout, the pipe (test's builtin stats both)
+		[ "$fd" -ef /proc/self/fd/1 ] || continue
+		p=${fd#/proc/}
+		p=${p%%/*}
 		[ "$p" = "$me" ] || kill -KILL "$p" 2>/dev/null
 	done
 }
@@ -86,10 +105,14 @@ mkdir -p "$own"
 # What the guest really got: the kernel command line (the user's --append last), CPUs, RAM;
 # one write.
 read -r uptime _ < /proc/uptime
+read -r release < /proc/sys/kernel/osrelease
+IFS= read -r cmdline < /proc/cmdline
+cpus=0
+while read -r key _; do [ "$key" != processor ] || cpus=$((cpus + 1)); done < /proc/cpuinfo
+while read -r key kb _; do [ "$key" != MemTotal: ] || break; done < /proc/meminfo
+read -r tainted < /proc/sys/kernel/tainted
 printf 'uname\t%s\ncmdline\t%s\ncpus\t%s\nmemory_kb\t%s\ntainted_at_boot\t%s\nready\t%s\n' \
-	"$(uname -r)" "$(cat /proc/cmdline)" "$(grep -c '^processor' /proc/cpuinfo)" \
-	"$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" "$(cat /proc/sys/kernel/tainted)" \
-	"$uptime" >> "$out/guest-info.tsv"
+	"$release" "$cmdline" "$cpus" "$kb" "$tainted" "$uptime" >> "$out/guest-info.tsv"
 
 # The counters of /sys/kernel/debug/gcov, copied by reading them: debugfs reports every
 # .gcda file's size as 0, so cp and tar would copy nothing.
@@ -109,13 +132,14 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	[ -n "$name" ] || continue
 	case ",$needs," in *,swap,*) setup_swap ;; esac
 	case ",$needs," in *,scratch,*) setup_scratch ;; esac
-	t0=$(cat /proc/sys/kernel/tainted)
-	s0=$(cut -d' ' -f1 /proc/uptime)
+	read -r t0 < /proc/sys/kernel/tainted
+	read -r s0 _ < /proc/uptime
 	printf '%s\tstarted\t%s\n' "$name" "$s0" >> "$status"
 	[ "$gcov" = 1 ] && echo 1 > /sys/kernel/debug/gcov/reset 2>/dev/null
 	kmsg "test-start $name"
 	: > "$out/$name.out"
-	rm -f "$out/$name.json"	# a result file of an earlier run in this directory
+	# a result file of an earlier run in this directory
+	[ ! -e "$out/$name.json" ] || rm -f "$out/$name.json"
 	# A test may write measurements (JSON) here; they go into results.json as "metrics".
 	export HARNESS_METRICS="$out/$name.metrics.json"
 	# ...and result files of their own, named after the test (test_progs -J: $name.json).
@@ -124,7 +148,8 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	# process group of its own: what the test left running is killed with it, or it would
 	# hold the pipe open (and disturb the next test). Append mode: kselftest's runner
 	# reopens /dev/stdout with >> for the inner test's output.
-	rm -f "$own/rc" "$own/cut"
+	: > "$own/rc"
+	: > "$own/cut"
 	( cd "$dir" || { echo 127 > "$own/rc"; exit; }
 	  timeout -k 5 "$tmo" sh -c "$cmd" < /dev/null 2>&1 &
 	  pid=$!
@@ -132,13 +157,13 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	  echo $? > "$own/rc"
 	  kill -KILL -$pid 2>/dev/null
 	  kill_pipe_holders ) | { head -c "$cap"; count_rest > "$own/cut"; } >> "$out/$name.out"
-	rc=$(cat "$own/rc" 2>/dev/null || echo 125)
-	read -r cut failed < "$own/cut" 2>/dev/null || cut=0
+	read -r rc < "$own/rc" || rc=125
+	read -r cut failed < "$own/cut" || cut=0
 	[ "${cut:-0}" -gt 0 ] 2>/dev/null &&
 		printf '\n[harness: output cut: %s bytes over the %s-byte cap were discarded, %s failed result lines among them]\n' \
 			"$cut" "$cap" "${failed:-0}" >> "$out/$name.out"
-	s1=$(cut -d' ' -f1 /proc/uptime)
-	t1=$(cat /proc/sys/kernel/tainted)
+	read -r s1 _ < /proc/uptime
+	read -r t1 < /proc/sys/kernel/tainted
 	kmsg "test-end $name rc=$rc"
 	[ "$gcov" = 1 ] && gcov_save "$name"
 	printf '%s\tended\t%s\t%s\t%s\t%s\t%s\n' "$name" "$s1" "$rc" "$t0" "$t1" "$s0" >> "$status"
@@ -147,7 +172,8 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 		break
 	fi
 done < "$plan"
-echo "tainted_at_end	$(cat /proc/sys/kernel/tainted)" >> "$out/guest-info.tsv"
+read -r tainted < /proc/sys/kernel/tainted
+echo "tainted_at_end	$tainted" >> "$out/guest-info.tsv"
 # What the kernel prints after this line (power-off, reboot notifiers) reaches only the
 # console: the host judges it there as the "shutdown" result.
 kmsg "runner-done"

@@ -176,15 +176,16 @@ def _kernel_for(entry: Path) -> str:
 
 def _last_built(entry: Path) -> float:
     """When a build or a fetch last wrote into this entry (a worktree's build directory
-    and its products; a repository's object store): what changes an entry's size. A use
-    alone (a kernel booted, a series checked out again, the use file written into the
-    entry) does not; an entry none of these exist in (a stored kernel, a test build) is
-    written once."""
+    and its products; a repository's packs): what changes an entry's size. A use alone (a
+    kernel booted, a series checked out again, the use file written into the entry) does
+    not, nor do the few loose objects each `git am` of a series writes (a new fan-out
+    directory of objects/ would otherwise walk a 2 GB repository after a one-line patch:
+    a second of every developer's run), left to SIZE_TTL_S; an entry none of these exist
+    in (a stored kernel, a test build) is written once."""
     newest = 0.0
     for p in (entry / ".harness-build", entry / ".harness-build" / "vmlinux",
               entry / ".harness-build" / ".config", entry / ".harness-build" / "tools",
-              entry / "objects", entry / "objects" / "pack", entry / ".git" / "objects",
-              entry / ".git" / "objects" / "pack"):
+              entry / "objects" / "pack", entry / ".git" / "objects" / "pack"):
         with contextlib.suppress(OSError):
             newest = max(newest, p.stat().st_mtime)
     return newest

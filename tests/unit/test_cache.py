@@ -246,3 +246,23 @@ def test_a_size_is_measured_again_once_its_entry_was_built_into_or_it_is_old(
     # an unreadable memory of sizes is no error: everything is measured
     (root / cache.SIZES_FILE).write_text("{not json")
     assert {e.name: e.size for e in cache.entries()}["k"] >= size["k"] + 2 * 4096 * 20
+
+
+def test_a_source_is_measured_again_after_a_fetch_not_after_a_series_applied(
+        root: Path) -> None:
+    """`git am` of a developer's one-line patch writes a few loose objects into the source
+    repository its worktree shares, and may make a new fan-out directory of objects/: that
+    walked the whole 2 GB repository again (a second of each run). A new pack (a fetch, a
+    gc) is what grows it."""
+    now = time.time()
+    src = cachetree.entry(root, "src/debian-6.12", 4096 * 10, now - 100, "debian:6.12")
+    pack = src / ".git" / "objects" / "pack"
+    pack.mkdir(parents=True)
+    for d in (src / ".git" / "objects", pack):
+        os.utime(d, (now - 100, now - 100))
+    size = {e.name: e.size for e in cache.entries()}["debian-6.12"]
+    (src / ".git" / "objects" / "ab").mkdir()  # git am: new loose objects
+    (src / ".git" / "objects" / "ab" / "cdef").write_bytes(b"x" * 4096)
+    assert {e.name: e.size for e in cache.entries()}["debian-6.12"] == size
+    (pack / "pack-1.pack").write_bytes(b"x" * 4096 * 20)  # a fetch
+    assert {e.name: e.size for e in cache.entries()}["debian-6.12"] >= size + 4096 * 21
