@@ -8,8 +8,10 @@ incremental.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -21,7 +23,7 @@ from pathlib import Path
 from harness import target as target_data
 from harness.base import atomic, paths, proc, sandbox
 from harness.base.errors import HarnessError
-from harness.base.gitcmd import git
+from harness.base.gitcmd import git, git_run
 from harness.base.model import ConfigResult, DroppedSymbol, Status
 from harness.kernel import pahole
 from harness.target import Target
@@ -444,14 +446,41 @@ _KCONFIG_INPUT = re.compile(r"(?:^|/)Kconfig[^/]*$|^scripts/|^Makefile$|^arch/[^
 
 def kconfig_inputs(tree: Path) -> str:
     """An id of the tree's kconfig inputs: a patch to mm/memcontrol.c leaves it alone, so
-    the .config of the tree before it is reused without running Kconfig again."""
-    listing = git(tree, "ls-tree", "-r", "HEAD", what="git ls-tree", timeout=120)
-    h = hashlib.sha256()
-    for line in listing.splitlines():
-        meta, _, path = line.partition("\t")
-        if _KCONFIG_INPUT.search(path):
-            h.update(f"{meta.split()[-1]} {path}\n".encode())
-    return h.hexdigest()
+    the .config of the tree before it is reused without running Kconfig again.
+
+    Remembered per tree object: a commit whose diff from its parent touches no input
+    has its parent's id (a developer's one-line patch on a series: one `git diff-tree`,
+    where listing the tree's 87,000 paths took 0.2 s of every run)."""
+    head = git(tree, "rev-parse", "HEAD^{tree}", what="git rev-parse").strip()
+    memo_file = paths.sub("kconfig") / _INPUTS_MEMO
+    memo: dict[str, str] = {}
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        memo = {str(k): str(v) for k, v in json.loads(memo_file.read_text()).items()}
+    if head in memo:
+        return memo[head]
+    parent = git_run(tree, "rev-parse", "--verify", "-q", "HEAD^^{tree}", timeout=60)
+    known = memo.get(parent.output.strip()) if parent.ok else None
+    if known is not None and not any(_KCONFIG_INPUT.search(path) for path in git(
+            tree, "diff-tree", "-r", "--name-only", "--no-commit-id", "HEAD^", "HEAD",
+            what="git diff-tree").splitlines()):
+        found = known
+    else:
+        listing = git(tree, "ls-tree", "-r", "HEAD", what="git ls-tree", timeout=120)
+        h = hashlib.sha256()
+        for line in listing.splitlines():
+            meta, _, path = line.partition("\t")
+            if _KCONFIG_INPUT.search(path):
+                h.update(f"{meta.split()[-1]} {path}\n".encode())
+        found = h.hexdigest()
+    memo[head] = found
+    # the newest _INPUTS_KEPT: a memo, so losing it (or a race) costs a listing, no more
+    with contextlib.suppress(OSError):
+        atomic.write_text(memo_file, json.dumps(dict(list(memo.items())[-_INPUTS_KEPT:])))
+    return found
+
+
+_INPUTS_MEMO = "inputs.json"  # tree object -> kconfig_inputs(), under the kconfig cache
+_INPUTS_KEPT = 512
 
 
 def make_vars(target: Target) -> list[str]:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from harness.base import paths
 from harness.kernel import kconfig
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "kconfig"
@@ -117,3 +121,45 @@ def test_the_release_is_read_from_the_tree(tmp_path: Path) -> None:
     assert kconfig.kernel_release(tmp_path) == (7, 2)
     (tmp_path / "Makefile").write_text("all:\n")
     assert kconfig.kernel_release(tmp_path) is None
+
+
+def test_the_kconfig_inputs_of_a_patch_that_touches_none_are_its_parents(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remembered per tree: a commit that changes no Kconfig input takes its parent's id
+    without listing the tree; one that does, or any commit once the memory is gone, gets
+    the id a full listing gives."""
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    tree = tmp_path / "linux"
+    (tree / "mm").mkdir(parents=True)
+    (tree / "Kconfig").write_text("config A\n\tbool \"a\"\n")
+    (tree / "mm" / "memcontrol.c").write_text("int x;\n")
+
+    def commit(message: str) -> None:
+        subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
+        subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t",
+                        "commit", "-q", "-m", message], check=True)
+
+    def listed_anew() -> str:
+        (paths.sub("kconfig") / kconfig._INPUTS_MEMO).unlink(missing_ok=True)
+        return kconfig.kconfig_inputs(tree)
+
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    commit("base")
+    base = kconfig.kconfig_inputs(tree)
+    (tree / "mm" / "memcontrol.c").write_text("int y;\n")
+    commit("a one-line change")
+    commands: list[str] = []
+    real_git = kconfig.git
+
+    def counted_git(repo: Path, *args: str, **kw: object) -> str:
+        commands.append(args[0])
+        return real_git(repo, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kconfig, "git", counted_git)
+    assert kconfig.kconfig_inputs(tree) == base and "ls-tree" not in commands
+    monkeypatch.setattr(kconfig, "git", real_git)
+    assert listed_anew() == base
+    (tree / "mm" / "Kconfig").write_text("config B\n\tbool \"b\"\n")
+    commit("a new option")
+    changed = kconfig.kconfig_inputs(tree)
+    assert changed != base and changed == listed_anew()
