@@ -15,6 +15,8 @@
 #include "cgroup_iter_rstat.skel.h"
 #include "cgroup_iter_rstat_css.skel.h"
 #include "cgroup_iter_ctx_neg.skel.h"
+#include "cgroup_iter_rstat_neg.skel.h"
+#include "cgroup_iter_rstat_neg_css.skel.h"
 
 #define SPIN_NS (20ULL * 1000 * 1000)	/* CPU time burnt in a1 */
 #define MAX_RECS 64
@@ -714,17 +716,28 @@ static int check_link_reports_itself(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-/* in a, in a cgroup namespace of its own: the fdinfo's cgroup_path of the link fd @arg
- * (inherited), to ns_pipe */
+/*
+ * in a, in a cgroup namespace of its own: the fdinfo's cgroup_path of the link fd @arg
+ * (inherited), then the start cgroup's id a link made there with no cgroup named
+ * reports (bpf_link_info), to ns_pipe as "PATH\nID"
+ */
 static int ns_pipe[2] = { -1, -1 };
 
 static int read_path_in_ns(void *arg)
 {
+	union bpf_iter_link_info li = { .cgroup.order = BPF_CGROUP_ITER_SELF_ONLY };
+	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &li, .link_info_len = sizeof(li));
 	char path[64], text[2048], *p, *end;
+	struct bpf_link_info info = {};
+	__u32 len = sizeof(info);
+	struct bpf_link *link;
 	ssize_t n;
 
 	if (unshare(CLONE_NEWCGROUP))
 		return 10;
+	link = bpf_program__attach_iter(skel->progs.cgroup_rstat_dump, &opts);
+	if (!link || bpf_obj_get_info_by_fd(bpf_link__fd(link), &info, &len))
+		return 14;
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", *(int *)arg);
 	n = read_close(open(path, O_RDONLY | O_CLOEXEC), text, sizeof(text) - 1);
 	if (n <= 0)
@@ -737,22 +750,25 @@ static int read_path_in_ns(void *arg)
 	p += strspn(p, " \t");
 	end = strchr(p, '\n');
 	n = end ? end - p : (ssize_t)strlen(p);
-	return write(ns_pipe[1], p, n) == n ? 0 : 13;
+	return dprintf(ns_pipe[1], "%.*s\n%llu", (int)n, p,
+		       (unsigned long long)info.iter.cgroup.cgroup_id) > 0 ? 0 : 13;
 }
 
 /*
  * The path a link's fdinfo gives is in the reader's cgroup namespace: read by a process
  * in a that made a cgroup namespace of its own, a link on a1 says "/a1" (the path from
  * the namespace's root), not a1's path in the hierarchy (which would also tell a
- * container the host's layout).
+ * container the host's layout). And a link made there naming no cgroup starts at the
+ * namespace's root, a (the walk of "/" as the process sees it), not the hierarchy's.
  */
 static int check_link_path_in_cgroup_ns(void)
 {
 	struct bpf_link *link = bu_attach_cgroup_iter(skel->progs.cgroup_rstat_dump,
 						      nodes[N_A1].path, BPF_CGROUP_ITER_SELF_ONLY);
 	const char *want = nodes[N_A1].path + strlen(nodes[N_A].path);
-	char got[CG_PATH_MAX] = "";
+	char got[CG_PATH_MAX] = "", *nl;
 	int fd = link ? bpf_link__fd(link) : -1, st;
+	unsigned long long start = 0;
 	ssize_t n;
 
 	if (!link)
@@ -765,14 +781,22 @@ static int check_link_path_in_cgroup_ns(void)
 	close(ns_pipe[1]);
 	n = read_close(ns_pipe[0], got, sizeof(got) - 1);
 	got[n > 0 ? n : 0] = '\0';
+	nl = strchr(got, '\n');
+	if (nl) {
+		*nl = '\0';
+		start = strtoull(nl + 1, NULL, 10);
+	}
 	bpf_link__destroy(link);
-	ksft_print_msg("a link on a1, its fdinfo read in a cgroup namespace rooted at a: cgroup_path '%s' (exit %d)\n",
-		       got, st);
+	ksft_print_msg("a link on a1, its fdinfo read in a cgroup namespace rooted at a: cgroup_path '%s'; a link naming no cgroup made there starts at id %llu (a: %llu) (exit %d)\n",
+		       got, start, nodes[N_A].id, st);
 	if (st == 10)
 		return check_skip("no cgroup namespace here (unshare: the reader's exit 10)");
 	if (st || strcmp(got, want))
 		return check_fail("cgroup_path '%s' (reader's exit %d), expected '%s': the path in the reader's cgroup namespace",
 				  got, st, want);
+	if (start != nodes[N_A].id)
+		return check_fail("a link naming no cgroup, made in the namespace rooted at a: starts at id %llu, expected a's %llu (the namespace's root)",
+				  start, nodes[N_A].id);
 	return KSFT_PASS;
 }
 
@@ -919,6 +943,21 @@ static int check_nonsleepable_flush_rejected(void)
 }
 
 /*
+ * The rstat kfuncs are registered for tracing programs alone: a syscall program
+ * calling them is refused for its type, before its arguments are looked at.
+ */
+static int check_rstat_kfuncs_refused_in_syscall(void)
+{
+	size_t sz;
+	const void *elf = css_api ? cgroup_iter_rstat_neg_css_bpf__elf_bytes(&sz) :
+				    cgroup_iter_rstat_neg_bpf__elf_bytes(&sz);
+
+	return missing_feature() ?:
+	       bu_refused(elf, sz, "rstat_kfuncs_in_syscall", "is not allowed") ? KSFT_PASS :
+										    KSFT_FAIL;
+}
+
+/*
  * ctx->cgroup read without a NULL test: the iterator's last call of every walk
  * passes NULL, so its context argument must be registered as possibly NULL and
  * the program refused ("...or_null..." in the verifier's line).
@@ -969,6 +1008,7 @@ int main(void)
 		CHECK(link_path_in_cgroup_ns, cgroup_tree_setup),
 		CHECK(btf_items_listed, load_sleepable_iter),
 		CHECK(nonsleepable_flush_rejected),
+		CHECK(rstat_kfuncs_refused_in_syscall),
 		CHECK(ctx_cgroup_null_refused),
 		CHECK(cgroup_tree_cleanup),
 	};

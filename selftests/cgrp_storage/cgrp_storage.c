@@ -16,11 +16,13 @@
 #include "selftest.h"
 #include <sys/syscall.h>
 #include <linux/types.h>
+#include <bpf/btf.h>
 #include "cgrp_storage.h"
 #include "cgrp_storage.skel.h"
 #include "cgrp_storage_css.skel.h"
 #include "cgrp_storage_lock.skel.h"
 #include "cgrp_storage_neg.skel.h"
+#include "cgrp_storage_mit.skel.h"
 
 enum { ROOT, A, B, C, D, F, S, R, T, NR };
 static struct cg_node nodes[NR] = {
@@ -385,6 +387,57 @@ static int check_verifier_refusals(void)
  * create time with the errno the documentation gives (EINVAL; E2BIG for a value
  * too big for any storage).
  */
+/*
+ * A storage's key is a cgroup fd: its BTF must say a 32-bit int (mainline's
+ * bpf_local_storage_map_check_btf()), whatever else is 4 bytes wide. The key
+ * types given here, in a BTF of our own: int (created), a 4-byte struct
+ * (refused), a 4-byte enum (refused).
+ */
+static void expect_key_btf(bool *ok)
+{
+	struct btf *btf = btf__new_empty();
+	int i_int, i_struct, i_enum, fd, err;
+	const struct {
+		const char *what;
+		int *key_type, err;
+	} keys[] = {
+		{ "an int", &i_int, 0 },
+		{ "a 4-byte struct", &i_struct, EINVAL },
+		{ "a 4-byte enum", &i_enum, EINVAL },
+	};
+	size_t i;
+
+	if (!btf) {
+		expect(ok, false, "btf__new_empty: %s", strerror(errno));
+		return;
+	}
+	i_int = btf__add_int(btf, "int", 4, BTF_INT_SIGNED);
+	i_struct = btf__add_struct(btf, "cgs_key4", 4);
+	err = i_struct < 0 ? i_struct : btf__add_field(btf, "fd", i_int, 0, 0);
+	i_enum = btf__add_enum(btf, "cgs_key_enum", 4);
+	err = err ?: i_enum < 0 ? i_enum : btf__add_enum_value(btf, "CGS_KEY_FD", 0);
+	err = err ?: i_int < 0 ? i_int : btf__load_into_kernel(btf);
+	if (err) {
+		expect(ok, false, "a BTF of int, struct and enum: %s", strerror(-err));
+		btf__free(btf);
+		return;
+	}
+	for (i = 0; i < ARRAY_SIZE(keys); i++) {
+		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = BPF_F_NO_PREALLOC,
+			    .btf_fd = btf__fd(btf), .btf_key_type_id = *keys[i].key_type,
+			    .btf_value_type_id = i_int);
+
+		fd = bpf_map_create(CGS_MAP_TYPE, "cgs_key", 4, 4, 0, &o);
+		err = fd < 0 ? errno : 0;
+		if (fd >= 0)
+			close(fd);
+		expect(ok, err == keys[i].err, "a key of BTF type %s: create %s, expected %s",
+		       keys[i].what, err ? strerror(err) : "succeeded",
+		       keys[i].err ? strerror(keys[i].err) : "to succeed");
+	}
+	btf__free(btf);
+}
+
 static int check_map_create_attrs(void)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, good, .map_flags = BPF_F_NO_PREALLOC,
@@ -453,7 +506,25 @@ static int check_map_create_attrs(void)
 		expect(&ok, err == bad[i].err, "%s: create %s, expected %s", bad[i].what,
 		       err ? strerror(err) : "succeeded", strerror(bad[i].err));
 	}
+	expect_key_btf(&ok);
 	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* the helpers from a program the kernel is told is not GPL-compatible: taken */
+static int check_non_gpl_program_uses_storage(void)
+{
+	static char vlog[65536];
+	size_t sz;
+	const void *elf = cgrp_storage_mit_bpf__elf_bytes(&sz);
+	struct bpf_object *obj = bu_load_one(elf, sz, "storage_from_non_gpl", vlog, sizeof(vlog));
+
+	if (obj) {
+		bpf_object__close(obj);
+		return KSFT_PASS;
+	}
+	ksft_print_msg("storage_from_non_gpl (license \"MIT\") refused: %s\n", strerror(errno));
+	print_block("verifier: ", vlog);
+	return check_fail("a program of a license that is not GPL-compatible calling bpf_cgrp_storage_get/delete was refused: the helpers are not GPL-only");
 }
 
 /*
@@ -643,6 +714,7 @@ static const struct check checks[] = {
 	CHECK(v1_cgroup_fd, load_attach),
 	CHECK(verifier_refusals),
 	CHECK(map_create_attrs, load_attach),
+	CHECK(non_gpl_program_uses_storage, load_attach),
 	CHECK(storage_life, tree_setup),
 	CHECK(freed_with_the_cgroup, each_cgroup_its_own),
 	CHECK(tree_cleanup),

@@ -704,11 +704,14 @@ static long long count_lines(const char *cg, const char *file)
 	return len < 0 ? -1 : n;
 }
 
+static void expect_sum_of_parts(bool *ok, int cgi, const char *key);
+
 /*
  * The memcg-level items exist in C, each at least what its worker charged: the
  * vmalloc'ed map area, the per-CPU values (CPUs possible), the queued datagrams'
  * payload; kernel stacks exactly one THREAD_SIZE (16 KiB, 32 with KASAN) per thread
- * made in C (cgroup.threads counts them); kernel memory covering all of them.
+ * made in C (cgroup.threads counts them); kernel memory covering all of them; and
+ * memory.stat's slab line the sum of its two slab_ lines, which no kfunc reads.
  */
 static int check_child_kernel_items_charged(void)
 {
@@ -739,6 +742,7 @@ static int check_child_kernel_items_charged(void)
 		     r->val[F_slab_reclaimable] + r->val[F_slab_unreclaimable] - ncpus * page_size;
 	in_range(&ok, 1, "kernel (>= vmalloc + percpu + stacks + slab)", r->val[F_kernel],
 		 kernel_min, LLONG_MAX);
+	expect_sum_of_parts(&ok, CG_C, "slab");
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
@@ -1120,9 +1124,10 @@ static long long zswap_debugfs(const char *name)
  * zswap, S's zswapped pages are what zswap stored meanwhile, and P has S's.
  */
 /*
- * memory.stat's aggregate @key line (pgsteal, pgscan) against the sum of its parts
- * printed below it (every "@key_" line: kswapd, direct, khugepaged, and proactive
- * where the kernel has it): equal, read from one read of the file.
+ * memory.stat's aggregate @key line (pgsteal, pgscan; slab) against the sum of its
+ * parts printed beside it (every "@key_" line: kswapd, direct, khugepaged, and
+ * proactive where the kernel has it; slab_reclaimable, slab_unreclaimable): equal,
+ * read from one read of the file.
  */
 static void expect_sum_of_parts(bool *ok, int cgi, const char *key)
 {
@@ -1259,6 +1264,13 @@ static int check_swapped_out_child(void)
 	expect_sum_of_parts(&ok, CG_S, "pgsteal");
 	expect_sum_of_parts(&ok, CG_S, "pgscan");
 	expect_sum_of_parts(&ok, CG_P, "pgsteal");
+	/*
+	 * memory.stat's swap lines (zswap, zswapped, swapcached, pswpout...) only ever
+	 * differ from 0 here: each judged above through the kfuncs, and memory.stat
+	 * must print the same (its table names each item on its own)
+	 */
+	expect(&ok, agree(CG_S, "memory.stat", NULL),
+	       "S, swapped out: memory.stat and the kfuncs disagree (the lines above)");
 	cg_reap(&swap_pid);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
@@ -1878,21 +1890,27 @@ static int check_mlocked_pages_unevictable(void)
  * against the tree the test made: pre-order P, then its children in the order they were
  * made (C, N, E, H, S, Z, O, D: each has a memcg; N's child L has none); post-order the
  * same children,
- * then P; ancestors up P, then the cgroup2 root; an order 0 or 99 refused (-EINVAL) and
- * walking nothing.
+ * then P; ancestors up P, then the cgroup2 root; an order 0 or 99, SELF_ONLY (the cgroup
+ * iterator's alone), and 99 again on an iterator that walked before, each refused
+ * (-EINVAL) and walking nothing.
  */
 static int check_css_walk_orders(void)
 {
 	/* P's children in the order they were made: all have a memcg (P enables +memory) */
 	static const int kids[] = { CG_C, CG_N, CG_E, CG_H, CG_S, CG_Z, CG_O, CG_D };
 	static char out[8192], copy[8192];
-	unsigned long long want[5][16], got[5][16];
-	int nwant[5] = {}, ngot[5] = {}, ret[5] = { 1, 1, 1, 1, 1 }, cur = -1, o, i, err;
+	static const char *const walks[] = { "pre", "post", "ancestors up", "order 0",
+		"order 99", "order SELF_ONLY", "order 99 on an iterator that walked" };
+	enum { NW = ARRAY_SIZE(walks) };
+	unsigned long long want[NW][16], got[NW][16];
+	int nwant[NW] = {}, ngot[NW] = {}, ret[NW], cur = -1, o, i, err;
 	char *line, *save;
 	bool ok = true;
 
 	if (!bu_has_func("bpf_iter_css_new"))
 		return check_skip("no css iterator in this kernel (6.7+)");
+	for (o = 0; o < NW; o++)
+		ret[o] = 1;
 	want[0][nwant[0]++] = cgs[CG_P].id;
 	for (i = 0; i < (int)ARRAY_SIZE(kids); i++) {
 		want[0][nwant[0]++] = cgs[kids[i]].id;
@@ -1909,19 +1927,18 @@ static int check_css_walk_orders(void)
 		unsigned long long id;
 		int order, r;
 
-		if (sscanf(line, "order=%d ret=%d", &order, &r) == 2 && cur < 4)
+		if (sscanf(line, "order=%d ret=%d", &order, &r) == 2 && cur < NW - 1)
 			ret[++cur] = r;
 		else if (sscanf(line, "id=%llu", &id) == 1 && cur >= 0 && ngot[cur] < 16)
 			got[cur][ngot[cur]++] = id;
 	}
-	for (o = 0; o < 5; o++) {
+	for (o = 0; o < NW; o++) {
 		bool same = ngot[o] == nwant[o] && ret[o] == (o < 3 ? 0 : -EINVAL);
 
 		for (i = 0; same && i < ngot[o]; i++)
 			same = got[o][i] == want[o][i];
 		expect(&ok, same, "walk %d (%s): returned %d, %d csses; expected %d, %d (the tree)", o,
-		       (const char *[]){ "pre", "post", "ancestors up", "order 0", "order 99" }[o],
-		       ret[o], ngot[o], o < 3 ? 0 : -EINVAL, nwant[o]);
+		       walks[o], ret[o], ngot[o], o < 3 ? 0 : -EINVAL, nwant[o]);
 	}
 	if (!ok)
 		print_block("  | ", copy);

@@ -230,8 +230,10 @@ int pt_socket_filter(struct __sk_buff *skb)
 /*
  * css_walks (6.7+): from the iterator's cgroup's memcg css, one open-coded css walk per
  * order userspace may name (DESCENDANTS_PRE, DESCENDANTS_POST, ANCESTORS_UP, and an
- * invalid 0 and 99): "order=N ret=R" from bpf_iter_css_new(), then "id=I" per css the
- * walk gives, in order.
+ * invalid 0 and 99, and SELF_ONLY, which only the cgroup iterator takes): "order=N
+ * ret=R" from bpf_iter_css_new(), then "id=I" per css the walk gives, in order. Last,
+ * an order 99 on an iterator that walked before: a refused walk must not resume the
+ * earlier one from what its slot still holds.
  */
 #define CSS_WALK(seq, start, order)						\
 do {									\
@@ -262,6 +264,22 @@ int css_walks(struct bpf_iter__cgroup *ctx)
 	CSS_WALK(seq, &memcg->css, BPF_CGROUP_ITER_ANCESTORS_UP);
 	CSS_WALK(seq, &memcg->css, 0);
 	CSS_WALK(seq, &memcg->css, 99);
+	CSS_WALK(seq, &memcg->css, BPF_CGROUP_ITER_SELF_ONLY);
+	{
+		struct cgroup_subsys_state *pos;
+		__u64 it[3] = {};
+		int ret;
+
+		bpf_iter_css_new((struct bpf_iter_css *)it, &memcg->css,
+				 BPF_CGROUP_ITER_DESCENDANTS_PRE);
+		bpf_iter_css_next((struct bpf_iter_css *)it);
+		bpf_iter_css_destroy((struct bpf_iter_css *)it);
+		ret = bpf_iter_css_new((struct bpf_iter_css *)it, &memcg->css, 99);
+		BPF_SEQ_PRINTF(seq, "order=%d ret=%d\n", 99, ret);
+		while ((pos = bpf_iter_css_next((struct bpf_iter_css *)it)))
+			BPF_SEQ_PRINTF(seq, "id=%llu\n", pos->cgroup->kn->id);
+		bpf_iter_css_destroy((struct bpf_iter_css *)it);
+	}
 	bpf_put_mem_cgroup(memcg);
 	return 0;
 }

@@ -276,28 +276,51 @@ static int check_increment_propagates_to_ancestors_only(void)
 }
 
 /*
- * The moves counted for CPU 1 while this process runs on CPU 0: the BPF program
+ * @moves moves into @node made on CPU 0, each counted by the program for CPU 1: it
  * writes CPU 1's slot and passes 1 to the updated kfunc (bpf_map_lookup_percpu_elem()
- * style).  A kernel that marks the current CPU instead never flushes (b1, CPU 1).
+ * style); 0, or the check's verdict when a move failed
+ */
+static int moves_counted_for_cpu1(int node, int moves)
+{
+	int n, err = 0;
+
+	skel->data->rs_update_cpu = 1;
+	for (n = 0; n < moves && !err; n++) {
+		pin_cpu(0);
+		err = cg_enter(nodes[node].path, child) || cg_enter(park.path, child);
+		moved[node] += !err;
+	}
+	skel->data->rs_update_cpu = -1;
+	return err ? check_fail("moving into %s: %s", nodes[node].rel, strerror(errno)) : 0;
+}
+
+/*
+ * The moves counted for CPU 1 while this process runs on CPU 0.  A kernel that marks
+ * the current CPU instead never flushes (b1, CPU 1).
  */
 static int check_update_for_another_cpu_flushed(void)
 {
 	struct row before[NR];
-	int n, err = 0;
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		return check_skip("one CPU online: no other CPU to update for");
 	memcpy(before, now, sizeof(now));
-	skel->data->rs_update_cpu = 1;
-	for (n = 0; n < CROSS_MOVES && !err; n++) {
-		pin_cpu(0);
-		err = cg_enter(nodes[CROSS_NODE].path, child) || cg_enter(park.path, child);
-		moved[CROSS_NODE] += !err;
-	}
-	skel->data->rs_update_cpu = -1;
+	return moves_counted_for_cpu1(CROSS_NODE, CROSS_MOVES) ?:
+	       VERDICT(grew_exactly(before, CROSS_NODE, CROSS_MOVES));
+}
+
+/* HOTPLUG_CPU offline, this process on CPU 0: 0, or the check's verdict when not */
+static int take_hotplug_cpu_offline(void)
+{
+	int err;
+
+	pin_cpu(0);	/* off the CPU before it goes */
+	err = cpu_set_online(HOTPLUG_CPU, false);
+	if (err == -ENOENT)
+		return check_skip("CPU %d cannot be taken offline (no CPU hotplug)", HOTPLUG_CPU);
 	if (err)
-		return check_fail("moving into %s: %s", nodes[CROSS_NODE].rel, strerror(errno));
-	return VERDICT(grew_exactly(before, CROSS_NODE, CROSS_MOVES));
+		return check_fail("taking CPU %d offline: %s", HOTPLUG_CPU, strerror(-err));
+	return 0;
 }
 
 /*
@@ -321,15 +344,37 @@ static int check_update_on_offlined_cpu_flushed(void)
 		err = cg_enter(nodes[HOTPLUG_NODE].path, child) || cg_enter(park.path, child);
 		moved[HOTPLUG_NODE] += !err;
 	}
-	pin_cpu(0);	/* off the CPU before it goes */
-	if (err)
+	if (err) {
+		pin_cpu(0);
 		return check_fail("moving into %s: %s", nodes[HOTPLUG_NODE].rel, strerror(errno));
-	err = cpu_set_online(HOTPLUG_CPU, false);
-	if (err == -ENOENT)
-		return check_skip("CPU %d cannot be taken offline (no CPU hotplug)", HOTPLUG_CPU);
+	}
+	err = take_hotplug_cpu_offline();
 	if (err)
-		return check_fail("taking CPU %d offline: %s", HOTPLUG_CPU, strerror(-err));
+		return err;
 	ok = grew_exactly(before, HOTPLUG_NODE, HOTPLUG_MOVES);
+	err = cpu_set_online(HOTPLUG_CPU, true);
+	expect(&ok, !err, "bringing CPU %d back online: %s", HOTPLUG_CPU, strerror(-err));
+	return VERDICT(ok);
+}
+
+/*
+ * Moves counted for CPU 1 while CPU 1 is offline, from CPU 0 (the program passes 1
+ * to the updated kfunc): an offline CPU is still a possible one, its per-CPU
+ * state is there and the flush walks it; an update for it is kept, not dropped.
+ */
+static int check_update_for_offline_cpu_flushed(void)
+{
+	struct row before[NR];
+	int err;
+	bool ok;
+
+	memcpy(before, now, sizeof(now));
+	err = sysconf(_SC_NPROCESSORS_ONLN) < 2 ?
+	      check_skip("one CPU online: none to take offline") : take_hotplug_cpu_offline();
+	if (err)
+		return err;
+	err = moves_counted_for_cpu1(HOTPLUG_NODE, HOTPLUG_MOVES);
+	ok = !err && grew_exactly(before, HOTPLUG_NODE, HOTPLUG_MOVES);
 	err = cpu_set_online(HOTPLUG_CPU, true);
 	expect(&ok, !err, "bringing CPU %d back online: %s", HOTPLUG_CPU, strerror(-err));
 	return VERDICT(ok);
@@ -1209,6 +1254,7 @@ static const struct check checks[] = {
 	CHECK(increment_propagates_to_ancestors_only, iter_read),
 	CHECK(update_for_another_cpu_flushed, iter_read),
 	CHECK(update_on_offlined_cpu_flushed, iter_read),
+	CHECK(update_for_offline_cpu_flushed, iter_read),
 	CHECK(cgroup2_root_flushed, iter_read),
 	CHECK(cpu_time_on_another_cpu_flushed, tree_setup),
 	CHECK(cpu_stat_user_system_nice, tree_setup),
