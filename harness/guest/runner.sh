@@ -98,10 +98,10 @@ kill_pipe_holders() {
 }
 # Hung tasks and soft lockups must be reported while a test runs.
 echo 30 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null || true
-# The runner's own files (a test's exit status, what the cap cut) stay in the guest: each
-# write to the shared directory is a round trip to the host.
+# The runner's own files (a test's exit status, what the cap cut) stay in the guest, in
+# its /run (no directory of their own: a mkdir less): each write to the shared directory
+# is a round trip to the host.
 own=/run/harness-runner
-mkdir -p "$own"
 # What the guest really got: the kernel command line (the user's --append last), CPUs, RAM;
 # one write.
 read -r uptime _ < /proc/uptime
@@ -148,17 +148,17 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 	# process group of its own: what the test left running is killed with it, or it would
 	# hold the pipe open (and disturb the next test). Append mode: kselftest's runner
 	# reopens /dev/stdout with >> for the inner test's output.
-	: > "$own/rc"
-	: > "$own/cut"
-	( cd "$dir" || { echo 127 > "$own/rc"; exit; }
+	: > "$own.rc"
+	: > "$own.cut"
+	( cd "$dir" || { echo 127 > "$own.rc"; exit; }
 	  timeout -k 5 "$tmo" sh -c "$cmd" < /dev/null 2>&1 &
 	  pid=$!
 	  wait $pid
-	  echo $? > "$own/rc"
+	  echo $? > "$own.rc"
 	  kill -KILL -$pid 2>/dev/null
-	  kill_pipe_holders ) | { head -c "$cap"; count_rest > "$own/cut"; } >> "$out/$name.out"
-	read -r rc < "$own/rc" || rc=125
-	read -r cut failed < "$own/cut" || cut=0
+	  kill_pipe_holders ) | { head -c "$cap"; count_rest > "$own.cut"; } >> "$out/$name.out"
+	read -r rc < "$own.rc" || rc=125
+	read -r cut failed < "$own.cut" || cut=0
 	[ "${cut:-0}" -gt 0 ] 2>/dev/null &&
 		printf '\n[harness: output cut: %s bytes over the %s-byte cap were discarded, %s failed result lines among them]\n' \
 			"$cut" "$cap" "${failed:-0}" >> "$out/$name.out"

@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import re
+import struct
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -245,10 +246,61 @@ class KernelBtf:
 
 
 def read_btf(vmlinux: Path) -> KernelBtf:
-    """The FUNCs and UAPI enumerators of a kernel's BTF (bpftool btf dump ... format raw)."""
+    """The FUNCs and UAPI enumerators of a kernel's BTF (bpftool btf dump ... format raw),
+    remembered per BTF (btf_id): a kernel rebuilt after a change inside a function has
+    its predecessor's BTF, and dumping and parsing it took 0.2 s of every run."""
+    ident = btf_id(vmlinux)
+    memo = paths.sub("features") / f"btf-{ident}.json" if ident else None
+    if memo is not None and memo.is_file():
+        try:
+            data = json.loads(memo.read_text())
+            return KernelBtf(funcs=frozenset(str(f) for f in data["funcs"]),
+                             enumerators={str(k): int(v) for k, v in
+                                          data["enumerators"].items()})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # read again below
     res = proc.check([proc.require("bpftool"), "btf", "dump", "file", str(vmlinux),
                       "format", "raw"], what="bpftool btf dump", timeout=300)
-    return parse_btf(res.output)
+    btf = parse_btf(res.output)
+    if memo is not None:
+        atomic.write_text(memo, json.dumps({"funcs": sorted(btf.funcs),
+                                            "enumerators": dict(btf.enumerators)}))
+    return btf
+
+
+def btf_id(vmlinux: Path) -> str | None:
+    """A digest of the .BTF section of an ELF file (vmlinux): what a vmlinux.h and the
+    feature report are made from. None when the file is no ELF or has no .BTF."""
+    try:
+        with vmlinux.open("rb") as f:
+            ident = f.read(64)
+            if len(ident) < 52 or ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) \
+                    or ident[5] not in (1, 2):
+                return None
+            wide, end = ident[4] == 2, "<" if ident[5] == 1 else ">"
+            # e_shoff, e_shentsize, e_shnum, e_shstrndx (ELF64 or ELF32 header layout)
+            shoff, = struct.unpack_from(end + ("Q" if wide else "I"), ident, 40 if wide else 32)
+            entsize, count, strndx = struct.unpack_from(end + "HHH", ident, 58 if wide else 46)
+            f.seek(shoff)
+            table = f.read(entsize * count)
+            # sh_name, sh_offset, sh_size of section i
+            layout = end + ("I20xQQ" if wide else "I12xII")
+
+            def section(i: int) -> tuple[int, int, int]:
+                name, offset, size = struct.unpack_from(layout, table, i * entsize)
+                return int(name), int(offset), int(size)
+
+            _, str_off, str_size = section(strndx)
+            f.seek(str_off)
+            names = f.read(str_size)
+            for i in range(count):
+                name, offset, size = section(i)
+                if names[name:names.find(b"\0", name)] == b".BTF":
+                    f.seek(offset)
+                    return hashlib.sha256(f.read(size)).hexdigest()[:20]
+    except (OSError, struct.error, IndexError):
+        return None
+    return None
 
 
 _FUNC_RE = re.compile(r"^\[\d+\] FUNC '([^']+)'", re.MULTILINE)

@@ -25,6 +25,7 @@ from harness.base.gitcmd import git
 from harness.base.model import KERNEL_PHASES, KernelImage
 from harness.guest.protocol import GuestTest
 from harness.judge import checks
+from harness.kernel import features
 from harness.testkinds.base import (
     BuildContext,
     KselftestHeader,
@@ -233,8 +234,11 @@ def vmlinux_h(kernel: KernelImage, bpftool: Path | None = None) -> Path:
         raise SelftestError(f"{kernel.boot_image} has no vmlinux with BTF next to it; BPF tests "
                             "need one (put vmlinux beside the image)")
     tool = str(bpftool) if bpftool is not None else proc.require("bpftool")
-    key = hashlib.sha256(str(kernel.vmlinux).encode() + str(kernel.vmlinux.stat().st_mtime_ns)
-                         .encode() + tool.encode()).hexdigest()[:16]
+    # the BTF it is made from (a kernel rebuilt after a change inside a function has its
+    # predecessor's); the file when it has no .BTF section to read
+    made_from = features.btf_id(kernel.vmlinux) or \
+        f"{kernel.vmlinux}{kernel.vmlinux.stat().st_mtime_ns}"
+    key = hashlib.sha256(f"{made_from}\n{tool}".encode()).hexdigest()[:16]
     out = paths.sub("vmlinux-h") / key / "vmlinux.h"
     if out.exists():
         paths.touch(out.parent)

@@ -306,3 +306,73 @@ def test_provides_toml_declares_helpers_and_map_types(tmp_path: Path) -> None:
     # merged with the kernel's own entry: mainline's number stays
     assert merged["bpf_cgrp_storage_get"].uapi_value == 210
     assert merged["bpf_cgrp_storage_get"].declared_by == (tmp_path.name,)
+
+
+def elf_with_sections(sections: dict[str, bytes], *, wide: bool = True,
+                      little: bool = True) -> bytes:
+    """An ELF file holding these sections (and its section name table): the layout
+    btf_id reads, in each class and byte order."""
+    import struct
+
+    end = "<" if little else ">"
+    names = b"\0" + b"".join(n.encode() + b"\0" for n in [".shstrtab", *sections])
+    header_size, entsize = (64, 64) if wide else (52, 40)
+    blobs = [names, *sections.values()]
+    offsets, at = [], header_size
+    for blob in blobs:
+        offsets.append(at)
+        at += len(blob)
+    shoff = at
+    header = bytearray(header_size)
+    header[:6] = b"\x7fELF" + bytes([2 if wide else 1, 1 if little else 2])
+    struct.pack_into(end + ("Q" if wide else "I"), header, 40 if wide else 32, shoff)
+    struct.pack_into(end + "HHH", header, 58 if wide else 46, entsize, len(blobs) + 1, 1)
+    table = bytearray(entsize)  # the null section
+    name_at = 1
+    for name, offset, blob in zip([".shstrtab", *sections], offsets, blobs, strict=True):
+        entry = bytearray(entsize)
+        layout = end + ("I20xQQ" if wide else "I12xII")
+        struct.pack_into(layout, entry, 0, name_at, offset, len(blob))
+        table += entry
+        name_at += len(name) + 1
+    return bytes(header) + b"".join(blobs) + bytes(table)
+
+
+@pytest.mark.parametrize(("wide", "little"), [(True, True), (False, False), (True, False)])
+def test_the_btf_id_is_the_digest_of_the_btf_section(tmp_path: Path, wide: bool,
+                                                     little: bool) -> None:
+    import hashlib
+
+    path = tmp_path / "vmlinux"
+    path.write_bytes(elf_with_sections({".text": b"code", ".BTF": b"\x9f\xeb types",
+                                        ".BTF_ids": b"ids"}, wide=wide, little=little))
+    assert features.btf_id(path) == hashlib.sha256(b"\x9f\xeb types").hexdigest()[:20]
+    path.write_bytes(elf_with_sections({".text": b"code"}, wide=wide, little=little))
+    assert features.btf_id(path) is None
+    path.write_bytes(b"#!/bin/sh\n")
+    assert features.btf_id(path) is None
+
+
+def test_a_kernels_btf_is_read_once_per_btf(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel rebuilt after a change inside a function has its predecessor's BTF: the
+    report is read from what that one's dump gave; another BTF is dumped anew."""
+    from harness.base import proc
+
+    dumps: list[str] = []
+    raw = (GOLDEN / "6.12-series-excerpt.raw").read_text()
+
+    def fake_check(argv: list[str], **kw: object) -> proc.Completed:
+        dumps.append(argv[-3])
+        return proc.Completed(argv=tuple(argv), returncode=0, output=raw, duration_s=0.0)
+
+    monkeypatch.setattr(proc, "check", fake_check)
+    monkeypatch.setattr(proc, "require", lambda tool: tool)
+    first, second, other = (tmp_path / n for n in ("a", "b", "c"))
+    first.write_bytes(elf_with_sections({".text": b"one", ".BTF": b"same"}))
+    second.write_bytes(elf_with_sections({".text": b"two", ".BTF": b"same"}))
+    other.write_bytes(elf_with_sections({".BTF": b"another"}))
+    want = features.parse_btf(raw)
+    assert features.read_btf(first) == want == features.read_btf(second)
+    assert dumps == [str(first)]
+    assert features.read_btf(other) == want and dumps == [str(first), str(other)]
