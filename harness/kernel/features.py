@@ -25,6 +25,7 @@ list below gives it: the BTF's enumerator must carry that value.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -254,6 +255,7 @@ def read_btf(vmlinux: Path) -> KernelBtf:
     if memo is not None and memo.is_file():
         try:
             data = json.loads(memo.read_text())
+            paths.touch(memo)
             return KernelBtf(funcs=frozenset(str(f) for f in data["funcs"]),
                              enumerators={str(k): int(v) for k, v in
                                           data["enumerators"].items()})
@@ -265,7 +267,15 @@ def read_btf(vmlinux: Path) -> KernelBtf:
     if memo is not None:
         atomic.write_text(memo, json.dumps({"funcs": sorted(btf.funcs),
                                             "enumerators": dict(btf.enumerators)}))
+        # about 1.5 MB each (a kernel's every FUNC name): the most recently used kept
+        with contextlib.suppress(OSError):  # one gone meanwhile: another command's pruning
+            for old in sorted(memo.parent.glob("btf-*.json"),
+                              key=lambda p: p.stat().st_mtime)[:-BTF_MEMOS_KEPT]:
+                old.unlink(missing_ok=True)
     return btf
+
+
+BTF_MEMOS_KEPT = 16
 
 
 def btf_id(vmlinux: Path) -> str | None:

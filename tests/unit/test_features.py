@@ -376,3 +376,9 @@ def test_a_kernels_btf_is_read_once_per_btf(tmp_path: Path,
     assert features.read_btf(first) == want == features.read_btf(second)
     assert dumps == [str(first)]
     assert features.read_btf(other) == want and dumps == [str(first), str(other)]
+    monkeypatch.setattr(features, "BTF_MEMOS_KEPT", 1)  # each memory about 1.5 MB
+    third = tmp_path / "d"
+    third.write_bytes(elf_with_sections({".BTF": b"a third"}))
+    features.read_btf(third)
+    from harness.base import paths
+    assert len(list(paths.sub("features").glob("btf-*.json"))) == 1
