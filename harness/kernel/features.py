@@ -251,7 +251,8 @@ def read_btf(vmlinux: Path) -> KernelBtf:
     remembered per BTF (btf_id): a kernel rebuilt after a change inside a function has
     its predecessor's BTF, and dumping and parsing it took 0.2 s of every run."""
     ident = btf_id(vmlinux)
-    memo = paths.sub("features") / f"btf-{ident}.json" if ident else None
+    # the parser's own patterns in the name: a harness that reads BTF otherwise reads anew
+    memo = paths.sub("features") / f"btf-{ident}-{_PARSER_ID}.json" if ident else None
     if memo is not None and memo.is_file():
         try:
             data = json.loads(memo.read_text())
@@ -264,11 +265,12 @@ def read_btf(vmlinux: Path) -> KernelBtf:
     res = proc.check([proc.require("bpftool"), "btf", "dump", "file", str(vmlinux),
                       "format", "raw"], what="bpftool btf dump", timeout=300)
     btf = parse_btf(res.output)
-    if memo is not None:
-        atomic.write_text(memo, json.dumps({"funcs": sorted(btf.funcs),
-                                            "enumerators": dict(btf.enumerators)}))
-        # about 1.5 MB each (a kernel's every FUNC name): the most recently used kept
-        with contextlib.suppress(OSError):  # one gone meanwhile: another command's pruning
+    # a memory only: a cache that cannot be written costs the next run a dump
+    with contextlib.suppress(OSError):
+        if memo is not None:
+            atomic.write_text(memo, json.dumps({"funcs": sorted(btf.funcs),
+                                                "enumerators": dict(btf.enumerators)}))
+            # about 1.5 MB each (a kernel's every FUNC name): the most recently used kept
             for old in sorted(memo.parent.glob("btf-*.json"),
                               key=lambda p: p.stat().st_mtime)[:-BTF_MEMOS_KEPT]:
                 old.unlink(missing_ok=True)
@@ -282,6 +284,7 @@ def btf_id(vmlinux: Path) -> str | None:
     """A digest of the .BTF section of an ELF file (vmlinux): what a vmlinux.h and the
     feature report are made from. None when the file is no ELF or has no .BTF."""
     try:
+        limit = vmlinux.stat().st_size
         with vmlinux.open("rb") as f:
             ident = f.read(64)
             if len(ident) < 52 or ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) \
@@ -298,6 +301,8 @@ def btf_id(vmlinux: Path) -> str | None:
 
             def section(i: int) -> tuple[int, int, int]:
                 name, offset, size = struct.unpack_from(layout, table, i * entsize)
+                if offset + size > limit:  # a damaged table: no section past the file
+                    raise ValueError(f"section {i} ends past the file")
                 return int(name), int(offset), int(size)
 
             _, str_off, str_size = section(strndx)
@@ -308,7 +313,7 @@ def btf_id(vmlinux: Path) -> str | None:
                 if names[name:names.find(b"\0", name)] == b".BTF":
                     f.seek(offset)
                     return hashlib.sha256(f.read(size)).hexdigest()[:20]
-    except (OSError, struct.error, IndexError):
+    except (OSError, struct.error, IndexError, ValueError, OverflowError):
         return None
     return None
 
@@ -317,6 +322,10 @@ _FUNC_RE = re.compile(r"^\[\d+\] FUNC '([^']+)'", re.MULTILINE)
 _ENUM_RE = re.compile(r"^\[\d+\] ENUM(?:64)? '([^']*)'")
 _ENUMERATOR_RE = re.compile(r"^\s+'([^']+)' val=(-?\d+)")
 _UAPI_ENUMS = frozenset({"bpf_map_type", "bpf_func_id"})
+# what parse_btf reads a dump with: read_btf's memories are named with it
+_PARSER_ID = hashlib.sha256("\n".join([_FUNC_RE.pattern, _ENUM_RE.pattern,
+                                       _ENUMERATOR_RE.pattern, *sorted(_UAPI_ENUMS)])
+                            .encode()).hexdigest()[:8]
 
 
 def parse_btf(raw_dump: str) -> KernelBtf:

@@ -479,7 +479,9 @@ def kconfig_inputs(tree: Path) -> str:
     return found
 
 
-_INPUTS_MEMO = "inputs.json"  # tree object -> kconfig_inputs(), under the kconfig cache
+# tree object -> kconfig_inputs(), under the kconfig cache; named with what decides an
+# input, so that a harness that reads other paths as inputs remembers anew
+_INPUTS_MEMO = f"inputs-{hashlib.sha256(_KCONFIG_INPUT.pattern.encode()).hexdigest()[:8]}.json"
 _INPUTS_KEPT = 512
 
 

@@ -719,7 +719,8 @@ static int check_link_reports_itself(void)
 /*
  * in a, in a cgroup namespace of its own: the fdinfo's cgroup_path of the link fd @arg
  * (inherited), then the start cgroup's id a link made there with no cgroup named
- * reports (bpf_link_info), to ns_pipe as "PATH\nID"
+ * reports (bpf_link_info), to ns_pipe as "PATH\nID" (the path alone, exit 14 with
+ * the errno in its place, when that link cannot be made or read)
  */
 static int ns_pipe[2] = { -1, -1 };
 
@@ -735,9 +736,6 @@ static int read_path_in_ns(void *arg)
 
 	if (unshare(CLONE_NEWCGROUP))
 		return 10;
-	link = bpf_program__attach_iter(skel->progs.cgroup_rstat_dump, &opts);
-	if (!link || bpf_obj_get_info_by_fd(bpf_link__fd(link), &info, &len))
-		return 14;
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", *(int *)arg);
 	n = read_close(open(path, O_RDONLY | O_CLOEXEC), text, sizeof(text) - 1);
 	if (n <= 0)
@@ -750,8 +748,15 @@ static int read_path_in_ns(void *arg)
 	p += strspn(p, " \t");
 	end = strchr(p, '\n');
 	n = end ? end - p : (ssize_t)strlen(p);
-	return dprintf(ns_pipe[1], "%.*s\n%llu", (int)n, p,
-		       (unsigned long long)info.iter.cgroup.cgroup_id) > 0 ? 0 : 13;
+	if (write(ns_pipe[1], p, n) != n)
+		return 13;
+	link = bpf_program__attach_iter(skel->progs.cgroup_rstat_dump, &opts);
+	if (!link || bpf_obj_get_info_by_fd(bpf_link__fd(link), &info, &len)) {
+		dprintf(ns_pipe[1], "\n%d", errno);
+		return 14;
+	}
+	return dprintf(ns_pipe[1], "\n%llu", (unsigned long long)info.iter.cgroup.cgroup_id) > 0 ?
+	       0 : 13;
 }
 
 /*
@@ -791,6 +796,9 @@ static int check_link_path_in_cgroup_ns(void)
 		       got, start, nodes[N_A].id, st);
 	if (st == 10)
 		return check_skip("no cgroup namespace here (unshare: the reader's exit 10)");
+	if (st == 14)
+		return check_fail("a link naming no cgroup, made in the namespace rooted at a: %s (the path read there was '%s')",
+				  strerror((int)start), got);
 	if (st || strcmp(got, want))
 		return check_fail("cgroup_path '%s' (reader's exit %d), expected '%s': the path in the reader's cgroup namespace",
 				  got, st, want);

@@ -381,13 +381,6 @@ static int check_verifier_refusals(void)
 }
 
 /*
- * The map's attributes: created with the attributes mainline documents (key an
- * int, BTF for key and value, BPF_F_NO_PREALLOC, max_entries 0) it reports them
- * back as given (bpf_map_info and fdinfo); each attribute out of them is refused at
- * create time with the errno the documentation gives (EINVAL; E2BIG for a value
- * too big for any storage).
- */
-/*
  * A storage's key is a cgroup fd: its BTF must say a 32-bit int (mainline's
  * bpf_local_storage_map_check_btf()), whatever else is 4 bytes wide. The key
  * types given here, in a BTF of our own: int (created), a 4-byte struct
@@ -438,6 +431,13 @@ static void expect_key_btf(bool *ok)
 	btf__free(btf);
 }
 
+/*
+ * The map's attributes: created with the attributes mainline documents (key an
+ * int, BTF for key and value, BPF_F_NO_PREALLOC, max_entries 0) it reports them
+ * back as given (bpf_map_info and fdinfo); each attribute out of them is refused at
+ * create time with the errno the documentation gives (EINVAL, a key typed as no
+ * int among them; E2BIG for a value too big for any storage).
+ */
 static int check_map_create_attrs(void)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, good, .map_flags = BPF_F_NO_PREALLOC,

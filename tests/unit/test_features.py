@@ -342,6 +342,7 @@ def elf_with_sections(sections: dict[str, bytes], *, wide: bool = True,
 def test_the_btf_id_is_the_digest_of_the_btf_section(tmp_path: Path, wide: bool,
                                                      little: bool) -> None:
     import hashlib
+    import struct
 
     path = tmp_path / "vmlinux"
     path.write_bytes(elf_with_sections({".text": b"code", ".BTF": b"\x9f\xeb types",
@@ -350,6 +351,14 @@ def test_the_btf_id_is_the_digest_of_the_btf_section(tmp_path: Path, wide: bool,
     path.write_bytes(elf_with_sections({".text": b"code"}, wide=wide, little=little))
     assert features.btf_id(path) is None
     path.write_bytes(b"#!/bin/sh\n")
+    assert features.btf_id(path) is None
+    # a damaged table (.BTF's size far past the file's end): no digest, no crash
+    damaged = bytearray(elf_with_sections({".BTF": b"types"}, wide=wide, little=little))
+    entsize = 64 if wide else 40
+    shoff = len(damaged) - 3 * entsize
+    struct.pack_into(("<" if little else ">") + ("Q" if wide else "I"), damaged,
+                     shoff + 2 * entsize + (32 if wide else 20), 2**31)
+    path.write_bytes(bytes(damaged))
     assert features.btf_id(path) is None
 
 
