@@ -340,9 +340,9 @@ def plan_room(found: list[Entry], free: int, room: int, now: float) -> list[Entr
     if free >= room:
         return []
     old = [e for e in found if now - e.last_used >= RECENT_S]
-    if free + sum(e.size for e in old) < room:
-        return []
     total = sum(e.size for e in old)
+    if free + total < room:
+        return []
     return plan_eviction(old, total - (room - free))
 
 

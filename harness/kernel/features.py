@@ -26,6 +26,7 @@ list below gives it: the BTF's enumerator must carry that value.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -282,10 +283,20 @@ BTF_MEMOS_KEPT = 16
 
 def btf_id(vmlinux: Path) -> str | None:
     """A digest of the .BTF section of an ELF file (vmlinux): what a vmlinux.h and the
-    feature report are made from. None when the file is no ELF or has no .BTF."""
+    feature report are made from. None when the file is no ELF or has no .BTF. Read once
+    per file in a command (the feature report and the selftests' build both ask)."""
     try:
-        limit = vmlinux.stat().st_size
-        with vmlinux.open("rb") as f:
+        st = vmlinux.stat()
+    except OSError:
+        return None
+    return _btf_id(str(vmlinux), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _btf_id(vmlinux: str, _inode: int, limit: int, _mtime_ns: int) -> str | None:
+    """btf_id of the file at this path with this inode, size and mtime."""
+    try:
+        with open(vmlinux, "rb") as f:
             ident = f.read(64)
             if len(ident) < 52 or ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) \
                     or ident[5] not in (1, 2):
