@@ -1308,6 +1308,9 @@ static int check_swapped_out_child(void)
 	 */
 	expect(&ok, agree(CG_S, "memory.stat", NULL),
 	       "S, swapped out: memory.stat and the kfuncs disagree (the lines above)");
+	/* ...and its parent's, where a line read locally would print none of S's swap */
+	expect(&ok, agree(CG_P, "memory.stat", NULL),
+	       "P, S swapped out below it: memory.stat and the kfuncs disagree (the lines above)");
 	cg_reap(&swap_pid);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
