@@ -911,7 +911,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def _prune_after(command: str) -> None:
-    done = cache.prune(cache.max_size())
+    done = cache.prune(cache.max_size(), after_command=True)
     if done.evicted:
         log.info("cache over its %s limit after %s: evicted %s (least recently used)",
                  cache.human(done.limit), command,

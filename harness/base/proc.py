@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import pty
@@ -28,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.base import host
+from harness.base import atomic, host, paths
 from harness.base import sandbox as sandboxes
 from harness.base.errors import HarnessError
 from harness.base.model import Status
@@ -218,9 +219,43 @@ def version_line(program: str) -> str:
     path = which(program)
     if path is None:
         return ""
-    flag = "version" if program == "bpftool" else "--version"
-    first = run([path, flag], timeout=30).output.strip().splitlines()
+    said = version_output(path, "version" if program == "bpftool" else "--version")
+    first = (said or "").splitlines()
     return first[0] if first else "?"
+
+
+VERSIONS_FILE = "program-versions.json"  # in the cache: "path|size|mtime|flag" -> output
+
+
+def version_output(program: str, flag: str = "--version") -> str | None:
+    """What `PROGRAM FLAG` prints, stripped; None when it fails or is not installed.
+    Remembered by what the program is (its resolved path, size and modification time), as
+    build and configuration keys ask a run's compiler, linker, pahole and QEMU each time:
+    5-50 ms each (QEMU's loading 46 ms), a tenth of a second of every developer's run."""
+    path = which(program)
+    if path is None:
+        return None
+    resolved = Path(path).resolve()
+    try:
+        st = resolved.stat()
+    except OSError:
+        return None
+    key = f"{resolved}|{st.st_size}|{st.st_mtime_ns}|{flag}"
+    memo_file = paths.cache_root() / VERSIONS_FILE
+    memo: dict[str, object] = {}
+    with contextlib.suppress(OSError, ValueError):
+        memo = dict(json.loads(memo_file.read_text()))
+    said = memo.get(key)
+    if isinstance(said, str):
+        return said
+    res = run([path, flag], timeout=30)
+    if not res.ok:
+        return None
+    memo[key] = res.output.strip()
+    # best effort: a version not remembered is asked again next time
+    with contextlib.suppress(OSError):
+        atomic.write_text(memo_file, json.dumps(memo, indent=1) + "\n")
+    return res.output.strip()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import re
 import shutil
@@ -13,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import target
-from harness.base import atomic, host, paths, proc, sandbox
+from harness.base import host, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.guest import vm
 from harness.kernel import build, pahole
@@ -33,29 +31,9 @@ class Check:
 
 
 def tool_versions() -> dict[str, str]:
-    """Versions recorded in results.json. Each program's version line is remembered by
-    what the program is (its resolved path, size and modification time): asking nine
-    programs for it took 0.6 s of every run (vng, a Python program, most of it)."""
-    memo_file = paths.cache_root() / "tool-versions.json"
-    try:
-        memo = json.loads(memo_file.read_text())
-    except (OSError, ValueError):
-        memo = {}
-    out, changed = {}, False
-    for t in host.read().recorded_versions:
-        path = proc.which(t)
-        if path is None:
-            out[t] = "missing"
-            continue
-        st = Path(path).resolve().stat()
-        key = f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}"
-        if memo.get(t, {}).get("key") != key:
-            memo[t] = {"key": key, "version": proc.version_line(t) or "missing"}
-            changed = True
-        out[t] = str(memo[t]["version"])
-    if changed:
-        with contextlib.suppress(OSError):
-            atomic.write_text(memo_file, json.dumps(memo, indent=1) + "\n")
+    """Versions recorded in results.json (each remembered by what the program is:
+    proc.version_output)."""
+    out = {t: proc.version_line(t) or "missing" for t in host.read().recorded_versions}
     # HARNESS_PAHOLE: the kernels are built with that one (a kernel that a rule of
     # harness/target/pahole.toml gives another records it in its cell: results' "pahole")
     chosen = pahole.chosen()

@@ -66,7 +66,7 @@ class AccelVerdict:
 
 
 def _verdict_key(qemu: str) -> str:
-    qemu_version = proc.run([qemu, "--version"], timeout=30).output.splitlines()
+    qemu_version = (proc.version_output(qemu) or "").splitlines()
     return f"{os.uname().release}|{qemu_version[0] if qemu_version else '?'}"
 
 

@@ -77,11 +77,9 @@ class Tools:
 def tools(tgt: Target | None = None) -> Tools:
     """The tools of a target on this host; the default target when none is given."""
     tgt = tgt or target.default()
-    cc = proc.run([tgt.cc, "--version"], timeout=30) if proc.which(tgt.cc) else None
+    lines = (proc.version_output(tgt.cc) or "").splitlines()
     chosen = pahole_mod.chosen(tgt.pahole)
-    pahole = proc.run([chosen.command, "--version"], timeout=30)
-    lines = cc.output.splitlines() if cc is not None else []
-    version = pahole.output.strip() if pahole.ok else "missing"
+    version = proc.version_output(chosen.command) or "missing"
     return Tools(
         target=tgt,
         compiler=lines[0] if lines else "missing",

@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 USE_FILE = ".harness-use.json"
 SIZES_FILE = "sizes.json"  # path -> [last write seen, when measured, bytes]
 SIZE_TTL_S = 3600.0  # a remembered size older than this is measured again
+TOTAL_KEY = "!total"  # in SIZES_FILE: [file system bytes used, when counted, cache bytes]
 DEFAULT_MAX = "40G"
 # Free space a command that may build wants under the cache before it starts. A first
 # 6.12 run wrote 5.2 GB (2026-11-29: the source import 2.2 GB, the worktree with its build
@@ -225,16 +226,38 @@ class _Sizes:
         self.seen[key] = [mark, self.now, float(size)]
         return size
 
+    def bound(self) -> int | None:
+        """An upper bound on the cache's size now: its total when last counted (within
+        SIZE_TTL_S) plus what its file system gained since; None when there is none. It
+        misses only what the cache gained while the rest of the file system lost as much."""
+        memo = self.known.get(TOTAL_KEY)
+        if not memo or len(memo) != 3 or self.now - memo[1] >= SIZE_TTL_S:
+            return None
+        return int(memo[2] + max(0.0, _fs_used(self.file.parent) - memo[0]))
+
+    def counted(self, total: int) -> None:
+        self.seen[TOTAL_KEY] = [float(_fs_used(self.file.parent)), self.now, float(total)]
+
     def save(self) -> None:
         # best effort: a size not remembered is measured again next time
         with contextlib.suppress(OSError):
             atomic.write_text(self.file, json.dumps(self.seen) + "\n")
 
 
+def _fs_used(path: Path) -> int:
+    """Bytes in use on path's file system (0 when it cannot be read)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
 def entries() -> list[Entry]:
     root = paths.cache_root()
     sizes = _Sizes(root)
     found = _entries(root, sizes)
+    sizes.counted(sum(e.size for e in found))
     sizes.save()
     return found
 
@@ -310,9 +333,15 @@ class Pruned:
     limit: int = 0
 
 
-def prune(limit: int, *, dry_run: bool = False) -> Pruned:
+def prune(limit: int, *, dry_run: bool = False, after_command: bool = False) -> Pruned:
     """Evict down to `limit`, least recently used first; nothing while another harness
-    command uses the cache (the caller must not hold in_use() itself)."""
+    command uses the cache (the caller must not hold in_use() itself). After a command,
+    nothing is walked while _Sizes.bound() keeps the cache under `limit`: counting the
+    build directory a one-line change relinked was 0.1 s of a developer's run."""
+    if after_command:
+        bound = _Sizes(paths.cache_root()).bound()
+        if bound is not None and bound <= limit:
+            return Pruned(evicted=(), total_before=bound, limit=limit)
     found = entries()
     total = sum(e.size for e in found)
     chosen = plan_eviction(found, limit)

@@ -546,7 +546,7 @@ def generate(tree: Path, fragments: list[Path], *, log_dir: Path,
     for t in target.version_commands():
         if proc.which(t) is None:  # a cross compiler: its arch's packages, said as such
             raise proc.ToolMissingError(t, target.install_fix())
-    tools = [proc.run([t, "--version"], timeout=30).output.splitlines()[:1]
+    tools = [(proc.version_output(t) or "").splitlines()[:1]
              for t in (*target.version_commands(), "pahole")]
     h = hashlib.sha256(f"{BASE}\n{kconfig_inputs(tree)}\n{tools}\n".encode())
     if variables:

@@ -208,7 +208,7 @@ def tree_bpftool(tree: Path, *, log_dir: Path) -> Path:
     content of its sources in the tree and host compiler; only the binary is kept."""
     listing = git(tree, "ls-tree", "-r", "HEAD", "--", *BPFTOOL_SOURCES,
                   what="git ls-tree", timeout=120)
-    cc = proc.run(["gcc", "--version"], timeout=30).output.splitlines()[:1]
+    cc = (proc.version_output("gcc") or "").splitlines()[:1]
     key = hashlib.sha256(f"{listing}\n{cc}".encode()).hexdigest()[:16]
     out = paths.sub("bpftool") / key
     if (out / "bpftool").exists():

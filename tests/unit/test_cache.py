@@ -266,3 +266,38 @@ def test_a_source_is_measured_again_after_a_fetch_not_after_a_series_applied(
     assert {e.name: e.size for e in cache.entries()}["debian-6.12"] == size
     (pack / "pack-1.pack").write_bytes(b"x" * 4096 * 20)  # a fetch
     assert {e.name: e.size for e in cache.entries()}["debian-6.12"] >= size + 4096 * 21
+
+
+def test_prune_after_a_command_counts_nothing_while_a_bound_keeps_it_under_the_limit(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cachetree.world(root)
+    used = [10 * 2**30]
+    monkeypatch.setattr(cache, "_fs_used", lambda _path: used[0])
+    found = cache.entries()  # counted: the bound starts from this total
+    total = sum(e.size for e in found)
+    counts: list[int] = []
+    real_entries = cache.entries
+
+    def counting() -> list[cache.Entry]:
+        counts.append(1)
+        return real_entries()
+
+    monkeypatch.setattr(cache, "entries", counting)
+    done = cache.prune(total + 4096, after_command=True)
+    assert done.evicted == () and done.total_before == total and counts == []
+    # the file system gained more than the room left: counted, and pruned
+    used[0] += 3 * 4096
+    done = cache.prune(total - 1, after_command=True)
+    assert counts == [1] and [e.name for e in done.evicted] == ["old"]
+    # the bound is the total counted then plus the gain since
+    after = sum(e.size for e in real_entries())
+    used[0] += 2 * 4096
+    done = cache.prune(after + 2 * 4096, after_command=True)
+    assert counts == [1] and done.total_before == after + 2 * 4096
+    # an explicit prune always counts
+    cache.prune(after)
+    assert counts == [1, 1]
+    # a count older than SIZE_TTL_S is no bound
+    monkeypatch.setattr(cache.time, "time", lambda: 4e9)
+    cache.prune(10**12, after_command=True)
+    assert counts == [1, 1, 1]

@@ -147,3 +147,27 @@ def test_silence_after_ready_is_the_child_s_own_business() -> None:
     res = proc.run(["sh", "-c", "echo ready; sleep 3; echo stall; sleep 1; echo done"],
                    timeout=60, quiet=QUIET)
     assert res.ok and res.stopped_by is None and "done" in res.output
+
+
+def test_a_programs_version_is_asked_once_per_binary(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    asked = tmp_path / "asked"
+    tool = tmp_path / "bin" / "tool"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\necho x >> {asked}\necho 'tool 1.0'\necho second\n")
+    tool.chmod(0o755)
+    assert proc.version_output(str(tool)) == "tool 1.0\nsecond"
+    assert proc.version_output(str(tool)) == "tool 1.0\nsecond"
+    assert asked.read_text() == "x\n"  # the second answer was remembered
+    # another binary at the same path (a new size or time) is asked again
+    tool.write_text(f"#!/bin/sh\necho x >> {asked}\necho 'tool 2.0'\n")
+    assert proc.version_output(str(tool)) == "tool 2.0"
+    assert asked.read_text() == "x\nx\n"
+    # a program that fails says nothing, and is not remembered as having said it
+    bad = tmp_path / "bin" / "bad"
+    bad.write_text(f"#!/bin/sh\necho x >> {asked}\nexit 3\n")
+    bad.chmod(0o755)
+    assert proc.version_output(str(bad)) is None and proc.version_output(str(bad)) is None
+    assert asked.read_text() == "x\n" * 4
+    assert proc.version_output(str(tmp_path / "none")) is None

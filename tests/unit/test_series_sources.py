@@ -164,6 +164,8 @@ def test_git_source_never_writes_to_the_users_tree(tmp_path: Path, cache: Path) 
     assert "uncommitted" in prepared.describe
     assert (tree / "mm/memcontrol.c").read_text() == "uncommitted work\n"
     assert not (tree / "untracked.c").exists()
+    # the worktree's index is split (a run's checkouts write only what changed)
+    assert git(tree, "rev-parse", "--shared-index-path").strip()
     # A pinned revision ignores the uncommitted work.
     pinned = sources.prepare(sources.parse_spec(f"git:{repo}@HEAD"), log_dir=tmp_path / "logs")
     assert not pinned.includes_uncommitted
