@@ -472,24 +472,28 @@ def _one(state: State, m: mutants.Mutant, *, tree: KernelTree, head: str,
             # not cached: the same mutant is judged when a test comes to run its line
             return Verdict(mutant=m, outcome="not covered",
                            why=f"no test runs {m.file}:{m.start} (the baseline's gcov)")
-        with tree.build_locked("compiling a mutant"):
-            if m.file not in objects:
-                objects[m.file] = _object(tree, tools, m.file, logs / "baseline.log")
-            source.write_text(m.apply(original))
-            try:
-                built = _object(tree, tools, m.file, logs / f"{m.id}.log")
-            finally:
-                source.write_text(original)
-    baseline = objects[m.file]
-    new_warnings = sorted(built.warnings - baseline.warnings)
+        built: ObjectBuild | None = None
+        # the tree's own tools (perf) are built by their test's build, whose failure
+        # makes the mutant stillborn: no object of theirs to compare without a run
+        if built_by_kbuild(m.file):
+            with tree.build_locked("compiling a mutant"):
+                if m.file not in objects:
+                    objects[m.file] = _object(tree, tools, m.file, logs / "baseline.log")
+                source.write_text(m.apply(original))
+                try:
+                    built = _object(tree, tools, m.file, logs / f"{m.id}.log")
+                finally:
+                    source.write_text(original)
     v: Verdict
-    if built.digest is None:
+    if built is None:
+        v = _run_mutant(state, m, patch, flaky)
+    elif built.digest is None:
         v = Verdict(mutant=m, outcome="stillborn", why=f"does not compile: {built.errors}")
-    elif new_warnings:
+    elif new_warnings := sorted(built.warnings - objects[m.file].warnings):
         # A kernel developer does not ship a new warning (CONFIG_WERROR fails the build).
         v = Verdict(mutant=m, outcome="stillborn",
                     why=f"the compiler warns: {'; '.join(new_warnings)[:300]}")
-    elif baseline.digest is not None and built.digest == baseline.digest:
+    elif objects[m.file].digest is not None and built.digest == objects[m.file].digest:
         v = Verdict(mutant=m, outcome="equivalent", why="the object file is unchanged in "
                                                         "this config (debug info aside)")
     else:
@@ -499,6 +503,11 @@ def _one(state: State, m: mutants.Mutant, *, tree: KernelTree, head: str,
                                              "killed_by": list(v.killed_by),
                                              "passed": list(v.passed), "run": v.run}))
     return v
+
+
+def built_by_kbuild(file: str) -> bool:
+    """Whether the kernel's build compiles FILE (tools/ is userspace, built by its tests)."""
+    return not file.startswith("tools/")
 
 
 def _run_mutant(state: State, m: mutants.Mutant, patch: Path,

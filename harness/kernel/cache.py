@@ -88,7 +88,8 @@ class Kind(enum.Enum):
 TEST_BUILDS = {"selftests": "own selftest build", "test_progs": "test_progs build",
                "perf": "perf build", "vmlinux-h": "vmlinux.h of a kernel",
                "kselftests": "kselftest install", "rootfs": "guest root",
-               "bpftool": "bpftool built from a tree"}
+               "bpftool": "bpftool built from a tree",
+               "perf-build": "perf's build directory of a worktree"}
 
 
 @dataclass(frozen=True, kw_only=True)

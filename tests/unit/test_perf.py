@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from harness.base import paths
-from harness.base.model import Feature, FeatureKind, FeatureReport, FeatureState
+from harness.base.model import Feature, FeatureKind, FeatureReport, FeatureState, KernelImage
 from harness.kernel import features
 from harness.kernel.features import missing_for
 from harness.testkinds import perf, resolve
@@ -249,3 +249,76 @@ def test_bpf_counters_need_the_bperf_cgroup_skeleton_and_no_off_in_build_options
     assert perf.has_bpf_counters(opts61, tmp_path)
     off = opts612.replace("bpf_skeletons: [ on  ]", "bpf_skeletons: [ OFF ]")
     assert not perf.has_bpf_counters(off, tmp_path)
+
+
+FAKE_PERF_MAKEFILE = """\
+# a stand-in for tools/perf's build: the binary and the skeleton header the harness reads;
+# each recipe counts its runs in the build directory
+all: $(O)/perf $(O)/util/bpf_skel/bperf_cgroup.skel.h
+$(O)/perf: perf.in
+\ttest ! -e $(O)/stale
+\techo perf >> $(O)/made
+\tcp perf.in $@ && chmod +x $@
+$(O)/util/bpf_skel/bperf_cgroup.skel.h: skel.in
+\techo skel >> $(O)/made
+\tmkdir -p $(@D) && cp skel.in $@
+"""
+
+
+def _fake_perf_tree(tmp_path: Path) -> Path:
+    tree = tmp_path / "linux-base"
+    (tree / "tools/perf/util/bpf_skel/vmlinux").mkdir(parents=True)
+    (tree / "scripts").mkdir()
+    (tree / "scripts/x").write_text("x\n")
+    (tree / "tools/perf/Makefile").write_text(FAKE_PERF_MAKEFILE)
+    (tree / "tools/perf/util/bpf_skel/vmlinux/vmlinux.h").write_text("/* minimal */\n")
+    (tree / "tools/perf/skel.in").write_text("/* skel */\n")
+    (tree / "tools/perf/perf.in").write_text(
+        "#!/bin/sh\necho 'perf version 1'\necho '       bpf_skeletons: [ on  ]  # HAVE_BPF_SKEL'\n")
+    git(tree.parent, "init", "-q", str(tree))
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "one")
+    return tree
+
+
+def made(work: Path) -> list[str]:
+    """What the fake perf build made in this build directory, each time (any order: -j)."""
+    return sorted((work / "obj/made").read_text().split())
+
+
+def test_perf_is_rebuilt_in_the_worktrees_build_directory_and_kept_per_content(
+        tmp_path: Path) -> None:
+    tree = _fake_perf_tree(tmp_path)
+    kernel = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
+                         version="6.12", arch="x86_64", toolchain="gcc")
+    (tmp_path / "logs").mkdir()
+    first = perf.build_perf(tree, kernel, log_dir=tmp_path)
+    assert "perf version 1" in first.read_text()
+    [work] = (paths.cache_root() / perf.BUILD_DIRS).iterdir()
+    assert made(work) == ["perf", "skel"]
+    # a change in tools/perf: the same build directory, only what changed made again
+    (tree / "tools/perf/perf.in").write_text(
+        (tree / "tools/perf/perf.in").read_text().replace("version 1", "version 2"))
+    git(tree, "commit", "-q", "-am", "two")
+    second = perf.build_perf(tree, kernel, log_dir=tmp_path)
+    assert second != first and "perf version 2" in second.read_text()
+    assert "perf version 1" in first.read_text()  # each content's binary kept
+    assert made(work) == ["perf", "perf", "skel"]
+    # back to the first content: taken from the cache, nothing made
+    git(tree, "checkout", "-q", "HEAD~1")
+    assert perf.build_perf(tree, kernel, log_dir=tmp_path) == first
+    assert made(work) == ["perf", "perf", "skel"]
+    # an incremental build that fails (a stale dependency): built again from nothing
+    (work / "obj/stale").write_text("")
+    (tree / "tools/perf/perf.in").write_text(
+        (tree / "tools/perf/perf.in").read_text().replace("version 1", "version 3"))
+    git(tree, "commit", "-q", "-am", "three")
+    third = perf.build_perf(tree, kernel, log_dir=tmp_path)
+    assert "perf version 3" in third.read_text()
+    assert made(work) == ["perf", "skel"]
+    # a build that fails from nothing too is the tree's error
+    (tree / "tools/perf/Makefile").write_text("all:\n\t@echo 'perf.c:1: error: broken'; false\n")
+    git(tree, "commit", "-q", "-am", "four")
+    with pytest.raises(SelftestError, match=r"building perf failed.*\n.*error: broken") as err:
+        perf.build_perf(tree, kernel, log_dir=tmp_path / "logs")
+    assert "build-perf.log" in str(err.value)  # the build from nothing's
