@@ -38,7 +38,7 @@ from harness.base.errors import HarnessError
 from harness.base.model import Accel, CellResult, KernelSpec, Phase, RunResult, Status
 from harness.drivers import matrix, pipeline
 from harness.drivers.matrix import Cell
-from harness.judge import mutants, verdict
+from harness.judge import mutants, verdict, w1_warnings
 from harness.kernel import build, sources
 from harness.kernel import series as series_mod
 from harness.kernel.tree import KernelTree
@@ -507,7 +507,7 @@ def _one(state: State, m: mutants.Mutant, *, tree: KernelTree, head: str,
 
 def built_by_kbuild(file: str) -> bool:
     """Whether the kernel's build compiles FILE (tools/ is userspace, built by its tests)."""
-    return not file.startswith("tools/")
+    return not file.startswith(w1_warnings.NOT_KERNEL_OBJECTS)
 
 
 def _run_mutant(state: State, m: mutants.Mutant, patch: Path,

@@ -147,11 +147,16 @@ def compare(before: ObjectCompile, after: ObjectCompile) -> WarningDelta:
     return delta(True, note, new=new, gone=gone)
 
 
+def error_lines(text: str) -> list[str]:
+    """A build log's error lines (the compiler's, make's, the linker's), in order."""
+    return [ln.rstrip() for ln in text.splitlines() if _ERROR_LINE.search(ln)]
+
+
 def first_errors(text: str, limit: int = ERROR_LINES) -> tuple[str, ...]:
-    """The first error lines of a build log (the root cause under -j), else its last lines."""
+    """The first error lines of a build log (the root cause under -j), else its last lines:
+    what a failed build's message shows."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if _ERROR_LINE.search(ln)]
-    return tuple((errors or lines[-limit:])[:limit])
+    return tuple((error_lines(text) or lines[-limit:])[:limit])
 
 
 def c_sources(files: tuple[str, ...]) -> tuple[str, ...]:

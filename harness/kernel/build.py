@@ -26,6 +26,7 @@ from harness.base import atomic, paths, proc, sandbox
 from harness.base.errors import HarnessError
 from harness.base.gitcmd import git
 from harness.base.model import KernelImage, Status
+from harness.judge import w1_warnings
 from harness.kernel import pahole as pahole_mod
 from harness.kernel.sources import locked
 from harness.target import Target
@@ -344,9 +345,7 @@ def _build_error(build_log: Path, result: proc.Completed) -> BuildError:
                           f"(log: {build_log})", build_log)
     # no verdict on the tree when a write found no space: the same build passes with room
     proc.check_space(result, "kernel build", build_log)
-    text = build_log.read_text(errors="replace").splitlines()
-    errors = [ln for ln in text if re.search(r"\berror\b|Error \d|undefined reference", ln)]
-    shown = "\n".join((errors or text)[-20:])
+    shown = "\n".join(w1_warnings.first_errors(build_log.read_text(errors="replace"), 20))
     return BuildError(f"kernel build failed (exit {result.returncode}); log: {build_log}\n"
                       f"{shown}", build_log)
 

@@ -24,6 +24,7 @@ from harness import target
 from harness.base import atomic, gitcmd, host, paths, proc, sandbox
 from harness.base.model import KernelImage
 from harness.guest.protocol import GuestTest
+from harness.judge.w1_warnings import first_errors
 from harness.testkinds import own
 from harness.testkinds.base import BuildContext, SelftestError, TestRef, setup_error
 
@@ -105,11 +106,9 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
         res = _make_perf(tree, work, extra, blog, kernel)
     if not res.ok:
         proc.check_space(res, "building perf", blog)
-        lines = blog.read_text(errors="replace").splitlines()
-        errors = [ln for ln in lines if re.search(r"error:|Error \d|undefined reference", ln)]
         how = "timed out" if res.timed_out else f"failed (exit {res.returncode})"
         raise SelftestError(f"building perf {how} after {res.duration_s:.0f}s; log: {blog}\n"
-                            + "\n".join((errors or lines)[-15:]))
+                            + "\n".join(first_errors(blog.read_text(errors="replace"), 15)))
     # the tree's perf, run: sandboxed like its build
     opts = proc.run([str(work / "obj" / "perf"), "version", "--build-options"], timeout=60,
                     sandbox=sandbox.Reach(read=(work,)))

@@ -18,6 +18,7 @@ from harness import target
 from harness.base import atomic, gitcmd, paths, proc, sandbox
 from harness.base.model import KernelImage
 from harness.guest.protocol import GuestTest
+from harness.judge.w1_warnings import error_lines, first_errors
 from harness.kernel import build as kbuild
 from harness.testkinds.base import BuildContext, SelftestError, TestRef, setup_error
 
@@ -146,9 +147,9 @@ def build_test_progs(tree: Path, build_dir: Path, kernel: KernelImage,
     progress.done()
     if not res.ok:
         proc.check_space(res, "building test_progs", blog)
-        lines = blog.read_text(errors="replace").splitlines()
-        errors = [ln for ln in lines if re.search(r"error:|Error \d|undefined reference", ln)]
-        shown = "\n".join((errors or lines)[-15:])
+        text = blog.read_text(errors="replace")
+        errors = error_lines(text)
+        shown = "\n".join(first_errors(text, 15))
         how = "timed out" if res.timed_out else f"failed (exit {res.returncode})"
         raise SelftestError(f"building test_progs {how} after {res.duration_s:.0f}s; "
                             f"log: {blog}\n{shown}", log=blog,
