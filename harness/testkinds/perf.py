@@ -96,9 +96,10 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
     incremental = (work / "obj").exists()
     blog = log_dir / ("build-perf-incremental.log" if incremental else "build-perf.log")
     res = _make_perf(tree, work, extra, blog, kernel)
-    if not res.ok and incremental:
-        # an incremental build that a removed file or a stale dependency broke: once more
-        # from nothing, whose failure is the tree's
+    if not res.ok and incremental and not tree_errors(blog.read_text(errors="replace")):
+        # an incremental build that a removed file or a stale dependency broke (no error
+        # of the compiler or linker on the tree's code): once more from nothing, whose
+        # failure is the tree's
         log.warning("perf's incremental build failed (log: %s); building it again from "
                     "nothing", blog)
         shutil.rmtree(work / "obj")
@@ -127,6 +128,16 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
         (scratch / ".built").write_text(f"{res.duration_s:.0f}\n")
     log.info("perf built in %.0fs with BPF skeletons (%s)", res.duration_s, binary)
     return binary
+
+
+# the compiler's or the linker's word on the tree's code: file:line[:col]: [fatal ]error:
+_TREE_ERROR = re.compile(r"^[^\s:]+:\d+:(?:\d+:)? (?:fatal )?error: |undefined reference to ")
+
+
+def tree_errors(log_text: str) -> list[str]:
+    """The lines of a build log where the compiler or the linker refused the tree's code
+    (a failure no build from nothing would mend)."""
+    return [ln for ln in log_text.splitlines() if _TREE_ERROR.search(ln)]
 
 
 BUILD_DIRS = "perf-build"  # in the cache (cache.TEST_BUILDS): a worktree's, per options

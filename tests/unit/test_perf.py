@@ -292,6 +292,7 @@ def test_perf_is_rebuilt_in_the_worktrees_build_directory_and_kept_per_content(
     kernel = KernelImage(boot_image=tmp_path / "bzImage", vmlinux=None, config=None,
                          version="6.12", arch="x86_64", toolchain="gcc")
     (tmp_path / "logs").mkdir()
+    (tmp_path / "logs2").mkdir()
     first = perf.build_perf(tree, kernel, log_dir=tmp_path)
     assert "perf version 1" in first.read_text()
     [work] = (paths.cache_root() / perf.BUILD_DIRS).iterdir()
@@ -316,9 +317,21 @@ def test_perf_is_rebuilt_in_the_worktrees_build_directory_and_kept_per_content(
     third = perf.build_perf(tree, kernel, log_dir=tmp_path)
     assert "perf version 3" in third.read_text()
     assert made(work) == ["perf", "skel"]
-    # a build that fails from nothing too is the tree's error
-    (tree / "tools/perf/Makefile").write_text("all:\n\t@echo 'perf.c:1: error: broken'; false\n")
-    git(tree, "commit", "-q", "-am", "four")
-    with pytest.raises(SelftestError, match=r"building perf failed.*\n.*error: broken") as err:
+    # a compile error of the tree's code is not retried: the build directory stays
+    (tree / "tools/perf/Makefile").write_text(FAKE_PERF_MAKEFILE.replace(
+        "\ttest ! -e $(O)/stale", "\techo 'util/x.c:3:7: error: broken' >&2; false"))
+    (tree / "tools/perf/perf.in").write_text(
+        (tree / "tools/perf/perf.in").read_text().replace("version 3", "version 4"))
+    git(tree, "commit", "-q", "-am", "compile error")
+    with pytest.raises(SelftestError, match=r"util/x.c:3:7: error: broken") as err:
         perf.build_perf(tree, kernel, log_dir=tmp_path / "logs")
+    assert "build-perf-incremental.log" in str(err.value)
+    assert made(work) == ["perf", "skel"]  # not made again from nothing
+    # a failure that is no compile error is tried from nothing, and failing there too is
+    # the tree's error
+    (tree / "tools/perf/Makefile").write_text(
+        "all:\n\t@echo \"make: *** No rule to make target 'util/gone.h'\"; false\n")
+    git(tree, "commit", "-q", "-am", "four")
+    with pytest.raises(SelftestError, match=r"building perf failed.*\n.*No rule to make") as err:
+        perf.build_perf(tree, kernel, log_dir=tmp_path / "logs2")
     assert "build-perf.log" in str(err.value)  # the build from nothing's
