@@ -951,18 +951,32 @@ static int check_nonsleepable_flush_rejected(void)
 }
 
 /*
- * The rstat kfuncs are registered for tracing programs alone: a syscall program
- * calling them is refused for its type, before its arguments are looked at.
+ * The rstat kfuncs are registered for tracing programs alone: a program of each
+ * other kfunc hook (syscall, tc, XDP) or of none (a socket filter) calling them is
+ * refused for its type, before its arguments are looked at.  Each is tried: a
+ * kernel that registers them for one more type fails here.
  */
-static int check_rstat_kfuncs_refused_in_syscall(void)
+static int check_rstat_kfuncs_refused_outside_tracing(void)
 {
-	size_t sz;
+	static const char *const progs[] = {
+		"rstat_kfuncs_in_syscall", "rstat_kfuncs_in_tc", "rstat_kfuncs_in_xdp",
+		"rstat_kfuncs_in_socket",
+	};
+	size_t sz, i;
 	const void *elf = css_api ? cgroup_iter_rstat_neg_css_bpf__elf_bytes(&sz) :
 				    cgroup_iter_rstat_neg_bpf__elf_bytes(&sz);
+	int skip = missing_feature();
+	bool ok = true;
 
-	return missing_feature() ?:
-	       bu_refused(elf, sz, "rstat_kfuncs_in_syscall", "is not allowed") ? KSFT_PASS :
-										    KSFT_FAIL;
+	if (skip)
+		return skip;
+	for (i = 0; i < ARRAY_SIZE(progs); i++)
+		if (!bu_refused(elf, sz, progs[i], "is not allowed")) {
+			ksft_print_msg("%s: the rstat kfuncs were not refused for its type\n",
+				       progs[i]);
+			ok = false;
+		}
+	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
 /*
@@ -1016,7 +1030,7 @@ int main(void)
 		CHECK(link_path_in_cgroup_ns, cgroup_tree_setup),
 		CHECK(btf_items_listed, load_sleepable_iter),
 		CHECK(nonsleepable_flush_rejected),
-		CHECK(rstat_kfuncs_refused_in_syscall),
+		CHECK(rstat_kfuncs_refused_outside_tracing),
 		CHECK(ctx_cgroup_null_refused),
 		CHECK(cgroup_tree_cleanup),
 	};

@@ -386,10 +386,27 @@ static int check_verifier_refusals(void)
  * types given here, in a BTF of our own: int (created), a 4-byte struct
  * (refused), a 4-byte enum (refused).
  */
+/*
+ * A 4-byte signed int of @bits bits at bit @offset: libbpf adds ints only as wide
+ * as their size, so the one it added is narrowed in place (its data is ours until
+ * the BTF is loaded).  Its type id, or -errno.
+ */
+static int add_narrow_int(struct btf *btf, const char *name, __u32 offset, __u32 bits)
+{
+	int id = btf__add_int(btf, name, 4, BTF_INT_SIGNED);
+	struct btf_type *t;
+
+	if (id < 0)
+		return id;
+	t = (struct btf_type *)btf__type_by_id(btf, id);
+	*(__u32 *)(t + 1) = (BTF_INT_SIGNED << 24) | (offset << 16) | bits;
+	return id;
+}
+
 static void expect_key_btf(bool *ok)
 {
 	struct btf *btf = btf__new_empty();
-	int i_int, i_struct, i_enum, fd, err;
+	int i_int, i_struct, i_enum, i_bits16, i_offset8, fd, err;
 	const struct {
 		const char *what;
 		int *key_type, err;
@@ -397,6 +414,9 @@ static void expect_key_btf(bool *ok)
 		{ "an int", &i_int, 0 },
 		{ "a 4-byte struct", &i_struct, EINVAL },
 		{ "a 4-byte enum", &i_enum, EINVAL },
+		/* mainline: a key's int has 32 bits at offset 0, whatever its size */
+		{ "a 4-byte int of 16 bits", &i_bits16, EINVAL },
+		{ "a 4-byte int of 24 bits at bit 8", &i_offset8, EINVAL },
 	};
 	size_t i;
 
@@ -405,10 +425,13 @@ static void expect_key_btf(bool *ok)
 		return;
 	}
 	i_int = btf__add_int(btf, "int", 4, BTF_INT_SIGNED);
+	i_bits16 = add_narrow_int(btf, "cgs_int16", 0, 16);
+	i_offset8 = add_narrow_int(btf, "cgs_int24", 8, 24);
 	i_struct = btf__add_struct(btf, "cgs_key4", 4);
 	err = i_struct < 0 ? i_struct : btf__add_field(btf, "fd", i_int, 0, 0);
 	i_enum = btf__add_enum(btf, "cgs_key_enum", 4);
 	err = err ?: i_enum < 0 ? i_enum : btf__add_enum_value(btf, "CGS_KEY_FD", 0);
+	err = err ?: i_bits16 < 0 ? i_bits16 : i_offset8 < 0 ? i_offset8 : 0;
 	err = err ?: i_int < 0 ? i_int : btf__load_into_kernel(btf);
 	if (err) {
 		expect(ok, false, "a BTF of int, struct and enum: %s", strerror(-err));
@@ -436,7 +459,8 @@ static void expect_key_btf(bool *ok)
  * int, BTF for key and value, BPF_F_NO_PREALLOC, max_entries 0) it reports them
  * back as given (bpf_map_info and fdinfo); each attribute out of them is refused at
  * create time with the errno the documentation gives (EINVAL, a key typed as no
- * int among them; E2BIG for a value too big for any storage).
+ * int, or as an int not of 32 bits at bit 0, among them; E2BIG for a value too big
+ * for any storage).
  */
 static int check_map_create_attrs(void)
 {
@@ -510,21 +534,55 @@ static int check_map_create_attrs(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-/* the helpers from a program the kernel is told is not GPL-compatible: taken */
+/*
+ * The helpers from a program the kernel is told is not GPL-compatible: taken, and
+ * working: the storage it creates at a cgroup's mkdir, read back through the
+ * syscall side, holds what it wrote (a kernel that loads it but gives its get no
+ * storage fails here).
+ */
 static int check_non_gpl_program_uses_storage(void)
 {
 	static char vlog[65536];
+	struct cg_node mit = { .rel = "mit", .parent = -1 };
+	struct bpf_link *link = NULL;
 	size_t sz;
 	const void *elf = cgrp_storage_mit_bpf__elf_bytes(&sz);
 	struct bpf_object *obj = bu_load_one(elf, sz, "storage_from_non_gpl", vlog, sizeof(vlog));
+	__u64 got = 0;
+	int ret, fd = -1, err;
 
-	if (obj) {
-		bpf_object__close(obj);
-		return KSFT_PASS;
+	if (!obj) {
+		ksft_print_msg("storage_from_non_gpl (license \"MIT\") refused: %s\n",
+			       strerror(errno));
+		print_block("verifier: ", vlog);
+		return check_fail("a program of a license that is not GPL-compatible calling bpf_cgrp_storage_get/delete was refused: the helpers are not GPL-only");
 	}
-	ksft_print_msg("storage_from_non_gpl (license \"MIT\") refused: %s\n", strerror(errno));
-	print_block("verifier: ", vlog);
-	return check_fail("a program of a license that is not GPL-compatible calling bpf_cgrp_storage_get/delete was refused: the helpers are not GPL-only");
+	link = bpf_program__attach(bpf_object__find_program_by_name(obj, "storage_from_non_gpl"));
+	if (!link) {
+		ret = check_fail("attach storage_from_non_gpl: %s", strerror(errno));
+		goto out;
+	}
+	if (cg_tree_create(nodes[ROOT].path, "mit", &mit, 1) != KSFT_PASS) {
+		ret = check_fail("mkdir under %s: %s", nodes[ROOT].path, strerror(errno));
+		goto out;
+	}
+	fd = cg_open(mit.path, ".", O_RDONLY | O_DIRECTORY);
+	err = fd < 0 ? errno : bpf_map_lookup_elem(bpf_object__find_map_fd_by_name(obj, "cgs_mit"),
+						   &fd, &got) ? errno : 0;
+	if (err)
+		ret = check_fail("the storage the MIT program creates at mkdir of %s: %s",
+				 mit.path, strerror(err));
+	else if (got != CGS_MIT_MARK)
+		ret = check_fail("%s's storage holds %llu; the MIT program wrote %llu", mit.path,
+				 got, CGS_MIT_MARK);
+	else
+		ret = KSFT_PASS;
+out:
+	if (fd >= 0)
+		close(fd);
+	bpf_link__destroy(link);
+	bpf_object__close(obj);
+	return ret;
 }
 
 /*
@@ -608,7 +666,7 @@ static int check_refusals(void)
  * its fd.  The oracle is cgroup core's own count: its parent's nr_dying_descendants
  * (cgroup.stat) back to 0 once the removed cgroup is released.
  */
-static struct cg_node held[2] = { { "held", -1 }, { "e", 0 } };
+static struct cg_node held[2] = { { .rel = "held", .parent = -1 }, { .rel = "e", .parent = 0 } };
 
 static int check_syscall_ops_keep_no_reference(void)
 {
@@ -714,7 +772,7 @@ static const struct check checks[] = {
 	CHECK(v1_cgroup_fd, load_attach),
 	CHECK(verifier_refusals),
 	CHECK(map_create_attrs, load_attach),
-	CHECK(non_gpl_program_uses_storage, load_attach),
+	CHECK(non_gpl_program_uses_storage, tree_setup),
 	CHECK(storage_life, tree_setup),
 	CHECK(freed_with_the_cgroup, each_cgroup_its_own),
 	CHECK(tree_cleanup),

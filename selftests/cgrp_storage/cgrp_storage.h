@@ -11,6 +11,9 @@ struct cgs_value {
 	__u64 id;	/* the cgroup's id, written by whoever created the storage */
 };
 
+/* what cgrp_storage_mit.bpf.c's program writes in the storage it creates ("MIT") */
+#define CGS_MIT_MARK	0x4d4954ULL
+
 /* a storage with a bpf_spin_lock, for BPF_F_LOCK (cgrp_storage_lock.bpf.c) */
 struct cgs_locked {
 	struct bpf_spin_lock lock;
