@@ -1682,6 +1682,264 @@ static int check_prog_types_registered(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+/* whether the kernel was booted with memcg disabled: cgroup_disable=LIST naming memory */
+static bool booted_without_memcg(void)
+{
+	char cmd[4096], *tok, *save = NULL, *name, *in = NULL;
+	ssize_t n = read_close(open("/proc/cmdline", O_RDONLY | O_CLOEXEC), cmd, sizeof(cmd) - 1);
+
+	if (n <= 0)
+		return false;
+	cmd[n] = '\0';
+	for (tok = strtok_r(cmd, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+		if (strncmp(tok, "cgroup_disable=", 15))
+			continue;
+		for (name = strtok_r(tok + 15, ",", &in); name; name = strtok_r(NULL, ",", &in))
+			if (!strcmp(name, "memory"))
+				return true;
+	}
+	return false;
+}
+
+/*
+ * Booted with cgroup_disable=memory (matrix cell 6.12-memcg-disabled): there is no
+ * memcg to hand out, and bpf_get_root_mem_cgroup() says so with NULL, as mainline's
+ * does, though the kernel allocated its root memcg at boot all the same
+ * (cgroup_init_subsys() does for a disabled controller too).  The oracle that the
+ * controller is off is the root cgroup's cgroup.controllers without "memory" (the
+ * kernel's own word: /proc/cgroups lists only v1 controllers from 6.16); skipped on
+ * a kernel booted with it on.
+ */
+static int check_root_memcg_null_when_disabled(void)
+{
+	static char vlog[65536];
+	struct bpf_object *obj;
+	struct pt_out o = {};
+	const char *root;
+	int err;
+
+	if (!booted_without_memcg())
+		return check_skip("the memory controller is on: boot with cgroup_disable=memory (matrix cell 6.12-memcg-disabled)");
+	err = cg_find_root(&root, NULL);
+	if (err != KSFT_PASS)
+		return err;
+	if (cg_has_word(root, "cgroup.controllers", "memory"))
+		return check_fail("booted with cgroup_disable=memory, but %s/cgroup.controllers lists memory",
+				  root);
+	obj = bu_load_one(extra_elf, extra_sz, "pt_syscall", vlog, sizeof(vlog));
+	if (!obj) {
+		print_block("verifier: ", vlog);
+		return check_fail("pt_syscall refused: %s", strerror(errno));
+	}
+	err = run_pt(obj, "pt_syscall", &o);
+	bpf_object__close(obj);
+	if (err)
+		return check_fail("pt_syscall: BPF_PROG_RUN: %s", strerror(-err));
+	ksft_print_msg("memory controller disabled: pt_syscall ran %llu time(s), bpf_get_root_mem_cgroup() gave %s\n",
+		       (unsigned long long)o.ran, o.got ? "a root memcg" : "NULL");
+	return o.ran == 1 && !o.got ? KSFT_PASS :
+	       check_fail("bpf_get_root_mem_cgroup() with the memory controller disabled: %s (mainline: NULL)",
+			  o.ran != 1 ? "the program did not run once" : "a root memcg");
+}
+
+#define THP_DIR		"/sys/kernel/mm/transparent_hugepage"
+#define KH_ANON		(8 * MiB)	/* K's anon, in small pages, then collapsed */
+#define KH_FILE		(12 * MiB)	/* K's clean page cache: what khugepaged reclaims */
+#define KH_WAIT_S	60		/* for khugepaged to steal in K */
+static int kh_sock = -1;		/* K's worker's: "ready" */
+
+/* in K: KH_FILE of clean page cache in @arg (a file), KH_ANON of anon memory in small
+ * pages (THP "madvise", no advice yet), then MADV_HUGEPAGE for khugepaged; sleep */
+static int kh_worker(void *arg)
+{
+	const char *path = arg;
+	char *map = mmap(NULL, KH_ANON + 2 * MiB, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p = (char *)(((unsigned long)map + 2 * MiB - 1) & ~(2 * MiB - 1));
+	static char buf[65536];
+	long long off;
+	int fd;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+	if (map == MAP_FAILED || fd < 0)
+		return 1;
+	memset(buf, 'k', sizeof(buf));
+	for (off = 0; off < KH_FILE; off += sizeof(buf))
+		if (write(fd, buf, sizeof(buf)) != sizeof(buf))
+			return 2;
+	if (fsync(fd))	/* clean: reclaim takes it without writeback */
+		return 3;
+	close(fd);
+	for (off = 0; off < KH_ANON; off += page_size)
+		p[off] = 1;
+	if (madvise(p, KH_ANON, MADV_HUGEPAGE))
+		return 4;
+	if (write(kh_sock, "k", 1) != 1)
+		return 5;
+	for (;;)
+		pause();
+}
+
+/* the sum of @cg's memory.stat keys that begin with "pgsteal_" (every reclaimer's), and
+ * its "pgsteal" line, from one read; -1 when unreadable */
+static long long pgsteal_parts(const char *cg, long long *total)
+{
+	static char text[16384];
+	char key[64], *line, *save = NULL;
+	long long v, sum = 0;
+
+	*total = -1;
+	if (cg_read(cg, "memory.stat", text, sizeof(text)) <= 0)
+		return -1;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (sscanf(line, "%63s %lld", key, &v) != 2)
+			continue;
+		if (!strcmp(key, "pgsteal"))
+			*total = v;
+		else if (!strncmp(key, "pgsteal_", 8))
+			sum += v;
+	}
+	return sum;
+}
+
+/* @val written to the file at @path; 0 or -1 */
+static int put_string(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : write(fd, val, strlen(val));
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+/* one THP sysfs file: its value (the bracketed word of a choice) into @was, then @val */
+static int thp_set(const char *file, const char *val, char *was, size_t len)
+{
+	char path[128], text[128], *open_, *close_;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), THP_DIR "/%s", file);
+	n = read_close(open(path, O_RDONLY | O_CLOEXEC), text, sizeof(text) - 1);
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	open_ = strchr(text, '[');
+	close_ = open_ ? strchr(open_, ']') : NULL;
+	if (open_ && close_) {
+		*close_ = '\0';
+		snprintf(was, len, "%.*s", (int)len - 1, open_ + 1);
+	} else {
+		text[strcspn(text, "\n")] = '\0';
+		snprintf(was, len, "%.*s", (int)len - 1, text);
+	}
+	return put_string(path, val);
+}
+
+/*
+ * Reclaim by khugepaged, counted where memory.stat shows it: K (under P, memory.max
+ * just above what it holds) has clean page cache and anon memory in small pages that
+ * it advised for huge pages; khugepaged's collapse charges a new huge page to K,
+ * which must reclaim K's page cache to make room, and that reclaim is khugepaged's
+ * (pgsteal_khugepaged).  The oracle is memory.stat's own lines in one read: each
+ * cgroup's pgsteal is the sum of its pgsteal_* (every reclaimer), in K and in P, and
+ * P's pgsteal_khugepaged holds K's (hierarchical); the kfunc's read of P agrees.
+ * Skipped on a kernel without THP (matrix cell 6.12-thp has it).
+ */
+static int check_khugepaged_steals_counted(void)
+{
+	const char *dir = scratch_dir();
+	static const char *const files[] = { "enabled", "khugepaged/scan_sleep_millisecs",
+		"khugepaged/alloc_sleep_millisecs", "khugepaged/pages_to_scan" };
+	static const char *const vals[] = { "madvise", "10", "10", "4096" };
+	char was[4][32] = {}, path[PATH_MAX], max[32], c, tpath[128];
+	struct cg_node k = { .rel = "khugepaged", .parent = -1 };
+	long long kh = 0, k_total, k_sum, p_total, p_sum, p_kh, cur;
+	struct mk_rec pr;
+	bool ok = true;
+	int fds[2], i, set = 0, ret = KSFT_PASS;
+	pid_t pid = -1;
+
+	if (access(THP_DIR "/khugepaged", F_OK))
+		return check_skip("no transparent huge pages (CONFIG_TRANSPARENT_HUGEPAGE: matrix cell 6.12-thp)");
+	if (!dir)
+		return check_skip("no disk file system for scratch: no clean page cache to reclaim");
+	if (cg_read_key(cgs[CG_P].path, "memory.stat", "pgsteal_khugepaged") < 0)
+		return check_skip("memory.stat has no pgsteal_khugepaged (6.3+)");
+	for (; set < (int)ARRAY_SIZE(files); set++)
+		if (thp_set(files[set], vals[set], was[set], sizeof(was[set])))
+			break;
+	if (set < (int)ARRAY_SIZE(files)) {
+		ret = check_fail("setting %s/%s to %s: %s", THP_DIR, files[set], vals[set],
+				 strerror(errno));
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/memcg_kfuncs.kh.%d", dir, (int)getpid());
+	if (cg_tree_create(cgs[CG_P].path, "k", &k, 1) != KSFT_PASS ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds)) {
+		ret = check_fail("K: %s", strerror(errno));
+		goto out;
+	}
+	kh_sock = fds[1];
+	pid = cg_spawn(k.path, kh_worker, path);
+	close(fds[1]);
+	if (pid < 0 || read(fds[0], &c, 1) != 1) {
+		close(fds[0]);
+		ret = check_fail("the worker in K: %d", pid < 0 ? pid : cg_wait(pid));
+		pid = -1;
+		goto out;
+	}
+	close(fds[0]);
+	/* room for nothing more: a huge page's charge must reclaim */
+	cur = cg_read_long(k.path, "memory.current");
+	snprintf(max, sizeof(max), "%lld", cur + MiB);
+	if (cur <= 0 || cg_write(k.path, "memory.max", max)) {
+		ret = check_fail("K's memory.max %s: %s", max, strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < KH_WAIT_S * 10 && kh <= 0; i++) {
+		usleep(100000);
+		kh = cg_read_key(k.path, "memory.stat", "pgsteal_khugepaged");
+	}
+	ksft_print_msg("K (memory.max %s): pgsteal_khugepaged %lld after %d ms, thp_collapse_alloc %lld\n",
+		       max, kh, i * 100, cg_read_key(k.path, "memory.stat", "thp_collapse_alloc"));
+	if (kh <= 0) {
+		ret = check_fail("khugepaged reclaimed nothing in K in %d s (pgsteal_khugepaged %lld): its collapse never needed room",
+				 KH_WAIT_S, kh);
+		goto out;
+	}
+	k_sum = pgsteal_parts(k.path, &k_total);
+	p_sum = pgsteal_parts(cgs[CG_P].path, &p_total);
+	p_kh = cg_read_key(cgs[CG_P].path, "memory.stat", "pgsteal_khugepaged");
+	ksft_print_msg("K: pgsteal %lld, its parts %lld; P: pgsteal %lld, its parts %lld, pgsteal_khugepaged %lld\n",
+		       k_total, k_sum, p_total, p_sum, p_kh);
+	expect(&ok, k_total == k_sum, "K's memory.stat: pgsteal %lld, the sum of its pgsteal_* %lld",
+	       k_total, k_sum);
+	expect(&ok, p_total == p_sum, "P's memory.stat: pgsteal %lld, the sum of its pgsteal_* %lld",
+	       p_total, p_sum);
+	expect(&ok, p_kh >= kh, "P's pgsteal_khugepaged %lld < K's %lld: a child's steals are P's",
+	       p_kh, kh);
+	if (read_rec(CG_P, &pr))
+		ok = false;
+	else
+		expect(&ok, (long long)pr.val[F_pgsteal_khugepaged] >= p_kh,
+		       "P's PGSTEAL_KHUGEPAGED by the kfunc %lld < memory.stat's %lld (read before it)",
+		       (long long)pr.val[F_pgsteal_khugepaged], p_kh);
+	ret = ok ? KSFT_PASS : KSFT_FAIL;
+out:
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		cg_wait(pid);
+	}
+	unlink(path);
+	while (set-- > 0) {
+		snprintf(tpath, sizeof(tpath), THP_DIR "/%s", files[set]);
+		put_string(tpath, was[set]);
+	}
+	return ret;
+}
+
 #define OOM_MAX		"16M"	/* O's memory.max */
 #define OOM_SWAP_MAX	"2M"	/* O's memory.swap.max: some swap, then none */
 #define OOM_BYTES	(64 * MiB)	/* what a worker in O tries to touch */
@@ -2120,6 +2378,8 @@ int main(void)
 		CHECK(kfunc_items_listed, cgroup_setup),
 		CHECK(memory_files_keys_listed, cgroup_setup),
 		CHECK(prog_types_registered, cgroup_setup),
+		CHECK(root_memcg_null_when_disabled),
+		CHECK(khugepaged_steals_counted, cgroup_setup),
 		CHECK(css_walk_orders, cgroup_setup),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(untrusted_cgroup_rejected),

@@ -279,6 +279,19 @@ def test_memcg_selftest_catches_the_broken_variant(ci_run: Run) -> None:
                for s in cell["patches"]), cell["patches"]
 
 
+def test_root_memcg_is_null_when_the_controller_is_disabled(ci_run: Run) -> None:
+    """The default kernel booted with cgroup_disable=memory: bpf_get_root_mem_cgroup()
+    gives NULL (mainline's result), and the guest really booted so."""
+    t = ci_run.test("6.12-memcg-disabled", "memcg_kfuncs")
+    assert t["status"] == "PASS", (t["reason"], t.get("ktap", {}).get("subtests"))
+    assert {s["name"]: s["status"] for s in t["ktap"]["subtests"]}[
+        "root_memcg_null_when_disabled"] == "PASS", t["ktap"]["subtests"]
+    info = (ci_run.out / "6.12-memcg-disabled" / "guest" / "guest-info.tsv").read_text()
+    assert "cgroup_disable=memory" in info, info
+    out = (ci_run.out / "6.12-memcg-disabled" / "guest" / "memcg_kfuncs.out").read_text()
+    assert "bpf_get_root_mem_cgroup() gave NULL" in out, out
+
+
 def test_memcg_benchmark_methods_agree_and_report_ratios(ci_run: Run) -> None:
     t = ci_run.test("6.12", "memcg_kfuncs_bench")
     assert t["status"] == "PASS", t["reason"]

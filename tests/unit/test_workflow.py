@@ -279,7 +279,7 @@ def test_settings_runners_container_and_kvm(capsys: pytest.CaptureFixture[str]) 
 def test_the_header_says_each_timeout_and_where_it_comes_from() -> None:
     text = COMMITTED.read_text()
     assert "# Timeouts (minutes): (set-up 3 + measured) x 2" in text
-    assert "#   build 6.12: 40 (kernel 12.1 measured + 2 more cell(s) x 1.5)" in text
+    assert "#   build 6.12: 40 (kernel 12.1 measured + 3 more cell(s) x 1.5)" in text
     doc = _load(text)
     assert doc["jobs"]["build-6_12"]["timeout-minutes"] == 40
     full = _load(workflow.render(matrix.select(matrix.load(), Tier.FULL), "full"))
