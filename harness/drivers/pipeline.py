@@ -755,8 +755,11 @@ def _affected(cell: Cell, plan: CellPlan, kernel: BuiltKernel, stages: StageLog,
                                     "none", fix="use a debian: or git: kernel")
         diff, blobs = affected.change_of(tree.path, kernel.head)
         found, missing = affected.load(cell)
+        current = {t: tuple(c.name for c in table)
+                   for t, table in affected.tables_of(plan.tests).items()}
         decision = judge_affected.decide(found, judge_affected.changed_lines(diff), blobs,
-                                         [r.name for r in plan.tests], missing=missing)
+                                         [r.name for r in plan.tests], missing=missing,
+                                         current=current)
         refs, told = affected.narrow(plan.tests, decision, found)
         facts.affected = told
     log.info("[%s] --affected: %s", cell.name, "; ".join(

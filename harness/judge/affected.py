@@ -224,10 +224,12 @@ class Decision:
 
 
 def decide(m: Map | None, change: Iterable[FileChange], blobs: Mapping[str, str],
-           tests: Iterable[str], *, missing: str = "") -> Decision:
+           tests: Iterable[str], *, missing: str = "",
+           current: Mapping[str, tuple[str, ...]] | None = None) -> Decision:
     """The checks of each of `tests` (their names) to run for this change. `blobs`: each
     changed file's blob in the change's base ("" when it has none); `missing`: why there
-    is no map (with m None)."""
+    is no map (with m None); `current`: each own test's checks as its sources have them
+    now (a check the map does not know, added after it was recorded, runs)."""
     tests = list(tests)
     change = [c for c in change]
 
@@ -266,11 +268,12 @@ def decide(m: Map | None, change: Iterable[FileChange], blobs: Mapping[str, str]
     changed = tuple(sorted(functions)) + tuple(
         f"{f}: line {', '.join(map(str, ns))} outside any function" for f, ns in outside.items())
     return Decision(changed=changed, choices=tuple(
-        _choose(t, m.tests.get(t), frozenset(functions), frozenset(outside)) for t in tests))
+        _choose(t, m.tests.get(t), frozenset(functions), frozenset(outside),
+                (current or {}).get(t, ())) for t in tests))
 
 
 def _choose(test: str, mt: MappedTest | None, functions: frozenset[str],
-            outside_files: frozenset[str]) -> Choice:
+            outside_files: frozenset[str], current: tuple[str, ...] = ()) -> Choice:
     if mt is None:
         return Choice(test=test, units=None, why="not in the map: every check")
     reached_any = frozenset().union(mt.frame, *mt.units.values())
@@ -302,14 +305,17 @@ def _choose(test: str, mt: MappedTest | None, functions: frozenset[str],
         for unit, fs in own.items():
             if not fs and unit not in picked and not checks_mod.is_cleanup(unit):
                 picked[unit] = "reaches no kernel code of its own"
+        for unit in current:
+            if unit not in mt.units and not checks_mod.is_cleanup(unit):
+                picked[unit] = "not in the map (added after it was recorded): run"
     if not any(w.startswith("reaches ") and "no kernel code" not in w
                for w in picked.values()):
         if mt.kind == "own" and picked:
             why = ("no check reaches a changed function; run: the checks without kernel code "
-                   "of their own (" + ", ".join(picked) + ")")
+                   "of their own or not in the map (" + ", ".join(picked) + ")")
             return Choice(test=test, units=tuple(picked), why=why)
         return Choice(test=test, units=(), why="no check reaches a changed function: not run")
-    order = [u for u in mt.units if u in picked]
+    order = list(dict.fromkeys(u for u in (*mt.units, *current) if u in picked))
     why = "; ".join(f"{u}: {picked[u]}" for u in order)
     return Choice(test=test, units=tuple(order), why=why)
 

@@ -131,6 +131,22 @@ def test_a_change_in_one_function_runs_the_checks_that_reached_it() -> None:
     assert by["kselftest:cgroup"].units == ("test_memcontrol",)
 
 
+def test_a_check_added_after_the_map_runs() -> None:
+    """A check the map does not know (added to the test's sources since it was recorded)
+    may reach what changed: it runs, and says why; a clean-up that is new does not."""
+    now = {"memcg": tuple(c.name for c in TABLE) + ("new_check", "new_cleanup"),
+           "other": ("a", "b", "c_new")}
+    d = affected.decide(_map(memcg=MEMCG, other=OTHER, **{"kselftest:cgroup": KSFT}),
+                        affected.changed_lines(_diff(21)), {F: "b1"},
+                        ("memcg", "other", "kselftest:cgroup"), current=now)
+    by = {c.test: c for c in d.choices}
+    assert by["memcg"].units == ("usage_check", "userspace", "new_check")
+    assert "new_check: not in the map (added after it was recorded): run" in by["memcg"].why
+    # a test none of whose mapped checks reaches the change still runs its new one
+    assert by["other"].units == ("c_new",) and "not in the map" in by["other"].why
+    assert by["kselftest:cgroup"].units == ("test_memcontrol",)
+
+
 def test_a_function_a_need_reached_runs_every_check_that_needs_it() -> None:
     by = {c.test: c for c in _decide(_diff(14)).choices}
     # setup reached bpf_get_mem_cgroup: what needs it rests on what it did
