@@ -134,7 +134,7 @@ def test_a_change_in_one_function_runs_the_checks_that_reached_it() -> None:
 def test_a_check_added_after_the_map_runs() -> None:
     """A check the map does not know (added to the test's sources since it was recorded)
     may reach what changed: it runs, and says why; a clean-up that is new does not."""
-    now = {"memcg": tuple(c.name for c in TABLE) + ("new_check", "new_cleanup"),
+    now = {"memcg": (*(c.name for c in TABLE), "new_check", "new_cleanup"),
            "other": ("a", "b", "c_new")}
     d = affected.decide(_map(memcg=MEMCG, other=OTHER, **{"kselftest:cgroup": KSFT}),
                         affected.changed_lines(_diff(21)), {F: "b1"},

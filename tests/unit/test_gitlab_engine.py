@@ -23,7 +23,7 @@ from tests.helpers import citools
 
 REPO = Path(__file__).resolve().parents[2]
 STUB = REPO / "tests" / "fakes" / "ci" / "harness"
-FAILING = "6.12"  # its kernel does not build: cells 6.12, 6.12-faults, 6.12-memcg-disabled, 6.12-hierarchical
+FAILING = "6.12"  # its kernel does not build: its four cells (6.12, -faults, -memcg-disabled, ...)
 VANISHING = "6.12-memcg-broken"  # its test job dies before writing anything
 
 BOOTSTRAP = """#!/bin/sh
