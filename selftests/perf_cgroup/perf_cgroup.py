@@ -27,6 +27,7 @@ instructions and cache events cannot be measured in this guest).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -39,6 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 CG = "/sys/fs/cgroup"
+# --cgroup-v1: perf_event on a cgroup v1 hierarchy of its own, mounted here (perf_event is
+# implicit on cgroup2, so it can be bound to v1 while cgroup2's cgroups exist)
+V1 = "/run/perf_cgroup_v1"
 EVENTS = ("task-clock", "cpu-clock", "context-switches")
 CLOCKS = ("task-clock", "cpu-clock")
 
@@ -166,7 +170,7 @@ class Ran:
 def run_in_cgroups(perf: str, jobs: dict[str, tuple[str, float]], root: str,
                    start: Callable[[], None] | None = None, *,
                    move_late: bool = False, cpu: int | None = None,
-                   pipe_cgroups: str = "") -> dict[str, Ran]:
+                   pipe_cgroups: str = "", v1_root: str = "") -> dict[str, Ran]:
     """Put every non-idle job in its cgroup, held before its exec, call start() (perf
     starts counting), then let them all go and wait for them.
 
@@ -178,7 +182,8 @@ def run_in_cgroups(perf: str, jobs: dict[str, tuple[str, float]], root: str,
     the time its CPU spent in the old cgroup since the last switch: measured here, a
     busy loop started that way was credited ~600 ms more than it ran (README).
     move_late: the workloads move themselves in after start() (that case, on purpose).
-    cpu: pin the workloads (and what they fork) to that CPU."""
+    cpu: pin the workloads (and what they fork) to that CPU.
+    v1_root: each job also enters its cgroup of that name there (perf_event on v1)."""
     gate_r, gate_w = os.pipe()
     started: dict[int, str] = {}
     try:
@@ -193,8 +198,10 @@ def run_in_cgroups(perf: str, jobs: dict[str, tuple[str, float]], root: str,
                         os.sched_setaffinity(0, {cpu})
                     if move_late:
                         go = os.read(gate_r, 1)
-                    with open(os.path.join(root, name, "cgroup.procs"), "w") as f:
-                        f.write("0")
+                    for top in (root, v1_root):
+                        if top:
+                            with open(os.path.join(top, name, "cgroup.procs"), "w") as f:
+                                f.write("0")
                     if not move_late:
                         go = os.read(gate_r, 1)
                     if go == b"x":
@@ -368,15 +375,37 @@ def rotated(counts: dict[tuple[str, str], float | None], prefix: str,
 CHECKS = 6
 
 
-def check(perf: str, tmp: str, *, move_late: bool = False) -> int:
+def mount_v1() -> None:
+    """perf_event on a cgroup v1 hierarchy of its own at V1: perf then finds it there
+    (a v1 mount with the controller comes before cgroup2 in its search) and its BPF
+    counters take their v1 path (use_cgroup_v2 0: the v1 ancestors' ids)."""
+    os.makedirs(V1, exist_ok=True)
+    subprocess.run(["mount", "-t", "cgroup", "-o", "perf_event", "perf_event", V1], check=True,
+                   capture_output=True)
+    diag(f"perf_event bound to a cgroup v1 hierarchy at {V1}")
+
+
+def umount_v1() -> None:
+    subprocess.run(["umount", V1], check=False, capture_output=True)
+    with contextlib.suppress(OSError):
+        os.rmdir(V1)
+
+
+def check(perf: str, tmp: str, *, move_late: bool = False, v1: bool = False) -> int:
     ktap_header(CHECKS)
     results: list[tuple[str, bool, str]] = []
     enable_perf_event_css()
     rel = f"perfcg.{os.getpid()}"
     root = f"{CG}/{rel}"
     names = list(WORK)
+    v1_root = ""
+    if v1:
+        mount_v1()
+        v1_root = f"{V1}/{rel}"
     for n in names:
         mkcg(f"{root}/{n}")
+        if v1_root:
+            mkcg(f"{v1_root}/{n}")
     cgroups = [f"{rel}/{n}" for n in names]
     metrics: dict[str, object] = {"events": list(EVENTS), "work": {
         n: {"kind": k, "amount": a} for n, (k, a) in WORK.items()},
@@ -393,7 +422,8 @@ def check(perf: str, tmp: str, *, move_late: bool = False) -> int:
 
     try:
         try:
-            ran = run_in_cgroups(perf, WORK, root, start, move_late=move_late)
+            ran = run_in_cgroups(perf, WORK, root, start, move_late=move_late,
+                                 v1_root=v1_root)
         except BaseException:
             kill_all(perfs)
             raise
@@ -404,10 +434,14 @@ def check(perf: str, tmp: str, *, move_late: bool = False) -> int:
         usage_ms = {n: usage_usec(f"{root}/{n}") / 1000.0 for n in names}
     finally:
         # perf is gone (or never started); the workloads were waited for
-        try:
-            rmcg_tree(root)
-        except OSError as exc:
-            diag(f"cannot remove {root}: {exc}")
+        for top in (root, v1_root):
+            try:
+                if top:
+                    rmcg_tree(top)
+            except OSError as exc:
+                diag(f"cannot remove {top}: {exc}")
+        if v1:
+            umount_v1()
     texts = {}
     for mode, path, rc, err in (("bpf", f"{tmp}/bpf.csv", shared.p.returncode, shared_err),
                                 ("plain", f"{tmp}/plain.csv", plain.p.returncode, plain_err)):
@@ -573,6 +607,10 @@ def main() -> int:
     ap.add_argument("--tmp", default=os.environ.get("HARNESS_OUT", "/tmp"))
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check")
+    c.add_argument("--cgroup-v1", action="store_true",
+                   help="perf_event on a cgroup v1 hierarchy of its own (the workloads in "
+                        "its cgroups and in cgroup2's of the same names, whose cpu.stat "
+                        "stays the oracle): perf's v1 paths")
     c.add_argument("--move-late", action="store_true",
                    help="the workloads move themselves into their cgroups after counting "
                         "started (echo $$ > cgroup.procs; exec): a case BPF counters "
@@ -583,7 +621,7 @@ def main() -> int:
     b.add_argument("--loops", type=int, default=20000)
     args = ap.parse_args()
     if args.cmd == "check":
-        return check(args.perf, args.tmp, move_late=args.move_late)
+        return check(args.perf, args.tmp, move_late=args.move_late, v1=args.cgroup_v1)
     return bench(args.perf, args.tmp, [int(s) for s in args.sizes.split(",")], args.rounds,
                  args.loops)
 
