@@ -227,6 +227,13 @@ def version_line(program: str) -> str:
 VERSIONS_FILE = "program-versions.json"  # in the cache: "path|size|mtime|flag" -> output
 
 
+def _names_itself(name: str, target: str) -> bool:
+    """Whether the file a program's name resolves to is that program: its name without a
+    version suffix is in the target's (gcc -> x86_64-linux-gnu-gcc-12, clang-19 ->
+    clang, ld -> x86_64-linux-gnu-ld.bfd), not a wrapper's (gcc -> ccache)."""
+    return re.sub(r"-[\d.]+$", "", name) in target
+
+
 def version_output(program: str, flag: str = "--version") -> str | None:
     """What `PROGRAM FLAG` prints, stripped; None when it fails or is not installed.
     Remembered by what the program is (its resolved path, size and modification time), as
@@ -240,7 +247,12 @@ def version_output(program: str, flag: str = "--version") -> str | None:
         st = resolved.stat()
     except OSError:
         return None
-    key = f"{resolved}|{st.st_size}|{st.st_mtime_ns}|{flag}"
+    if not _names_itself(Path(path).name, resolved.name):
+        # a wrapper (ccache's gcc, busybox's applets) answers for what it runs, which its
+        # own identity does not show: asked each time
+        res = run([path, flag], timeout=30)
+        return res.output.strip() if res.ok else None
+    key = f"{path}|{resolved}|{st.st_size}|{st.st_mtime_ns}|{flag}"
     memo_file = paths.cache_root() / VERSIONS_FILE
     memo: dict[str, object] = {}
     with contextlib.suppress(OSError, ValueError):

@@ -60,7 +60,6 @@ swaps() {
 }
 setup_swap() {
 	[ -e /sys/block/zram0/disksize ] && ! swaps /dev/zram0 || return 0
-	tainted=  # (see the loop)
 	echo 1G > /sys/block/zram0/disksize 2>/dev/null &&
 		mkswap /dev/zram0 > /dev/null 2>&1 && swapon /dev/zram0 2>/dev/null
 	swaps
@@ -68,7 +67,6 @@ setup_swap() {
 }
 setup_scratch() {
 	[ "$HARNESS_SCRATCH" = /tmp ] || return 0
-	tainted=
 	scratch=/run/harness-scratch
 	# mkfs.ext2 is e2fsprogs'; a guest root of busybox (another arch's) has its mke2fs
 	if [ -e /dev/loop-control ] && mkdir -p $scratch && truncate -s 1G /run/harness-scratch.img &&
@@ -114,7 +112,7 @@ IFS= read -r cmdline < /proc/cmdline
 cpus=0
 while read -r key _; do [ "$key" != processor ] || cpus=$((cpus + 1)); done < /proc/cpuinfo
 while read -r key kb _; do [ "$key" != MemTotal: ] || break; done < /proc/meminfo
-tainted=$(cat /proc/sys/kernel/tainted)  # also the first test's "before"
+tainted=$(cat /proc/sys/kernel/tainted)
 printf 'uname\t%s\ncmdline\t%s\ncpus\t%s\nmemory_kb\t%s\ntainted_at_boot\t%s\nready\t%s\n' \
 	"$release" "$cmdline" "$cpus" "$kb" "$tainted" "$uptime" >> "$out/guest-info.tsv"
 
@@ -134,11 +132,9 @@ gcov_save() {
 tab=$(printf '\t')
 while IFS="$tab" read -r name tmo dir needs cmd; do
 	[ -n "$name" ] || continue
-	# The taint before a test is the one after the last (a cat less per test, 75 ms under
-	# TCG), read again when a set-up ran between them: what it tainted is not the test's.
 	case ",$needs," in *,swap,*) setup_swap ;; esac
 	case ",$needs," in *,scratch,*) setup_scratch ;; esac
-	t0=${tainted:-$(cat /proc/sys/kernel/tainted)}
+	t0=$(cat /proc/sys/kernel/tainted)
 	read -r s0 _ < /proc/uptime
 	printf '%s\tstarted\t%s\n' "$name" "$s0" >> "$status"
 	[ "$gcov" = 1 ] && echo 1 > /sys/kernel/debug/gcov/reset 2>/dev/null
@@ -170,7 +166,6 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 			"$cut" "$cap" "${failed:-0}" >> "$out/$name.out"
 	read -r s1 _ < /proc/uptime
 	t1=$(cat /proc/sys/kernel/tainted)
-	tainted=$t1
 	kmsg "test-end $name rc=$rc"
 	[ "$gcov" = 1 ] && gcov_save "$name"
 	printf '%s\tended\t%s\t%s\t%s\t%s\t%s\n' "$name" "$s1" "$rc" "$t0" "$t1" "$s0" >> "$status"
@@ -179,8 +174,7 @@ while IFS="$tab" read -r name tmo dir needs cmd; do
 		break
 	fi
 done < "$plan"
-# the taint after the last test (nothing ran since), or read now when no test ran
-echo "tainted_at_end	${tainted:-$(cat /proc/sys/kernel/tainted)}" >> "$out/guest-info.tsv"
+echo "tainted_at_end	$(cat /proc/sys/kernel/tainted)" >> "$out/guest-info.tsv"
 # What the kernel prints after this line (power-off, reboot notifiers) reaches only the
 # console: the host judges it there as the "shutdown" result.
 kmsg "runner-done"

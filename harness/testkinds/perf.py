@@ -121,6 +121,10 @@ def build_perf(tree: Path, kernel: KernelImage, *, log_dir: Path) -> Path:
             "perf was built without BPF skeletons (perf stat --bpf-counters needs them); "
             f"log: {blog}\n" + "\n".join(warnings[-5:] or opts.output.splitlines()[-5:]),
             fix=host.fix_for("perf's BPF skeletons"))
+    if (out / ".built").exists():
+        # the same content built meanwhile from another worktree: kept, its tests'
+        # run directories with it (a guest may be using them)
+        return binary
     with atomic.directory(out, prefix=f".{key}-") as scratch:
         (scratch / "obj").mkdir()
         shutil.copy2(sandbox.regular_file(work / "obj" / "perf", work), scratch / "obj" / "perf")

@@ -1749,7 +1749,8 @@ static int check_root_memcg_null_when_disabled(void)
 static int kh_sock = -1;		/* K's worker's: "ready" */
 
 /* in K: KH_FILE of clean page cache in @arg (a file), KH_ANON of anon memory in small
- * pages (THP "madvise", no advice yet), then MADV_HUGEPAGE for khugepaged; sleep */
+ * pages (THP "madvise", no advice yet); "ready", then at the go (K's memory.max set)
+ * MADV_HUGEPAGE for khugepaged; sleep */
 static int kh_worker(void *arg)
 {
 	const char *path = arg;
@@ -1758,6 +1759,7 @@ static int kh_worker(void *arg)
 	char *p = (char *)(((unsigned long)map + 2 * MiB - 1) & ~(2 * MiB - 1));
 	static char buf[65536];
 	long long off;
+	char go;
 	int fd;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -1773,10 +1775,10 @@ static int kh_worker(void *arg)
 	close(fd);
 	for (off = 0; off < KH_ANON; off += page_size)
 		p[off] = 1;
+	if (write(kh_sock, "k", 1) != 1 || read(kh_sock, &go, 1) != 1)
+		return 5;
 	if (madvise(p, KH_ANON, MADV_HUGEPAGE))
 		return 4;
-	if (write(kh_sock, "k", 1) != 1)
-		return 5;
 	for (;;)
 		pause();
 }
@@ -1858,7 +1860,7 @@ static int check_khugepaged_steals_counted(void)
 	long long kh = 0, k_total, k_sum, p_total, p_sum, p_kh, cur;
 	struct mk_rec pr;
 	bool ok = true;
-	int fds[2], i, set = 0, ret = KSFT_PASS;
+	int fds[2], i, set = 0, ret = KSFT_PASS, err;
 	pid_t pid = -1;
 
 	if (access(THP_DIR "/khugepaged", F_OK))
@@ -1890,14 +1892,16 @@ static int check_khugepaged_steals_counted(void)
 		pid = -1;
 		goto out;
 	}
-	close(fds[0]);
-	/* room for nothing more: a huge page's charge must reclaim */
+	/* room for nothing more, before khugepaged may look: a huge page's charge reclaims */
 	cur = cg_read_long(k.path, "memory.current");
 	snprintf(max, sizeof(max), "%lld", cur + MiB);
-	if (cur <= 0 || cg_write(k.path, "memory.max", max)) {
-		ret = check_fail("K's memory.max %s: %s", max, strerror(errno));
+	err = cur <= 0 || cg_write(k.path, "memory.max", max) ? -1 : 0;
+	if (err || write(fds[0], "g", 1) != 1) {
+		close(fds[0]);
+		ret = check_fail("K's memory.max %s, then the worker's go: %s", max, strerror(errno));
 		goto out;
 	}
+	close(fds[0]);
 	for (i = 0; i < KH_WAIT_S * 10 && kh <= 0; i++) {
 		usleep(100000);
 		kh = cg_read_key(k.path, "memory.stat", "pgsteal_khugepaged");
@@ -1933,6 +1937,9 @@ out:
 		cg_wait(pid);
 	}
 	unlink(path);
+	/* gone before the next check: P's children are what the others expect */
+	if (k.id && (err = cg_destroy(k.path)))
+		ret = check_fail("removing K %s: %s", k.path, strerror(-err));
 	while (set-- > 0) {
 		snprintf(tpath, sizeof(tpath), THP_DIR "/%s", files[set]);
 		put_string(tpath, was[set]);
@@ -2379,7 +2386,6 @@ int main(void)
 		CHECK(memory_files_keys_listed, cgroup_setup),
 		CHECK(prog_types_registered, cgroup_setup),
 		CHECK(root_memcg_null_when_disabled),
-		CHECK(khugepaged_steals_counted, cgroup_setup),
 		CHECK(css_walk_orders, cgroup_setup),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(untrusted_cgroup_rejected),
@@ -2403,6 +2409,7 @@ int main(void)
 		CHECK(major_faults_counted, cgroup_setup),
 		CHECK(offline_memcg_handed_out, cgroup_setup),
 		CHECK(flush_keeps_no_reference, cgroup_setup),
+		CHECK(khugepaged_steals_counted, cgroup_setup),
 		CHECK(cgroup_cleanup),
 	};
 	neg_elf = memcg_kfuncs_neg_bpf__elf_bytes(&neg_sz);

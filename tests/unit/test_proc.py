@@ -171,3 +171,12 @@ def test_a_programs_version_is_asked_once_per_binary(tmp_path: Path,
     assert proc.version_output(str(bad)) is None and proc.version_output(str(bad)) is None
     assert asked.read_text() == "x\n" * 4
     assert proc.version_output(str(tmp_path / "none")) is None
+    # a name that resolves to a wrapper (ccache's gcc) is asked each time: what it runs
+    # is not the wrapper's identity
+    wrapper = tmp_path / "bin" / "ccache"
+    wrapper.write_text(f"#!/bin/sh\necho x >> {asked}\necho 'gcc 12'\n")
+    wrapper.chmod(0o755)
+    (tmp_path / "bin" / "gcc").symlink_to(wrapper)
+    assert proc.version_output(str(tmp_path / "bin" / "gcc")) == "gcc 12"
+    assert proc.version_output(str(tmp_path / "bin" / "gcc")) == "gcc 12"
+    assert asked.read_text() == "x\n" * 6

@@ -63,6 +63,8 @@ def test_apply_reports_applied_and_already_in_base(tmp_path: Path, cache: Path) 
     assert res[0].subject == "mm: five"
     assert res[0].files == ("mm/memcontrol.c",)
     assert "line five" in (repo / "mm/memcontrol.c").read_text()
+    # the tree's index is split (a run's checkouts and git am write only what changed)
+    assert git(repo, "rev-parse", "--shared-index-path").strip()
 
 
 def test_conflict_names_patch_files_hunks_and_leaves_nothing(tmp_path: Path, cache: Path) -> None:
@@ -164,8 +166,6 @@ def test_git_source_never_writes_to_the_users_tree(tmp_path: Path, cache: Path) 
     assert "uncommitted" in prepared.describe
     assert (tree / "mm/memcontrol.c").read_text() == "uncommitted work\n"
     assert not (tree / "untracked.c").exists()
-    # the worktree's index is split (a run's checkouts write only what changed)
-    assert git(tree, "rev-parse", "--shared-index-path").strip()
     # A pinned revision ignores the uncommitted work.
     pinned = sources.prepare(sources.parse_spec(f"git:{repo}@HEAD"), log_dir=tmp_path / "logs")
     assert not pinned.includes_uncommitted

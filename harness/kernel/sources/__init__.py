@@ -106,17 +106,5 @@ def worktree(source: PreparedSource, config_name: str, *, log_dir: Path) -> Path
         git(source.repo, "worktree", "prune", what="git worktree prune")
         git(source.repo, "worktree", "add", "-q", "--detach", str(path), source.base_commit,
             what="git worktree add", timeout=1800, log_path=log_dir / "import.log")
-    split_index(path)
     return path
 
-
-def split_index(path: Path) -> None:
-    """The worktree's index split in two: its ~90,000 entries in a shared file written
-    again only when a fifth of them changed, beside a small file of what did. Every
-    checkout and `git am` of a run writes the index and hashes all of it otherwise: 0.1 s
-    of the 0.5 s a one-patch series takes to apply (measured on 6.12). Done once; an index
-    git cannot split stays whole (only slower)."""
-    # (a shared index file can outlive a split: asked, not looked for)
-    if not git(path, "rev-parse", "--shared-index-path", what="git rev-parse",
-               timeout=60).strip():
-        git_run(path, "update-index", "--split-index", timeout=600)
