@@ -229,7 +229,7 @@ VERSIONS_FILE = "program-versions.json"  # in the cache: "path|size|mtime|flag" 
 
 def _names_itself(name: str, target: str) -> bool:
     """Whether the file a program's name resolves to is that program: its name without a
-    version suffix is in the target's (gcc -> x86_64-linux-gnu-gcc-12, clang-19 ->
+    version suffix is in the target's (gcc -> x86_64-linux-gnu-gcc-12, clang-N ->
     clang, ld -> x86_64-linux-gnu-ld.bfd), not a wrapper's (gcc -> ccache)."""
     return re.sub(r"-[\d.]+$", "", name) in target
 
