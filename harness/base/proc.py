@@ -247,27 +247,27 @@ def version_output(program: str, flag: str = "--version") -> str | None:
         st = resolved.stat()
     except OSError:
         return None
-    if not _names_itself(Path(path).name, resolved.name):
-        # a wrapper (ccache's gcc, busybox's applets) answers for what it runs, which its
-        # own identity does not show: asked each time
-        res = run([path, flag], timeout=30)
-        return res.output.strip() if res.ok else None
-    key = f"{path}|{resolved}|{st.st_size}|{st.st_mtime_ns}|{flag}"
+    # a wrapper (ccache's gcc, busybox's applets) answers for what it runs, which its own
+    # identity does not show: asked each time
+    key = f"{path}|{resolved}|{st.st_size}|{st.st_mtime_ns}|{flag}" \
+        if _names_itself(Path(path).name, resolved.name) else ""
     memo_file = paths.cache_root() / VERSIONS_FILE
     memo: dict[str, object] = {}
-    with contextlib.suppress(OSError, ValueError):
-        memo = dict(json.loads(memo_file.read_text()))
-    said = memo.get(key)
-    if isinstance(said, str):
-        return said
+    if key:
+        with contextlib.suppress(OSError, ValueError):
+            memo = dict(json.loads(memo_file.read_text()))
+        if isinstance(said := memo.get(key), str):
+            return said
     res = run([path, flag], timeout=30)
     if not res.ok:
         return None
-    memo[key] = res.output.strip()
-    # best effort: a version not remembered is asked again next time
-    with contextlib.suppress(OSError):
-        atomic.write_text(memo_file, json.dumps(memo, indent=1) + "\n")
-    return res.output.strip()
+    said = res.output.strip()
+    if key:
+        memo[key] = said
+        # best effort: a version not remembered is asked again next time
+        with contextlib.suppress(OSError):
+            atomic.write_text(memo_file, json.dumps(memo, indent=1) + "\n")
+    return said
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -107,4 +107,3 @@ def worktree(source: PreparedSource, config_name: str, *, log_dir: Path) -> Path
         git(source.repo, "worktree", "add", "-q", "--detach", str(path), source.base_commit,
             what="git worktree add", timeout=1800, log_path=log_dir / "import.log")
     return path
-
