@@ -1783,12 +1783,13 @@ static int kh_worker(void *arg)
 		pause();
 }
 
-/* the sum of @cg's memory.stat keys that begin with "pgsteal_" (every reclaimer's), and
- * its "pgsteal" line, from one read; -1 when unreadable */
-static long long pgsteal_parts(const char *cg, long long *total)
+/* the sum of @cg's memory.stat keys "@what_*" (pgsteal_, pgscan_: every reclaimer's),
+ * and its "@what" line, from one read; -1 when unreadable */
+static long long reclaim_parts(const char *cg, const char *what, long long *total)
 {
 	static char text[16384];
 	char key[64], *line, *save = NULL;
+	size_t n = strlen(what);
 	long long v, sum = 0;
 
 	*total = -1;
@@ -1797,9 +1798,9 @@ static long long pgsteal_parts(const char *cg, long long *total)
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (sscanf(line, "%63s %lld", key, &v) != 2)
 			continue;
-		if (!strcmp(key, "pgsteal"))
+		if (!strcmp(key, what))
 			*total = v;
-		else if (!strncmp(key, "pgsteal_", 8))
+		else if (!strncmp(key, what, n) && key[n] == '_')
 			sum += v;
 	}
 	return sum;
@@ -1913,8 +1914,8 @@ static int check_khugepaged_steals_counted(void)
 				 KH_WAIT_S, kh);
 		goto out;
 	}
-	k_sum = pgsteal_parts(k.path, &k_total);
-	p_sum = pgsteal_parts(cgs[CG_P].path, &p_total);
+	k_sum = reclaim_parts(k.path, "pgsteal", &k_total);
+	p_sum = reclaim_parts(cgs[CG_P].path, "pgsteal", &p_total);
 	p_kh = cg_read_key(cgs[CG_P].path, "memory.stat", "pgsteal_khugepaged");
 	ksft_print_msg("K: pgsteal %lld, its parts %lld; P: pgsteal %lld, its parts %lld, pgsteal_khugepaged %lld\n",
 		       k_total, k_sum, p_total, p_sum, p_kh);
@@ -1924,6 +1925,14 @@ static int check_khugepaged_steals_counted(void)
 	       p_total, p_sum);
 	expect(&ok, p_kh >= kh, "P's pgsteal_khugepaged %lld < K's %lld: a child's steals are P's",
 	       p_kh, kh);
+	/* the scans of the same reclaim, summed the same way (khugepaged's among them) */
+	k_sum = reclaim_parts(k.path, "pgscan", &k_total);
+	p_sum = reclaim_parts(cgs[CG_P].path, "pgscan", &p_total);
+	ksft_print_msg("K: pgscan %lld, its parts %lld; P: pgscan %lld, its parts %lld\n",
+		       k_total, k_sum, p_total, p_sum);
+	expect(&ok, k_total == k_sum && p_total == p_sum && p_total >= k_total && k_total >= kh,
+	       "pgscan: K %lld (its parts %lld), P %lld (its parts %lld); K stole %lld",
+	       k_total, k_sum, p_total, p_sum, kh);
 	if (read_rec(CG_P, &pr))
 		ok = false;
 	else
