@@ -114,8 +114,7 @@ int cg_cleanup(void)
 	return failed;
 }
 
-/* mkdir, remembered for cg_destroy_all(); 0 or -errno */
-static int cg_create(const char *cg)
+int cg_create(const char *cg)
 {
 	char **m = realloc(made, (n_made + 1) * sizeof(*made));
 

@@ -28,6 +28,9 @@ int cg_find_root(const char **root, const char *controller);
  * cgroups that could not be removed */
 int cg_cleanup(void);
 
+/* mkdir @cg, remembered for cg_destroy_all() (a cgroup a check makes for itself
+ * below the tree); 0 or -errno */
+int cg_create(const char *cg);
 /* kill what runs in @cg (cgroup.kill) and rmdir it, retrying while it is busy
  * (a task just killed leaves late); 0 or -errno */
 int cg_destroy(const char *cg);

@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
@@ -178,6 +179,32 @@ static int read_mode(int cgi, struct mk_rec *r, int mode, bool exact)
 static int read_rec(int cgi, struct mk_rec *r)
 {
 	return read_mode(cgi, r, MK_MODE_READ, true);
+}
+
+/* read_rec() of a cgroup a check made for itself, outside the tree: through a
+ * SELF_ONLY link made for the one read */
+static int read_rec_path(const char *path, struct mk_rec *r)
+{
+	struct bpf_link *link = bu_attach_cgroup_iter(skel->progs.memcg_read, path,
+						      BPF_CGROUP_ITER_SELF_ONLY);
+	unsigned long long id = cg_id(path);
+	static struct mk_rec buf[2];
+	ssize_t n;
+
+	if (!link)
+		return check_fail("attaching an iterator to %s: %s", path, strerror(errno));
+	skel->bss->mode = MK_MODE_READ;
+	skel->bss->records = 0;
+	skel->bss->rstat_first = true;
+	skel->bss->target_cgid = id;
+	n = bu_read_iter(link, buf, sizeof(buf));
+	bpf_link__destroy(link);
+	if (n != (ssize_t)sizeof(*r) || skel->bss->records != 1 ||
+	    buf[0].magic != MK_MAGIC + MK_MODE_READ || buf[0].cgid != id)
+		return check_fail("iterator on %s: %zd bytes, %u records, cgroup id %llu (%llu)", path, n,
+				  skel->bss->records, (unsigned long long)buf[0].cgid, id);
+	*r = buf[0];
+	return 0;
 }
 
 static int check_load_sleepable_iter(void)
@@ -401,9 +428,30 @@ static int check_untrusted_cgroup_rejected(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-/* the lines program @prog of memcg_kfuncs_extra.bpf.c prints on @cgi's cgroup; a
- * refusal with the verifier's last lines */
-static int run_extra(const char *prog, int cgi, char *out, size_t len)
+/* the css iterator's flags (6.7+), each broken by a program the verifier must refuse
+ * (memcg_kfuncs_neg.bpf.c's css_walk_*), with the message of the rule it breaks */
+static int check_css_walk_refusals(void)
+{
+	static const char *const cases[][2] = {
+		/* 6.12 refuses the first next() ("expected an RCU CS"), 7.x the new() */
+		{ "css_walk_sleepable", "RCU" },
+		{ "css_walk_untrusted_start", "must be referenced or trusted" },
+		{ "css_walk_next_unchecked", "invalid mem access" },
+		{ "css_walk_not_destroyed", "Unreleased reference" },
+	};
+	bool ok = true;
+	size_t c;
+
+	if (!bu_has_func("bpf_iter_css_new"))
+		return check_skip("no css iterator in this kernel (6.7+)");
+	for (c = 0; c < ARRAY_SIZE(cases); c++)
+		ok &= bu_refused(neg_elf, neg_sz, cases[c][0], cases[c][1]);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* the lines program @prog of memcg_kfuncs_extra.bpf.c prints on the cgroup at @path;
+ * a refusal with the verifier's last lines */
+static int run_extra_at(const char *prog, const char *path, char *out, size_t len)
 {
 	static char vlog[65536];
 	struct bpf_object *obj = bu_load_one(extra_elf, extra_sz, prog, vlog, sizeof(vlog));
@@ -418,12 +466,17 @@ static int run_extra(const char *prog, int cgi, char *out, size_t len)
 		print_block("  ", vlog + at);
 		return (int)n;
 	}
-	link = bu_attach_cgroup_iter(bpf_object__find_program_by_name(obj, prog), cgs[cgi].path,
+	link = bu_attach_cgroup_iter(bpf_object__find_program_by_name(obj, prog), path,
 				     BPF_CGROUP_ITER_SELF_ONLY);
 	n = link ? bu_read_iter(link, out, len) : -errno;
 	bpf_link__destroy(link);
 	bpf_object__close(obj);
 	return n < 0 ? (int)n : 0;
+}
+
+static int run_extra(const char *prog, int cgi, char *out, size_t len)
+{
+	return run_extra_at(prog, cgs[cgi].path, out, len);
 }
 
 /*
@@ -472,6 +525,40 @@ static int check_null_css_is_null(void)
 	if (strcmp(l, "memcg=0\n") || strcmp(c, "memcg=1\n"))
 		return check_fail("bpf_get_mem_cgroup(cgrp->subsys[memory_cgrp_id]): L '%.20s' (expected memcg=0: no memcg, NULL css), C '%.20s' (expected memcg=1)",
 				  l, c);
+	return KSFT_PASS;
+}
+
+/*
+ * bpf_get_mem_cgroup() given another controller's css goes to the same cgroup's
+ * memcg (its documented contract, and mainline's): the root cgroup's pids css, which
+ * always exists, gives the root memcg, a css of the memory controller.  A kernel that
+ * takes any controller's css for a memcg hands the pids css back as one.  6.2+ kernels
+ * whose BTF has no type tags (gcc builds) let no program reach another controller's
+ * css (the verifier refuses cgrp->subsys[], as null_css_is_null shows): skipped there.
+ */
+static int check_foreign_css_gets_its_memcg(void)
+{
+	int given, got, pids, memory;
+	unsigned long long of;
+	char out[128];
+	int err;
+
+	if (kver >= 602 && !bu_btf_has_type_tags())
+		return check_skip("the kernel's BTF has no type tags (a gcc build): no program can hand the kfunc another controller's css; the clang cells (6.12-llvm) do");
+	err = run_extra("foreign_css_get", CG_R, out, sizeof(out));
+	if (err)
+		return check_fail("foreign_css_get: %s", strerror(-err));
+	if (sscanf(out, "given=%d got=%d memcg_of=%llu want=%d,%d", &given, &got, &of, &pids,
+		   &memory) != 5)
+		return check_fail("foreign_css_get printed '%.60s'", out);
+	ksft_print_msg("bpf_get_mem_cgroup(the root's css of controller %d): a css of controller %d of cgroup %llu\n",
+		       given, got, of);
+	if (given != pids)
+		return check_fail("the css given is of controller %d, not pids (%d)", given, pids);
+	if (got != memory || of != cgs[CG_R].id)
+		return check_fail("expected the root's memcg (controller %d, cgroup %llu): got %s",
+				  memory, (unsigned long long)cgs[CG_R].id,
+				  got < 0 ? "NULL" : got == pids ? "the pids css itself" : "another css");
 	return KSFT_PASS;
 }
 
@@ -797,6 +884,62 @@ static int check_matches_memory_stat(void)
 	static int calls;
 
 	return agree(calls++ ? CG_P : CG_C, "memory.stat", NULL) ? KSFT_PASS : KSFT_FAIL;
+}
+
+/*
+ * memory.numa_stat against memory.stat, for P and C: each key's per-node values
+ * (the per-node lruvec counters, flushed with the memcg's) summed over the nodes is
+ * the memcg-wide counter memory.stat prints, hierarchical both.  Exact: read while
+ * memory.stat reads the same before and after (no flush moved either in between);
+ * a parent's numa_stat read locally misses C's MiBs.
+ */
+static int check_numa_stat_sums_to_memory_stat(void)
+{
+	static char before[16384], numa[16384], after[16384];
+	static const int who[] = { CG_P, CG_C };
+	char *line, *save, *tok, *in, key[64];
+	bool ok = true, still;
+	long long sum, v;
+	size_t w;
+	int try, n;
+
+	snprintf(numa, sizeof(numa), "%s/memory.numa_stat", cgs[CG_P].path);
+	if (access(numa, F_OK) && errno == ENOENT)
+		return check_skip("no memory.numa_stat (CONFIG_NUMA off): matrix cell 6.12-numa has it");
+	for (w = 0; w < ARRAY_SIZE(who); w++) {
+		const char *path = cgs[who[w]].path;
+
+		for (try = 0, still = false; try < 5 && !still; try++) {
+			if (cg_read(path, "memory.stat", before, sizeof(before)) <= 0 ||
+			    cg_read(path, "memory.numa_stat", numa, sizeof(numa)) <= 0 ||
+			    cg_read(path, "memory.stat", after, sizeof(after)) <= 0)
+				return check_fail("%s: reading memory.stat, memory.numa_stat: %s", path,
+						  strerror(errno));
+			still = !strcmp(before, after);
+		}
+		if (!still)
+			return check_fail("%s: memory.stat changed between every two reads in 5", path);
+		for (n = 0, line = strtok_r(numa, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save), n++) {
+			if (sscanf(line, "%63s", key) != 1)
+				continue;
+			for (sum = 0, tok = strtok_r(line + strlen(key), " ", &in); tok;
+			     tok = strtok_r(NULL, " ", &in)) {
+				long long nv;
+
+				if (sscanf(tok, "N%*d=%lld", &nv) != 1)
+					return check_fail("%s: memory.numa_stat: '%.40s'", path, tok);
+				sum += nv;
+			}
+			v = key_value(after, key);
+			expect(&ok, v == sum, "%s %s: memory.numa_stat's nodes sum to %lld, memory.stat says %lld",
+			       cgs[who[w]].rel, key, sum, v);
+		}
+		ksft_print_msg("%s: %d keys of memory.numa_stat, each its nodes' sum = memory.stat's (anon %lld)\n",
+			       cgs[who[w]].rel, n, key_value(after, "anon"));
+		expect(&ok, n >= 10, "%s: memory.numa_stat has %d keys", cgs[who[w]].rel, n);
+	}
+	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
 /*
@@ -1191,22 +1334,12 @@ static void expect_sum_of_parts(bool *ok, int cgi, const char *key)
 	       cgs[cgi].rel, key, whole, n, key, parts);
 }
 
-static int check_swapped_out_child(void)
+/* swap_worker in S, its memory written: 0, or the worker's failure (it is gone) */
+static int swap_worker_start(void)
 {
-	long long swap_cur, cur, z0 = -1, z1, pool0 = -1, pool1, lo, hi, steal, scan;
-	int err = 0, attempt, fds[2], st;
-	struct mk_rec s, s0, p;
-	bool ok = true, zswap;
+	int fds[2], st;
 	char c;
 
-	fds[0] = open(ZSWAP_ENABLED, O_RDWR | O_CLOEXEC);
-	zswap = fds[0] >= 0 && read(fds[0], zswap_was, 1) == 1 && pwrite(fds[0], "Y", 1, 0) == 1;
-	if (fds[0] >= 0)
-		close(fds[0]);
-	if (zswap) {
-		z0 = zswap_debugfs("stored_pages");
-		pool0 = zswap_debugfs("pool_total_size");
-	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds))
 		return check_fail("socketpair: %s", strerror(errno));
 	swap_sock = fds[1];
@@ -1214,17 +1347,45 @@ static int check_swapped_out_child(void)
 	close(fds[1]);
 	if (swap_pid < 0 || read(fds[0], &c, 1) != 1) {
 		st = swap_pid < 0 ? swap_pid : cg_wait(swap_pid);
+		swap_pid = -1;
 		close(fds[0]);
 		return check_fail("the worker in S: %d", st);
 	}
 	close(fds[0]);
-	if (read_rec(CG_S, &s0))
-		return KSFT_FAIL;
+	return 0;
+}
+
+/* memory.reclaim SWAP_RECLAIM of S (again while the kernel says EAGAIN); 0 or errno */
+static int reclaim_s(void)
+{
+	int attempt, err = 0;
+
 	for (attempt = 0; attempt < 3; attempt++) {
 		err = -cg_write(cgs[CG_S].path, "memory.reclaim", SWAP_RECLAIM);
 		if (err != EAGAIN)
 			break;
 	}
+	return err;
+}
+
+static int check_swapped_out_child(void)
+{
+	long long swap_cur, cur, z0 = -1, z1, pool0 = -1, pool1, lo, hi, steal, scan;
+	struct mk_rec s, s0, p;
+	bool ok = true, zswap;
+	int err, fd;
+
+	fd = open(ZSWAP_ENABLED, O_RDWR | O_CLOEXEC);
+	zswap = fd >= 0 && read(fd, zswap_was, 1) == 1 && pwrite(fd, "Y", 1, 0) == 1;
+	if (fd >= 0)
+		close(fd);
+	if (zswap) {
+		z0 = zswap_debugfs("stored_pages");
+		pool0 = zswap_debugfs("pool_total_size");
+	}
+	if (swap_worker_start() || read_rec(CG_S, &s0))
+		return KSFT_FAIL;
+	err = reclaim_s();
 	swap_cur = cg_read_long(cgs[CG_S].path, "memory.swap.current");
 	if (err || swap_cur < 8 * MiB)
 		return check_fail("memory.reclaim %s of S: %s; memory.swap.current %lld (expected >= 8 MiB: is there swap?)",
@@ -1312,6 +1473,141 @@ static int check_swapped_out_child(void)
 	expect(&ok, agree(CG_P, "memory.stat", NULL),
 	       "P, S swapped out below it: memory.stat and the kfuncs disagree (the lines above)");
 	cg_reap(&swap_pid);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/* in S: 1 MiB of anon memory touched, more than a CPU's stock of charges: a charge
+ * that takes the slow path, which compares the memcg's counters with their high */
+static int touch_1m(void *arg)
+{
+	(void)arg;
+	return cg_alloc_anon(1 * MiB) ? 0 : 1;
+}
+
+/*
+ * memory.swap.high: S's swap (its worker's anon, reclaimed to swap) held while
+ * swap.high is set 16 pages below it; a charge in S then finds the swap over its
+ * high, and the task's return to user space counts a swap high event (so close a
+ * limit costs no throttling).  It is memory.swap.events' high, in S and
+ * hierarchically in P, never memory.events' high (memory.high is max).
+ */
+static int check_swap_high_counted(void)
+{
+	long long swap_cur;
+	struct mk_rec s0, s1, p0, p1;
+	char high[32];
+	bool ok = true;
+	int err, st;
+
+	if (swap_worker_start())
+		return KSFT_FAIL;
+	err = reclaim_s();
+	swap_cur = cg_read_long(cgs[CG_S].path, "memory.swap.current");
+	if (err || swap_cur < 4 * MiB) {
+		cg_reap(&swap_pid);
+		return check_fail("memory.reclaim %s of S: %s; memory.swap.current %lld (expected >= 4 MiB)",
+				  SWAP_RECLAIM, strerror(err), swap_cur);
+	}
+	snprintf(high, sizeof(high), "%lld", swap_cur - 16 * page_size);
+	if (read_rec(CG_S, &s0) || read_rec(CG_P, &p0) ||
+	    cg_write(cgs[CG_S].path, "memory.swap.high", high)) {
+		cg_reap(&swap_pid);
+		return check_fail("S: memory.swap.high %s: %s", high, strerror(errno));
+	}
+	st = cg_run(cgs[CG_S].path, touch_1m, NULL);
+	err = read_rec(CG_S, &s1) || read_rec(CG_P, &p1);
+	ok &= agree(CG_S, "memory.swap.events", NULL) && agree(CG_S, "memory.events", NULL);
+	cg_write(cgs[CG_S].path, "memory.swap.high", "max");
+	cg_reap(&swap_pid);
+	if (st || err)
+		return check_fail("S: 1 MiB touched: %d; reading the events: %d", st, err);
+	ksft_print_msg("S: swap %lld B, swap.high %s; 1 MiB charged: memory.swap.events high +%lld (P +%lld), memory.events high +%lld\n",
+		       swap_cur, high, GREW(s1, s0, swap_high), GREW(p1, p0, swap_high),
+		       GREW(s1, s0, high));
+	expect(&ok, GREW(s1, s0, swap_high) >= 1, "S: expected swap high events (its swap over memory.swap.high)");
+	expect(&ok, GREW(p1, p0, swap_high) == GREW(s1, s0, swap_high),
+	       "P: expected S's swap high events counted up the tree");
+	expect(&ok, GREW(s1, s0, high) == 0, "S: expected no memory.events high (memory.high is max)");
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+#define LOW_MAX		"32M"		/* X's memory.max */
+#define LOW_FILE	(24 * MiB)	/* A's clean page cache, under A's memory.low */
+#define LOW_ANON	(24 * MiB)	/* B's anon, no swap: A must give */
+
+/* in A: LOW_FILE of clean page cache in @arg, kept after the exit */
+static int write_clean(void *arg)
+{
+	int fd, err = write_file(arg, LOW_FILE, 0x66, false);
+
+	if (err)
+		return err;
+	fd = open(arg, O_RDONLY | O_CLOEXEC);
+	err = fd < 0 || fsync(fd) ? 2 : 0;
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+static int alloc_low_anon(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	return cg_alloc_anon(LOW_ANON) ? 0 : 3;
+}
+
+/*
+ * memory.low breached: below P, X (memory.max LOW_MAX) holds A (memory.low far
+ * above what it holds: LOW_FILE of clean page cache) and B (no swap).  B touches
+ * LOW_ANON: X's reclaim finds nothing it may take but A's protected cache, and
+ * takes it in its second pass, counting a low event for A (memory.events low, and
+ * X's hierarchically).  The oracle is the breach itself: A's memory.current fell
+ * while B lived, and it could not fall otherwise.
+ */
+static int check_low_event_counted(void)
+{
+	static char x[CG_PATH_MAX + 8], a[CG_PATH_MAX + 16], b[CG_PATH_MAX + 16], file[PATH_MAX];
+	const char *dir = getenv("HARNESS_SCRATCH") ?: "/tmp";
+	long long a0, a1, la0, la1, lx0, lx1, kf0, kf1;
+	struct mk_rec r;
+	bool ok = true;
+	int st, err;
+
+	snprintf(x, sizeof(x), "%s/low", cgs[CG_P].path);
+	snprintf(a, sizeof(a), "%s/a", x);
+	snprintf(b, sizeof(b), "%s/b", x);
+	snprintf(file, sizeof(file), "%s/memcg_kfuncs.%d.low", dir, (int)getpid());
+	err = cg_create(x) ?: cg_write(x, "cgroup.subtree_control", "+memory") ?: cg_create(a) ?:
+	      cg_create(b) ?: cg_write(x, "memory.max", LOW_MAX) ?:
+	      cg_write(a, "memory.low", "1G") ?: cg_write(b, "memory.swap.max", "0");
+	if (err)
+		return check_fail("making X, A, B below P: %s", strerror(-err));
+	st = cg_run(a, write_clean, file);
+	a0 = cg_read_long(a, "memory.current");
+	la0 = cg_read_key(a, "memory.events", "low");
+	lx0 = cg_read_key(x, "memory.events", "low");
+	if (st || a0 < LOW_FILE / 2 || la0 < 0 || lx0 < 0) {
+		unlink(file);
+		return check_fail("A: %lld MiB of page cache written (exit %d); memory.current %lld",
+				  LOW_FILE / MiB, st, a0);
+	}
+	kf0 = read_rec_path(a, &r) ? -1 : (long long)r.val[F_low];
+	st = cg_run(b, alloc_low_anon, NULL);
+	a1 = cg_read_long(a, "memory.current");
+	la1 = cg_read_key(a, "memory.events", "low");
+	lx1 = cg_read_key(x, "memory.events", "low");
+	kf1 = read_rec_path(a, &r) ? -1 : (long long)r.val[F_low];
+	unlink(file);
+	ksft_print_msg("A (memory.low 1G) held %lld KiB; B touched %lld MiB (exit %d): A %lld KiB, memory.events low A +%lld, X +%lld, the kfunc's A +%lld\n",
+		       a0 / 1024, LOW_ANON / MiB, st, a1 / 1024, la1 - la0, lx1 - lx0, kf1 - kf0);
+	expect(&ok, !st && a1 < a0 - 8 * MiB,
+	       "the breach: expected B to live (exit 0) and A to give at least 8 MiB of its cache");
+	expect(&ok, la1 - la0 >= 1, "A: expected a low event (its protection breached)");
+	expect(&ok, lx1 - lx0 == la1 - la0, "X: expected A's low events counted up the tree");
+	expect(&ok, kf0 >= 0 && kf1 - kf0 == la1 - la0, "the kfunc's MEMCG_LOW of A: +%lld, memory.events +%lld",
+	       kf1 - kf0, la1 - la0);
+	err = cg_destroy(b) ?: cg_destroy(a) ?: cg_destroy(x);
+	expect(&ok, !err, "removing X, A, B: %s", strerror(-err));
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
@@ -1703,9 +1999,10 @@ static bool booted_without_memcg(void)
 
 /*
  * Booted with cgroup_disable=memory (matrix cell 6.12-memcg-disabled): there is no
- * memcg to hand out, and bpf_get_root_mem_cgroup() says so with NULL, as mainline's
- * does, though the kernel allocated its root memcg at boot all the same
- * (cgroup_init_subsys() does for a disabled controller too).  The oracle that the
+ * memcg to hand out, and bpf_get_root_mem_cgroup() says so with NULL, as does
+ * bpf_get_mem_cgroup() of the root cgroup's own css, as mainline's do, though the
+ * kernel allocated its root memcg at boot all the same and the root cgroup's
+ * subsys[] holds it (cgroup_init_subsys() does for a disabled controller too).  The oracle that the
  * controller is off is the root cgroup's cgroup.controllers without "memory" (the
  * kernel's own word: /proc/cgroups lists only v1 controllers from 6.16); skipped on
  * a kernel booted with it on.
@@ -1713,6 +2010,7 @@ static bool booted_without_memcg(void)
 static int check_root_memcg_null_when_disabled(void)
 {
 	static char vlog[65536];
+	char self[64] = "";
 	struct bpf_object *obj;
 	struct pt_out o = {};
 	const char *root;
@@ -1737,9 +2035,16 @@ static int check_root_memcg_null_when_disabled(void)
 		return check_fail("pt_syscall: BPF_PROG_RUN: %s", strerror(-err));
 	ksft_print_msg("memory controller disabled: pt_syscall ran %llu time(s), bpf_get_root_mem_cgroup() gave %s\n",
 		       (unsigned long long)o.ran, o.got ? "a root memcg" : "NULL");
-	return o.ran == 1 && !o.got ? KSFT_PASS :
-	       check_fail("bpf_get_root_mem_cgroup() with the memory controller disabled: %s (mainline: NULL)",
-			  o.ran != 1 ? "the program did not run once" : "a root memcg");
+	if (o.ran != 1 || o.got)
+		return check_fail("bpf_get_root_mem_cgroup() with the memory controller disabled: %s (mainline: NULL)",
+				  o.ran != 1 ? "the program did not run once" : "a root memcg");
+	err = run_extra_at("self_css_get", root, self, sizeof(self));
+	if (err)
+		return check_fail("self_css_get on %s: %s", root, strerror(-err));
+	ksft_print_msg("bpf_get_mem_cgroup(the root cgroup's own css): %s", self);
+	return !strcmp(self, "memcg_of=0\n") ? KSFT_PASS :
+	       check_fail("bpf_get_mem_cgroup() with the memory controller disabled gave the memcg of cgroup %.30s (mainline: NULL)",
+			  self + strcspn(self, "=") + 1);
 }
 
 #define THP_DIR		"/sys/kernel/mm/transparent_hugepage"
@@ -2077,6 +2382,86 @@ static int check_oom_events_counted(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+/* the super options of the cgroup2 mount at @mnt (/proc/self/mountinfo), "rw" and
+ * "ro" left out: what a remount must give back; 0 or -errno */
+static int cgroup2_options(const char *mnt, char *opts, size_t len)
+{
+	char line[4096], point[PATH_MAX], *sep, *sup;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int err = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (err && fgets(line, sizeof(line), f)) {
+		sep = strstr(line, " - cgroup2 ");
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 || strcmp(point, mnt))
+			continue;
+		sup = strchr(sep + strlen(" - cgroup2 "), ' ');
+		if (!sup)
+			continue;
+		sup[strcspn(sup, "\n")] = '\0';
+		sup++;
+		if (!strncmp(sup, "rw", 2) || !strncmp(sup, "ro", 2))
+			sup += sup[2] == ',' ? 3 : 2;
+		snprintf(opts, len, "%s", sup);
+		err = 0;
+	}
+	fclose(f);
+	return err;
+}
+
+/*
+ * cgroup2's memory_localevents mount option: memory.events counts a cgroup's own
+ * events only, its parent's do not grow with them (and no more does the kfunc, which
+ * reads the same counters: the option is the kernel's, memcg_memory_event()'s).  O
+ * hits memory.max and is OOM-killed once with the option on: O's max and oom_kill
+ * grow, P's stay; then the mount's options are given back as they were.
+ */
+static int check_localevents_option_keeps_events_local(void)
+{
+	char opts[512], on[600], now[512];
+	struct mk_rec o0, o1, p0, p1;
+	const char *mnt = cgs[CG_R].path;
+	bool ok = true;
+	pid_t pid;
+	int st = 0, err;
+
+	err = cgroup2_options(mnt, opts, sizeof(opts));
+	if (err)
+		return check_fail("the cgroup2 mount at %s in /proc/self/mountinfo: %s", mnt,
+				  strerror(-err));
+	if (strstr(opts, "memory_localevents"))
+		return check_skip("%s is mounted with memory_localevents already (%s)", mnt, opts);
+	snprintf(on, sizeof(on), "%s%smemory_localevents", opts, opts[0] ? "," : "");
+	err = cg_write(cgs[CG_O].path, "memory.max", OOM_MAX) ?:
+	      cg_write(cgs[CG_O].path, "memory.swap.max", OOM_SWAP_MAX) ?:
+	      cg_write(cgs[CG_O].path, "memory.oom.group", "0");
+	if (err)
+		return check_fail("O's limits: %s", strerror(-err));
+	if (read_rec(CG_O, &o0) || read_rec(CG_P, &p0))
+		return KSFT_FAIL;
+	if (mount(NULL, mnt, NULL, MS_REMOUNT, on))
+		return check_fail("remounting %s with '%s': %s", mnt, on, strerror(errno));
+	pid = cg_spawn(cgs[CG_O].path, oom_alloc, NULL);
+	if (pid > 0 && waitpid(pid, &st, 0) != pid)
+		pid = -errno;
+	err = read_rec(CG_O, &o1) || read_rec(CG_P, &p1);
+	if (mount(NULL, mnt, NULL, MS_REMOUNT, opts) ||
+	    cgroup2_options(mnt, now, sizeof(now)) || strcmp(now, opts))
+		return check_fail("giving %s its options back ('%s'): %s", mnt, opts, strerror(errno));
+	if (pid < 0 || err)
+		return check_fail("the worker in O: %s", pid < 0 ? strerror(-pid) : "reading the events");
+	ksft_print_msg("memory_localevents on: O's worker %s; O max +%lld, oom_kill +%lld; P max +%lld, oom_kill +%lld (memory.events by the kfunc)\n",
+		       death(st), GREW(o1, o0, max), GREW(o1, o0, oom_kill), GREW(p1, p0, max),
+		       GREW(p1, p0, oom_kill));
+	expect(&ok, GREW(o1, o0, max) >= 1 && GREW(o1, o0, oom_kill) == 1,
+	       "O: expected max >= +1 and oom_kill +1 (its worker OOM-killed)");
+	expect(&ok, GREW(p1, p0, max) == 0 && GREW(p1, p0, oom_kill) == 0 && GREW(p1, p0, oom) == 0,
+	       "P: expected its events +0 with memory_localevents (O's are O's own)");
+	ok &= agree(CG_P, "memory.events", NULL);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 #define DIRTY_BYTES	(8 * MiB)	/* written into D's page cache, not synced */
 #define DIRTY_SLACK	(256 * 1024)	/* the file system's own metadata blocks */
 
@@ -2396,15 +2781,18 @@ int main(void)
 		CHECK(prog_types_registered, cgroup_setup),
 		CHECK(root_memcg_null_when_disabled),
 		CHECK(css_walk_orders, cgroup_setup),
+		CHECK(css_walk_refusals),
 		CHECK(nonsleepable_flush_rejected),
 		CHECK(untrusted_cgroup_rejected),
 		CHECK(null_css_is_null, cgroup_setup),
+		CHECK(foreign_css_gets_its_memcg, cgroup_setup),
 		CHECK(charge_memory_in_child, cgroup_setup),
 		CHECK(child_values_match_created, charge_memory_in_child),
 		CHECK(child_kernel_items_charged, charge_memory_in_child),
 		CHECK_BY(child_matches_memory_stat, check_matches_memory_stat, charge_memory_in_child),
 		CHECK_BY(parent_matches_memory_stat, check_matches_memory_stat, charge_memory_in_child),
 		CHECK(parent_includes_child, charge_memory_in_child),
+		CHECK(numa_stat_sums_to_memory_stat, charge_memory_in_child),
 		CHECK(root_matches_css_read, charge_memory_in_child),
 		CHECK(root_usage_is_children_sum, charge_memory_in_child),
 		CHECK(root_anon_matches_vmstat, charge_memory_in_child),
@@ -2412,7 +2800,10 @@ int main(void)
 		CHECK(usage_matches_memory_current, charge_memory_in_child),
 		CHECK(memory_events_match_memory_events, cgroup_setup),
 		CHECK(swapped_out_child, cgroup_setup),
+		CHECK(swap_high_counted, cgroup_setup),
 		CHECK(oom_events_counted, cgroup_setup),
+		CHECK(low_event_counted, cgroup_setup),
+		CHECK(localevents_option_keeps_events_local, cgroup_setup),
 		CHECK(dirty_pages_follow_writes, cgroup_setup),
 		CHECK(mlocked_pages_unevictable, cgroup_setup),
 		CHECK(major_faults_counted, cgroup_setup),

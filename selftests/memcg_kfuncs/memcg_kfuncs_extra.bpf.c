@@ -11,6 +11,9 @@
  *	that pointer; 6.2+ refuses it unless the kernel's BTF marks it RCU (clang
  *	builds).  The kfunc must return NULL for it, not dereference it.
  *
+ * self_css_get, foreign_css_get: bpf_get_mem_cgroup() given the cgroup's own
+ *	css and another controller's (pids), printing whose memcg it got.
+ *
  * zombie_flush (fexit of memcg's rstat flush callback, once per CPU flushed):
  *	for the css of the cgroup userspace names in zombie (a removed one whose
  *	page cache keeps its memcg), whether it is online, whether
@@ -88,27 +91,72 @@ int null_css_get(struct bpf_iter__cgroup *ctx)
 	return 0;
 }
 
-/* the same with the css NULL-checked first: what a build whose BTF tags the css
- * __rcu accepts (an RCU pointer, now not NULL); it prints the id of the cgroup whose
- * memcg it got (0: none), so that another cgroup's memcg cannot pass for its own */
+/*
+ * NAME: bpf_get_mem_cgroup() of the css CSS, NULL-checked first; "memcg_of=ID" of the
+ * cgroup whose memcg it got (0: none), so that another cgroup's memcg cannot pass for
+ * its own.
+ * checked_css_get: cgrp->subsys[memory_cgrp_id], what a build whose BTF tags the css
+ *	__rcu accepts (an RCU pointer, now not NULL).
+ * self_css_get: the cgroup's own css (->self), which every kernel with the kfunc
+ *	takes.  With the memory controller disabled there is no memcg to give, even for
+ *	the root cgroup, whose subsys[] still holds the memcg allocated at boot.
+ */
+#define MEMCG_OF(name, css_expr)					\
+SEC("iter/cgroup")							\
+int name(struct bpf_iter__cgroup *ctx)					\
+{									\
+	struct cgroup *cgrp = ctx->cgroup;				\
+	struct cgroup_subsys_state *css;				\
+	struct mem_cgroup *memcg = NULL;				\
+	__u64 id = 0;							\
+									\
+	if (!cgrp)							\
+		return 0;						\
+	css = css_expr;							\
+	if (css)							\
+		memcg = bpf_get_mem_cgroup(css);			\
+	if (memcg) {							\
+		id = memcg->css.cgroup->kn->id;				\
+		bpf_put_mem_cgroup(memcg);				\
+	}								\
+	BPF_SEQ_PRINTF(ctx->meta->seq, "memcg_of=%llu\n", id);		\
+	return 0;							\
+}
+
+MEMCG_OF(checked_css_get, cgrp->subsys[memory_cgrp_id])
+MEMCG_OF(self_css_get, &cgrp->self)
+
+/*
+ * foreign_css_get: bpf_get_mem_cgroup() given another controller's css, the pids
+ * css of the iterator's cgroup (the root's always exists): the kfunc must go from
+ * it to the same cgroup's memcg, not take it for a memcg.  Prints the controller of
+ * the css given and of the css it got (the memcg's css.ss), and the memcg's cgroup.
+ * 6.1 takes the pointer as it is; 6.2+ only where the kernel's BTF tags subsys[]
+ * __rcu (clang builds), and then only NULL-checked.
+ */
 SEC("iter/cgroup")
-int checked_css_get(struct bpf_iter__cgroup *ctx)
+int foreign_css_get(struct bpf_iter__cgroup *ctx)
 {
 	struct cgroup *cgrp = ctx->cgroup;
 	struct cgroup_subsys_state *css;
 	struct mem_cgroup *memcg = NULL;
+	int given = -1, got = -1;
 	__u64 id = 0;
 
 	if (!cgrp)
 		return 0;
-	css = cgrp->subsys[memory_cgrp_id];
-	if (css)
+	css = cgrp->subsys[pids_cgrp_id];
+	if (css) {
+		given = css->ss->id;
 		memcg = bpf_get_mem_cgroup(css);
+	}
 	if (memcg) {
+		got = memcg->css.ss->id;
 		id = memcg->css.cgroup->kn->id;
 		bpf_put_mem_cgroup(memcg);
 	}
-	BPF_SEQ_PRINTF(ctx->meta->seq, "memcg_of=%llu\n", id);
+	BPF_SEQ_PRINTF(ctx->meta->seq, "given=%d got=%d memcg_of=%llu want=%d,%d\n", given, got,
+		       id, pids_cgrp_id, memory_cgrp_id);
 	return 0;
 }
 

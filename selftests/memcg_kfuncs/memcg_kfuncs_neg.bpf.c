@@ -105,3 +105,44 @@ int get_root_unchecked(struct bpf_iter__cgroup *ctx)
 	bpf_put_mem_cgroup(memcg);
 	return 0;
 }
+
+/*
+ * css_walk_*: the css iterator (6.7+) broken as its flags forbid, from the
+ * iterator's cgroup's own css: a walk outside an RCU section, in a sleepable
+ * program (KF_RCU_PROTECTED), a start css walked from a pointer (trusted
+ * arguments), a next() used before its NULL check (KF_RET_NULL), a walk never
+ * destroyed (KF_ITER_NEW's reference).  The state is a 3-word stack slot whose
+ * type only the kernel's BTF needs to know (6.1's vmlinux.h has none).
+ */
+struct bpf_iter_css;
+extern int bpf_iter_css_new(struct bpf_iter_css *it, struct cgroup_subsys_state *start,
+			    unsigned int flags) __weak __ksym;
+extern struct cgroup_subsys_state *bpf_iter_css_next(struct bpf_iter_css *it) __weak __ksym;
+extern void bpf_iter_css_destroy(struct bpf_iter_css *it) __weak __ksym;
+
+#define CSS_WALK_NEG(name, sec, start, body, destroy)				\
+SEC(sec)									\
+int name(struct bpf_iter__cgroup *ctx)						\
+{										\
+	struct cgroup *cgrp = ctx->cgroup;					\
+	struct cgroup_subsys_state *pos;					\
+	__u64 it[3] = {};							\
+										\
+	if (!cgrp)								\
+		return 0;							\
+	bpf_iter_css_new((struct bpf_iter_css *)it, start,			\
+			 BPF_CGROUP_ITER_DESCENDANTS_PRE);			\
+	body;									\
+	if (destroy)								\
+		bpf_iter_css_destroy((struct bpf_iter_css *)it);		\
+	return 0;								\
+}
+
+CSS_WALK_NEG(css_walk_sleepable, "iter.s/cgroup", &cgrp->self,
+	     while ((pos = bpf_iter_css_next((struct bpf_iter_css *)it))) sink++, 1)
+CSS_WALK_NEG(css_walk_untrusted_start, "iter/cgroup", cgrp->self.parent,
+	     while ((pos = bpf_iter_css_next((struct bpf_iter_css *)it))) sink++, 1)
+CSS_WALK_NEG(css_walk_next_unchecked, "iter/cgroup", &cgrp->self,
+	     pos = bpf_iter_css_next((struct bpf_iter_css *)it); sink = pos->flags, 1)
+CSS_WALK_NEG(css_walk_not_destroyed, "iter/cgroup", &cgrp->self,
+	     while ((pos = bpf_iter_css_next((struct bpf_iter_css *)it))) sink++, 0)
