@@ -462,6 +462,81 @@ static void expect_key_btf(bool *ok)
  * int, or as an int not of 32 bits at bit 0, among them; E2BIG for a value too big
  * for any storage).
  */
+/*
+ * The largest value a storage may hold: the documented bound is U16_MAX less the
+ * element's header (struct bpf_local_storage_elem, its size from the kernel's BTF),
+ * the same on every kernel.  A map of exactly that value size is created, one byte
+ * more is refused (E2BIG); each value a char array of that size in a BTF of our own.
+ */
+static void expect_max_value_size(bool *ok)
+{
+	long long elem = bu_struct_size("bpf_local_storage_elem");
+	struct btf *btf = btf__new_empty();
+	int i_int, i_char, vals[2], fd, err, k;
+
+	if (!btf || elem <= 0) {
+		expect(ok, false, "btf__new_empty, struct bpf_local_storage_elem's size (%lld): %s",
+		       elem, strerror(errno));
+		btf__free(btf);
+		return;
+	}
+	i_int = btf__add_int(btf, "int", 4, BTF_INT_SIGNED);
+	i_char = btf__add_int(btf, "char", 1, BTF_INT_CHAR);
+	vals[0] = btf__add_array(btf, i_int, i_char, 65535 - elem);
+	vals[1] = btf__add_array(btf, i_int, i_char, 65535 - elem + 1);
+	err = i_int < 0 ? i_int : i_char < 0 ? i_char : vals[0] < 0 ? vals[0] :
+	      vals[1] < 0 ? vals[1] : btf__load_into_kernel(btf);
+	for (k = 0; !err && k < 2; k++) {
+		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = BPF_F_NO_PREALLOC,
+			    .btf_fd = btf__fd(btf), .btf_key_type_id = i_int,
+			    .btf_value_type_id = vals[k]);
+
+		fd = bpf_map_create(CGS_MAP_TYPE, "cgs_max", 4, 65535 - elem + k, 0, &o);
+		expect(ok, k ? fd < 0 && errno == E2BIG : fd >= 0,
+		       "value_size %lld (U16_MAX less the %lld-byte element header%s): %s, expected %s",
+		       65535 - elem + k, elem, k ? ", plus 1" : "",
+		       fd >= 0 ? "created" : strerror(errno), k ? "E2BIG" : "created");
+		if (fd >= 0)
+			close(fd);
+	}
+	if (err)
+		expect(ok, false, "a BTF of char arrays: %s", strerror(-err));
+	btf__free(btf);
+}
+
+/*
+ * A storage map as the inner map of an array of maps (its ops' map_meta_equal): the
+ * outer map is created from one, a second of the same attributes is stored in it, an
+ * array map (another type) is refused (EINVAL, by the comparison).
+ */
+static void expect_inner_map(bool *ok, const struct bpf_map_create_opts *good)
+{
+	const __u32 vsz = sizeof(struct cgs_value);
+	int inner = bpf_map_create(CGS_MAP_TYPE, "cgs_inner", 4, vsz, 0, good);
+	int other = bpf_map_create(CGS_MAP_TYPE, "cgs_inner2", 4, vsz, 0, good);
+	int array = bpf_map_create(BPF_MAP_TYPE_ARRAY, "cgs_notinner", 4, vsz, 1, NULL);
+	LIBBPF_OPTS(bpf_map_create_opts, o, .inner_map_fd = inner);
+	int outer = inner < 0 ? -1 : bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "cgs_outer", 4,
+						     4, 1, &o);
+	int err = errno, key = 0, stored = -1, refused = -1;
+
+	if (outer >= 0 && other >= 0 && array >= 0) {
+		stored = bpf_map_update_elem(outer, &key, &other, BPF_ANY) ? errno : 0;
+		refused = bpf_map_update_elem(outer, &key, &array, BPF_ANY) ? errno : 0;
+	}
+	expect(ok, outer >= 0 && !stored && refused == EINVAL,
+	       "an array of storage maps: %s%s; a storage map stored: %s; an array map stored: %s (expected EINVAL)",
+	       outer >= 0 ? "created" : "create: ", outer >= 0 ? "" : strerror(err),
+	       stored < 0 ? "not tried" : stored ? strerror(stored) : "stored",
+	       refused < 0 ? "not tried" : refused ? strerror(refused) : "stored");
+	for (key = 0; key < 4; key++) {
+		int fd = (int[]){ inner, other, array, outer }[key];
+
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
 static int check_map_create_attrs(void)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, good, .map_flags = BPF_F_NO_PREALLOC,
@@ -531,6 +606,8 @@ static int check_map_create_attrs(void)
 		       err ? strerror(err) : "succeeded", strerror(bad[i].err));
 	}
 	expect_key_btf(&ok);
+	expect_max_value_size(&ok);
+	expect_inner_map(&ok, &good);
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 

@@ -93,6 +93,14 @@ long long bu_enum_value(const char *type, const char *name)
 	return -1;
 }
 
+long long bu_struct_size(const char *type)
+{
+	struct btf *btf = vmlinux_btf();
+	int id = btf ? btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT) : -1;
+
+	return id > 0 ? (long long)btf__type_by_id(btf, id)->size : -1;
+}
+
 const char *bu_member_type_name(const char *type, const char *name)
 {
 	struct btf *btf = vmlinux_btf();
@@ -336,6 +344,21 @@ ssize_t bu_read_iter(struct bpf_link *link, void *buf, size_t len)
 }
 
 /* verifier messages, not the instruction dump (";", numbered lines) */
+/* whether @line holds one of the '|'-separated alternatives of @needle */
+static bool has_needle(const char *line, const char *needle)
+{
+	char alt[256];
+	const char *p, *bar;
+
+	for (p = needle; p; p = bar ? bar + 1 : NULL) {
+		bar = strchr(p, '|');
+		snprintf(alt, sizeof(alt), "%.*s", bar ? (int)(bar - p) : (int)strlen(p), p);
+		if (alt[0] && strcasestr(line, alt))
+			return true;
+	}
+	return false;
+}
+
 static int print_matching(const char *log, const char *needle, bool print)
 {
 	const char *p = log, *nl;
@@ -348,7 +371,7 @@ static int print_matching(const char *log, const char *needle, bool print)
 		snprintf(line, sizeof(line), "%.*s", l, p);
 		if (!line[0] || line[0] == ';' || (line[0] >= '0' && line[0] <= '9'))
 			continue;
-		if (strcasestr(line, needle) && ++matches && print)
+		if (has_needle(line, needle) && ++matches && print)
 			ksft_print_msg("verifier: %s\n", line);
 	}
 	return matches;

@@ -29,6 +29,8 @@ const char *bu_missing_funcs(const char *const *names);
 bool bu_has_func(const char *name);
 /* the value of enumerator @name of enum @type in the kernel's BTF; -1 if absent */
 long long bu_enum_value(const char *type, const char *name);
+/* the size of struct @type in the kernel's BTF; -1 if absent */
+long long bu_struct_size(const char *type);
 /* the type struct @type's member @name is declared with, by its own name (a typedef's, not
  * what it stands for: rqspinlock_t, raw_spinlock_t); NULL without BTF or such a member */
 const char *bu_member_type_name(const char *type, const char *name);
@@ -81,7 +83,7 @@ struct bpf_object *bu_load_one(const void *elf, size_t size, const char *prog, c
 /*
  * The program @prog of the object in @elf (a skeleton's X__elf_bytes()),
  * loaded alone, must be refused with a verifier line containing @needle
- * (case-insensitive).  The matching lines, or the whole log when none
+ * (case-insensitive; "a|b": either, for a rule whose message changed).  The matching lines, or the whole log when none
  * matches, are printed.  true when refused as expected.
  */
 bool bu_refused(const void *elf, size_t size, const char *prog, const char *needle);

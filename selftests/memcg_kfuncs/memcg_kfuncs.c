@@ -25,6 +25,8 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -433,8 +435,8 @@ static int check_untrusted_cgroup_rejected(void)
 static int check_css_walk_refusals(void)
 {
 	static const char *const cases[][2] = {
-		/* 6.12 refuses the first next() ("expected an RCU CS"), 7.x the new() */
-		{ "css_walk_sleepable", "RCU" },
+		/* 6.12 refuses the first next(), 7.x the new() */
+		{ "css_walk_sleepable", "expected an RCU CS|requires RCU critical section" },
 		{ "css_walk_untrusted_start", "must be referenced or trusted" },
 		{ "css_walk_next_unchecked", "invalid mem access" },
 		{ "css_walk_not_destroyed", "Unreleased reference" },
@@ -708,13 +710,29 @@ static int worker_ack(const char *cmd)
 	return read(sv[0], &err, sizeof(err)) == sizeof(err) ? err : EPIPE;
 }
 
-/* workers, files and zswap's setting go; async-signal-safe (also run on SIGTERM) */
+/* the cgroup2 mount's options and flags while a check has it remounted otherwise:
+ * given back by the check, or by stop_worker() if the test is stopped meanwhile */
+static char cg2_opts[512];
+static unsigned long cg2_flags;
+static volatile sig_atomic_t cg2_remounted;
+
+static int cgroup2_restore(void)
+{
+	if (!cg2_remounted)
+		return 0;
+	cg2_remounted = 0;
+	return mount(NULL, cgs[CG_R].path, NULL, MS_REMOUNT | cg2_flags, cg2_opts);
+}
+
+/* workers, files, zswap's setting and a remount go; async-signal-safe (also run on
+ * SIGTERM) */
 static void stop_worker(void)
 {
 	int fd;
 
 	cg_reap(&worker_pid);
 	cg_reap(&swap_pid);
+	cgroup2_restore();
 	if (scratch_file[0])
 		unlink(scratch_file);
 	if (zombie_file[0])
@@ -1340,6 +1358,7 @@ static int swap_worker_start(void)
 	int fds[2], st;
 	char c;
 
+	cg_reap(&swap_pid);	/* a check that failed early left its worker */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds))
 		return check_fail("socketpair: %s", strerror(errno));
 	swap_sock = fds[1];
@@ -1535,7 +1554,10 @@ static int check_swap_high_counted(void)
 #define LOW_FILE	(24 * MiB)	/* A's clean page cache, under A's memory.low */
 #define LOW_ANON	(24 * MiB)	/* B's anon, no swap: A must give */
 
-/* in A: LOW_FILE of clean page cache in @arg, kept after the exit */
+static int read_back(void *arg);
+
+/* in A: LOW_FILE of clean page cache in @arg, kept after the exit, read twice: on the
+ * active list (what reclaim then evicts is workingset, activated again on refault) */
 static int write_clean(void *arg)
 {
 	int fd, err = write_file(arg, LOW_FILE, 0x66, false);
@@ -1546,7 +1568,7 @@ static int write_clean(void *arg)
 	err = fd < 0 || fsync(fd) ? 2 : 0;
 	if (fd >= 0)
 		close(fd);
-	return err;
+	return err ?: read_back(arg) ?: read_back(arg);
 }
 
 static int alloc_low_anon(void *arg)
@@ -1554,6 +1576,51 @@ static int alloc_low_anon(void *arg)
 	(void)arg;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	return cg_alloc_anon(LOW_ANON) ? 0 : 3;
+}
+
+/* in A: the file @arg read through, its pages faulted back into the page cache */
+static int read_back(void *arg)
+{
+	static char buf[65536];
+	int fd = open(arg, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return 1;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		;
+	close(fd);
+	return n < 0 ? 2 : 0;
+}
+
+/*
+ * A's workingset lines after its evicted cache was read back (@st: the reader's
+ * exit): each counts pages of the same refaults, every activation a refault and every
+ * restore an activation (mm/workingset.c), so restore <= activate <= refault, per
+ * kind; some refault must be seen.  A line printed in another unit (bytes) breaks the
+ * order as soon as one page is activated.
+ */
+static void expect_workingset(bool *ok, const char *cg, int st)
+{
+	static const char *const kinds[] = { "file", "anon" };
+	char key[3][40], text[16384];
+	long long v[3];
+	int k, i;
+
+	expect(ok, !st && cg_read(cg, "memory.stat", text, sizeof(text)) > 0,
+	       "A: reading its file back: exit %d; memory.stat: %s", st, strerror(errno));
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < 3; i++) {
+			snprintf(key[i], sizeof(key[i]), "workingset_%s_%s",
+				 (const char *[]){ "refault", "activate", "restore" }[i], kinds[k]);
+			v[i] = key_value(text, key[i]);
+		}
+		ksft_print_msg("A: %s %lld, %s %lld, %s %lld\n", key[0], v[0], key[1], v[1], key[2], v[2]);
+		expect(ok, v[0] >= 0 && v[1] >= 0 && v[2] >= 0 && v[2] <= v[1] && v[1] <= v[0],
+		       "A's workingset lines of %s: expected restore <= activate <= refault", kinds[k]);
+	}
+	expect(ok, key_value(text, "workingset_refault_file") > 0,
+	       "A: expected refaults of the cache reclaim took, read back");
 }
 
 /*
@@ -1567,12 +1634,14 @@ static int alloc_low_anon(void *arg)
 static int check_low_event_counted(void)
 {
 	static char x[CG_PATH_MAX + 8], a[CG_PATH_MAX + 16], b[CG_PATH_MAX + 16], file[PATH_MAX];
-	const char *dir = getenv("HARNESS_SCRATCH") ?: "/tmp";
+	const char *dir = scratch_dir();
 	long long a0, a1, la0, la1, lx0, lx1, kf0, kf1;
 	struct mk_rec r;
 	bool ok = true;
-	int st, err;
+	int st, st2, err;
 
+	if (!dir)
+		return check_skip("no disk file system for scratch: no clean page cache to protect");
 	snprintf(x, sizeof(x), "%s/low", cgs[CG_P].path);
 	snprintf(a, sizeof(a), "%s/a", x);
 	snprintf(b, sizeof(b), "%s/b", x);
@@ -1597,6 +1666,9 @@ static int check_low_event_counted(void)
 	la1 = cg_read_key(a, "memory.events", "low");
 	lx1 = cg_read_key(x, "memory.events", "low");
 	kf1 = read_rec_path(a, &r) ? -1 : (long long)r.val[F_low];
+	/* A reads its file again: what reclaim took refaults, some of it activated */
+	st2 = cg_run(a, read_back, file);
+	expect_workingset(&ok, a, st2);
 	unlink(file);
 	ksft_print_msg("A (memory.low 1G) held %lld KiB; B touched %lld MiB (exit %d): A %lld KiB, memory.events low A +%lld, X +%lld, the kfunc's A +%lld\n",
 		       a0 / 1024, LOW_ANON / MiB, st, a1 / 1024, la1 - la0, lx1 - lx0, kf1 - kf0);
@@ -2286,6 +2358,48 @@ static const char *death(int st)
 }
 
 
+/* inotify watches (IN_MODIFY) on @cg's memory.events and memory.events.local: the
+ * inotify fd, or -1; the two watch descriptors in @wd */
+static int watch_events(const char *cg, int wd[2])
+{
+	static const char *const files[] = { "memory.events", "memory.events.local" };
+	char path[CG_PATH_MAX + 64];
+	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC), i;
+
+	for (i = 0; in >= 0 && i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", cg, files[i]);
+		wd[i] = inotify_add_watch(in, path, IN_MODIFY);
+		if (wd[i] < 0) {
+			close(in);
+			in = -1;
+		}
+	}
+	return in;
+}
+
+/* which of the two watches of watch_events() saw a modification within 2 s (a
+ * cgroup file's notification is rate-limited and sent from a timer): bit 0, bit 1 */
+static int notified(int in, const int wd[2])
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct pollfd pfd = { .fd = in, .events = POLLIN };
+	int seen = 0, tries;
+	ssize_t n, off;
+
+	for (tries = 0; tries < 20 && seen != 3; tries++) {
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		n = read(in, buf, sizeof(buf));
+		for (off = 0; n > 0 && off < n; ) {
+			const struct inotify_event *e = (const void *)(buf + off);
+
+			seen |= (e->wd == wd[0]) | (e->wd == wd[1]) << 1;
+			off += sizeof(*e) + e->len;
+		}
+	}
+	return seen;
+}
+
 /*
  * Memory events the test causes itself, counted as it saw them happen: in O
  * (memory.max 16M, memory.swap.max 2M) one process touching 64 MiB must swap
@@ -2382,19 +2496,27 @@ static int check_oom_events_counted(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
-/* the super options of the cgroup2 mount at @mnt (/proc/self/mountinfo), "rw" and
- * "ro" left out: what a remount must give back; 0 or -errno */
-static int cgroup2_options(const char *mnt, char *opts, size_t len)
+/* the cgroup2 mount at @mnt (/proc/self/mountinfo): its super options, "rw" and "ro"
+ * left out, and its per-mount flags (nosuid, nodev, ...), which a remount replaces
+ * with what it is given: what a remount must give back; 0 or -errno */
+static int cgroup2_mount(const char *mnt, char *opts, size_t len, unsigned long *flags)
 {
-	char line[4096], point[PATH_MAX], *sep, *sup;
+	static const struct { const char *name; unsigned long flag; } names[] = {
+		{ "ro", MS_RDONLY }, { "nosuid", MS_NOSUID }, { "nodev", MS_NODEV },
+		{ "noexec", MS_NOEXEC }, { "noatime", MS_NOATIME }, { "nodiratime", MS_NODIRATIME },
+		{ "relatime", MS_RELATIME }, { "strictatime", MS_STRICTATIME },
+	};
+	char line[4096], point[PATH_MAX], per[512], *sep, *sup, *tok, *save;
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	int err = -ENOENT;
+	size_t i;
 
 	if (!f)
 		return -errno;
 	while (err && fgets(line, sizeof(line), f)) {
 		sep = strstr(line, " - cgroup2 ");
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 || strcmp(point, mnt))
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s %511s", point, per) != 2 ||
+		    strcmp(point, mnt))
 			continue;
 		sup = strchr(sep + strlen(" - cgroup2 "), ' ');
 		if (!sup)
@@ -2404,6 +2526,11 @@ static int cgroup2_options(const char *mnt, char *opts, size_t len)
 		if (!strncmp(sup, "rw", 2) || !strncmp(sup, "ro", 2))
 			sup += sup[2] == ',' ? 3 : 2;
 		snprintf(opts, len, "%s", sup);
+		*flags = 0;
+		for (tok = strtok_r(per, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			for (i = 0; i < ARRAY_SIZE(names); i++)
+				if (!strcmp(tok, names[i].name))
+					*flags |= names[i].flag;
 		err = 0;
 	}
 	fclose(f);
@@ -2419,20 +2546,21 @@ static int cgroup2_options(const char *mnt, char *opts, size_t len)
  */
 static int check_localevents_option_keeps_events_local(void)
 {
-	char opts[512], on[600], now[512];
+	char on[600], now[512];
 	struct mk_rec o0, o1, p0, p1;
 	const char *mnt = cgs[CG_R].path;
+	unsigned long now_flags;
 	bool ok = true;
 	pid_t pid;
 	int st = 0, err;
 
-	err = cgroup2_options(mnt, opts, sizeof(opts));
+	err = cgroup2_mount(mnt, cg2_opts, sizeof(cg2_opts), &cg2_flags);
 	if (err)
 		return check_fail("the cgroup2 mount at %s in /proc/self/mountinfo: %s", mnt,
 				  strerror(-err));
-	if (strstr(opts, "memory_localevents"))
-		return check_skip("%s is mounted with memory_localevents already (%s)", mnt, opts);
-	snprintf(on, sizeof(on), "%s%smemory_localevents", opts, opts[0] ? "," : "");
+	if (strstr(cg2_opts, "memory_localevents"))
+		return check_skip("%s is mounted with memory_localevents already (%s)", mnt, cg2_opts);
+	snprintf(on, sizeof(on), "%s%smemory_localevents", cg2_opts, cg2_opts[0] ? "," : "");
 	err = cg_write(cgs[CG_O].path, "memory.max", OOM_MAX) ?:
 	      cg_write(cgs[CG_O].path, "memory.swap.max", OOM_SWAP_MAX) ?:
 	      cg_write(cgs[CG_O].path, "memory.oom.group", "0");
@@ -2440,15 +2568,19 @@ static int check_localevents_option_keeps_events_local(void)
 		return check_fail("O's limits: %s", strerror(-err));
 	if (read_rec(CG_O, &o0) || read_rec(CG_P, &p0))
 		return KSFT_FAIL;
-	if (mount(NULL, mnt, NULL, MS_REMOUNT, on))
+	cg2_remounted = 1;
+	if (mount(NULL, mnt, NULL, MS_REMOUNT | cg2_flags, on)) {
+		cg2_remounted = 0;
 		return check_fail("remounting %s with '%s': %s", mnt, on, strerror(errno));
+	}
 	pid = cg_spawn(cgs[CG_O].path, oom_alloc, NULL);
 	if (pid > 0 && waitpid(pid, &st, 0) != pid)
 		pid = -errno;
 	err = read_rec(CG_O, &o1) || read_rec(CG_P, &p1);
-	if (mount(NULL, mnt, NULL, MS_REMOUNT, opts) ||
-	    cgroup2_options(mnt, now, sizeof(now)) || strcmp(now, opts))
-		return check_fail("giving %s its options back ('%s'): %s", mnt, opts, strerror(errno));
+	if (cgroup2_restore() || cgroup2_mount(mnt, now, sizeof(now), &now_flags) ||
+	    strcmp(now, cg2_opts) || now_flags != cg2_flags)
+		return check_fail("giving %s its options back ('%s', flags %#lx): %s", mnt, cg2_opts,
+				  cg2_flags, strerror(errno));
 	if (pid < 0 || err)
 		return check_fail("the worker in O: %s", pid < 0 ? strerror(-pid) : "reading the events");
 	ksft_print_msg("memory_localevents on: O's worker %s; O max +%lld, oom_kill +%lld; P max +%lld, oom_kill +%lld (memory.events by the kfunc)\n",
@@ -2459,6 +2591,70 @@ static int check_localevents_option_keeps_events_local(void)
 	expect(&ok, GREW(p1, p0, max) == 0 && GREW(p1, p0, oom_kill) == 0 && GREW(p1, p0, oom) == 0,
 	       "P: expected its events +0 with memory_localevents (O's are O's own)");
 	ok &= agree(CG_P, "memory.events", NULL);
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
+/*
+ * memory.oom.group below the OOM's domain: X (memory.max OOM_MAX, no swap) holds G,
+ * whose memory.oom.group is set, with a sleeper and a toucher of OOM_BYTES.  The OOM
+ * is X's, its victim G's toucher, and G (the highest cgroup with the flag between the
+ * victim and the domain) goes whole: the sleeper is killed too, G's oom_group_kill
+ * grows by 1 (and X's, up the tree).  A kernel that honours the flag only where the
+ * OOM is the group's own kills the toucher alone.  A reader watching G's memory.events
+ * and memory.events.local is woken by the kills (inotify IN_MODIFY).
+ */
+static int check_oom_group_below_domain(void)
+{
+	static char x[CG_PATH_MAX + 8], g[CG_PATH_MAX + 16];
+	int st = 0, st2 = 0, err, k, in, wd[2], seen;
+	long long g0, g1, x0, x1;
+	pid_t sleeper, pid;
+	bool ok = true;
+
+	snprintf(x, sizeof(x), "%s/oomdom", cgs[CG_P].path);
+	snprintf(g, sizeof(g), "%s/group", x);
+	err = cg_create(x) ?: cg_write(x, "cgroup.subtree_control", "+memory") ?: cg_create(g) ?:
+	      cg_write(x, "memory.max", OOM_MAX) ?: cg_write(x, "memory.swap.max", "0") ?:
+	      cg_write(g, "memory.oom.group", "1");
+	if (err)
+		return check_fail("making X (the OOM's domain) and G (memory.oom.group) below P: %s",
+				  strerror(-err));
+	g0 = cg_read_key(g, "memory.events", "oom_group_kill");
+	x0 = cg_read_key(x, "memory.events", "oom_group_kill");
+	in = watch_events(g, wd);
+	sleeper = cg_spawn(g, NULL, NULL);
+	pid = sleeper < 0 ? -1 : cg_spawn(g, oom_alloc, NULL);
+	if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+		cg_reap(&sleeper);
+		if (in >= 0)
+			close(in);
+		return check_fail("G's two workers: %s", strerror(errno));
+	}
+	/* a reader polling either file is woken by the events it shows: G's oom_kill and
+	 * oom_group_kill (no swap event here: X has no swap to fail) */
+	seen = in >= 0 ? notified(in, wd) : -1;
+	if (in >= 0)
+		close(in);
+	expect(&ok, seen == 3, "G's memory.events %s, memory.events.local %s by its kills (inotify IN_MODIFY)",
+	       seen < 0 ? "not watched" : seen & 1 ? "notified" : "not notified",
+	       seen < 0 ? "not watched" : seen & 2 ? "notified" : "not notified");
+	for (k = 0; k < 50 && waitpid(sleeper, &st2, WNOHANG) == 0; k++)
+		usleep(100000);
+	if (k == 50) {
+		kill(sleeper, SIGKILL);
+		waitpid(sleeper, NULL, 0);
+		st2 = 0;	/* "exit 0": not killed with its group */
+	}
+	g1 = cg_read_key(g, "memory.events", "oom_group_kill");
+	x1 = cg_read_key(x, "memory.events", "oom_group_kill");
+	ksft_print_msg("OOM at X's memory.max: G's toucher %s, its sleeper %s; oom_group_kill G +%lld, X +%lld\n",
+		       death(st), death(st2), g1 - g0, x1 - x0);
+	expect(&ok, !strcmp(death(st), "killed") && !strcmp(death(st2), "killed"),
+	       "expected both of G's tasks killed (G's memory.oom.group, the OOM X's)");
+	expect(&ok, g0 >= 0 && g1 - g0 == 1 && x1 - x0 == 1,
+	       "expected oom_group_kill +1 in G and in X");
+	err = cg_destroy(g) ?: cg_destroy(x);
+	expect(&ok, !err, "removing X and G: %s", strerror(-err));
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
@@ -2599,7 +2795,8 @@ static int check_css_walk_orders(void)
 	static const int kids[] = { CG_C, CG_N, CG_E, CG_H, CG_S, CG_Z, CG_O, CG_D };
 	static char out[8192], copy[8192];
 	static const char *const walks[] = { "pre", "post", "ancestors up", "order 0",
-		"order 99", "order SELF_ONLY", "order 99 on an iterator that walked" };
+		"order 99", "order SELF_ONLY", "order 99 on an iterator that walked",
+		"pre on an iterator that stopped after two" };
 	enum { NW = ARRAY_SIZE(walks) };
 	unsigned long long want[NW][16], got[NW][16];
 	int nwant[NW] = {}, ngot[NW] = {}, ret[NW], cur = -1, o, i, err;
@@ -2618,6 +2815,8 @@ static int check_css_walk_orders(void)
 	want[1][nwant[1]++] = cgs[CG_P].id;
 	want[2][nwant[2]++] = cgs[CG_P].id;
 	want[2][nwant[2]++] = cgs[CG_R].id;
+	memcpy(want[NW - 1], want[0], sizeof(want[0]));
+	nwant[NW - 1] = nwant[0];
 	err = run_extra("css_walks", CG_P, out, sizeof(out));
 	if (err)
 		return check_fail("css_walks on P: %s", strerror(-err));
@@ -2632,12 +2831,13 @@ static int check_css_walk_orders(void)
 			got[cur][ngot[cur]++] = id;
 	}
 	for (o = 0; o < NW; o++) {
-		bool same = ngot[o] == nwant[o] && ret[o] == (o < 3 ? 0 : -EINVAL);
+		int valid = o < 3 || o == NW - 1 ? 0 : -EINVAL;
+		bool same = ngot[o] == nwant[o] && ret[o] == valid;
 
 		for (i = 0; same && i < ngot[o]; i++)
 			same = got[o][i] == want[o][i];
 		expect(&ok, same, "walk %d (%s): returned %d, %d csses; expected %d, %d (the tree)", o,
-		       walks[o], ret[o], ngot[o], o < 3 ? 0 : -EINVAL, nwant[o]);
+		       walks[o], ret[o], ngot[o], valid, nwant[o]);
 	}
 	if (!ok)
 		print_block("  | ", copy);
@@ -2803,6 +3003,7 @@ int main(void)
 		CHECK(swap_high_counted, cgroup_setup),
 		CHECK(oom_events_counted, cgroup_setup),
 		CHECK(low_event_counted, cgroup_setup),
+		CHECK(oom_group_below_domain, cgroup_setup),
 		CHECK(localevents_option_keeps_events_local, cgroup_setup),
 		CHECK(dirty_pages_follow_writes, cgroup_setup),
 		CHECK(mlocked_pages_unevictable, cgroup_setup),

@@ -281,7 +281,8 @@ int pt_socket_filter(struct __sk_buff *skb)
  * invalid 0 and 99, and SELF_ONLY, which only the cgroup iterator takes): "order=N
  * ret=R" from bpf_iter_css_new(), then "id=I" per css the walk gives, in order. Last,
  * an order 99 on an iterator that walked before: a refused walk must not resume the
- * earlier one from what its slot still holds.
+ * earlier one from what its slot still holds; and a pre-order walk in a slot where
+ * another stopped after two csses: it must start over.
  */
 #define CSS_WALK(seq, start, order)						\
 do {									\
@@ -324,6 +325,19 @@ int css_walks(struct bpf_iter__cgroup *ctx)
 		bpf_iter_css_destroy((struct bpf_iter_css *)it);
 		ret = bpf_iter_css_new((struct bpf_iter_css *)it, &memcg->css, 99);
 		BPF_SEQ_PRINTF(seq, "order=%d ret=%d\n", 99, ret);
+		while ((pos = bpf_iter_css_next((struct bpf_iter_css *)it)))
+			BPF_SEQ_PRINTF(seq, "id=%llu\n", pos->cgroup->kn->id);
+		bpf_iter_css_destroy((struct bpf_iter_css *)it);
+		/* a walk left after two csses, then a new one in the same slot: it
+		 * starts at its start, not where the other stopped */
+		bpf_iter_css_new((struct bpf_iter_css *)it, &memcg->css,
+				 BPF_CGROUP_ITER_DESCENDANTS_PRE);
+		bpf_iter_css_next((struct bpf_iter_css *)it);
+		bpf_iter_css_next((struct bpf_iter_css *)it);
+		bpf_iter_css_destroy((struct bpf_iter_css *)it);
+		ret = bpf_iter_css_new((struct bpf_iter_css *)it, &memcg->css,
+				       BPF_CGROUP_ITER_DESCENDANTS_PRE);
+		BPF_SEQ_PRINTF(seq, "order=%d ret=%d\n", BPF_CGROUP_ITER_DESCENDANTS_PRE, ret);
 		while ((pos = bpf_iter_css_next((struct bpf_iter_css *)it)))
 			BPF_SEQ_PRINTF(seq, "id=%llu\n", pos->cgroup->kn->id);
 		bpf_iter_css_destroy((struct bpf_iter_css *)it);
