@@ -8,14 +8,18 @@ Runs in the guest as root, with the perf built from the kernel tree under test (
 --perf). Prints KTAP; measurements go to $HARNESS_METRICS.
 
   check   fresh cgroups with known work (two busy loops of different lengths, a
-          context-switch-heavy pipe ping-pong, one cgroup that never runs); both perf
+          context-switch-heavy pipe ping-pong, one cgroup that never runs, a parent
+          whose only work is its child's busy loop); both perf
           modes count the SAME run at once (each `perf stat -a` started before the
           workloads and stopped after them: the cgroups are new and hold only the
           workloads, so nothing outside the window is counted). Oracles: each cgroup's
           cpu.stat usage_usec (for task-clock and cpu-clock) and the workloads' own
           rusage from wait4() (CPU time; nvcsw+nivcsw for context-switches). A negative
           control feeds the same checker the BPF counts with the cgroups rotated (counts
-          attributed to the wrong cgroup): it must find a mismatch.
+          attributed to the wrong cgroup): it must find a mismatch. Then a busy loop
+          pinned to CPU 1 counted on that CPU alone (-C 1: a CPU list not from 0), and
+          what perf leaks per read of its BPF counters (perf is built with
+          LeakSanitizer: two runs of different lengths, leaked objects per stack).
   bench   at each size N: N cgroups, the ping-pong in one of them; the workload alone,
           under per-cgroup events and under the shared BPF events: perf's file
           descriptors, perf's own CPU time, the workload's slowdown.
@@ -30,11 +34,13 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import resource
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,12 +63,21 @@ CSW_REL, CSW_ABS = 0.10, 50
 # The known work: (kind, amount). busy: a CPU loop of that many seconds of wall time;
 # pipe: `perf bench sched pipe` of that many round trips (two tasks, each blocking on
 # a pipe: two context switches per round trip at least); idle: nothing ever runs.
+# parent: a cgroup with no task of its own, counted with its child (busy in nest/kid):
+# both perf modes count a cgroup's descendants, so its counts are its subtree's
+# (cpu.stat's usage is hierarchical too; its rusage oracles are its children's sums).
 WORK = {
     "busy_long": ("busy", 2.0),
     "busy_short": ("busy", 0.6),
     "switchy": ("pipe", 5000),
     "idle": ("idle", 0),
+    "nest": ("parent", 0),
+    "nest/kid": ("busy", 1.0),
 }
+NO_TASK = ("idle", "parent")
+# cpu_list_not_from_0_counted: a busy loop pinned to CPU PINNED_CPU, counted there only
+# (perf stat -C PINNED_CPU): the counters' position 0 is CPU 1
+PINNED_CPU, PINNED_S = 1, 0.6
 
 
 def ktap_header(plan: int) -> None:
@@ -70,14 +85,22 @@ def ktap_header(plan: int) -> None:
     print(f"1..{plan}", flush=True)
 
 
+SKIP = "SKIP "  # a passing result whose reason starts so is a skip
+
+
 def ktap_result(results: list[tuple[str, bool, str]]) -> int:
     for i, (name, ok, why) in enumerate(results, 1):
+        if ok and why.startswith(SKIP):
+            print(f"ok {i} {name} # SKIP {why[len(SKIP):]}")
+            continue
         if why:
             for line in why.splitlines():
                 print(f"# {name}: {line}")
         print(f"{'ok' if ok else 'not ok'} {i} {name}")
     failed = sum(1 for _, ok, _ in results if not ok)
-    print(f"# Totals: pass:{len(results) - failed} fail:{failed}", flush=True)
+    skipped = sum(1 for _, ok, why in results if ok and why.startswith(SKIP))
+    print(f"# Totals: pass:{len(results) - failed - skipped} fail:{failed} skip:{skipped}",
+          flush=True)
     return 1 if failed else 0
 
 
@@ -188,7 +211,7 @@ def run_in_cgroups(perf: str, jobs: dict[str, tuple[str, float]], root: str,
     started: dict[int, str] = {}
     try:
         for name, (kind, amount) in jobs.items():
-            if kind == "idle":
+            if kind in NO_TASK:
                 continue
             argv = workload_argv(perf, kind, amount, pipe_cgroups)
             pid = os.fork()
@@ -243,10 +266,10 @@ class PerfStat:
     SIGINT, then writes its CSV to `out`."""
 
     def __init__(self, perf: str, cgroups: list[str], events: tuple[str, ...], out: str,
-                 *, bpf: bool) -> None:
+                 *, bpf: bool, cpus: str = "") -> None:
         self.out = out
-        argv = [perf, "stat", "-a", "-x,", "-o", out, "-e", ",".join(events),
-                "--for-each-cgroup", ",".join(cgroups)]
+        argv = [perf, "stat", *(["-C", cpus] if cpus else ["-a"]), "-x,", "-o", out,
+                "-e", ",".join(events), "--for-each-cgroup", ",".join(cgroups)]
         if bpf:
             argv.append("--bpf-counters")
         self.argv = argv
@@ -372,7 +395,11 @@ def rotated(counts: dict[tuple[str, str], float | None], prefix: str,
     return out
 
 
-CHECKS = 6
+CHECK_NAMES = ("workloads_ran_as_given", "both_perf_modes_counted",
+               "plain_counts_match_cgroup_accounting", "bpf_counts_match_cgroup_accounting",
+               "bpf_counts_match_per_cgroup_events", "negative_control_wrong_cgroup_is_caught",
+               "bpf_reads_leak_nothing", "cpu_list_not_from_0_counted")
+CHECKS = len(CHECK_NAMES)
 
 
 def mount_v1() -> None:
@@ -409,8 +436,143 @@ def umount_v1() -> None:
              "cgroup2 cgroup events of later tests in this boot may fail")
 
 
+# --- leaks ---
+
+# perf is built with LeakSanitizer (the harness's perf build): every perf run here says
+# nothing at its exit (LSAN_OPTIONS detect_leaks=0) but two of bpf_reads_leak_nothing,
+# which count what perf leaked, per allocation stack, after LEAK_SHORT_S and LEAK_LONG_S
+# of `perf stat --bpf-counters -I LEAK_INTERVAL_MS`: a stack whose leaked objects grow
+# with the reads (at least half a leak per read more) leaks per read. What perf leaks
+# once per run (its own, in any mode) is the same in both and is not counted.
+LEAK_INTERVAL_MS, LEAK_SHORT_S, LEAK_LONG_S = 100, 0.5, 2.5
+_FRAME = re.compile(r"^\s+#\d+ 0x[0-9a-f]+ .*\(([^()]+)\+(0x[0-9a-f]+)\)")
+_LEAK = re.compile(r"^Direct leak of \d+ byte\(s\) in (\d+) object\(s\) allocated from:")
+
+
+def lsan_linked(perf: str) -> bool:
+    """LeakSanitizer's runtime in perf: its shared library needed, or linked in."""
+    with open(perf, "rb") as f:
+        data = f.read()
+    return b"liblsan.so" in data or b"__lsan_do_leak_check" in data
+
+
+def lsan_leaks(text: str) -> dict[tuple[str, ...], int]:
+    """LeakSanitizer's report (symbolize=0) -> directly leaked objects per allocation
+    stack (module+offset per frame: the same binary gives the same stack in two runs)."""
+    leaks: dict[tuple[str, ...], int] = {}
+    objs = 0
+    frames: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        m = _FRAME.match(line)
+        if m and objs:
+            frames.append(f"{os.path.basename(m.group(1))}+{m.group(2)}")
+            continue
+        if objs and frames:
+            key = tuple(frames)
+            leaks[key] = leaks.get(key, 0) + objs
+        objs, frames = 0, []
+        m = _LEAK.match(line)
+        if m:
+            objs = int(m.group(1))
+    return leaks
+
+
+def leaked_while_reading(perf: str, cgroups: list[str], seconds: float,
+                         tmp: str) -> tuple[int, dict[tuple[str, ...], int]]:
+    """`perf stat --bpf-counters -I` for `seconds`: the reads it printed, and what it
+    leaked at its exit (objects per stack)."""
+    # a directory of its own: $HARNESS_OUT is every test's of the boot (the variants')
+    tmp = tempfile.mkdtemp(prefix=f"lsan.{seconds}.", dir=tmp)
+    log = f"{tmp}/lsan"
+    out = f"{tmp}/stat.csv"
+    env = dict(os.environ, LSAN_OPTIONS=f"detect_leaks=1:exitcode=0:symbolize=0:log_path={log}")
+    argv = [perf, "stat", "-a", "-x,", "-o", out, "-e", "task-clock", "--bpf-counters",
+            "--for-each-cgroup", ",".join(cgroups), "-I", str(LEAK_INTERVAL_MS), "--",
+            "sleep", str(seconds)]
+    res = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, timeout=120, check=False)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit {res.returncode}: "
+                           f"{res.stderr.decode(errors='replace')[-1000:]}")
+    with open(out) as f:
+        reads = len({ln.split(",")[0] for ln in f if ln.strip() and not ln.startswith("#")})
+    leaks: dict[tuple[str, ...], int] = {}
+    for name in os.listdir(tmp):
+        if name.startswith("lsan."):
+            with open(os.path.join(tmp, name)) as f:
+                for k, v in lsan_leaks(f.read()).items():
+                    leaks[k] = leaks.get(k, 0) + v
+    return reads, leaks
+
+
+def bpf_reads_leak_nothing(perf: str, cgroups: list[str], tmp: str) -> tuple[bool, str]:
+    if not lsan_linked(perf):
+        return True, SKIP + "this perf is not built with LeakSanitizer"
+    short_reads, short = leaked_while_reading(perf, cgroups, LEAK_SHORT_S, tmp)
+    long_reads, long_ = leaked_while_reading(perf, cgroups, LEAK_LONG_S, tmp)
+    more = long_reads - short_reads
+    diag(f"leaks: {short_reads} reads: {sum(short.values())} objects leaked in {len(short)} "
+         f"stacks; {long_reads} reads: {sum(long_.values())} in {len(long_)}")
+    if more < 10:
+        return False, f"{short_reads} and {long_reads} reads: too few more to tell"
+    grown = [(long_[k] - short.get(k, 0), k) for k in long_
+             if long_[k] - short.get(k, 0) >= more / 2]
+    return not grown, "\n".join(
+        f"{n} more objects leaked for {more} more reads, allocated from {' '.join(k[:6])}"
+        for n, k in grown)
+
+
+def counted_on_cpu_list(perf: str, root: str, rel: str, v1_root: str,
+                        tmp: str) -> tuple[bool, str]:
+    """A busy loop in cgroup `pinned`, pinned to CPU PINNED_CPU and counted on that CPU
+    only (-C), in both modes: a counter indexed by its position in the CPU list, not by
+    the CPU's number, reads another CPU's value."""
+    if ncpus() <= PINNED_CPU:
+        return True, SKIP + f"{ncpus()} CPU(s): no CPU {PINNED_CPU} to count alone"
+    for top in (root, v1_root):
+        if top:
+            mkcg(f"{top}/pinned")
+    cg = [f"{rel}/pinned"]
+    perfs: list[PerfStat] = []
+
+    def start() -> None:
+        for mode in ("plain", "bpf"):
+            perfs.append(PerfStat(perf, cg, EVENTS, f"{tmp}/pinned.{mode}.csv",
+                                  bpf=mode == "bpf", cpus=str(PINNED_CPU)))
+            perfs[-1].wait_ready(len(EVENTS) + (mode == "bpf"))
+
+    bad = []
+    try:
+        ran = run_in_cgroups(perf, {"pinned": ("busy", PINNED_S)}, root, start,
+                             cpu=PINNED_CPU, v1_root=v1_root)
+        time.sleep(0.3)
+        stopped = [ps.stop()[1] for ps in perfs]
+        usage = {"pinned": usage_usec(f"{root}/pinned") / 1000.0}
+        for ps, mode, err in zip(perfs, ("plain", "bpf"), stopped, strict=True):
+            with open(ps.out) as f:
+                text = f.read()
+            diag(f"-C {PINNED_CPU} ({mode}), exit {ps.p.returncode}: "
+                 + "; ".join(ln for ln in text.splitlines() if ln and not ln.startswith("#")))
+            if ps.p.returncode != 0:
+                bad.append(f"{mode}: perf exit {ps.p.returncode}: {err.strip()[-300:]}")
+            bad += [f"{mode}: {b}" for b in compare(parse_csv(text), rel, usage,
+                                                   {"pinned": ran["pinned"].csw}, ["pinned"])]
+    finally:
+        kill_all(perfs)
+    return not bad, "\n".join(bad)
+
+
 def check(perf: str, tmp: str, *, move_late: bool = False, v1: bool = False) -> int:
+    """KTAP for every check: one that could not count (perf exited before it counted,
+    a cgroup could not be made) fails each check, saying why, in KTAP too."""
     ktap_header(CHECKS)
+    try:
+        return counted_checks(perf, tmp, move_late=move_late, v1=v1)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        return ktap_result([(n, False, f"nothing counted: {exc}") for n in CHECK_NAMES])
+
+
+def counted_checks(perf: str, tmp: str, *, move_late: bool, v1: bool) -> int:
     results: list[tuple[str, bool, str]] = []
     enable_perf_event_css()
     rel = f"perfcg.{os.getpid()}"
@@ -459,6 +621,14 @@ def check(perf: str, tmp: str, *, move_late: bool = False, v1: bool = False) -> 
         shared_cpu, shared_err = shared.stop()
         plain_cpu, plain_err = plain.stop()
         usage_ms = {n: usage_usec(f"{root}/{n}") / 1000.0 for n in names}
+        try:
+            no_leak = bpf_reads_leak_nothing(perf, cgroups, tmp)
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
+            no_leak = (False, str(exc))
+        try:
+            on_cpu_list = counted_on_cpu_list(perf, root, rel, v1_root, tmp)
+        except (OSError, RuntimeError) as exc:
+            on_cpu_list = (False, str(exc))
     finally:
         # perf is gone (or never started); the workloads were waited for
         for top in (root, v1_root):
@@ -480,8 +650,11 @@ def check(perf: str, tmp: str, *, move_late: bool = False, v1: bool = False) -> 
         for line in err.strip().splitlines()[-5:]:
             diag(f"  stderr: {line}")
     counts = {m: parse_csv(t) for m, t in texts.items()}
-    csw = {n: (ran[n].csw if n in ran else 0) for n in names}
-    rusage_ms = {n: (ran[n].cpu_ms if n in ran else 0.0) for n in names}
+    # a cgroup's oracles are its subtree's: its own workload's and its descendants'
+    csw = {n: sum(r.csw for m, r in ran.items() if m == n or m.startswith(n + "/"))
+           for n in names}
+    rusage_ms = {n: sum(r.cpu_ms for m, r in ran.items() if m == n or m.startswith(n + "/"))
+                 for n in names}
     table = {}
     for n in names:
         row = {"cpu.stat_usage_ms": usage_ms[n], "rusage_cpu_ms": rusage_ms[n],
@@ -505,6 +678,9 @@ def check(perf: str, tmp: str, *, move_late: bool = False, v1: bool = False) -> 
             sane.append(f"{n}: {csw[n]} context switches for {amount} round trips")
         if kind == "idle" and usage_ms[n] != 0:
             sane.append(f"{n}: usage {usage_ms[n]} ms but nothing ran there")
+        if kind == "parent" and not (usage_ms[n] > 0 and rusage_ms[n] > 0):
+            sane.append(f"{n}: usage {usage_ms[n]} ms, its children's rusage "
+                        f"{rusage_ms[n]:.0f} ms: expected both above 0")
     results.append(("workloads_ran_as_given", not sane, "\n".join(sane)))
     results.append(("both_perf_modes_counted", shared.p.returncode == 0 and plain.p.returncode == 0
                     and bool(counts["bpf"]) and bool(counts["plain"]),
@@ -530,8 +706,10 @@ def check(perf: str, tmp: str, *, move_late: bool = False, v1: bool = False) -> 
                     "" if wrong else "the checker accepted counts attributed to the wrong "
                                      "cgroups: the workloads are too alike to tell apart"))
     metrics["negative_control_mismatches"] = len(wrong)
+    results.append(("bpf_reads_leak_nothing", *no_leak))
+    results.append(("cpu_list_not_from_0_counted", *on_cpu_list))
     metrics_write(metrics)
-    assert len(results) == CHECKS
+    assert tuple(n for n, _, _ in results) == CHECK_NAMES
     return ktap_result(results)
 
 
@@ -647,6 +825,8 @@ def main() -> int:
     b.add_argument("--rounds", type=int, default=3)
     b.add_argument("--loops", type=int, default=20000)
     args = ap.parse_args()
+    # perf, built with LeakSanitizer, reports at its exit only where a check asks it to
+    os.environ.setdefault("LSAN_OPTIONS", "detect_leaks=0")
     if args.cmd == "check":
         return check(args.perf, args.tmp, move_late=args.move_late, v1=args.cgroup_v1)
     return bench(args.perf, args.tmp, [int(s) for s in args.sizes.split(",")], args.rounds,
