@@ -97,15 +97,34 @@ static int load(const char *path, const char *name, const char *kernel, struct i
 	return err ?: found ? 0 : -ENOENT;
 }
 
+/*
+ * The config fragments (kconfigs/NAME.config) whose kernels expose more items than
+ * base's, each with what tells the running kernel has it: their lists ("6.12+thp")
+ * hold the items the kernel adds with it.
+ */
+static const struct { const char *fragment, *sign; } fragments[] = {
+	{ "thp", "/sys/kernel/mm/transparent_hugepage" },	/* TRANSPARENT_HUGEPAGE */
+	{ "numa", "/sys/devices/system/node" },			/* NUMA */
+};
+
 int inv_load(const char *path, const char *name, struct inv_list *out)
 {
-	char kernel[32];
+	char kernel[32], variant[64];
+	size_t i;
 	int err;
 
 	memset(out, 0, sizeof(*out));
 	this_kernel(kernel, sizeof(kernel));
 	err = load(path, name, kernel, out);
 	out->this_kernel = !err;
+	for (i = 0; !err && i < ARRAY_SIZE(fragments); i++) {
+		if (access(fragments[i].sign, F_OK))
+			continue;
+		snprintf(variant, sizeof(variant), "%s+%s", kernel, fragments[i].fragment);
+		err = load(path, name, variant, out);
+		if (err == -ENOENT)
+			err = 0;
+	}
 	if (err == -ENOENT)
 		err = load(path, name, NULL, out);
 	if (err == -ENOENT)

@@ -27,8 +27,10 @@ struct inv_list {
 
 /*
  * The items of the lists @name in the inventory @path: the running kernel's
- * ("6.12" of 6.12.117) if the inventory has one (->this_kernel), else those of
- * every kernel together; 0, or -errno (-ENOENT: no list of that name).
+ * ("6.12" of 6.12.117) if the inventory has one (->this_kernel), with those of
+ * its config variants the kernel has ("6.12+thp": what a kernel built with
+ * kconfigs/thp.config adds), else those of every kernel together; 0, or -errno
+ * (-ENOENT: no list of that name).
  */
 int inv_load(const char *path, const char *name, struct inv_list *out);
 bool inv_has(const struct inv_list *l, const char *item);
