@@ -2658,6 +2658,86 @@ static int check_oom_group_below_domain(void)
 	return ok ? KSFT_PASS : KSFT_FAIL;
 }
 
+#define HUGE_BYTES	(8 * MiB)	/* faulted in as huge pages: 4 of 2 MiB */
+static int huge_pipe[2] = { -1, -1 };
+
+/* in T: HUGE_BYTES of anon memory at a 2 MiB boundary, MADV_HUGEPAGE, touched; its
+ * AnonHugePages (kB, smaps_rollup: the VMAs' own count) to the pipe; sleep */
+static int huge_worker(void *arg)
+{
+	char *map = mmap(NULL, HUGE_BYTES + 2 * MiB, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p = (char *)(((unsigned long)map + 2 * MiB - 1) & ~(2 * MiB - 1));
+	char text[4096];
+	long long kb = -1, off;
+	ssize_t n;
+
+	(void)arg;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (map == MAP_FAILED || madvise(p, HUGE_BYTES, MADV_HUGEPAGE))
+		return 1;
+	for (off = 0; off < HUGE_BYTES; off += page_size)
+		p[off] = 1;
+	n = read_close(open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC), text,
+		       sizeof(text) - 1);
+	if (n > 0) {
+		text[n] = '\0';
+		if (strstr(text, "AnonHugePages:"))
+			sscanf(strstr(text, "AnonHugePages:"), "AnonHugePages: %lld", &kb);
+	}
+	if (write(huge_pipe[1], &kb, sizeof(kb)) != sizeof(kb))
+		return 2;
+	for (;;)
+		pause();
+}
+
+/*
+ * Huge pages counted (THP kernels: matrix cell 6.12-thp): in T, a cgroup of its own
+ * below P, one process faults HUGE_BYTES of MADV_HUGEPAGE memory ("enabled" set to
+ * madvise for it).  Oracles: the process's AnonHugePages (smaps_rollup: the page
+ * tables' own count) and the machine's thp_fault_alloc (/proc/vmstat, the node
+ * counter).  memory.stat's anon_thp is AnonHugePages in bytes, its thp_fault_alloc
+ * the huge pages faulted, as /proc/vmstat's grew.
+ */
+static int check_huge_pages_counted(void)
+{
+	static char t[CG_PATH_MAX + 8];
+	long long kb = -1, v0, v1, anon_thp, faults;
+	char was[32] = "";
+	bool ok = true;
+	pid_t pid;
+	int err;
+
+	if (access(THP_DIR "/enabled", F_OK))
+		return check_skip("no transparent huge pages (CONFIG_TRANSPARENT_HUGEPAGE: matrix cell 6.12-thp)");
+	snprintf(t, sizeof(t), "%s/thp", cgs[CG_P].path);
+	if (thp_set("enabled", "madvise", was, sizeof(was)) || pipe2(huge_pipe, O_CLOEXEC))
+		return check_fail("THP enabled = madvise, a pipe: %s", strerror(errno));
+	err = cg_create(t);
+	v0 = cg_read_key("/proc", "vmstat", "thp_fault_alloc");
+	pid = err ? -1 : cg_spawn(t, huge_worker, NULL);
+	if (pid < 0 || read(huge_pipe[0], &kb, sizeof(kb)) != sizeof(kb))
+		kb = -2;
+	v1 = cg_read_key("/proc", "vmstat", "thp_fault_alloc");
+	anon_thp = cg_read_key(t, "memory.stat", "anon_thp");
+	faults = cg_read_key(t, "memory.stat", "thp_fault_alloc");
+	cg_reap(&pid);
+	close(huge_pipe[0]);
+	close(huge_pipe[1]);
+	thp_set("enabled", was, was, sizeof(was));
+	ksft_print_msg("T: AnonHugePages %lld kB; memory.stat anon_thp %lld B, thp_fault_alloc %lld; /proc/vmstat thp_fault_alloc +%lld\n",
+		       kb, anon_thp, faults, v1 - v0);
+	expect(&ok, kb >= 2048, "T's worker: AnonHugePages %lld kB, expected huge pages (>= 2048 kB)", kb);
+	expect(&ok, anon_thp == kb * 1024, "T: memory.stat anon_thp %lld, expected AnonHugePages in bytes, %lld",
+	       anon_thp, kb * 1024);
+	expect(&ok, faults == kb / 2048 && v1 - v0 == kb / 2048,
+	       "T: thp_fault_alloc %lld, /proc/vmstat +%lld; expected the %lld huge pages faulted",
+	       faults, v1 - v0, kb / 2048);
+	err = err ?: cg_destroy(t);
+	expect(&ok, !err, "making and removing T: %s", strerror(-err));
+	return ok ? KSFT_PASS : KSFT_FAIL;
+}
+
 #define DIRTY_BYTES	(8 * MiB)	/* written into D's page cache, not synced */
 #define DIRTY_SLACK	(256 * 1024)	/* the file system's own metadata blocks */
 
@@ -3011,6 +3091,7 @@ int main(void)
 		CHECK(offline_memcg_handed_out, cgroup_setup),
 		CHECK(flush_keeps_no_reference, cgroup_setup),
 		CHECK(khugepaged_steals_counted, cgroup_setup),
+		CHECK(huge_pages_counted, cgroup_setup),
 		CHECK(cgroup_cleanup),
 	};
 	neg_elf = memcg_kfuncs_neg_bpf__elf_bytes(&neg_sz);
