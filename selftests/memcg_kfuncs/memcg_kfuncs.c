@@ -144,37 +144,45 @@ static long long exact_tol(int f)
 }
 
 /*
- * One walk of @cgi's link, mode @mode (READ on E: MK_MODE_TARGET on P's walk, no
- * link pins it), exactly flushed first when @exact: exactly one record about @cgi,
- * every read >= 0 (probes aside).
+ * One walk of @link for the cgroup @id (@who in messages), mode @mode, exactly flushed
+ * first when @exact: exactly one record about it, every read >= 0 (probes aside).
  */
-static int read_mode(int cgi, struct mk_rec *r, int mode, bool exact)
+static int read_link(struct bpf_link *link, unsigned long long id, const char *who,
+		     struct mk_rec *r, int mode, bool exact)
 {
 	static struct mk_rec buf[2];
 	bool probe = mode == MK_MODE_PROBE;
 	ssize_t n;
 	int f;
 
-	if (cgi == CG_E && mode == MK_MODE_READ)
-		mode = MK_MODE_TARGET;
 	skel->bss->mode = mode;
 	skel->bss->records = 0;
 	skel->bss->rstat_first = exact;
-	skel->bss->target_cgid = cgs[cgi].id;
-	n = bu_read_iter(cgi == CG_E ? walk_link : links[cgi], buf, sizeof(buf));
+	skel->bss->target_cgid = id;
+	n = bu_read_iter(link, buf, sizeof(buf));
 	if (n != (ssize_t)sizeof(*r) || skel->bss->records != 1 || buf[0].magic != MK_MAGIC + mode ||
-	    buf[0].cgid != cgs[cgi].id)
-		return check_fail("iterator on %c: %zd bytes (expected %zu), %u records (1), magic 0x%llx (0x%llx), cgroup id %llu (%llu)",
-				  CG_NAMES[cgi], n, sizeof(*r), skel->bss->records,
+	    buf[0].cgid != id)
+		return check_fail("iterator on %s: %zd bytes (expected %zu), %u records (1), magic 0x%llx (0x%llx), cgroup id %llu (%llu)",
+				  who, n, sizeof(*r), skel->bss->records,
 				  (unsigned long long)buf[0].magic, MK_MAGIC + mode,
-				  (unsigned long long)buf[0].cgid, cgs[cgi].id);
+				  (unsigned long long)buf[0].cgid, id);
 	*r = buf[0];
 	for (f = 0; f < NR_FIELDS && !probe; f++)
 		if (r->val[f] < 0)
-			return check_fail("%c: %s (item %lld) gave %lld, expected >= 0 (-2: no memcg)",
-					  CG_NAMES[cgi], fdesc[f].call,
+			return check_fail("%s: %s (item %lld) gave %lld, expected >= 0 (-2: no memcg)",
+					  who, fdesc[f].call,
 					  (long long)r->item[f], (long long)r->val[f]);
 	return 0;
+}
+
+/* read_link() of @cgi's link (READ on E: MK_MODE_TARGET on P's walk, no link pins it) */
+static int read_mode(int cgi, struct mk_rec *r, int mode, bool exact)
+{
+	char who[2] = { CG_NAMES[cgi] };
+
+	if (cgi == CG_E && mode == MK_MODE_READ)
+		mode = MK_MODE_TARGET;
+	return read_link(cgi == CG_E ? walk_link : links[cgi], cgs[cgi].id, who, r, mode, exact);
 }
 
 /* an exact read of @cgi (see the top) */
@@ -189,24 +197,13 @@ static int read_rec_path(const char *path, struct mk_rec *r)
 {
 	struct bpf_link *link = bu_attach_cgroup_iter(skel->progs.memcg_read, path,
 						      BPF_CGROUP_ITER_SELF_ONLY);
-	unsigned long long id = cg_id(path);
-	static struct mk_rec buf[2];
-	ssize_t n;
+	int err;
 
 	if (!link)
 		return check_fail("attaching an iterator to %s: %s", path, strerror(errno));
-	skel->bss->mode = MK_MODE_READ;
-	skel->bss->records = 0;
-	skel->bss->rstat_first = true;
-	skel->bss->target_cgid = id;
-	n = bu_read_iter(link, buf, sizeof(buf));
+	err = read_link(link, cg_id(path), path, r, MK_MODE_READ, true);
 	bpf_link__destroy(link);
-	if (n != (ssize_t)sizeof(*r) || skel->bss->records != 1 ||
-	    buf[0].magic != MK_MAGIC + MK_MODE_READ || buf[0].cgid != id)
-		return check_fail("iterator on %s: %zd bytes, %u records, cgroup id %llu (%llu)", path, n,
-				  skel->bss->records, (unsigned long long)buf[0].cgid, id);
-	*r = buf[0];
-	return 0;
+	return err;
 }
 
 static int check_load_sleepable_iter(void)
@@ -1604,11 +1601,12 @@ static void expect_workingset(bool *ok, const char *cg, int st)
 {
 	static const char *const kinds[] = { "file", "anon" };
 	char key[3][40], text[16384];
+	bool read_ok = cg_read(cg, "memory.stat", text, sizeof(text)) > 0;
 	long long v[3];
 	int k, i;
 
-	expect(ok, !st && cg_read(cg, "memory.stat", text, sizeof(text)) > 0,
-	       "A: reading its file back: exit %d; memory.stat: %s", st, strerror(errno));
+	expect(ok, !st && read_ok, "A: reading its file back: exit %d; memory.stat: %s", st,
+	       read_ok ? "read" : strerror(errno));
 	for (k = 0; k < 2; k++) {
 		for (i = 0; i < 3; i++) {
 			snprintf(key[i], sizeof(key[i]), "workingset_%s_%s",
@@ -2120,6 +2118,17 @@ static int check_root_memcg_null_when_disabled(void)
 }
 
 #define THP_DIR		"/sys/kernel/mm/transparent_hugepage"
+
+/* @bytes of private anon memory at a 2 MiB boundary (a huge page's), from a mapping
+ * 2 MiB larger; MAP_FAILED */
+static char *map_huge_aligned(long long bytes)
+{
+	char *map = mmap(NULL, bytes + 2 * MiB, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return map == MAP_FAILED ? map :
+	       (char *)(((unsigned long)map + 2 * MiB - 1) & ~(2 * MiB - 1));
+}
 #define KH_ANON		(8 * MiB)	/* K's anon, in small pages, then collapsed */
 #define KH_FILE		(12 * MiB)	/* K's clean page cache: what khugepaged reclaims */
 #define KH_WAIT_S	60		/* for khugepaged to steal in K */
@@ -2131,9 +2140,7 @@ static int kh_sock = -1;		/* K's worker's: "ready" */
 static int kh_worker(void *arg)
 {
 	const char *path = arg;
-	char *map = mmap(NULL, KH_ANON + 2 * MiB, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *p = (char *)(((unsigned long)map + 2 * MiB - 1) & ~(2 * MiB - 1));
+	char *p = map_huge_aligned(KH_ANON);
 	static char buf[65536];
 	long long off;
 	char go;
@@ -2141,7 +2148,7 @@ static int kh_worker(void *arg)
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-	if (map == MAP_FAILED || fd < 0)
+	if (p == MAP_FAILED || fd < 0)
 		return 1;
 	memset(buf, 'k', sizeof(buf));
 	for (off = 0; off < KH_FILE; off += sizeof(buf))
@@ -2358,6 +2365,22 @@ static const char *death(int st)
 }
 
 
+/* the status of @sleeper, a task of a group the OOM killer should kill whole: within
+ * 5 s, or 0 ("exit 0": not killed with its group) when it was still alive and is
+ * killed here */
+static int group_member_end(pid_t sleeper)
+{
+	int st = 0, k;
+
+	for (k = 0; k < 50 && waitpid(sleeper, &st, WNOHANG) == 0; k++)
+		usleep(100000);
+	if (k < 50)
+		return st;
+	kill(sleeper, SIGKILL);
+	waitpid(sleeper, NULL, 0);
+	return 0;
+}
+
 /* inotify watches (IN_MODIFY) on @cg's memory.events and memory.events.local: the
  * inotify fd, or -1; the two watch descriptors in @wd */
 static int watch_events(const char *cg, int wd[2])
@@ -2479,13 +2502,7 @@ static int check_oom_events_counted(void)
 		return check_fail("memory.oom.group of O, its two workers: %s", strerror(errno));
 	}
 	/* the sleeper dies with the group, or is killed here after 5 s (and reported) */
-	for (k = 0; k < 50 && waitpid(sleeper, &st2, WNOHANG) == 0; k++)
-		usleep(100000);
-	if (k == 50) {
-		kill(sleeper, SIGKILL);
-		waitpid(sleeper, NULL, 0);
-		st2 = 0;	/* "exit 0": not killed by the group's OOM kill */
-	}
+	st2 = group_member_end(sleeper);
 	if (read_rec(CG_O, &o2))
 		return KSFT_FAIL;
 	ksft_print_msg("O with memory.oom.group: the toucher %s, the sleeper %s; oom_kill +%lld, oom_group_kill +%lld\n",
@@ -2606,7 +2623,7 @@ static int check_localevents_option_keeps_events_local(void)
 static int check_oom_group_below_domain(void)
 {
 	static char x[CG_PATH_MAX + 8], g[CG_PATH_MAX + 16];
-	int st = 0, st2 = 0, err, k, in, wd[2], seen;
+	int st = 0, st2, err, in, wd[2], seen;
 	long long g0, g1, x0, x1;
 	pid_t sleeper, pid;
 	bool ok = true;
@@ -2638,13 +2655,7 @@ static int check_oom_group_below_domain(void)
 	expect(&ok, seen == 3, "G's memory.events %s, memory.events.local %s by its kills (inotify IN_MODIFY)",
 	       seen < 0 ? "not watched" : seen & 1 ? "notified" : "not notified",
 	       seen < 0 ? "not watched" : seen & 2 ? "notified" : "not notified");
-	for (k = 0; k < 50 && waitpid(sleeper, &st2, WNOHANG) == 0; k++)
-		usleep(100000);
-	if (k == 50) {
-		kill(sleeper, SIGKILL);
-		waitpid(sleeper, NULL, 0);
-		st2 = 0;	/* "exit 0": not killed with its group */
-	}
+	st2 = group_member_end(sleeper);
 	g1 = cg_read_key(g, "memory.events", "oom_group_kill");
 	x1 = cg_read_key(x, "memory.events", "oom_group_kill");
 	ksft_print_msg("OOM at X's memory.max: G's toucher %s, its sleeper %s; oom_group_kill G +%lld, X +%lld\n",
@@ -2665,16 +2676,14 @@ static int huge_pipe[2] = { -1, -1 };
  * AnonHugePages (kB, smaps_rollup: the VMAs' own count) to the pipe; sleep */
 static int huge_worker(void *arg)
 {
-	char *map = mmap(NULL, HUGE_BYTES + 2 * MiB, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *p = (char *)(((unsigned long)map + 2 * MiB - 1) & ~(2 * MiB - 1));
+	char *p = map_huge_aligned(HUGE_BYTES);
 	char text[4096];
 	long long kb = -1, off;
 	ssize_t n;
 
 	(void)arg;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (map == MAP_FAILED || madvise(p, HUGE_BYTES, MADV_HUGEPAGE))
+	if (p == MAP_FAILED || madvise(p, HUGE_BYTES, MADV_HUGEPAGE))
 		return 1;
 	for (off = 0; off < HUGE_BYTES; off += page_size)
 		p[off] = 1;
@@ -2711,8 +2720,13 @@ static int check_huge_pages_counted(void)
 	if (access(THP_DIR "/enabled", F_OK))
 		return check_skip("no transparent huge pages (CONFIG_TRANSPARENT_HUGEPAGE: matrix cell 6.12-thp)");
 	snprintf(t, sizeof(t), "%s/thp", cgs[CG_P].path);
-	if (thp_set("enabled", "madvise", was, sizeof(was)) || pipe2(huge_pipe, O_CLOEXEC))
-		return check_fail("THP enabled = madvise, a pipe: %s", strerror(errno));
+	if (pipe2(huge_pipe, O_CLOEXEC))
+		return check_fail("a pipe: %s", strerror(errno));
+	if (thp_set("enabled", "madvise", was, sizeof(was))) {
+		close(huge_pipe[0]);
+		close(huge_pipe[1]);
+		return check_fail("THP enabled = madvise: %s", strerror(errno));
+	}
 	err = cg_create(t);
 	v0 = cg_read_key("/proc", "vmstat", "thp_fault_alloc");
 	pid = err ? -1 : cg_spawn(t, huge_worker, NULL);
